@@ -1,0 +1,186 @@
+"""Chunks: K sequential steps of one stream, stored column-wise and compressed.
+
+This is the storage unit of the replay service (Reverb's "chunk"). A writer stacks each leaf of
+K consecutive steps into a column, optionally delta-encodes integer columns along time, and
+compresses each column with lz4. Items reference slices of chunks, so experience is stored once
+however many items and tables point at it. The server keeps chunks compressed end to end; only
+readers decompress. A CRC32 of each column's stored bytes lets the server reject truncated or
+corrupt chunks without decompressing them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from typing import Sequence, Tuple
+
+import lz4.block
+import numpy as np
+
+from replay import errors
+
+# Columns smaller than this are stored raw: lz4's framing would cost more than it saves.
+_MIN_COMPRESS_BYTES = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class ColumnData:
+    """One leaf of a chunk: `length` steps of a `shape`-shaped `dtype` array, as stored bytes."""
+
+    dtype: str  # numpy dtype string, e.g. '<f4'
+    shape: Tuple[int, ...]  # shape of one step
+    data: bytes
+    compressed: bool
+    delta_encoded: bool
+    crc32: int
+
+    def raw_size(self, length: int) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize * length
+
+
+def _can_delta_encode(column: np.ndarray) -> bool:
+    return column.ndim >= 2 and np.issubdtype(column.dtype, np.integer)
+
+
+def _delta_encode(column: np.ndarray) -> np.ndarray:
+    # Work on the unsigned view: wrap-around subtraction and addition are exact inverses.
+    unsigned = column.view(column.dtype.str.replace("i", "u"))
+    encoded = unsigned.copy()
+    encoded[1:] = unsigned[1:] - unsigned[:-1]
+    return encoded.view(column.dtype)
+
+
+def _delta_decode(column: np.ndarray) -> np.ndarray:
+    unsigned = column.view(column.dtype.str.replace("i", "u"))
+    return np.cumsum(unsigned, axis=0, dtype=unsigned.dtype).view(column.dtype)
+
+
+def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool = True) -> ColumnData:
+    """Encodes a stacked column of shape (K, *step_shape).
+
+    Raises:
+      InvalidArgumentError: the column holds Python objects (use fixed-width bytes or str).
+    """
+    column = np.asarray(column)
+    if column.dtype.hasobject:
+        raise errors.InvalidArgumentError(
+            f"cannot store a column of dtype object (shape {column.shape}); convert strings to "
+            "fixed-width numpy bytes (np.bytes_) or str (np.str_) arrays"
+        )
+    if column.ndim == 0:
+        raise errors.InvalidArgumentError("a chunk column needs a leading time dimension")
+    delta = bool(delta_encode and _can_delta_encode(column))
+    if delta:
+        column = _delta_encode(column)
+    raw = np.ascontiguousarray(column).tobytes()
+    data, compressed = raw, False
+    if compress and len(raw) >= _MIN_COMPRESS_BYTES:
+        packed = lz4.block.compress(raw, store_size=True)
+        if len(packed) < len(raw):
+            data, compressed = packed, True
+    return ColumnData(
+        dtype=column.dtype.str,
+        shape=tuple(int(d) for d in column.shape[1:]),
+        data=data,
+        compressed=compressed,
+        delta_encoded=delta,
+        crc32=zlib.crc32(data),
+    )
+
+
+def decode_column(column: ColumnData, length: int) -> np.ndarray:
+    """Decodes a column into a read-only array of shape (length, *step_shape)."""
+    raw = lz4.block.decompress(column.data) if column.compressed else column.data
+    array = np.frombuffer(raw, dtype=np.dtype(column.dtype)).reshape((length,) + tuple(column.shape))
+    if column.delta_encoded:
+        array = _delta_decode(array)
+        array.flags.writeable = False
+    return array
+
+
+class Chunk:
+    """`length` consecutive steps of one episode (from `start_index`), one `ColumnData` per leaf."""
+
+    __slots__ = ("key", "episode_id", "start_index", "length", "columns", "__weakref__")
+
+    def __init__(self, key: int, columns: Sequence[ColumnData], length: int, episode_id: int = 0,
+                 start_index: int = 0):
+        self.key = int(key)
+        self.columns = tuple(columns)
+        self.length = int(length)
+        self.episode_id = int(episode_id)
+        self.start_index = int(start_index)
+
+    @classmethod
+    def from_columns(cls, key: int, columns: Sequence[np.ndarray], episode_id: int = 0,
+                     start_index: int = 0, delta_encode: bool = False, compress: bool = True) -> "Chunk":
+        """Builds a chunk from flat stacked columns, each of shape (K, *step_shape).
+
+        Raises:
+          InvalidArgumentError: no columns, columns of different lengths, or object columns.
+        """
+        if not columns:
+            raise errors.InvalidArgumentError("a chunk needs at least one column")
+        lengths = {np.shape(c)[0] if np.ndim(c) else 0 for c in columns}
+        if len(lengths) != 1 or 0 in lengths:
+            raise errors.InvalidArgumentError(
+                f"all columns of a chunk must have the same non-zero number of steps, got {sorted(lengths)}"
+            )
+        encoded = [encode_column(c, delta_encode, compress) for c in columns]
+        return cls(key, encoded, lengths.pop(), episode_id, start_index)
+
+    @classmethod
+    def from_steps(cls, key: int, flat_steps: Sequence[Sequence[np.ndarray]], **kwargs) -> "Chunk":
+        """Builds a chunk from a list of steps, each a flat list of leaves."""
+        columns = [np.stack(leaves) for leaves in zip(*flat_steps)]
+        return cls.from_columns(key, columns, **kwargs)
+
+    def column(self, index: int) -> np.ndarray:
+        return decode_column(self.columns[index], self.length)
+
+    def decode(self) -> list:
+        return [decode_column(c, self.length) for c in self.columns]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes stored (compressed size)."""
+        return sum(len(c.data) for c in self.columns)
+
+    def validate(self) -> None:
+        """Checks stored bytes against their checksums and declared sizes without decompressing.
+
+        Raises:
+          DataLossError: a column's bytes are truncated or corrupt.
+          InvalidArgumentError: the chunk has no steps or no columns, or an unknown dtype.
+        """
+        if self.length <= 0 or not self.columns:
+            raise errors.InvalidArgumentError(
+                f"chunk {self.key}: needs at least one step and one column (length {self.length}, "
+                f"{len(self.columns)} columns)"
+            )
+        for i, column in enumerate(self.columns):
+            try:
+                dtype = np.dtype(column.dtype)
+            except TypeError as e:
+                raise errors.InvalidArgumentError(f"chunk {self.key} column {i}: unknown dtype {column.dtype!r}") from e
+            if dtype.hasobject or any(d < 0 for d in column.shape):
+                raise errors.InvalidArgumentError(
+                    f"chunk {self.key} column {i}: unsupported dtype {column.dtype!r} or shape {column.shape}")
+            if zlib.crc32(column.data) != column.crc32:
+                raise errors.DataLossError(
+                    f"chunk {self.key} column {i}: stored bytes do not match their checksum (truncated "
+                    "or corrupt); resend the chunk"
+                )
+            expected = column.raw_size(self.length)
+            if column.compressed:
+                declared = int.from_bytes(column.data[:4], "little") if len(column.data) >= 4 else -1
+            else:
+                declared = len(column.data)
+            if declared != expected:
+                raise errors.DataLossError(
+                    f"chunk {self.key} column {i}: holds {declared} bytes of data but {self.length} steps of "
+                    f"shape {column.shape} and dtype {column.dtype} need {expected}"
+                )
+
+    def __repr__(self) -> str:
+        return (f"Chunk(key={self.key}, episode_id={self.episode_id}, start_index={self.start_index}, "
+                f"length={self.length}, columns={len(self.columns)}, nbytes={self.nbytes})")

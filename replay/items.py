@@ -1,0 +1,152 @@
+"""Items: what a table holds. An item is a key, a priority and a trajectory of chunk slices.
+
+The trajectory has one entry per column of the table's signature; each entry is a list of
+(chunk_key, offset, length, index) slices that, concatenated, give that column's steps. Items
+hold strong references to their chunks, so a chunk lives exactly while some item (or a writer
+that keeps it alive) references it; see `replay.chunk_store`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Dict, Optional, Sequence, Tuple
+
+import numpy as np
+
+from replay import errors
+from replay.chunks import Chunk
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkSlice:
+    """Steps [offset, offset + length) of column `index` of chunk `chunk_key`."""
+
+    chunk_key: int
+    offset: int
+    length: int
+    index: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TrajectoryColumn:
+    """One column of an item. `squeeze` drops the time dimension of a single-step column."""
+
+    slices: Tuple[ChunkSlice, ...]
+    squeeze: bool = False
+
+    @property
+    def length(self) -> int:
+        return sum(s.length for s in self.slices)
+
+
+def trajectory_from_chunks(chunks: Sequence[Chunk], offset: int, length: int) -> Tuple[TrajectoryColumn, ...]:
+    """The usual trajectory: the same `length` steps of every column, starting at `offset` in
+    the first of `chunks` (consecutive chunks of one stream)."""
+    columns = []
+    num_columns = len(chunks[0].columns)
+    for index in range(num_columns):
+        slices, remaining, start = [], length, offset
+        for chunk in chunks:
+            if remaining <= 0:
+                break
+            take = min(chunk.length - start, remaining)
+            if take > 0:
+                slices.append(ChunkSlice(chunk.key, start, take, index))
+                remaining -= take
+            start = max(0, start - chunk.length)
+        if remaining:
+            raise errors.InvalidArgumentError(
+                f"the chunks hold fewer than {length} steps from offset {offset}")
+        columns.append(TrajectoryColumn(tuple(slices)))
+    return tuple(columns)
+
+
+class Item:
+    """A table entry. `chunks` maps chunk key to the chunk for every key its trajectory uses."""
+
+    __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at")
+
+    def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
+                 chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None):
+        self.key = int(key)
+        self.priority = float(priority)
+        self.trajectory = tuple(trajectory)
+        self.chunks = chunks
+        self.times_sampled = int(times_sampled)
+        self.inserted_at = time.time() if inserted_at is None else float(inserted_at)
+
+    def validate(self) -> None:
+        """Checks the key, the priority and that every slice lies inside a chunk the item holds.
+
+        Raises:
+          InvalidArgumentError: bad priority, empty trajectory or column, slice out of range,
+            a squeezed column longer than one step, or columns mixing dtypes or step shapes.
+          NotFoundError: a slice names a chunk the item does not hold.
+        """
+        if not (self.priority >= 0.0) or self.priority == float("inf"):
+            raise errors.InvalidArgumentError(
+                f"item {self.key}: priority must be a finite number >= 0, got {self.priority}")
+        if not self.trajectory:
+            raise errors.InvalidArgumentError(f"item {self.key}: the trajectory has no columns")
+        for c, column in enumerate(self.trajectory):
+            if not column.slices:
+                raise errors.InvalidArgumentError(f"item {self.key}: column {c} has no chunk slices")
+            if column.squeeze and column.length != 1:
+                raise errors.InvalidArgumentError(
+                    f"item {self.key}: column {c} is squeezed but spans {column.length} steps (must be 1)")
+            first = None
+            for s in column.slices:
+                chunk = self.chunks.get(s.chunk_key)
+                if chunk is None:
+                    raise errors.NotFoundError(
+                        f"item {self.key}: column {c} references chunk {s.chunk_key}, which was never sent "
+                        "or is no longer kept alive; send the chunk before (or with) the item")
+                if s.offset < 0 or s.length <= 0 or s.offset + s.length > chunk.length:
+                    raise errors.InvalidArgumentError(
+                        f"item {self.key}: column {c} slice [{s.offset}, {s.offset + s.length}) lies outside "
+                        f"chunk {s.chunk_key} of {chunk.length} steps")
+                if not 0 <= s.index < len(chunk.columns):
+                    raise errors.InvalidArgumentError(
+                        f"item {self.key}: column {c} names column {s.index} of chunk {s.chunk_key}, which has "
+                        f"{len(chunk.columns)} columns")
+                data = chunk.columns[s.index]
+                if first is None:
+                    first = (data.dtype, data.shape)
+                elif first != (data.dtype, data.shape):
+                    raise errors.InvalidArgumentError(
+                        f"item {self.key}: column {c} mixes dtype/shape {first} and {(data.dtype, data.shape)}")
+
+    def column_specs(self) -> list:
+        """(shape, dtype) of each column as it will be decoded."""
+        specs = []
+        for column in self.trajectory:
+            s = column.slices[0]
+            data = self.chunks[s.chunk_key].columns[s.index]
+            shape = tuple(data.shape) if column.squeeze else (column.length,) + tuple(data.shape)
+            specs.append((shape, np.dtype(data.dtype)))
+        return specs
+
+    @property
+    def nbytes(self) -> int:
+        """Stored bytes of the chunks this item references."""
+        return sum(c.nbytes for c in self.chunks.values())
+
+    def decode(self, cache: Optional[dict] = None) -> list:
+        """The item's flat columns as numpy arrays. `cache` ((chunk_key, index) -> array) lets
+        callers decoding many items decompress each chunk column once."""
+        cache = {} if cache is None else cache
+        out = []
+        for column in self.trajectory:
+            parts = []
+            for s in column.slices:
+                arr = cache.get((s.chunk_key, s.index))
+                if arr is None:
+                    arr = self.chunks[s.chunk_key].column(s.index)
+                    cache[(s.chunk_key, s.index)] = arr
+                parts.append(arr[s.offset:s.offset + s.length])
+            value = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            out.append(value[0] if column.squeeze else value)
+        return out
+
+    def __repr__(self) -> str:
+        return f"Item(key={self.key}, priority={self.priority}, times_sampled={self.times_sampled})"

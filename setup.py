@@ -1,0 +1,41 @@
+"""Installs tfrl: the `replay` experience service and the `tfrl` agent toolkit."""
+from setuptools import find_packages, setup
+
+setup(
+    name="tfrl",
+    version="0.1.0",
+    description="A tf.data-centric reinforcement-learning toolkit: RLlib-style components "
+    "fed by a Reverb-style replay service.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["replay", "replay.*", "tfrl", "tfrl.*"]),
+    include_package_data=True,
+    package_data={"replay": ["proto/*.proto"], "tfrl": ["tuned_examples/*.yaml"]},
+    install_requires=[
+        "tensorflow>=2.16,<2.22",
+        "tensorflow-probability>=0.24,<0.26",
+        "tf-keras>=2.16,<2.22",
+        "dm-tree>=0.1.8",
+        "ray>=2.9,<3",
+        "gymnasium>=1.0,<2",
+        "numpy>=1.26",
+        "lz4>=4.3",
+        "grpcio>=1.60",
+        "protobuf>=5.26",
+        "PyYAML>=6",
+        "rich>=13",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2.2",
+            "hypothesis>=6.100",
+        ],
+        "dev": ["grpcio-tools>=1.60"],
+    },
+    entry_points={
+        "console_scripts": [
+        ],
+    },
+)

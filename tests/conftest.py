@@ -1,0 +1,50 @@
+"""Shared test fixtures: free loopback ports, one local Ray per session, 2 logical CPU devices.
+
+TensorFlow's CPU is split into two logical devices before TensorFlow initialises, so
+multi-replica MirroredStrategy code runs on this CPU-only machine.
+"""
+import os
+import socket
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _split_cpu_for_tensorflow():
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+    except RuntimeError:
+        pass  # already initialised by an earlier import; keep what it has
+
+
+_split_cpu_for_tensorflow()
+
+
+def pick_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def free_port():
+    return pick_free_port()
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray, started once for the whole test session with few CPUs."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, ignore_reinit_error=True)
+    yield ray
+    ray.shutdown()
