@@ -36,6 +36,7 @@ setup(
     },
     entry_points={
         "console_scripts": [
+            "replay-server=replay.server_main:main",
         ],
     },
 )

@@ -1,0 +1,356 @@
+"""The replay client: every call a program makes to a replay server goes through `Client`.
+
+On the design map it is what rollout workers write through (`writer`, `trajectory_writer`,
+`insert`) and what learners read through (`sample`, `sample_stream`, which `ReplayDataset`
+builds on), plus the control calls (`mutate_priorities`, `reset`, `server_info`,
+`checkpoint`). A client pickles by address (token and TLS root certificate included), so it
+can be handed to Ray actors; the gRPC channel is created lazily in each process.
+
+gRPC failures are raised as the matching `replay.errors` class (the exact class the server
+raised when it names one), so callers catch the same exceptions as in-process.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+import numpy as np
+import tree
+
+from replay import errors, wire
+from replay.proto import replay_pb2, replay_pb2_grpc
+from replay.replay_sample import ReplaySample, SampleInfo
+
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+_ERROR_CLASS_METADATA_KEY = "replay-error-class"
+
+
+def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayError:
+    """The `replay.errors` exception matching a failed gRPC call."""
+    code = error.code() if hasattr(error, "code") else None
+    details = error.details() if hasattr(error, "details") else str(error)
+    cls = None
+    try:
+        for key, value in error.trailing_metadata() or ():
+            if key == _ERROR_CLASS_METADATA_KEY:
+                candidate = getattr(errors, value, None)
+                if isinstance(candidate, type) and issubclass(candidate, errors.ReplayError):
+                    cls = candidate
+    except Exception:  # some failures (a dead connection) carry no metadata
+        pass
+    name = code.name if code is not None else "UNKNOWN"
+    if cls is None:
+        cls = errors.ERRORS_BY_GRPC_CODE.get(name, errors.ReplayError)
+    message = details or name
+    if name == "UNAVAILABLE":
+        message = f"the replay server is unavailable ({details}); check that it runs and the address"
+    if what:
+        message = f"{what}: {message}"
+    return cls(message)
+
+
+class Client:
+    """A connection to a replay server at `address` ("host:port").
+
+    Args:
+      address: "host:port" of the server.
+      token: the server's shared access token, if it has one.
+      root_certificates: PEM bytes of the CA (or self-signed certificate) to trust; given, the
+        client connects over TLS.
+      max_message_bytes: the largest message sent or accepted.
+    """
+
+    def __init__(self, address: str, token: Optional[str] = None,
+                 root_certificates: Optional[Union[bytes, str]] = None,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+        self.address = address
+        self._token = token
+        self._root_certificates = (root_certificates.encode() if isinstance(root_certificates, str)
+                                   else root_certificates)
+        self.max_message_bytes = int(max_message_bytes)
+        self._lock = threading.Lock()
+        self._channel = None
+        self._stub = None
+        self._signatures: Dict[str, Any] = {}
+        metadata = [(wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION))]
+        if token is not None:
+            metadata.append((wire.TOKEN_METADATA_KEY, token))
+        self.metadata = tuple(metadata)
+
+    # -- pickling by address -------------------------------------------------------------
+
+    def __reduce__(self):
+        return (Client, (self.address, self._token, self._root_certificates, self.max_message_bytes))
+
+    def __repr__(self) -> str:
+        return f"Client({self.address!r})"
+
+    # -- channel ---------------------------------------------------------------------------
+
+    @property
+    def stub(self) -> replay_pb2_grpc.ReplayServiceStub:
+        """The generated gRPC stub (created on first use)."""
+        if self._stub is None:
+            with self._lock:
+                if self._stub is None:
+                    options = [
+                        ("grpc.max_receive_message_length", self.max_message_bytes),
+                        ("grpc.max_send_message_length", self.max_message_bytes),
+                        ("grpc.keepalive_time_ms", 10_000),
+                        ("grpc.keepalive_timeout_ms", 5_000),
+                        ("grpc.keepalive_permit_without_calls", 1),
+                    ]
+                    if self._root_certificates is not None:
+                        credentials = grpc.ssl_channel_credentials(root_certificates=self._root_certificates)
+                        self._channel = grpc.secure_channel(self.address, credentials, options=options)
+                    else:
+                        self._channel = grpc.insecure_channel(self.address, options=options)
+                    self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
+        return self._stub
+
+    def close(self) -> None:
+        """Closes the channel (a later call opens a new one)."""
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+            self._channel = self._stub = None
+
+    def _call(self, method: str, request, what: str, timeout: Optional[float] = None):
+        try:
+            return getattr(self.stub, method)(request, metadata=self.metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise translate_rpc_error(e, what) from None
+
+    # -- writing -------------------------------------------------------------------------
+
+    def writer(self, max_sequence_length: int, chunk_length: Optional[int] = None,
+               delta_encoded: bool = False, max_in_flight_items: int = 1000):
+        """A `Writer` (Reverb's legacy writer): append steps, create items from the last steps.
+
+        Raises:
+          InvalidArgumentError: non-positive lengths or budget.
+        """
+        from replay.writer import Writer
+
+        return Writer(self, max_sequence_length, chunk_length=chunk_length, delta_encoded=delta_encoded,
+                      max_in_flight_items=max_in_flight_items)
+
+    def trajectory_writer(self, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
+                          delta_encoded: bool = False, max_in_flight_items: int = 1000):
+        """A `TrajectoryWriter`: append steps, build items from any kept-alive cells.
+
+        Raises:
+          InvalidArgumentError: non-positive sizes.
+        """
+        from replay.trajectory_writer import TrajectoryWriter
+
+        return TrajectoryWriter(self, num_keep_alive_refs, chunk_length=chunk_length,
+                                delta_encoded=delta_encoded, max_in_flight_items=max_in_flight_items)
+
+    def insert(self, data: Any, priorities: Mapping[str, float], timeout: Optional[float] = None) -> None:
+        """Inserts one item holding `data` (one step, no time dimension) into each table named in
+        `priorities` (table name -> priority); returns when the server acked them. The chunk is
+        sent once however many tables get the item.
+
+        Raises:
+          InvalidArgumentError: no tables, or a bad priority; NotFoundError: an unknown table;
+          SignatureMismatchError: `data` does not fit a table's signature; DeadlineExceededError:
+          not acked within `timeout` seconds; UnavailableError: the server cannot be reached.
+        """
+        if not priorities:
+            raise errors.InvalidArgumentError("insert needs at least one table in `priorities`")
+        from replay.trajectory_writer import TrajectoryWriter
+
+        writer = TrajectoryWriter(self, num_keep_alive_refs=1)
+        try:
+            refs = writer.append(data)
+            for table, priority in priorities.items():
+                writer.create_item(table, priority, refs)
+            writer.flush(timeout=timeout)
+        finally:
+            writer.close(flush=False)
+
+    # -- sampling ------------------------------------------------------------------------
+
+    def sample(self, table: str, num_samples: int = 1, timeout: Optional[float] = None,
+               max_in_flight_samples: int = 256) -> Iterator[ReplaySample]:
+        """Yields `num_samples` `ReplaySample(info, data)` from `table`.
+
+        `data` is a nest of numpy arrays in the table signature's structure when the table has a
+        signature, else the item's flat list of columns. `timeout` (seconds) bounds how long
+        each sample may wait for the table's rate limiter; None waits forever.
+
+        Raises (when iterated):
+          NotFoundError: unknown table; DeadlineExceededError: the rate limiter (or an empty
+          table) kept a sample waiting past `timeout`; UnavailableError: no server; CancelledError:
+          the server stopped.
+        """
+        if num_samples <= 0:
+            raise errors.InvalidArgumentError(f"num_samples must be positive, got {num_samples}")
+        signature = self._signature(table)
+        timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        for infos, items, cache in self._sample_responses(table, max_in_flight_samples, timeout_ms,
+                                                          num_samples):
+            for info, item in zip(infos, items):
+                columns = item.decode(cache)
+                data = columns if signature is None else tree.unflatten_as(signature, columns)
+                yield ReplaySample(info, data)
+
+    def sample_stream(self, table: str, max_in_flight_samples: int = 256, rate_limiter_timeout_ms: int = -1,
+                      max_samples: int = -1) -> Iterator[Tuple[Dict[str, np.ndarray], List[Any]]]:
+        """The low-overhead sampling path: yields batches of samples as they arrive.
+
+        Each yield is `(infos, columns)` for the N items of one server response: `infos` maps
+        "key", "probability", "table_size", "priority", "times_sampled" to numpy arrays of shape
+        [N]; `columns` is the flat list of item columns, each stacked to shape [N, ...] when all N
+        items share that column's shape, else a list of N arrays. The server keeps up to
+        `max_in_flight_samples` samples in flight; `rate_limiter_timeout_ms` < 0 waits forever;
+        `max_samples` < 0 streams until the caller stops iterating.
+
+        Raises (when iterated): as `sample`.
+        """
+        for infos, items, cache in self._sample_responses(table, max_in_flight_samples,
+                                                          rate_limiter_timeout_ms, max_samples):
+            decoded = [item.decode(cache) for item in items]
+            info_arrays = {
+                "key": np.array([i.key for i in infos], dtype=np.uint64),
+                "probability": np.array([i.probability for i in infos], dtype=np.float64),
+                "table_size": np.array([i.table_size for i in infos], dtype=np.int64),
+                "priority": np.array([i.priority for i in infos], dtype=np.float64),
+                "times_sampled": np.array([i.times_sampled for i in infos], dtype=np.int32),
+            }
+            columns = []
+            for parts in zip(*decoded):
+                shapes = {p.shape for p in parts}
+                columns.append(np.stack(parts) if len(shapes) == 1 else list(parts))
+            yield info_arrays, columns
+
+    def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int):
+        """Yields (infos, items, decode cache) per server response, granting credit as it goes."""
+        if max_in_flight <= 0:
+            raise errors.InvalidArgumentError(f"max_in_flight_samples must be positive, got {max_in_flight}")
+        requests: "queue.SimpleQueue" = queue.SimpleQueue()
+        granted = max_in_flight if max_samples < 0 else min(max_in_flight, max_samples)
+        requests.put(replay_pb2.SampleRequest(table=table, num_samples=granted,
+                                              rate_limiter_timeout_ms=timeout_ms))
+        done = object()
+
+        def request_iterator():
+            while True:
+                request = requests.get()
+                if request is done:
+                    return
+                yield request
+
+        call = self.stub.SampleStream(request_iterator(), metadata=self.metadata)
+        received = 0
+        unacked_credit = 0
+        try:
+            for response in call:
+                from replay.chunks import Chunk  # noqa: F401  (keeps the import local and cheap)
+
+                chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
+                pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+                items = [item for _, item in pairs]
+                infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
+                    items, response.probabilities, response.table_sizes, response.priorities,
+                    response.times_sampled)]
+                received += len(items)
+                unacked_credit += len(items)
+                if max_samples >= 0:
+                    remaining_grant = max_samples - granted
+                    top_up = min(unacked_credit, remaining_grant)
+                else:
+                    top_up = unacked_credit
+                # Top the credit up in batches of half the budget, so requests stay few.
+                if top_up > 0 and (unacked_credit * 2 >= max_in_flight or
+                                   (max_samples >= 0 and granted + top_up >= max_samples)):
+                    requests.put(replay_pb2.SampleRequest(num_samples=top_up))
+                    granted += top_up
+                    unacked_credit = 0
+                yield infos, items, {}
+                if 0 <= max_samples <= received:
+                    return
+        except grpc.RpcError as e:
+            raise translate_rpc_error(e, f"sampling table {table!r}") from None
+        finally:
+            requests.put(done)
+            call.cancel()
+
+    def _signature(self, table: str):
+        if table not in self._signatures:
+            info = self.server_info()
+            for name, table_info in info.items():
+                self._signatures[name] = table_info.signature
+        return self._signatures.get(table)
+
+    # -- control -------------------------------------------------------------------------
+
+    def mutate_priorities(self, table: str, updates: Optional[Mapping[int, float]] = None,
+                          deletes: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> None:
+        """Updates priorities (item key -> priority) and deletes items of `table`; unknown keys
+        are ignored. Deletes happen first.
+
+        Raises:
+          InvalidArgumentError: a negative, NaN or infinite priority (nothing changes);
+          NotFoundError: unknown table; UnavailableError: no server.
+        """
+        updates = dict(updates or {})
+        for key, priority in updates.items():
+            wire.check_priority(key, float(priority))
+        request = replay_pb2.MutatePrioritiesRequest(
+            table=table,
+            updates=replay_pb2.PriorityUpdates(keys=list(updates), priorities=list(updates.values())),
+            delete_keys=list(deletes or ()))
+        self._call("MutatePriorities", request, f"mutating priorities of table {table!r}", timeout)
+
+    def reset(self, table: str, timeout: Optional[float] = None) -> None:
+        """Removes every item of `table` and resets its rate limiter.
+
+        Raises:
+          NotFoundError: unknown table; UnavailableError: no server.
+        """
+        self._call("Reset", replay_pb2.ResetRequest(table=table), f"resetting table {table!r}", timeout)
+
+    def server_info(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Table name -> `replay.table.TableInfo` (size, counters, rate-limiter state, config,
+        signature). Also refreshes the signatures `sample` uses.
+
+        Raises:
+          UnavailableError: no server (or not within `timeout` seconds).
+        """
+        response = self._call("ServerInfo", replay_pb2.ServerInfoRequest(), "server_info", timeout)
+        out = {}
+        for proto in response.tables:
+            info = table_info_from_proto(proto)
+            out[info.name] = info
+            self._signatures[info.name] = info.signature
+        return out
+
+    def checkpoint(self, timeout: Optional[float] = None) -> str:
+        """Asks the server to write a checkpoint; returns its path (on the server's machine).
+
+        Raises:
+          FailedPreconditionError: the server has no checkpointer; UnavailableError: no server.
+        """
+        return self._call("Checkpoint", replay_pb2.CheckpointRequest(), "checkpoint", timeout).path
+
+
+def table_info_from_proto(proto: replay_pb2.TableInfo):
+    """A `replay.table.TableInfo` from its ServerInfo message."""
+    from replay.table import TableInfo
+
+    config = json.loads(proto.config_json) if proto.config_json else {}
+    return TableInfo(
+        name=proto.name, size=proto.size, max_size=proto.max_size,
+        max_times_sampled=proto.max_times_sampled,
+        sampler_options=config.get("sampler", config.get("sampler_options", {})),
+        remover_options=config.get("remover", config.get("remover_options", {})),
+        rate_limiter_info=json.loads(proto.rate_limiter_info_json or "{}"),
+        signature=wire.signature_from_json(config.get("signature")),
+        num_inserts=proto.num_inserts, num_samples=proto.num_samples, num_deletes=proto.num_deletes,
+        num_evictions=proto.num_evictions,
+        extensions=json.loads(proto.extensions_info_json or "[]"))

@@ -1,0 +1,311 @@
+"""ReplayDataset: a tf.data pipeline that streams samples from replay servers.
+
+On the design map this sits between `replay.Server` and the learner: it is the only module of
+`replay` that imports TensorFlow. Each worker is one sample stream (`Client.sample_stream`)
+that fetches whole server responses (blocks of many items, already stacked as numpy arrays per
+column) in one Python call; tf.data then splits the blocks into items in C++ (`unbatch`), so
+a following `.batch(n)` pays no per-item Python cost. Several workers per iterator run in
+parallel (`interleave`), each keeping up to `max_in_flight_samples_per_worker` samples in
+flight on the server side, which is the prefetch budget.
+
+`ReplayDataset(...)` is a factory: it returns a real `tf.data.Dataset` (subclassing tf.data's
+internal dataset classes is fragile across TensorFlow versions), so `isinstance(ds,
+tf.data.Dataset)` holds and every tf.data transformation, `tf.distribute` input function and
+`tf.function` loop accepts it. The returned object carries a `replay_metrics`
+(`StreamMetrics`) attribute with per-server counters and failures; it is not carried through
+later transformations, so keep a reference to it (or pass your own `metrics`).
+
+Given several server addresses the dataset merges their streams (round robin over servers,
+one worker set per server). A server that dies ends its streams only: the failure is logged
+and counted in the metrics and the dataset keeps reading from the other servers. With a single
+address a dead server is an error of the dataset, as in Reverb.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from replay import errors
+from replay.client import Client
+from replay.replay_sample import ReplaySample, SampleInfo
+
+log = logging.getLogger(__name__)
+
+INFO_DTYPES = SampleInfo(key=tf.uint64, probability=tf.float64, table_size=tf.int64,
+                         priority=tf.float64, times_sampled=tf.int32)
+"""The dtype of each SampleInfo field in dataset elements (Reverb's choice)."""
+
+_DEFAULT_WORKERS = 2
+
+
+@dataclasses.dataclass
+class ServerStreamStats:
+    """Counters of the streams to one server."""
+
+    samples: int = 0
+    blocks: int = 0
+    streams_opened: int = 0
+    timeouts: int = 0
+    failures: int = 0
+    last_error: Optional[str] = None
+
+
+class StreamMetrics:
+    """Thread-safe counters of a dataset's streams, per server address."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._servers: Dict[str, ServerStreamStats] = {}
+
+    def _stats(self, address: str) -> ServerStreamStats:
+        stats = self._servers.get(address)
+        if stats is None:
+            stats = self._servers[address] = ServerStreamStats()
+        return stats
+
+    def record_block(self, address: str, num_samples: int) -> None:
+        with self._lock:
+            stats = self._stats(address)
+            stats.samples += num_samples
+            stats.blocks += 1
+
+    def record_stream(self, address: str) -> None:
+        with self._lock:
+            self._stats(address).streams_opened += 1
+
+    def record_timeout(self, address: str) -> None:
+        with self._lock:
+            self._stats(address).timeouts += 1
+
+    def record_failure(self, address: str, error: BaseException) -> None:
+        with self._lock:
+            stats = self._stats(address)
+            stats.failures += 1
+            stats.last_error = f"{type(error).__name__}: {error}"
+
+    def snapshot(self) -> Dict[str, ServerStreamStats]:
+        """A copy of the counters, address -> ServerStreamStats."""
+        with self._lock:
+            return {a: dataclasses.replace(s) for a, s in self._servers.items()}
+
+    @property
+    def failed_servers(self) -> List[str]:
+        with self._lock:
+            return sorted(a for a, s in self._servers.items() if s.failures)
+
+    @property
+    def total_samples(self) -> int:
+        with self._lock:
+            return sum(s.samples for s in self._servers.values())
+
+
+def _as_addresses(server_address: Union[str, Sequence[str]]) -> List[str]:
+    addresses = [server_address] if isinstance(server_address, str) else list(server_address)
+    if not addresses or not all(isinstance(a, str) and a for a in addresses):
+        raise errors.InvalidArgumentError(
+            f"server_address must be a 'host:port' string or a non-empty list of them, got "
+            f"{server_address!r}")
+    return addresses
+
+
+def _block_signature(dtypes: Any, shapes: Any):
+    info = SampleInfo(*[tf.TensorSpec([None], d) for d in INFO_DTYPES])
+    data = tree.map_structure_up_to(
+        dtypes, lambda d, s: tf.TensorSpec(tf.TensorShape([None]).concatenate(s), d), dtypes, shapes)
+    return info, tuple(tree.flatten(data))
+
+
+class _BlockStream:
+    """The generator behind one worker: yields (info, flat columns) blocks of many items."""
+
+    def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
+                 max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
+                 metrics: StreamMetrics, client: Optional[Client] = None):
+        self.address = address
+        self.table = table
+        self.flat_dtypes = flat_dtypes
+        self.max_in_flight = max_in_flight
+        self.max_samples_per_stream = max_samples_per_stream
+        self.rate_limiter_timeout_ms = rate_limiter_timeout_ms
+        self.tolerate_failure = tolerate_failure
+        self.metrics = metrics
+        self.client = client
+
+    def __call__(self):
+        client = self.client or Client(self.address)
+        while True:
+            self.metrics.record_stream(self.address)
+            received = 0
+            try:
+                for infos, columns in client.sample_stream(
+                        self.table, max_in_flight_samples=self.max_in_flight,
+                        rate_limiter_timeout_ms=self.rate_limiter_timeout_ms,
+                        max_samples=self.max_samples_per_stream):
+                    received += len(infos["key"])
+                    self.metrics.record_block(self.address, len(infos["key"]))
+                    yield from self._blocks(infos, columns)
+            except errors.DeadlineExceededError:
+                # Reverb's contract: no sample within the rate-limiter timeout ends the dataset.
+                self.metrics.record_timeout(self.address)
+                return
+            except (errors.UnavailableError, errors.CancelledError) as e:
+                self.metrics.record_failure(self.address, e)
+                if not self.tolerate_failure:
+                    raise
+                log.warning("replay dataset: the stream from %s failed (%s); reading on from the "
+                            "other servers", self.address, e)
+                return
+            if self.max_samples_per_stream < 0 or received < self.max_samples_per_stream:
+                return  # the server closed the stream
+            # max_samples_per_stream reached: open a new stream, as Reverb does.
+
+    def _blocks(self, infos: Dict[str, np.ndarray], columns: List[Any]):
+        info = SampleInfo(infos["key"], infos["probability"], infos["table_size"], infos["priority"],
+                          infos["times_sampled"])
+        if all(isinstance(c, np.ndarray) for c in columns):
+            yield info, tuple(np.asarray(c, dtype=d) for c, d in zip(columns, self.flat_dtypes))
+            return
+        # Items of different shapes in one response: one block per item (slow, but exact).
+        for i in range(len(infos["key"])):
+            item_info = SampleInfo(*[f[i:i + 1] for f in info])
+            yield item_info, tuple(np.asarray(c[i], dtype=d)[None] for c, d in zip(columns, self.flat_dtypes))
+
+
+def _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
+                     max_samples_per_stream, rate_limiter_timeout_ms):
+    if not isinstance(table, str) or not table:
+        raise errors.InvalidArgumentError(f"table must be a non-empty table name, got {table!r}")
+    if max_in_flight_samples_per_worker < 1:
+        raise errors.InvalidArgumentError(
+            f"max_in_flight_samples_per_worker must be >= 1, got {max_in_flight_samples_per_worker}")
+    if num_workers_per_iterator == 0 or num_workers_per_iterator < -1:
+        raise errors.InvalidArgumentError(
+            f"num_workers_per_iterator must be -1 (automatic) or >= 1, got {num_workers_per_iterator}")
+    if max_samples_per_stream == 0 or max_samples_per_stream < -1:
+        raise errors.InvalidArgumentError(
+            f"max_samples_per_stream must be -1 (unlimited) or >= 1, got {max_samples_per_stream}")
+    if rate_limiter_timeout_ms < -1:
+        raise errors.InvalidArgumentError(
+            f"rate_limiter_timeout_ms must be -1 (wait forever) or >= 0, got {rate_limiter_timeout_ms}")
+    try:
+        tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
+    except (ValueError, TypeError) as e:
+        raise errors.InvalidArgumentError(
+            f"dtypes and shapes must have the same nest structure: {e}") from None
+
+
+class ReplayDataset:
+    """A `tf.data.Dataset` of `ReplaySample(info, data)` streamed from replay servers.
+
+    `ReplayDataset(...)` returns a `tf.data.Dataset` (see the module docstring for why a
+    factory). Elements: `info` is a `SampleInfo` of scalars (dtypes `INFO_DTYPES`); `data` has
+    the nest structure of `dtypes`/`shapes`.
+
+    Args:
+      server_address: "host:port", or a list of them to merge several (sharded) servers.
+      table: the table to sample.
+      dtypes: nest of dtypes of one item's data (the table's signature structure).
+      shapes: nest of shapes (tf.TensorShape or lists, None for unknown sizes), same structure.
+      max_in_flight_samples_per_worker: samples each worker keeps requested from the server
+        ahead of consumption (the prefetch budget of one stream).
+      num_workers_per_iterator: parallel streams per server for each iterator; -1 picks 2 (this
+        toolkit's machines have few cores; a worker mostly waits on the network). Use 1 to read
+        a FIFO table in exact order.
+      max_samples_per_stream: samples after which a worker opens a new stream (spreads load
+        over servers behind a load balancer); -1 keeps one stream.
+      rate_limiter_timeout_ms: -1 waits forever for samples; >= 0 ends the dataset (end of
+        sequence, no error) when a stream gets no sample within that many milliseconds.
+      metrics: a `StreamMetrics` to count into; a new one when None.
+
+    Raises:
+      InvalidArgumentError: a bad argument (the message names it and the allowed values).
+    """
+
+    def __new__(cls, server_address: Union[str, Sequence[str]], table: str, dtypes: Any, shapes: Any,
+                max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
+                max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
+                metrics: Optional[StreamMetrics] = None) -> tf.data.Dataset:
+        addresses = _as_addresses(server_address)
+        _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
+                         max_samples_per_stream, rate_limiter_timeout_ms)
+        dtypes = tree.map_structure(tf.as_dtype, dtypes)
+        # Shapes may be lists, so they are read only down to the leaves of `dtypes`.
+        shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
+        metrics = metrics if metrics is not None else StreamMetrics()
+        workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
+        signature = _block_signature(dtypes, shapes)
+        flat_dtypes = [d.as_numpy_dtype for d in tree.flatten(dtypes)]
+        tolerate_failure = len(addresses) > 1
+
+        streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
+                                int(max_samples_per_stream), int(rate_limiter_timeout_ms),
+                                tolerate_failure, metrics)
+                   for address in addresses for _ in range(workers)]
+
+        def run_stream(index):
+            return streams[int(index)]()
+
+        def stream_dataset(index):
+            return tf.data.Dataset.from_generator(run_stream, args=(index,), output_signature=signature)
+
+        if len(streams) == 1:
+            blocks = stream_dataset(0).prefetch(1)
+        else:
+            # Each stream is pulled by its own tf.data thread; blocks come out as they are ready.
+            blocks = tf.data.Dataset.range(len(streams)).interleave(
+                stream_dataset, cycle_length=len(streams), block_length=1,
+                num_parallel_calls=len(streams), deterministic=False)
+        structure = dtypes
+
+        def to_sample(info, flat_data):
+            return ReplaySample(info, tree.unflatten_as(structure, list(flat_data)))
+
+        dataset = blocks.unbatch().map(to_sample)
+        dataset.replay_metrics = metrics
+        return dataset
+
+    @classmethod
+    def from_table_signature(cls, server_address: Union[str, Sequence[str]], table: str,
+                             max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
+                             max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
+                             metrics: Optional[StreamMetrics] = None,
+                             get_signature_timeout_secs: Optional[float] = None) -> tf.data.Dataset:
+        """A ReplayDataset whose dtypes and shapes come from the table's signature (read with
+        `server_info` from the first reachable server).
+
+        Raises:
+          NotFoundError: no server has the table; InvalidArgumentError: the table has no
+          signature (pass dtypes and shapes to ReplayDataset instead); UnavailableError: no
+          server could be reached.
+        """
+        addresses = _as_addresses(server_address)
+        last_error: Optional[Exception] = None
+        for address in addresses:
+            client = Client(address)
+            try:
+                info = client.server_info(timeout=get_signature_timeout_secs)
+            except errors.UnavailableError as e:
+                last_error = e
+                continue
+            finally:
+                client.close()
+            if table not in info:
+                raise errors.NotFoundError(
+                    f"the server at {address} has no table {table!r} (tables: {sorted(info)})")
+            signature = info[table].signature
+            if signature is None:
+                raise errors.InvalidArgumentError(
+                    f"table {table!r} at {address} has no signature; create it with "
+                    "Table(..., signature=...) or call ReplayDataset with dtypes and shapes")
+            dtypes = tree.map_structure(lambda s: tf.as_dtype(s.dtype), signature)
+            shapes = tree.map_structure(lambda s: tf.TensorShape(list(s.shape)), signature)
+            return cls(addresses, table, dtypes, shapes, max_in_flight_samples_per_worker,
+                       num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, metrics)
+        raise errors.UnavailableError(
+            f"no replay server reachable at {addresses} to read the signature of {table!r}: {last_error}")

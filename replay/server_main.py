@@ -1,0 +1,112 @@
+"""The `replay-server` command: serve the tables a YAML file declares until SIGINT/SIGTERM.
+
+    replay-server --config tables.yaml [--host H] [--port P] [--checkpoint-dir D]
+                  [--checkpoint-every SECONDS] [--token-file F] [--tls-cert C --tls-key K]
+
+Prints the address and one line per table, then serves. With a checkpoint directory the
+server starts from the latest complete checkpoint there, writes one every
+`--checkpoint-every` seconds when asked, and writes a final one on shutdown. Exits 0 after a
+clean shutdown, 2 on a bad command line or config.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+import time
+from typing import Optional, Sequence
+
+from replay import errors
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replay-server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="YAML file declaring the tables")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: a free one)")
+    parser.add_argument("--checkpoint-dir", default=None, help="directory for checkpoints")
+    parser.add_argument("--checkpoint-every", type=float, default=0.0,
+                        help="seconds between periodic checkpoints (0: only at shutdown)")
+    parser.add_argument("--token-file", default=None, help="file holding the shared access token")
+    parser.add_argument("--tls-cert", default=None, help="PEM certificate (with --tls-key)")
+    parser.add_argument("--tls-key", default=None, help="PEM private key (with --tls-cert)")
+    parser.add_argument("--max-workers", type=int, default=64, help="threads serving calls")
+    return parser
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise errors.InvalidArgumentError(f"cannot read the {what} {path}: {e}") from e
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from replay.checkpoint import Checkpointer
+    from replay.config import load_tables
+    from replay.server import Server
+
+    try:
+        if (args.tls_cert is None) != (args.tls_key is None):
+            raise errors.InvalidArgumentError("--tls-cert and --tls-key go together")
+        if args.checkpoint_every < 0:
+            raise errors.InvalidArgumentError("--checkpoint-every must be >= 0")
+        tables = load_tables(args.config)
+        token = _read(args.token_file, "token file").decode().strip() if args.token_file else None
+        if args.token_file and not token:
+            raise errors.InvalidArgumentError(f"the token file {args.token_file} is empty")
+        cert = _read(args.tls_cert, "TLS certificate") if args.tls_cert else None
+        key = _read(args.tls_key, "TLS key") if args.tls_key else None
+        checkpointer = Checkpointer(args.checkpoint_dir) if args.checkpoint_dir else None
+        server = Server(tables, port=args.port, checkpointer=checkpointer, host=args.host, token=token,
+                        tls_certificate=cert, tls_private_key=key, max_workers=args.max_workers)
+    except errors.ReplayError as e:
+        print(f"replay-server: {e}", file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+
+    def on_signal(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"replay-server listening on {args.host}:{server.port}"
+          f"{' (TLS)' if cert else ''}{' (token required)' if token else ''}", flush=True)
+    for table in server.tables.values():
+        info = table.info()
+        print(f"  table {info.name!r}: size {info.size}/{info.max_size}, sampler {info.sampler_options}, "
+              f"remover {info.remover_options}, rate limiter {table.config()['rate_limiter']}", flush=True)
+    if checkpointer is not None:
+        print(f"  checkpoints in {checkpointer.path}", flush=True)
+
+    period = args.checkpoint_every if checkpointer is not None and args.checkpoint_every > 0 else None
+    next_checkpoint = time.monotonic() + period if period else None
+    while not stop.wait(min(1.0, period or 1.0)):
+        if next_checkpoint is not None and time.monotonic() >= next_checkpoint:
+            next_checkpoint = time.monotonic() + period
+            try:
+                logging.info("checkpoint written to %s", server.checkpoint())
+            except Exception:
+                logging.exception("periodic checkpoint failed")
+    # Stop serving first, so the final checkpoint holds everything that was acknowledged.
+    server.stop(grace=1.0)
+    status = 0
+    if checkpointer is not None:
+        try:
+            path = server.checkpoint()
+            print(f"replay-server: final checkpoint written to {path}", flush=True)
+        except Exception as e:
+            print(f"replay-server: final checkpoint failed: {e}", file=sys.stderr, flush=True)
+            status = 1
+    print("replay-server: stopped", flush=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,687 @@
+"""TrajectoryWriter: writes steps to a replay server and builds items from any kept-alive cells.
+
+This is how rollout workers put experience into the replay service (Reverb's
+TrajectoryWriter). Each `append` adds one step (a nest of arrays) and returns a reference per
+leaf; `history` exposes the last `num_keep_alive_refs` steps column by column, so an item can
+be any slice of them (`writer.history['obs'][-3:]`), for any table, overlapping other items.
+Steps are grouped into chunks (column-wise, lz4-compressed, see `replay.chunks`); every chunk
+is sent once, with the first item that needs it, however many items and tables reference it.
+
+Sending is asynchronous: items and chunks go into a queue that a gRPC request iterator drains,
+many per message, while a background thread counts the server's batched acks. A call blocks
+only when more than `max_in_flight_items` items are unacknowledged; `flush` waits for acks. If
+the stream fails (bad item, server gone), the next call raises the error.
+
+Chunking: with `chunk_length=None` a chunk is closed as soon as an item references one of its
+steps (items go out immediately, chunks hold the steps since the previous chunk). With a
+`chunk_length`, chunks are closed every `chunk_length` steps (better compression) and items
+referencing the open chunk wait until it closes, at `flush` or at `end_episode`. Columns are
+lz4-compressed, except that a leaf whose data stopped compressing (random or pre-compressed
+data) is stored raw for a while before lz4 is tried again.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import random
+import threading
+from typing import Any, Deque, List, Optional, Sequence, Tuple
+
+import grpc
+import numpy as np
+import tree
+
+from replay import errors, wire
+from replay.chunks import Chunk, encode_column
+from replay.items import ChunkSlice, Item, TrajectoryColumn
+from replay.proto import replay_pb2
+
+_MAX_BATCH_BYTES = 4 * 1024 * 1024
+# Adaptive compression: after this many chunks in a row where lz4 did not shrink a leaf's column
+# (random or already-compressed data), that leaf is stored raw for the next _INCOMPRESSIBLE_SKIP
+# chunks, then lz4 is tried again.
+_INCOMPRESSIBLE_TRIES = 8
+_INCOMPRESSIBLE_SKIP = 64
+_ADAPTIVE_MIN_BYTES = 64
+_MAX_BATCH_ITEMS = 2048
+_TARGET_BATCH_ITEMS = 256
+_LINGER_SECONDS = 0.002
+# Bytes a message needs on top of its chunk data (headers, keys, shapes), for the size check.
+_MESSAGE_OVERHEAD_BYTES = 64 * 1024
+
+
+class InsertStream:
+    """One InsertStream call: an ordered queue of chunks, items and chunk releases, drained in
+    batches by gRPC's request iterator, with the server's acks counted by a reader thread.
+
+    Batching: when the queue holds fewer than _TARGET_BATCH_ITEMS items, the request iterator
+    lingers up to _LINGER_SECONDS for more (unless a flush or close wants everything out now),
+    so a busy writer sends few large messages and a quiet one adds at most that latency.
+
+    Not a public API: writers own one each.
+    """
+
+    def __init__(self, client, max_in_flight_items: int):
+        self._client = client
+        self._max_in_flight = int(max_in_flight_items)
+        lock = threading.Lock()
+        self._data_ready = threading.Condition(lock)  # the request iterator waits on it
+        self._acked = threading.Condition(lock)  # callers waiting for acks wait on it
+        self._queue: Deque[Tuple[str, Any]] = collections.deque()
+        self._queued_items = 0
+        self._iterator_waiting = False
+        self._urgent = False  # a flush or close wants the queue sent without lingering
+        self._unacked = 0
+        self._error: Optional[errors.ReplayError] = None
+        self._closing = False
+        self._call = None
+        self._reader: Optional[threading.Thread] = None
+        self._max_chunk_bytes = client.max_message_bytes - _MESSAGE_OVERHEAD_BYTES
+
+    @property
+    def num_unacked(self) -> int:
+        return self._unacked
+
+    def _raise_error(self) -> None:
+        error = self._error
+        raise type(error)(str(error))
+
+    def _start(self) -> None:
+        self._call = self._client.stub.InsertStream(self._requests(), metadata=self._client.metadata)
+        self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
+        self._reader.start()
+
+    def send(self, chunks: Sequence[Chunk], items: Sequence[Tuple[str, Item]],
+             release_keys: Sequence[int] = ()) -> None:
+        """Queues chunks, then items, then releases; blocks while too many items are unacked.
+
+        Raises:
+          ResourceExhaustedError: a chunk is larger than the largest message.
+          FailedPreconditionError: the stream is closed.
+          Any error the stream failed with (for example UnavailableError).
+        """
+        for chunk in chunks:
+            if chunk.nbytes > self._max_chunk_bytes:
+                raise errors.ResourceExhaustedError(
+                    f"chunk {chunk.key} holds {chunk.nbytes} bytes, more than one message may carry "
+                    f"({self._client.max_message_bytes} bytes); use a smaller chunk_length or raise "
+                    "max_message_bytes on both client and server")
+        with self._data_ready:
+            if self._error is not None:
+                self._raise_error()
+            if self._closing:
+                raise errors.FailedPreconditionError("the writer is closed; create a new writer")
+            if self._call is None:
+                self._start()
+            queue = self._queue
+            for chunk in chunks:
+                queue.append(("c", chunk))
+            for pair in items:
+                queue.append(("i", pair))
+            for key in release_keys:
+                queue.append(("r", key))
+            self._queued_items += len(items)
+            self._unacked += len(items)
+            if self._iterator_waiting and (self._queued_items >= _TARGET_BATCH_ITEMS or len(queue) == len(chunks)
+                                           + len(items) + len(release_keys)):
+                self._data_ready.notify()
+            if self._unacked > self._max_in_flight:
+                self._urgent = True
+                self._data_ready.notify()
+                while self._unacked > self._max_in_flight and self._error is None:
+                    self._acked.wait()
+            if self._error is not None:
+                self._raise_error()
+
+    def wait(self, max_unacked: int = 0, timeout: Optional[float] = None) -> None:
+        """Sends everything queued now and blocks until at most `max_unacked` items are
+        unacknowledged.
+
+        Raises:
+          DeadlineExceededError: not within `timeout` seconds; any error the stream failed with.
+        """
+        with self._data_ready:
+            if self._queue:
+                self._urgent = True
+                self._data_ready.notify()
+            done = self._acked.wait_for(lambda: self._unacked <= max_unacked or self._error is not None,
+                                        timeout)
+            if self._error is not None:
+                self._raise_error()
+            if not done:
+                raise errors.DeadlineExceededError(
+                    f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
+                    f"{max_unacked}); the tables' rate limiters may be blocking inserts")
+
+    def close(self) -> None:
+        """Ends the stream after everything queued was sent (does not wait for acks)."""
+        with self._data_ready:
+            self._closing = True
+            self._data_ready.notify_all()
+        if self._reader is not None and threading.current_thread() is not self._reader:
+            self._reader.join(timeout=5.0)
+            if self._reader.is_alive():
+                self._call.cancel()
+
+    def _requests(self):
+        ready, queue = self._data_ready, self._queue
+        while True:
+            with ready:
+                self._iterator_waiting = True
+                while not queue and not self._closing and self._error is None:
+                    ready.wait()
+                if queue and self._queued_items < _TARGET_BATCH_ITEMS and not self._urgent:
+                    ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
+                                   or self._queued_items >= _TARGET_BATCH_ITEMS, _LINGER_SECONDS)
+                self._iterator_waiting = False
+                if self._error is not None or (not queue and self._closing):
+                    return
+                chunks, items, releases = [], [], []
+                size = 0
+                while queue and size < _MAX_BATCH_BYTES and len(items) < _MAX_BATCH_ITEMS:
+                    kind, value = queue.popleft()
+                    if kind == "c":
+                        chunks.append(value)
+                        size += value.nbytes
+                    elif kind == "i":
+                        items.append(value)
+                    else:
+                        releases.append(value)
+                self._queued_items -= len(items)
+                if not queue:
+                    self._urgent = False
+            request = replay_pb2.InsertRequest()
+            if chunks:
+                wire.encode_chunks(chunks, request.chunks)
+            if items:
+                wire.encode_items(items, request.items)
+            if releases:
+                request.release_chunk_keys.extend(releases)
+            yield request
+
+    def _read_acks(self) -> None:
+        error = None
+        try:
+            for response in self._call:
+                with self._acked:
+                    self._unacked -= len(response.item_keys)
+                    self._acked.notify_all()
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED or not self._closing:
+                error = _translate(e)
+        with self._acked:
+            if error is None and (self._unacked > 0 or not self._closing):
+                error = errors.UnavailableError(
+                    "the replay server ended the insert stream before acknowledging "
+                    f"{self._unacked} items; check the server")
+            if error is not None:
+                self._error = error
+            self._closing = True
+            self._acked.notify_all()
+            self._data_ready.notify_all()
+
+
+def _translate(error: grpc.RpcError) -> errors.ReplayError:
+    from replay.client import translate_rpc_error
+
+    return translate_rpc_error(error, "writing to the replay server")
+
+
+class CellRef:
+    """A reference to one leaf of one appended step (Reverb's CellRef). Used as a leaf of an
+    item's trajectory, it gives a column without a time dimension."""
+
+    __slots__ = ("_builder", "offset", "leaf", "step", "shape", "dtype")
+
+    def __init__(self, builder, offset: int, leaf: int, step: int, shape, dtype):
+        self._builder = builder
+        self.offset = offset
+        self.leaf = leaf
+        self.step = step
+        self.shape = shape
+        self.dtype = dtype
+
+    @property
+    def episode_id(self) -> int:
+        return self._builder.episode_id
+
+    def __repr__(self) -> str:
+        return f"CellRef(episode={self.episode_id}, step={self.step}, leaf={self.leaf})"
+
+
+class ColumnRefs:
+    """Consecutive or arbitrary cells of one column (Reverb's TrajectoryColumn). Used as a leaf
+    of an item's trajectory, it gives a column with a leading time dimension of len(cells)."""
+
+    __slots__ = ("cells",)
+
+    def __init__(self, cells: Sequence[CellRef]):
+        self.cells = tuple(cells)
+
+    def __len__(self) -> int:
+        return len(self.cells)
+
+    @property
+    def shape(self):
+        return (len(self.cells),) + tuple(self.cells[0].shape) if self.cells else (0,)
+
+    def __repr__(self) -> str:
+        return f"ColumnRefs({len(self.cells)} cells)"
+
+
+class ColumnHistory:
+    """The kept-alive cells of one leaf, oldest first; index or slice it like a list."""
+
+    __slots__ = ("_cells",)
+
+    def __init__(self, cells: Deque[CellRef]):
+        self._cells = cells
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __getitem__(self, index):
+        """An int gives a CellRef, a slice gives ColumnRefs.
+
+        Raises:
+          InvalidArgumentError: the index lies outside the kept-alive steps, or the slice is empty.
+        """
+        cells = list(self._cells)
+        if isinstance(index, slice):
+            picked = cells[index]
+            if not picked:
+                raise errors.InvalidArgumentError(
+                    f"history slice {index} selects no steps (the writer keeps {len(cells)} steps)")
+            return ColumnRefs(picked)
+        try:
+            return cells[index]
+        except IndexError:
+            raise errors.InvalidArgumentError(
+                f"history index {index} is outside the {len(cells)} kept-alive steps; raise "
+                "num_keep_alive_refs to reference older steps") from None
+
+
+class _ChunkBuilder:
+    """The steps of one chunk being written, then the finished chunk until it is released."""
+
+    __slots__ = ("key", "episode_id", "start_index", "steps", "closed", "chunk", "sent", "released",
+                 "pending_items", "live_steps")
+
+    def __init__(self, key: int, episode_id: int, start_index: int):
+        self.key = key
+        self.episode_id = episode_id
+        self.start_index = start_index
+        self.steps: Optional[List[list]] = []
+        self.closed = False  # no more steps; the chunk is encoded when first sent
+        self.chunk: Optional[Chunk] = None
+        self.sent = False
+        self.released = False
+        self.pending_items = 0  # created items referencing it that were not sent yet
+        self.live_steps = 0  # its steps still inside the keep-alive window
+
+
+class TrajectoryWriter:
+    """Writes steps and items over one InsertStream (see the module docstring).
+
+    Args:
+      client: the `Client`.
+      num_keep_alive_refs: how many of the latest steps items may reference.
+      chunk_length: steps per chunk; None closes a chunk when an item references it.
+      delta_encoded: delta-encode integer columns of rank >= 1 per step along time.
+      max_in_flight_items: unacknowledged items beyond which calls block.
+
+    Raises:
+      InvalidArgumentError: non-positive num_keep_alive_refs, chunk_length or max_in_flight_items.
+    """
+
+    def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
+                 delta_encoded: bool = False, max_in_flight_items: int = 1000):
+        if num_keep_alive_refs <= 0:
+            raise errors.InvalidArgumentError(
+                f"num_keep_alive_refs must be positive, got {num_keep_alive_refs}")
+        if chunk_length is not None and chunk_length <= 0:
+            raise errors.InvalidArgumentError(f"chunk_length must be positive or None, got {chunk_length}")
+        if max_in_flight_items <= 0:
+            raise errors.InvalidArgumentError(
+                f"max_in_flight_items must be positive, got {max_in_flight_items}")
+        self._client = client
+        self._keep = int(num_keep_alive_refs)
+        self._chunk_length = chunk_length
+        self._delta = bool(delta_encoded)
+        self._stream = InsertStream(client, max_in_flight_items)
+        self._rng = random.Random(os.urandom(16))
+        self._structure = None
+        self._leaf_specs: Optional[List[Tuple[tuple, np.dtype]]] = None
+        self._history: List[Deque[CellRef]] = []
+        self._window: Deque[_ChunkBuilder] = collections.deque()  # one entry per kept step
+        self._open: Optional[_ChunkBuilder] = None
+        self._pending: Deque[Tuple[str, float, int, list, list]] = collections.deque()
+        self._episode_id = self._new_key()
+        self._episode_step = 0
+        self._closed = False
+
+    def _new_key(self) -> int:
+        return self._rng.getrandbits(63) + 1
+
+    # -- steps ---------------------------------------------------------------------------
+
+    @property
+    def episode_steps(self) -> int:
+        """Steps appended in the current episode."""
+        return self._episode_step
+
+    @property
+    def max_in_flight_items(self) -> int:
+        return self._stream._max_in_flight
+
+    def append(self, data: Any) -> Any:
+        """Appends one step (a nest of arrays; the first step fixes structure, dtypes and shapes).
+
+        Returns the step's nest of `CellRef`s.
+
+        Raises:
+          InvalidArgumentError: the structure, a dtype or a shape differs from the first step, a
+            leaf holds Python objects, or the writer is closed; errors of the stream (see `flush`).
+        """
+        self._check_open()
+        flat = tree.flatten(data)
+        leaves = [np.asarray(x) for x in flat]
+        specs = self._leaf_specs
+        if specs is None:
+            self._set_structure(data, leaves)
+            specs = self._leaf_specs
+        else:
+            if len(leaves) != len(specs) or (self._structure is not None and not _same_structure(
+                    self._structure, data)):
+                raise errors.InvalidArgumentError(
+                    f"the step's structure ({len(leaves)} leaves) differs from the first step's "
+                    f"({len(specs)} leaves); every step of a writer has the same structure")
+            for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs)):
+                if leaf.shape != shape or leaf.dtype != dtype:
+                    raise errors.InvalidArgumentError(
+                        f"leaf {i} of the step has shape {leaf.shape} and dtype {leaf.dtype}, but the first "
+                        f"step had {shape} and {dtype}; every step of a writer has the same specs")
+        builder = self._open
+        if builder is None:
+            builder = self._open = _ChunkBuilder(self._new_key(), self._episode_id, self._episode_step)
+        offset = len(builder.steps)
+        builder.steps.append(leaves)
+        step = self._episode_step
+        refs = [CellRef(builder, offset, i, step, spec[0], spec[1]) for i, spec in enumerate(specs)]
+        for history, ref in zip(self._history, refs):
+            history.append(ref)
+        self._episode_step += 1
+        window = self._window
+        builder.live_steps += 1
+        window.append(builder)
+        if len(window) > self._keep:
+            old = window.popleft()
+            old.live_steps -= 1
+            if old.live_steps == 0 and old is not self._open:
+                self._maybe_release(old)
+        # Without a chunk_length, chunks still close every num_keep_alive_refs steps, so steps
+        # no item references are dropped instead of piling up in an open chunk.
+        if len(builder.steps) >= (self._chunk_length or self._keep):
+            self._finalize(builder)
+        return refs[0] if self._structure is None else tree.unflatten_as(self._structure, refs)
+
+    def _set_structure(self, data, leaves) -> None:
+        for i, leaf in enumerate(leaves):
+            if leaf.dtype.hasobject:
+                raise errors.InvalidArgumentError(
+                    f"leaf {i} holds Python objects (dtype object); use numeric or fixed-width string arrays")
+        self._structure = None if not tree.is_nested(data) else data
+        self._leaf_specs = [(leaf.shape, leaf.dtype) for leaf in leaves]
+        self._history = [collections.deque(maxlen=self._keep) for _ in leaves]
+        self._compress_hints = [[0, 0] for _ in leaves]  # per leaf: chunks to skip, failed tries
+
+    @property
+    def history(self) -> Any:
+        """The kept-alive steps as a nest (the steps' structure) of `ColumnHistory`.
+
+        Raises:
+          InvalidArgumentError: nothing was appended yet.
+        """
+        if self._leaf_specs is None:
+            raise errors.InvalidArgumentError("the writer has no history yet; append a step first")
+        columns = [ColumnHistory(h) for h in self._history]
+        return columns[0] if self._structure is None else tree.unflatten_as(self._structure, columns)
+
+    # -- items ---------------------------------------------------------------------------
+
+    def create_item(self, table: str, priority: float, trajectory: Any) -> None:
+        """Creates an item for `table` whose columns are the leaves of `trajectory`: each a
+        `CellRef` (one step, no time dimension) or `ColumnRefs` (from slicing `history`).
+
+        Raises:
+          InvalidArgumentError: a bad priority, a leaf that is not a reference, or a reference to
+            a step no longer kept alive (or of an earlier episode); errors of the stream.
+        """
+        self._check_open()
+        priority = float(priority)
+        key = self._new_key()
+        wire.check_priority(key, priority)
+        columns = []
+        for leaf in tree.flatten(trajectory):
+            if isinstance(leaf, CellRef):
+                columns.append(((leaf,), True))
+            elif isinstance(leaf, ColumnRefs):
+                if not leaf.cells:
+                    raise errors.InvalidArgumentError("an item column references no steps")
+                columns.append((leaf.cells, False))
+            else:
+                raise errors.InvalidArgumentError(
+                    f"trajectory leaves must be CellRef or ColumnRefs (from append or history), got "
+                    f"{type(leaf).__name__}")
+        if not columns:
+            raise errors.InvalidArgumentError("the trajectory has no columns")
+        self._add_item(table, priority, key, columns)
+
+    def _create_item_from_last(self, table: str, priority: float, num_steps: int) -> None:
+        """Fast path of the legacy Writer: every leaf's last `num_steps` steps, with time dim."""
+        self._check_open()
+        priority = float(priority)
+        key = self._new_key()
+        wire.check_priority(key, priority)
+        columns = []
+        for history in self._history:
+            cells = tuple(history)[-num_steps:] if num_steps != 1 else (history[-1],)
+            columns.append((cells, False))
+        self._add_item(table, priority, key, columns)
+
+    def _add_item(self, table: str, priority: float, key: int, columns: list) -> None:
+        oldest = self._episode_step - self._keep
+        builders = []
+        for cells, _ in columns:
+            for cell in cells:
+                builder = cell._builder
+                if builder.episode_id != self._episode_id or cell.step < oldest or builder.released:
+                    raise errors.InvalidArgumentError(
+                        f"the trajectory references step {cell.step} of "
+                        f"{'an earlier episode' if builder.episode_id != self._episode_id else 'this episode'}"
+                        f", which is no longer kept alive (the writer keeps the last {self._keep} steps); "
+                        "raise num_keep_alive_refs")
+                if builder not in builders:
+                    builders.append(builder)
+        if self._chunk_length is None and self._open is not None and self._open in builders:
+            self._finalize(self._open, send=False)
+        for builder in builders:
+            builder.pending_items += 1
+        self._pending.append((table, priority, key, columns, builders))
+        self._send_ready()
+
+    def _finalize(self, builder: _ChunkBuilder, send: bool = True) -> None:
+        builder.closed = True
+        if builder is self._open:
+            self._open = None
+        if builder.live_steps == 0 and builder.pending_items == 0:
+            self._release(builder, [])  # never sent, and nothing can reference it any more
+            return
+        if send and self._pending:
+            self._send_ready()
+
+    def _send_ready(self) -> None:
+        chunks, items, releases = [], [], []
+        pending = self._pending
+        while pending:
+            table, priority, key, columns, builders = pending[0]
+            if not all(b.closed for b in builders):
+                break  # waits for its chunk to close (chunk_length set)
+            pending.popleft()
+            for b in builders:
+                if not b.sent:
+                    b.sent = True
+                    b.chunk = self._encode_chunk(b)
+                    b.steps = None
+                    chunks.append(b.chunk)
+            items.append((table, Item(key, priority, _trajectory(columns), {})))
+            for b in builders:
+                b.pending_items -= 1
+                if b.pending_items == 0 and b.live_steps == 0 and b is not self._open:
+                    self._release(b, releases)
+        if items or releases:
+            self._stream.send(chunks, items, releases)
+
+    def _encode_chunk(self, builder: _ChunkBuilder) -> Chunk:
+        steps = builder.steps
+        if len(steps) == 1:
+            columns = [leaf[np.newaxis] for leaf in steps[0]]  # a view: no stacking copy
+        else:
+            columns = [np.stack(leaves) for leaves in zip(*steps)]
+        encoded = []
+        for leaf, column in enumerate(columns):
+            hint = self._compress_hints[leaf]
+            if hint[0] > 0:
+                hint[0] -= 1
+                encoded.append(encode_column(column, self._delta, compress=False))
+                continue
+            data = encode_column(column, self._delta, compress=True)
+            if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:
+                hint[1] = 0
+            else:
+                hint[1] += 1
+                if hint[1] >= _INCOMPRESSIBLE_TRIES:
+                    hint[0], hint[1] = _INCOMPRESSIBLE_SKIP, 0
+            encoded.append(data)
+        return Chunk(builder.key, encoded, len(steps), builder.episode_id, builder.start_index)
+
+    def _maybe_release(self, builder: _ChunkBuilder) -> None:
+        if builder.pending_items == 0:
+            releases = []
+            self._release(builder, releases)
+            if releases:
+                self._stream.send((), (), releases)
+
+    def _release(self, builder: _ChunkBuilder, releases: list) -> None:
+        if builder.released:
+            return
+        builder.released = True
+        if builder.sent:
+            releases.append(builder.key)
+        builder.chunk = None
+        builder.steps = None
+
+    # -- flushing and episodes -----------------------------------------------------------
+
+    def flush(self, block_until_num_items: int = 0, timeout: Optional[float] = None) -> None:
+        """Sends every created item (closing chunks they wait for) and blocks until at most
+        `block_until_num_items` items are unacknowledged.
+
+        Raises:
+          DeadlineExceededError: not within `timeout` seconds (items stay queued); any error of the
+            stream, e.g. UnavailableError when the server went away, NotFoundError for an unknown
+            table, SignatureMismatchError for data that does not fit a table.
+        """
+        self._check_open()
+        self._close_referenced_chunks()
+        self._stream.wait(block_until_num_items, timeout)
+
+    def _close_referenced_chunks(self) -> None:
+        if self._open is not None and self._open.pending_items > 0:
+            self._finalize(self._open)
+        elif self._pending:
+            self._send_ready()
+
+    def end_episode(self, clear_buffers: bool = True, timeout: Optional[float] = None) -> None:
+        """Ends the episode: sends pending items, waits for their acks, releases every kept
+        chunk and starts a new episode id. Later items cannot reference earlier steps.
+
+        Raises: as `flush`.
+        """
+        self._check_open()
+        self._close_referenced_chunks()
+        releases = []
+        for builder in set(self._window):
+            builder.live_steps = 0
+            if builder is not self._open and builder.pending_items == 0:
+                self._release(builder, releases)
+        if self._open is not None:
+            self._open.released = True
+            self._open = None
+        if releases:
+            self._stream.send((), (), releases)
+        self._window.clear()
+        for history in self._history:
+            history.clear()
+        self._episode_id = self._new_key()
+        self._episode_step = 0
+        self._stream.wait(0, timeout)
+
+    def close(self, flush: bool = True) -> None:
+        """Flushes (unless `flush` is False) and ends the stream. Idempotent.
+
+        Raises: as `flush` (the stream is closed either way).
+        """
+        if self._closed:
+            return
+        try:
+            if flush:
+                self._close_referenced_chunks()
+                self._stream.wait(0, None)
+        finally:
+            self._closed = True
+            self._stream.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.InvalidArgumentError("the writer is closed; create a new one")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            try:
+                self.close(flush=False)
+            except errors.ReplayError:
+                pass  # the original exception is the one to see
+
+
+def _same_structure(a, b) -> bool:
+    try:
+        tree.assert_same_structure(a, b)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def _trajectory(columns) -> Tuple[TrajectoryColumn, ...]:
+    """Item columns from cell tuples: runs of consecutive cells of one chunk become one slice."""
+    out = []
+    for cells, squeeze in columns:
+        slices = []
+        run_builder, run_offset, run_length, run_leaf = None, 0, 0, 0
+        for cell in cells:
+            builder = cell._builder
+            if (builder is run_builder and cell.leaf == run_leaf
+                    and cell.offset == run_offset + run_length):
+                run_length += 1
+                continue
+            if run_builder is not None:
+                slices.append(ChunkSlice(run_builder.key, run_offset, run_length, run_leaf))
+            run_builder, run_offset, run_length, run_leaf = builder, cell.offset, 1, cell.leaf
+        slices.append(ChunkSlice(run_builder.key, run_offset, run_length, run_leaf))
+        out.append(TrajectoryColumn(tuple(slices), squeeze))
+    return tuple(out)

@@ -1,0 +1,354 @@
+"""Conversion between the replay data model (Chunk, Item, TensorSpec) and the wire protos.
+
+Sits between `replay.proto` (the service definition) and the server, client, writers and
+checkpoints, which all speak the same packed `ChunkBatch` / `ItemBatch` messages. Encoding
+appends to plain lists and sets each repeated field once, so the per-item cost is a few list
+appends; decoding validates every incoming message's structure before building anything, so
+a malformed message raises a named error (and is rejected with the matching gRPC status)
+instead of corrupting stored data. Also holds the protocol version and the metadata keys.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import zlib
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tree
+
+from replay import errors, specs
+from replay.chunks import Chunk, ColumnData
+from replay.items import ChunkSlice, Item, TrajectoryColumn
+from replay.proto import replay_pb2
+
+PROTOCOL_VERSION = 1
+"""Bumped whenever the meaning of a message changes; client and server must agree."""
+
+PROTOCOL_METADATA_KEY = "replay-protocol"
+TOKEN_METADATA_KEY = "replay-token"
+
+_FLAG_COMPRESSED = 1
+_FLAG_DELTA = 2
+_UINT64_MAX = 2**64 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunks
+
+
+def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch) -> None:
+    """Appends `chunks` to an empty `batch` (fields are set once, at the end)."""
+    keys, episode_ids, start_indices, lengths, num_columns = [], [], [], [], []
+    dtype_index, ranks, shape_dims, flags, crcs, blobs = [], [], [], [], [], []
+    dtypes: Dict[str, int] = {}
+    for chunk in chunks:
+        keys.append(chunk.key)
+        episode_ids.append(chunk.episode_id)
+        start_indices.append(chunk.start_index)
+        lengths.append(chunk.length)
+        num_columns.append(len(chunk.columns))
+        for column in chunk.columns:
+            index = dtypes.get(column.dtype)
+            if index is None:
+                index = dtypes[column.dtype] = len(dtypes)
+            dtype_index.append(index)
+            ranks.append(len(column.shape))
+            shape_dims.extend(column.shape)
+            flags.append((_FLAG_COMPRESSED if column.compressed else 0)
+                         | (_FLAG_DELTA if column.delta_encoded else 0))
+            crcs.append(column.crc32)
+            blobs.append(column.data)
+    if not keys:
+        return
+    batch.keys.extend(keys)
+    batch.episode_ids.extend(episode_ids)
+    batch.start_indices.extend(start_indices)
+    batch.lengths.extend(lengths)
+    batch.num_columns.extend(num_columns)
+    batch.dtypes.extend(dtypes)
+    batch.dtype_index.extend(dtype_index)
+    batch.ranks.extend(ranks)
+    batch.shape_dims.extend(shape_dims)
+    batch.flags.extend(flags)
+    batch.crc32.extend(crcs)
+    batch.column_data.extend(blobs)
+
+
+def _check_lengths(what: str, expected: int, **fields: Sequence) -> None:
+    for name, values in fields.items():
+        if len(values) != expected:
+            raise errors.InvalidArgumentError(
+                f"malformed {what}: field {name} has {len(values)} entries but {expected} are needed; "
+                "the sender is broken or speaks another protocol version")
+
+
+@functools.lru_cache(maxsize=256)
+def _itemsize(dtype: str) -> int:
+    """Bytes per element of a dtype string; -1 for unknown or object dtypes."""
+    try:
+        parsed = np.dtype(dtype)
+    except TypeError:
+        return -1
+    return -1 if parsed.hasobject else parsed.itemsize
+
+
+def validate_chunk(chunk: Chunk) -> None:
+    """The checks of `Chunk.validate` (checksums and sizes, no decompression), with per-dtype
+    lookups cached because the server runs this for every chunk it receives.
+
+    Raises:
+      InvalidArgumentError: no steps or columns, an unknown or object dtype, a negative dimension.
+      DataLossError: a column's bytes are truncated or corrupt.
+    """
+    if chunk.length <= 0 or not chunk.columns:
+        chunk.validate()  # raises with the core's message
+    for i, column in enumerate(chunk.columns):
+        itemsize = _itemsize(column.dtype)
+        elements = 1
+        for d in column.shape:
+            if d < 0:
+                itemsize = -1
+            elements *= d
+        if itemsize < 0:
+            raise errors.InvalidArgumentError(
+                f"chunk {chunk.key} column {i}: unsupported dtype {column.dtype!r} or shape {column.shape}")
+        data = column.data
+        if zlib.crc32(data) != column.crc32:
+            _reject(chunk, i, "stored bytes do not match their checksum (truncated or corrupt)")
+        if column.compressed:
+            declared = int.from_bytes(data[:4], "little") if len(data) >= 4 else -1
+        else:
+            declared = len(data)
+        if declared != elements * itemsize * chunk.length:
+            _reject(chunk, i, f"holds {declared} bytes of data but needs {elements * itemsize * chunk.length}")
+
+
+def _reject(chunk: Chunk, column: int, reason: str) -> None:
+    chunk.validate()  # raises with the core's wording
+    raise errors.DataLossError(f"chunk {chunk.key} column {column}: {reason}; resend the chunk")
+
+
+def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True) -> List[Chunk]:
+    """Builds the chunks of a `ChunkBatch` without decompressing them.
+
+    Raises:
+      InvalidArgumentError: the batch's parallel fields disagree, or a chunk is malformed.
+      DataLossError: a column's bytes do not match its checksum or declared size (with `validate`).
+    """
+    keys = list(batch.keys)
+    if not keys:
+        return []
+    n = len(keys)
+    num_columns = list(batch.num_columns)
+    episode_ids, start_indices, lengths = batch.episode_ids, batch.start_indices, batch.lengths
+    _check_lengths("chunk batch", n, episode_ids=episode_ids, start_indices=start_indices,
+                   lengths=lengths, num_columns=num_columns)
+    total_columns = sum(num_columns)
+    if any(c <= 0 for c in num_columns):
+        raise errors.InvalidArgumentError("malformed chunk batch: a chunk has no columns")
+    dtype_index, ranks, flags = list(batch.dtype_index), list(batch.ranks), list(batch.flags)
+    crcs, blobs = list(batch.crc32), list(batch.column_data)
+    _check_lengths("chunk batch", total_columns, dtype_index=dtype_index, ranks=ranks, flags=flags,
+                   crc32=crcs, column_data=blobs)
+    dtypes = list(batch.dtypes)
+    if any(not 0 <= i < len(dtypes) for i in dtype_index) or any(r < 0 for r in ranks):
+        raise errors.InvalidArgumentError("malformed chunk batch: a dtype index or a rank is out of range")
+    shape_dims = list(batch.shape_dims)
+    _check_lengths("chunk batch", sum(ranks), shape_dims=shape_dims)
+    chunks = []
+    column_i = dim_i = 0
+    for i in range(n):
+        columns = []
+        for _ in range(num_columns[i]):
+            rank, flag = ranks[column_i], flags[column_i]
+            columns.append(ColumnData(
+                dtypes[dtype_index[column_i]], tuple(shape_dims[dim_i:dim_i + rank]), blobs[column_i],
+                bool(flag & _FLAG_COMPRESSED), bool(flag & _FLAG_DELTA), crcs[column_i]))
+            column_i += 1
+            dim_i += rank
+        chunk = Chunk(keys[i], columns, lengths[i], episode_ids[i], start_indices[i])
+        if validate:
+            validate_chunk(chunk)
+        chunks.append(chunk)
+    return chunks
+
+
+# ---------------------------------------------------------------------------------------------
+# Items
+
+
+def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
+                 with_state: bool = False) -> None:
+    """Appends (table name, item) pairs to an empty `batch`; `with_state` also writes
+    times_sampled and inserted_at (checkpoints and sample responses)."""
+    tables: Dict[str, int] = {}
+    table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
+    slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
+    times_sampled, inserted_at = [], []
+    for table, item in items:
+        index = tables.get(table)
+        if index is None:
+            index = tables[table] = len(tables)
+        table_index.append(index)
+        keys.append(item.key)
+        priorities.append(item.priority)
+        num_columns.append(len(item.trajectory))
+        for column in item.trajectory:
+            squeeze.append(column.squeeze)
+            num_slices.append(len(column.slices))
+            for s in column.slices:
+                slice_keys.append(s.chunk_key)
+                slice_offsets.append(s.offset)
+                slice_lengths.append(s.length)
+                slice_indices.append(s.index)
+        if with_state:
+            times_sampled.append(item.times_sampled)
+            inserted_at.append(item.inserted_at)
+    if not keys:
+        return
+    batch.tables.extend(tables)
+    batch.table_index.extend(table_index)
+    batch.keys.extend(keys)
+    batch.priorities.extend(priorities)
+    batch.num_columns.extend(num_columns)
+    batch.squeeze.extend(squeeze)
+    batch.num_slices.extend(num_slices)
+    batch.slice_chunk_keys.extend(slice_keys)
+    batch.slice_offsets.extend(slice_offsets)
+    batch.slice_lengths.extend(slice_lengths)
+    batch.slice_indices.extend(slice_indices)
+    if with_state:
+        batch.times_sampled.extend(times_sampled)
+        batch.inserted_at.extend(inserted_at)
+
+
+def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chunk],
+                 with_state: bool = False) -> List[Tuple[str, Item]]:
+    """Builds (table name, Item) pairs; `resolve_chunk(key)` returns the chunk for a key.
+
+    Only the message's structure is checked here; `Item.validate` (run by the table) checks the
+    priorities and slices.
+
+    Raises:
+      InvalidArgumentError: the batch's parallel fields disagree, or a table index is out of range.
+      NotFoundError: from `resolve_chunk`, for a chunk that was never sent or was released.
+    """
+    keys = list(batch.keys)
+    if not keys:
+        return []
+    n = len(keys)
+    tables = list(batch.tables)
+    table_index, priorities = list(batch.table_index), list(batch.priorities)
+    num_columns = list(batch.num_columns)
+    _check_lengths("item batch", n, table_index=table_index, priorities=priorities,
+                   num_columns=num_columns)
+    if any(not 0 <= t < len(tables) for t in table_index):
+        raise errors.InvalidArgumentError("malformed item batch: a table index is out of range")
+    if any(c <= 0 for c in num_columns):
+        raise errors.InvalidArgumentError("malformed item batch: an item has no columns")
+    squeeze, num_slices = list(batch.squeeze), list(batch.num_slices)
+    _check_lengths("item batch", sum(num_columns), squeeze=squeeze, num_slices=num_slices)
+    if any(s <= 0 for s in num_slices):
+        raise errors.InvalidArgumentError("malformed item batch: an item column has no chunk slices")
+    slice_keys, slice_offsets = list(batch.slice_chunk_keys), list(batch.slice_offsets)
+    slice_lengths, slice_indices = list(batch.slice_lengths), list(batch.slice_indices)
+    _check_lengths("item batch", sum(num_slices), slice_offsets=slice_offsets,
+                   slice_lengths=slice_lengths, slice_indices=slice_indices, slice_chunk_keys=slice_keys)
+    if with_state:
+        times_sampled, inserted_at = list(batch.times_sampled), list(batch.inserted_at)
+        _check_lengths("item batch", n, times_sampled=times_sampled, inserted_at=inserted_at)
+    out = []
+    column_i = slice_i = 0
+    for i in range(n):
+        trajectory = []
+        item_chunks = {}
+        for _ in range(num_columns[i]):
+            slices = []
+            for _ in range(num_slices[column_i]):
+                chunk_key = slice_keys[slice_i]
+                if chunk_key not in item_chunks:
+                    item_chunks[chunk_key] = resolve_chunk(chunk_key)
+                slices.append(ChunkSlice(chunk_key, slice_offsets[slice_i], slice_lengths[slice_i],
+                                         slice_indices[slice_i]))
+                slice_i += 1
+            trajectory.append(TrajectoryColumn(tuple(slices), squeeze[column_i]))
+            column_i += 1
+        if with_state:
+            item = Item(keys[i], priorities[i], trajectory, item_chunks, times_sampled[i], inserted_at[i])
+        else:
+            item = Item(keys[i], priorities[i], trajectory, item_chunks)
+        out.append((tables[table_index[i]], item))
+    return out
+
+
+def resolver(chunks: Dict[int, Chunk], what: str = "this message") -> Callable[[int], Chunk]:
+    """A `resolve_chunk` over a dict, raising NotFoundError naming the missing key."""
+
+    def resolve(key: int) -> Chunk:
+        chunk = chunks.get(key)
+        if chunk is None:
+            raise errors.NotFoundError(
+                f"an item references chunk {key}, which is not in {what}; send every chunk before or "
+                "with the first item that references it")
+        return chunk
+
+    return resolve
+
+
+# ---------------------------------------------------------------------------------------------
+# Priorities, signatures, table info
+
+
+def check_priority(key: int, priority: float) -> None:
+    """Raises InvalidArgumentError unless `priority` is finite and >= 0."""
+    if not (priority >= 0.0) or priority == float("inf"):
+        raise errors.InvalidArgumentError(
+            f"item {key}: priority must be a finite number >= 0, got {priority}")
+
+
+def check_key(key: int) -> None:
+    """Raises InvalidArgumentError unless `key` fits an unsigned 64-bit integer."""
+    if not 0 <= key <= _UINT64_MAX:
+        raise errors.InvalidArgumentError(f"item key {key} does not fit an unsigned 64-bit integer")
+
+
+def signature_to_json(signature) -> Optional[object]:
+    """A JSON-able nest of TensorSpec dicts (None stays None)."""
+    if signature is None:
+        return None
+    return tree.map_structure(lambda s: s.to_dict(), specs.as_signature(signature))
+
+
+def signature_from_json(value) -> Optional[object]:
+    """Inverse of `signature_to_json`: dicts with exactly shape/dtype/name become TensorSpecs."""
+    if value is None:
+        return None
+
+    def build(node):
+        if isinstance(node, dict) and set(node) <= {"shape", "dtype", "name"} and "dtype" in node \
+                and "shape" in node:
+            return specs.TensorSpec.from_dict(node)
+        if isinstance(node, dict):
+            return {k: build(v) for k, v in node.items()}
+        if isinstance(node, (list, tuple)):
+            return [build(v) for v in node]
+        raise errors.InvalidArgumentError(f"cannot read a signature leaf from {node!r}")
+
+    return build(value)
+
+
+def json_dumps(value) -> str:
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.dtype):
+        return value.str
+    if isinstance(value, specs.TensorSpec):
+        return value.to_dict()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {value!r}")

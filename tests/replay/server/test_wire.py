@@ -1,0 +1,92 @@
+"""Wire codec: packed chunk and item batches round-trip, malformed batches are refused."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from replay import errors, wire
+from replay.chunks import Chunk
+from replay.items import ChunkSlice, Item, TrajectoryColumn, trajectory_from_chunks
+from replay.proto import replay_pb2
+
+
+def _chunks():
+    rng = np.random.default_rng(0)
+    return [
+        Chunk.from_columns(11, [rng.random((4, 3)).astype(np.float32), np.arange(8).reshape(4, 2),
+                                np.array([True, False, True, True])], episode_id=5, start_index=0),
+        Chunk.from_columns(12, [np.zeros((2, 3), np.float32), np.ones((2, 2), np.int64),
+                                np.array([False, False])], episode_id=5, start_index=4),
+        Chunk.from_columns(13, [np.array([b"ab", b"cd"]), np.arange(2 * 2 * 2, dtype=np.int16).reshape(2, 2, 2)],
+                           delta_encode=True),
+    ]
+
+
+def _roundtrip_chunks(chunks):
+    batch = replay_pb2.ChunkBatch()
+    wire.encode_chunks(chunks, batch)
+    return wire.decode_chunks(replay_pb2.ChunkBatch.FromString(batch.SerializeToString()))
+
+
+def test_chunks_round_trip_bit_exactly():
+    chunks = _chunks()
+    decoded = _roundtrip_chunks(chunks)
+    assert [c.key for c in decoded] == [11, 12, 13]
+    for original, copy in zip(chunks, decoded):
+        assert (copy.episode_id, copy.start_index, copy.length) == (
+            original.episode_id, original.start_index, original.length)
+        assert copy.columns == original.columns
+        for a, b in zip(original.decode(), copy.decode()):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+
+
+def test_items_round_trip_with_state_and_tables():
+    chunks = {c.key: c for c in _chunks()}
+    first = Item(1, 0.5, trajectory_from_chunks([chunks[11], chunks[12]], 3, 2), chunks, times_sampled=3,
+                 inserted_at=123.5)
+    second = Item(2, 2.0, (TrajectoryColumn((ChunkSlice(13, 1, 1, 0),), squeeze=True),), chunks)
+    batch = replay_pb2.ItemBatch()
+    wire.encode_items([("a", first), ("b", second)], batch, with_state=True)
+    decoded = wire.decode_items(replay_pb2.ItemBatch.FromString(batch.SerializeToString()),
+                                wire.resolver(chunks), with_state=True)
+    assert [name for name, _ in decoded] == ["a", "b"]
+    (_, a), (_, b) = decoded
+    assert (a.key, a.priority, a.times_sampled, a.inserted_at) == (1, 0.5, 3, 123.5)
+    assert a.trajectory == first.trajectory and b.trajectory == second.trajectory
+    np.testing.assert_array_equal(a.decode()[0], np.concatenate([chunks[11].column(0)[3:], chunks[12].column(0)[:1]]))
+    assert b.decode()[0] == b"cd"
+
+
+def test_corrupt_and_truncated_column_bytes_are_data_loss():
+    chunk = _chunks()[0]
+    column = chunk.columns[0]
+    flipped = bytes([column.data[0] ^ 0xFF]) + column.data[1:]
+    for bad in (dataclasses.replace(column, data=flipped),
+                dataclasses.replace(column, data=column.data[:-3])):
+        batch = replay_pb2.ChunkBatch()
+        wire.encode_chunks([Chunk(1, [bad] + list(chunk.columns[1:]), chunk.length)], batch)
+        with pytest.raises(errors.DataLossError, match="chunk 1 column 0"):
+            wire.decode_chunks(batch)
+
+
+def test_malformed_batches_name_the_field():
+    batch = replay_pb2.ChunkBatch()
+    wire.encode_chunks(_chunks()[:1], batch)
+    del batch.crc32[-1]
+    with pytest.raises(errors.InvalidArgumentError, match="crc32"):
+        wire.decode_chunks(batch)
+    items = replay_pb2.ItemBatch(tables=["t"], table_index=[0, 3], keys=[1, 2], priorities=[1, 1],
+                                 num_columns=[1, 1], squeeze=[False, False], num_slices=[1, 1],
+                                 slice_chunk_keys=[11, 11], slice_offsets=[0, 0], slice_lengths=[1, 1],
+                                 slice_indices=[0, 0])
+    with pytest.raises(errors.InvalidArgumentError, match="table index"):
+        wire.decode_items(items, wire.resolver({}))
+
+
+def test_item_referencing_an_unknown_chunk_is_not_found():
+    items = replay_pb2.ItemBatch(tables=["t"], table_index=[0], keys=[1], priorities=[1], num_columns=[1],
+                                 squeeze=[False], num_slices=[1], slice_chunk_keys=[99], slice_offsets=[0],
+                                 slice_lengths=[1], slice_indices=[0])
+    with pytest.raises(errors.NotFoundError, match="chunk 99"):
+        wire.decode_items(items, wire.resolver({}))

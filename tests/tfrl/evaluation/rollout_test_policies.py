@@ -1,0 +1,50 @@
+"""Small real policies for the rollout tests, built with build_tf_policy.
+
+Ray actors cannot import test modules, so this module is registered with cloudpickle to be
+shipped by value (see conftest.py).
+"""
+import numpy as np
+import tensorflow as tf
+
+from tfrl.errors import UnsupportedSpaceError
+from tfrl.policy import SampleBatch, build_tf_policy, compute_gae_for_sample_batch
+
+SMALL_MODEL = {"fcnet_hiddens": [16, 16]}
+
+
+def pg_loss(policy, model, dist_class, train_batch):
+    logits, _ = model({SampleBatch.OBS: train_batch[SampleBatch.OBS]}, None, None)
+    logp = dist_class(logits, model).logp(train_batch[SampleBatch.ACTIONS])
+    return -tf.reduce_mean(logp * train_batch[SampleBatch.ADVANTAGES])
+
+
+def pg_defaults():
+    return {"model": dict(SMALL_MODEL), "lr": 0.01, "gamma": 0.99, "lambda": 1.0}
+
+
+PGPolicy = build_tf_policy("PGPolicy", loss_fn=pg_loss,
+                           postprocess_fn=compute_gae_for_sample_batch,
+                           get_default_config=pg_defaults)
+
+
+def discrete_actions_only(policy, observation_space, action_space, config):
+    import gymnasium
+
+    if not isinstance(action_space, gymnasium.spaces.Discrete):
+        raise UnsupportedSpaceError(f"DiscretePGPolicy needs a Discrete action space, got {action_space}")
+
+
+DiscretePGPolicy = build_tf_policy("DiscretePGPolicy", loss_fn=pg_loss,
+                                   postprocess_fn=compute_gae_for_sample_batch,
+                                   get_default_config=pg_defaults,
+                                   validate_spaces=discrete_actions_only)
+
+
+def add_priorities(policy, sample_batch, other_agent_batches=None, episode=None):
+    batch = compute_gae_for_sample_batch(policy, sample_batch, other_agent_batches, episode)
+    batch["priorities"] = (np.abs(batch[SampleBatch.ADVANTAGES]) + 0.5).astype(np.float32)
+    return batch
+
+
+PrioritizedPGPolicy = build_tf_policy("PrioritizedPGPolicy", loss_fn=pg_loss,
+                                      postprocess_fn=add_priorities, get_default_config=pg_defaults)

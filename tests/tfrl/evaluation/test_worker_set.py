@@ -1,0 +1,144 @@
+"""WorkerSet on a real local Ray: weight and filter synchronisation, calls on all workers,
+adding workers, replay-writing remote workers, and recovery from killed actors and crashed envs."""
+import os
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from rollout_test_policies import PGPolicy
+
+from replay.server import Server
+from replay.table import Table
+from tfrl.evaluation import ReplayOutputSpec, WorkerSet, replay_signature
+
+pytestmark = pytest.mark.timeout(240)
+
+BASE = {"rollout_fragment_length": 20, "num_cpus_per_worker": 0}
+
+
+def weights_equal(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a["default_policy"], b["default_policy"]))
+
+
+def test_weights_filters_and_calls_reach_every_worker(ray_session):
+    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, observation_filter="MeanStdFilter"),
+                   num_workers=2)
+    try:
+        assert ws.num_healthy_workers() == 2
+        local = ws.local_worker()
+        remote_weights = ws.foreach_worker(lambda w: w.get_weights(), local_worker=False)
+        assert all(weights_equal(w, local.get_weights()) for w in remote_weights)
+
+        local.learn_on_batch(local.sample())
+        ws.sync_weights(global_vars={"timestep": 99})
+        remote_weights = ws.foreach_worker(lambda w: w.get_weights(), local_worker=False)
+        assert all(weights_equal(w, local.get_weights()) for w in remote_weights)
+        assert ws.foreach_worker(lambda w: w.global_vars["timestep"]) == [99, 99, 99]
+        assert ws.foreach_worker_with_index(lambda w, i: (i, w.worker_index)) == [
+            (0, 0), (1, 1), (2, 2)]
+        assert ws.foreach_policy(lambda p, pid: pid) == ["default_policy"] * 3
+
+        batches = ws.call_remote_workers("sample")
+        assert [b.count for b in batches] == [20, 20]
+        local_count = local.filters["default_policy"].running_stat.count
+        remote_counts = [f["default_policy"].delta.count
+                         for f in ws.call_remote_workers("get_filters")]
+        ws.sync_filters()
+        merged = local.filters["default_policy"].running_stat
+        assert merged.count == local_count + sum(remote_counts)
+        for f in ws.call_remote_workers("get_filters"):
+            assert f["default_policy"].running_stat.count == merged.count
+            np.testing.assert_allclose(f["default_policy"].running_stat.mean, merged.mean)
+
+        ws.add_workers(1)
+        assert ws.num_healthy_workers() == 3
+        assert sorted(ws.foreach_worker(lambda w: w.worker_index)) == [0, 1, 2, 3]
+        assert weights_equal(ws.call_remote_workers("get_weights")[-1], local.get_weights())
+    finally:
+        ws.stop()
+
+
+def test_actor_killed_in_the_middle_of_sampling_is_recreated_with_current_weights(ray_session):
+    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, rollout_fragment_length=20_000),
+                   num_workers=2)
+    try:
+        local = ws.local_worker()
+        local.learn_on_batch(local.sample())
+        ws.sync_weights()
+        victim = ws.remote_workers()[0]
+        results = {}
+        sampler = threading.Thread(
+            target=lambda: results.setdefault("batches", ws.call_remote_workers("sample")))
+        sampler.start()
+        time.sleep(2.0)  # let the long fragments start
+        import ray
+
+        ray.kill(victim)
+        sampler.join(timeout=200)
+        assert not sampler.is_alive()
+        assert len(results["batches"]) == 1  # the healthy worker's fragment
+        assert results["batches"][0].count == 20_000
+        assert ws.num_worker_failures == 1
+        assert ws.num_healthy_workers() == 2
+        assert victim not in ws.remote_workers()
+        replacement = ws.remote_workers()[0]
+        assert ray.get(replacement.apply.remote(lambda w: w.worker_index)) == 1
+        assert weights_equal(ray.get(replacement.get_weights.remote()), local.get_weights())
+        ws.foreach_worker(lambda w: w.config.update(rollout_fragment_length=10) or
+                          setattr(w.runner, "config", w.config))
+        assert [b.count for b in ws.call_remote_workers("sample")] == [10, 10]
+    finally:
+        ws.stop()
+
+
+def crash_once_env(env_config):
+    """CartPole whose first step crashes in whichever worker removes the marker file first."""
+    env = gym.make("CartPole-v1")
+    marker = env_config["marker"]
+    original_step = env.step
+
+    def step(action):
+        try:
+            os.remove(marker)
+        except FileNotFoundError:
+            return original_step(action)
+        raise RuntimeError("physics engine exploded")
+
+    env.step = step
+    return env
+
+
+def test_worker_whose_env_crashed_is_recreated_and_counted(ray_session, tmp_path):
+    marker = tmp_path / "crash-once"
+    ws = WorkerSet(crash_once_env, PGPolicy,
+                   dict(BASE, env_config={"marker": str(marker)}), num_workers=2)
+    try:
+        marker.write_text("x")
+        first = ws.call_remote_workers("sample")
+        assert len(first) == 1 and ws.num_worker_failures == 1
+        assert [b.count for b in ws.call_remote_workers("sample")] == [20, 20]
+        assert ws.num_healthy_workers() == 2
+    finally:
+        ws.stop()
+
+
+def test_remote_workers_write_into_replay_and_return_only_counts(ray_session, free_port):
+    probe = WorkerSet("CartPole-v1", PGPolicy, BASE).local_worker()
+    server = Server([Table.queue("steps", 10_000, signature=replay_signature(probe.get_policy()))],
+                    port=free_port)
+    try:
+        spec = ReplayOutputSpec(f"127.0.0.1:{server.port}", "steps")
+        ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, num_envs_per_worker=2), num_workers=2,
+                       replay_output=spec)
+        try:
+            summaries = ws.call_remote_workers("sample")
+            assert [s["env_steps"] for s in summaries] == [40, 40]
+            assert all("obs" not in s for s in summaries)
+            samples = list(server.localhost_client().sample("steps", num_samples=80, timeout=10))
+            assert len(samples) == 80
+        finally:
+            ws.stop()
+    finally:
+        server.stop()

@@ -1,0 +1,107 @@
+"""Env validation: the checks rollout workers run on environments, observations and actions.
+
+They turn the ways an environment and a policy can disagree (a malformed env, spaces a policy
+cannot handle, an action outside the action space, a NaN observation) into named `tfrl.errors`
+exceptions that say which env and what to do, raised at construction where the problem can be
+seen then, and otherwise at the step where it shows. The per-step checks work on whole batches
+(one numpy call per step for all of a worker's envs), so they stay cheap.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tfrl.env import errors
+
+
+def check_env(env: Any, env_name: str) -> None:
+    """Checks that `env` looks like a gymnasium env or a `MultiAgentEnv` with gymnasium spaces.
+
+    Raises:
+      InvalidEnvError: a method or a space is missing or of the wrong kind.
+    """
+    import gymnasium
+
+    from tfrl.env.multi_agent_env import MultiAgentEnv
+
+    for method in ("reset", "step"):
+        if not callable(getattr(env, method, None)):
+            raise errors.InvalidEnvError(
+                f"env {env_name!r} ({type(env).__name__}) has no {method}() method; an env must be a "
+                "gymnasium.Env or a tfrl.env.MultiAgentEnv")
+    if isinstance(env, MultiAgentEnv):
+        spaces = [("observation space", a, s) for a, s in env.observation_spaces.items()]
+        spaces += [("action space", a, s) for a, s in env.action_spaces.items()]
+        if not env.observation_spaces or not env.action_spaces:
+            raise errors.InvalidEnvError(
+                f"multi-agent env {env_name!r} declares no observation_spaces/action_spaces; set "
+                "both dicts (agent id -> gymnasium space) in its constructor")
+    else:
+        spaces = [("observation space", None, getattr(env, "observation_space", None)),
+                  ("action space", None, getattr(env, "action_space", None))]
+    for what, agent, space in spaces:
+        if not isinstance(space, gymnasium.spaces.Space):
+            who = f" of agent {agent!r}" if agent is not None else ""
+            raise errors.InvalidEnvError(
+                f"env {env_name!r}: the {what}{who} is {space!r}, not a gymnasium space; set it to a "
+                "gymnasium.spaces.Space (Box, Discrete, ...)")
+
+
+def check_observations_finite(obs_batch: Any, env_name: str, where: str) -> None:
+    """Checks that a batch of observations holds no NaN or infinity (float leaves only).
+
+    Raises:
+      InvalidObservationError: a NaN or infinite value; the message names the env and `where`.
+    """
+    if isinstance(obs_batch, np.ndarray):
+        leaves = [obs_batch]
+    else:
+        import tree
+
+        leaves = [np.asarray(x) for x in tree.flatten(obs_batch)]
+    for leaf in leaves:
+        if leaf.dtype.kind == "f" and not np.isfinite(leaf).all():
+            bad = np.argwhere(~np.isfinite(leaf))[0].tolist()
+            raise errors.InvalidObservationError(
+                f"env {env_name!r} returned a non-finite observation ({leaf[tuple(bad)].tolist()!r} at index "
+                f"{bad}) {where}; fix the env, or wrap it so it never emits NaN or infinity")
+
+
+def check_actions_in_space(actions: np.ndarray, action_space: Any, env_name: str) -> None:
+    """Checks a batch of actions (leading batch dimension) against `action_space`.
+
+    Box and Discrete spaces are checked with one vectorised comparison; other spaces action by
+    action with `space.contains`.
+
+    Raises:
+      ActionOutOfSpaceError: an action lies outside the space; the message names the env, the
+        action and how to fix it (clip_actions / normalize_actions for Box spaces).
+    """
+    import gymnasium
+
+    spaces = gymnasium.spaces
+    if isinstance(action_space, spaces.Discrete):
+        a = np.asarray(actions)
+        bad = (a < action_space.start) | (a >= action_space.start + action_space.n)
+        if bad.any():
+            index = int(np.argmax(bad))
+            raise errors.ActionOutOfSpaceError(
+                f"env {env_name!r}: the policy chose action {np.asarray(a[index]).tolist()!r}, outside {action_space}; "
+                "the policy's action distribution does not match the env's action space")
+        return
+    if isinstance(action_space, spaces.Box):
+        a = np.asarray(actions)
+        inside = (a >= action_space.low) & (a <= action_space.high)
+        if a.shape[1:] != action_space.shape or not inside.all():
+            index = 0 if a.shape[1:] != action_space.shape else int(
+                np.argmax(~inside.reshape(len(a), -1).all(axis=1)))
+            raise errors.ActionOutOfSpaceError(
+                f"env {env_name!r}: the policy chose action {np.asarray(a[index]).tolist()!r}, outside {action_space}; "
+                "set clip_actions=True to clip actions to the bounds, or normalize_actions=True "
+                "for a policy acting in [-1, 1]")
+        return
+    for action in actions:
+        if not action_space.contains(action):
+            raise errors.ActionOutOfSpaceError(
+                f"env {env_name!r}: the policy chose action {action!r}, outside {action_space}")

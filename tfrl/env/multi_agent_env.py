@@ -1,0 +1,113 @@
+"""The multi-agent environment interface used by rollout workers (tfrl/evaluation).
+
+A `MultiAgentEnv` speaks in dicts keyed by agent id, following gymnasium's step semantics:
+`reset` returns `(obs, infos)`; `step(action_dict)` returns `(obs, rewards, terminateds,
+truncateds, infos)`, where `terminateds`/`truncateds` carry the special key `"__all__"` that ends
+the episode for every agent. Only agents present in `obs` act at the next step. The worker maps
+each agent to a policy with `policy_mapping_fn(agent_id)`.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple
+
+from tfrl.env import errors
+
+AgentID = Hashable
+ALL_AGENTS = "__all__"
+
+
+class MultiAgentEnv:
+    """Base class of multi-agent environments.
+
+    Subclasses set `possible_agents` (a list of agent ids), `observation_spaces` and
+    `action_spaces` (dicts agent id -> gymnasium space) and implement `reset` and `step`.
+    """
+
+    possible_agents: list = []
+    observation_spaces: Dict[AgentID, Any] = {}
+    action_spaces: Dict[AgentID, Any] = {}
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None
+              ) -> Tuple[Dict[AgentID, Any], Dict[AgentID, dict]]:
+        raise NotImplementedError
+
+    def step(self, action_dict: Dict[AgentID, Any]) -> Tuple[dict, dict, dict, dict, dict]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def get_observation_space(self, agent_id: AgentID):
+        """The observation space of `agent_id`.
+
+        Raises:
+          UnsupportedSpaceError: the env declares no observation space for that agent.
+        """
+        try:
+            return self.observation_spaces[agent_id]
+        except KeyError:
+            raise errors.UnsupportedSpaceError(
+                f"{type(self).__name__} declares no observation space for agent {agent_id!r}; add "
+                f"it to observation_spaces (known agents: {list(self.observation_spaces)})") from None
+
+    def get_action_space(self, agent_id: AgentID):
+        """The action space of `agent_id`.
+
+        Raises:
+          UnsupportedSpaceError: the env declares no action space for that agent.
+        """
+        try:
+            return self.action_spaces[agent_id]
+        except KeyError:
+            raise errors.UnsupportedSpaceError(
+                f"{type(self).__name__} declares no action space for agent {agent_id!r}; add it to "
+                f"action_spaces (known agents: {list(self.action_spaces)})") from None
+
+
+def make_multi_agent(env_creator: Callable[[dict], Any], num_agents: int = 2) -> type:
+    """Returns a `MultiAgentEnv` class running `num_agents` independent copies of a gymnasium env.
+
+    Agent `i` steps copy `i`; an agent that terminates or truncates stops acting; the episode
+    ends when every copy has ended. `env_creator` is a gymnasium id or a callable(env_config).
+    """
+    from tfrl.env.registry import resolve_env_creator
+
+    creator = resolve_env_creator(env_creator)
+
+    class IndependentCopies(MultiAgentEnv):
+        def __init__(self, env_config: Optional[dict] = None):
+            self.envs = [creator(env_config) for _ in range(num_agents)]
+            self.possible_agents = list(range(num_agents))
+            self.observation_spaces = {i: e.observation_space for i, e in enumerate(self.envs)}
+            self.action_spaces = {i: e.action_space for i, e in enumerate(self.envs)}
+            self._done = set()
+            self._truncated = set()
+
+        def reset(self, *, seed=None, options=None):
+            self._done = set()
+            self._truncated = set()
+            obs, infos = {}, {}
+            for i, env in enumerate(self.envs):
+                obs[i], infos[i] = env.reset(seed=None if seed is None else seed + i, options=options)
+            return obs, infos
+
+        def step(self, action_dict):
+            obs, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
+            for i, action in action_dict.items():
+                obs[i], rewards[i], terminateds[i], truncateds[i], infos[i] = self.envs[i].step(action)
+                if terminateds[i] or truncateds[i]:
+                    self._done.add(i)
+                if truncateds[i] and not terminateds[i]:
+                    self._truncated.add(i)
+            all_done = len(self._done) == len(self.envs)
+            truncateds[ALL_AGENTS] = all_done and bool(self._truncated)
+            terminateds[ALL_AGENTS] = all_done and not truncateds[ALL_AGENTS]
+            return obs, rewards, terminateds, truncateds, infos
+
+        def close(self):
+            for env in self.envs:
+                env.close()
+
+    IndependentCopies.__name__ = f"MultiAgent{num_agents}x{creator.name}"
+    IndependentCopies.__qualname__ = IndependentCopies.__name__
+    return IndependentCopies

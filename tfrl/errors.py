@@ -1,0 +1,37 @@
+"""Named errors of the tfrl agent toolkit.
+
+Every error a user can cause in `tfrl` (bad configuration, unsupported spaces, malformed batches,
+unusable checkpoints) is one of these, so callers can catch them by name. Messages say what was
+wrong and what to do about it. Nothing already stored is changed when one is raised.
+"""
+
+
+class TfrlError(Exception):
+    """Base class of every error raised on purpose by `tfrl`."""
+
+
+class InvalidConfigError(TfrlError, ValueError):
+    """A configuration value (policy config, model config, schedule) is missing or malformed."""
+
+
+class UnsupportedSpaceError(TfrlError, ValueError):
+    """An observation or action space that a model, preprocessor or distribution cannot handle."""
+
+
+class InvalidBatchError(TfrlError, ValueError):
+    """A SampleBatch is malformed or lacks a column that the caller needs."""
+
+
+class UnknownModelError(InvalidConfigError, KeyError):
+    """A `custom_model` name was used that was never registered with the ModelCatalog."""
+
+    def __str__(self):  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class NotSupportedError(TfrlError, NotImplementedError):
+    """An operation that the object cannot do (for example the KL of a squashed Gaussian)."""
+
+
+class CheckpointError(TfrlError):
+    """A policy state or checkpoint is missing, unreadable, or does not match the policy."""

@@ -1,0 +1,241 @@
+"""Multi-agent env runner: samples `MultiAgentEnv`s with a map of policies.
+
+Per step, the agents present in each env's last observation dict act; they are grouped by policy
+(`policy_mapping_fn`, fixed per agent for an episode) and each policy makes one batched
+`compute_actions` call for all of its agents in all envs. An agent's row is completed when its
+next observation arrives (rewards received in between are summed into it), or when it or the
+whole episode (`"__all__"`) terminates or is truncated. Trajectories are postprocessed per agent
+with the other agents' raw batches of the same episode as `other_agent_batches`, and the result
+is a `MultiAgentBatch` keyed by policy id.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from tfrl.env.checks import check_observations_finite
+from tfrl.env.multi_agent_env import ALL_AGENTS
+from tfrl.evaluation.episode import Episode
+from tfrl.evaluation.metrics import RolloutMetrics
+from tfrl.evaluation.sampler import _guard_env_call, _row, _Trajectory, _unroll_ids, clip_rewards, \
+    stack_rows
+from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+
+
+class _EnvState:
+    """Episode bookkeeping of one multi-agent env."""
+
+    def __init__(self, episode: Episode):
+        self.episode = episode
+        self.obs: Dict[Any, Any] = {}          # filtered observation of each agent due to act
+        self.pending: Dict[Any, dict] = {}     # agent -> row waiting for its next observation
+        self.trajectories: Dict[Any, _Trajectory] = {}
+        self.states: Dict[Any, list] = {}
+        self.done_agents = set()
+
+
+class MultiAgentEnvRunner:
+    """Samples MultiAgentEnvs; see the module docstring. Arguments as `EnvRunner`, with dicts of
+    policies, filters and action adapters keyed by policy id."""
+
+    def __init__(self, worker, envs, env_name, policy_map, policy_mapping_fn, filters, callbacks,
+                 env_seeds, config, adapters):
+        self.worker = worker
+        self.envs = envs
+        self.env_name = env_name
+        self.policy_map = policy_map
+        self.policy_mapping_fn = policy_mapping_fn
+        self.filters = filters
+        self.callbacks = callbacks
+        self.config = config
+        self.adapters = adapters
+        self.check_obs = config.get("check_observations", True)
+        self._initial_states = {pid: [np.asarray(s) for s in (p.get_initial_state() or [])]
+                                for pid, p in policy_map.items()}
+        self._finished_metrics: List[RolloutMetrics] = []
+        self._states: List[_EnvState] = [None] * len(envs)
+        self._agent_indices: Dict[Any, int] = {}  # agent id -> agent_index column, worker-wide
+        self.env_steps_sampled = 0
+        seeds = env_seeds or [None] * len(envs)
+        for i in range(len(envs)):
+            self._reset(i, seeds[i])
+
+    def set_filters(self, filters):
+        self.filters = filters
+
+    def pop_metrics(self):
+        out, self._finished_metrics = self._finished_metrics, []
+        return out
+
+    # --- env plumbing ---------------------------------------------------------------------
+    def _filter_obs(self, env_state: _EnvState, obs_dict: dict, where: str) -> dict:
+        by_policy = defaultdict(list)
+        for agent_id, obs in obs_dict.items():
+            by_policy[env_state.episode.policy_for(agent_id)].append(agent_id)
+        out = {}
+        for pid, agents in by_policy.items():
+            raw = stack_rows([obs_dict[a] for a in agents])
+            if self.check_obs:
+                check_observations_finite(raw, self.env_name, f"for agent(s) {agents} {where}")
+            filtered = self.filters[pid](raw)
+            for j, a in enumerate(agents):
+                out[a] = _row(filtered, j)
+        return out
+
+    def _reset(self, i: int, seed: Optional[int] = None) -> None:
+        obs, _infos = _guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
+        episode = Episode(i, policy_mapping_fn=self.policy_mapping_fn)
+        state = _EnvState(episode)
+        self._states[i] = state
+        state.obs = self._filter_obs(state, obs, "after reset()")
+        for agent_id in obs:
+            self._ensure_agent(state, agent_id)
+        self.callbacks.on_episode_start(worker=self.worker, base_env=self.envs,
+                                        policies=self.policy_map, episode=episode, env_index=i)
+
+    def _ensure_agent(self, state: _EnvState, agent_id) -> None:
+        if agent_id not in state.trajectories:
+            pid = state.episode.policy_for(agent_id)
+            if pid not in self.policy_map:
+                from tfrl.env import errors
+
+                raise errors.InvalidConfigError(
+                    f"env {self.env_name!r}: policy_mapping_fn mapped agent {agent_id!r} to "
+                    f"unknown policy {pid!r}; known policies: {list(self.policy_map)}")
+            state.trajectories[agent_id] = _Trajectory(state.episode, agent_id, pid, 0)
+            state.states[agent_id] = list(self._initial_states[pid])
+
+    # --- sampling -------------------------------------------------------------------------
+    def sample(self, explore: bool = True, timestep: Optional[int] = None) -> MultiAgentBatch:
+        """Steps the envs for one fragment and returns the postprocessed MultiAgentBatch."""
+        fragment = int(self.config.get("rollout_fragment_length", 200))
+        complete = self.config.get("batch_mode", "truncate_episodes") == "complete_episodes"
+        finished: List[tuple] = []  # (episode-group of trajectories)
+        env_steps = 0
+        collected = 0
+        steps = 0
+        while (collected < fragment) if complete else (steps < fragment):
+            ended = self._step(explore, timestep)
+            steps += 1
+            env_steps += len(self.envs)
+            finished.extend(ended)
+            if complete:
+                collected += sum(group[0].episode.length for group in ended if group)
+        if not complete:
+            for state in self._states:
+                group = []
+                for agent_id, traj in list(state.trajectories.items()):
+                    if len(traj):
+                        group.append(traj)
+                        state.trajectories[agent_id] = _Trajectory(
+                            traj.episode, agent_id, traj.policy_id, traj.start_t + len(traj))
+                if group:
+                    finished.append(group)
+        else:
+            env_steps = collected
+        return self._postprocess(finished, env_steps)
+
+    def _step(self, explore, timestep) -> List[list]:
+        requests = defaultdict(list)  # pid -> [(env index, agent id)]
+        for i, state in enumerate(self._states):
+            for agent_id in state.obs:
+                requests[state.episode.policy_for(agent_id)].append((i, agent_id))
+        action_dicts = [dict() for _ in self.envs]
+        for pid, pairs in requests.items():
+            policy = self.policy_map[pid]
+            obs = stack_rows([self._states[i].obs[a] for i, a in pairs])
+            n_states = len(self._initial_states[pid])
+            state_in = [stack_rows([self._states[i].states[a][k] for i, a in pairs])
+                        for k in range(n_states)]
+            actions, state_out, extra = policy.compute_actions(
+                obs, state_batches=state_in or None, explore=explore, timestep=timestep)
+            adapter = self.adapters[pid]
+            env_actions = adapter(actions)
+            for j, (i, a) in enumerate(pairs):
+                state = self._states[i]
+                action_dicts[i][a] = adapter.env_action(env_actions, j)
+                row = {SampleBatch.OBS: state.obs[a], SampleBatch.ACTIONS: _row(actions, j),
+                       SampleBatch.REWARDS: 0.0}
+                for key, value in extra.items():
+                    row[key] = value[j]
+                for k in range(n_states):
+                    row[SampleBatch.state_in(k)] = state_in[k][j]
+                    row[SampleBatch.state_out(k)] = state_out[k][j]
+                    state.states[a][k] = state_out[k][j]
+                state.pending[a] = row
+                state.episode._last_actions[a] = row[SampleBatch.ACTIONS]
+        ended = []
+        for i, env in enumerate(self.envs):
+            state = self._states[i]
+            obs, rewards, terminateds, truncateds, infos = _guard_env_call(
+                self.env_name, "step()", env.step, action_dicts[i])
+            self.env_steps_sampled += 1
+            episode = state.episode
+            episode.length += 1
+            for agent_id, r in rewards.items():
+                r = float(r)
+                episode.total_reward += r
+                episode.agent_rewards[(agent_id, episode.policy_for(agent_id))] += r
+                if agent_id in state.pending:
+                    state.pending[agent_id][SampleBatch.REWARDS] += r
+            for agent_id, info in infos.items():
+                episode._last_infos[agent_id] = info
+            filtered = self._filter_obs(state, obs, "after step()")
+            all_terminated = bool(terminateds.get(ALL_AGENTS, False))
+            all_truncated = bool(truncateds.get(ALL_AGENTS, False))
+            for agent_id in obs:
+                self._ensure_agent(state, agent_id)
+            for agent_id, row in list(state.pending.items()):
+                term = bool(terminateds.get(agent_id, False)) or all_terminated
+                trunc = (bool(truncateds.get(agent_id, False)) or all_truncated) and not term
+                if agent_id not in filtered and not (term or trunc):
+                    continue  # the agent waits for its next observation
+                row[SampleBatch.NEXT_OBS] = filtered.get(agent_id, row[SampleBatch.OBS])
+                row[SampleBatch.TERMINATEDS] = term
+                row[SampleBatch.TRUNCATEDS] = trunc
+                row[SampleBatch.REWARDS] = np.float32(clip_rewards(
+                    np.float32(row[SampleBatch.REWARDS]), self.config.get("clip_rewards")))
+                cols = state.trajectories[agent_id].columns
+                for key, value in row.items():
+                    cols[key].append(value)
+                del state.pending[agent_id]
+                if term or trunc:
+                    state.done_agents.add(agent_id)
+            state.obs = {a: o for a, o in filtered.items() if a not in state.done_agents}
+            if all_terminated or all_truncated:
+                ended.append([t for t in state.trajectories.values() if len(t)])
+                self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
+                                              policies=self.policy_map, episode=episode,
+                                              env_index=i)
+                self._finished_metrics.append(RolloutMetrics(
+                    episode.length, episode.total_reward, dict(episode.agent_rewards),
+                    dict(episode.custom_metrics), dict(episode.hist_data),
+                    self.worker.worker_index))
+                self._reset(i)
+            else:
+                self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
+                                               episode=episode, env_index=i)
+        return ended
+
+    def _postprocess(self, groups: List[list], env_steps: int) -> MultiAgentBatch:
+        unroll_id = next(_unroll_ids)
+        per_policy = defaultdict(list)
+        for group in groups:
+            raws = {t.agent_id: (t.policy_id, t.build(
+                self._agent_indices.setdefault(t.agent_id, len(self._agent_indices)), unroll_id))
+                for t in group}
+            for traj in group:
+                pid, raw = raws[traj.agent_id]
+                policy = self.policy_map[pid]
+                others = {a: (p, self.policy_map[p], b) for a, (p, b) in raws.items()
+                          if a != traj.agent_id}
+                batch = policy.postprocess_trajectory(raw, others, traj.episode)
+                self.callbacks.on_postprocess_trajectory(
+                    worker=self.worker, episode=traj.episode, agent_id=traj.agent_id,
+                    policy_id=pid, policies=self.policy_map, postprocessed_batch=batch,
+                    original_batches=raws)
+                per_policy[pid].append(batch)
+        return MultiAgentBatch({pid: concat_samples(b) for pid, b in per_policy.items()},
+                               env_steps)

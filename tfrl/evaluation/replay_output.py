@@ -1,0 +1,259 @@
+"""Replay output: rollout workers write postprocessed experience straight into a replay table.
+
+Layout (fixed by the design): every postprocessed step becomes ONE replay item of sequence
+length 1 with the time dimension squeezed; its columns are a fixed, ordered dict of SampleBatch
+columns cast to fixed dtypes. A worker appends all steps of a fragment through one
+`replay.TrajectoryWriter` whose chunks hold `chunk_length` steps (default: the rollout fragment
+length), so the step items of a fragment share their chunks and each chunk crosses the wire once.
+An item's priority is 1.0, or the step's value in the `priorities` column when the policy's
+postprocessing added one. Bulk data goes from the worker to the replay server; the driver only
+sees counts.
+
+`replay_columns` and `replay_signature` derive the columns and the table signature (a dict of
+`replay.specs.TensorSpec`) from a policy by running a two-step dummy trajectory through its
+`compute_actions` and `postprocess_trajectory`: the trainer creates the table with that
+signature and the learner reads it back with `ReplayDataset.from_table_signature`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Optional, Sequence, Union
+
+import numpy as np
+import tree
+
+from tfrl.env import errors
+from tfrl.errors import InvalidBatchError
+from tfrl.policy.sample_batch import SampleBatch
+
+BASE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS,
+                SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
+# columns a policy's postprocessing or action outputs may add that losses read
+LOSS_COLUMNS = (SampleBatch.ACTION_LOGP, SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS,
+                SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS, SampleBatch.N_STEPS)
+PRIORITY_COLUMN = "priorities"
+
+
+def canonical_dtype(dtype: np.dtype) -> np.dtype:
+    """The fixed replay dtype of a column dtype: floats float32, bools bool, bytes (images)
+    uint8, other integers int64."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.dtype(np.float32)
+    if dtype.kind == "b":
+        return np.dtype(bool)
+    if dtype.kind == "u" and dtype.itemsize == 1:
+        return np.dtype(np.uint8)
+    if dtype.kind in "iu":
+        return np.dtype(np.int64)
+    raise errors.UnsupportedSpaceError(
+        f"a column of dtype {dtype} cannot be written into replay; use numeric columns")
+
+
+def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatch:
+    """A postprocessed two-step trajectory of `policy` on observations sampled from its space.
+
+    Raises:
+      whatever the policy raises on data of its own spaces.
+    """
+    space = policy.observation_space
+    rows = [space.sample() for _ in range(3)]
+    obs = tree.map_structure(lambda *xs: np.stack(xs), *rows)
+    if observation_filter not in (None, "NoFilter"):
+        obs = tree.map_structure(lambda a: a.astype(np.float32), obs)
+    initial = [np.asarray(s) for s in (policy.get_initial_state() or [])]
+    states = [np.stack([s] * 2) for s in initial]
+    first_two = tree.map_structure(lambda a: a[:2], obs)
+    actions, state_out, extra = policy.compute_actions(first_two, state_batches=states or None,
+                                                       explore=False)
+    batch = {
+        SampleBatch.OBS: first_two,
+        SampleBatch.ACTIONS: actions,
+        SampleBatch.REWARDS: np.zeros(2, np.float32),
+        SampleBatch.NEXT_OBS: tree.map_structure(lambda a: a[1:], obs),
+        SampleBatch.TERMINATEDS: np.array([False, False]),
+        SampleBatch.TRUNCATEDS: np.array([False, True]),
+        SampleBatch.EPS_ID: np.zeros(2, np.int64),
+        SampleBatch.AGENT_INDEX: np.zeros(2, np.int64),
+        SampleBatch.UNROLL_ID: np.zeros(2, np.int64),
+        SampleBatch.T: np.arange(2, dtype=np.int64),
+    }
+    batch.update(extra)
+    for k, s in enumerate(states):
+        batch[SampleBatch.state_in(k)] = s
+        batch[SampleBatch.state_out(k)] = state_out[k]
+    return policy.postprocess_trajectory(SampleBatch(batch), None, None)
+
+
+def replay_columns(policy, observation_filter: str = "NoFilter") -> tuple:
+    """The default item columns of `policy`: BASE_COLUMNS plus the LOSS_COLUMNS (and
+    `priorities`) its action outputs and postprocessing produce, in that order."""
+    batch = dummy_trajectory(policy, observation_filter)
+    return BASE_COLUMNS + tuple(c for c in LOSS_COLUMNS + (PRIORITY_COLUMN,) if c in batch)
+
+
+def replay_signature(policy, columns: Optional[Sequence[str]] = None,
+                     observation_filter: str = "NoFilter") -> Dict[str, Any]:
+    """The replay table signature of `policy`'s step items: an ordered dict column -> TensorSpec
+    (nests of them for Dict/Tuple observations), shapes without the batch dimension.
+
+    Raises:
+      InvalidBatchError: a requested column that the policy's trajectories do not have.
+    """
+    from replay.specs import TensorSpec
+
+    batch = dummy_trajectory(policy, observation_filter)
+    columns = tuple(columns) if columns is not None else BASE_COLUMNS + tuple(
+        c for c in LOSS_COLUMNS + (PRIORITY_COLUMN,) if c in batch)
+    missing = [c for c in columns if c not in batch]
+    if missing:
+        raise InvalidBatchError(
+            f"the trajectories of {type(policy).__name__} have no column(s) {missing}; choose "
+            f"replay columns among {sorted(batch.keys())}")
+    return {c: tree.map_structure(
+        lambda a, c=c: TensorSpec(np.asarray(a).shape[1:], canonical_dtype(np.asarray(a).dtype),
+                                  c), batch[c]) for c in columns}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayOutputSpec:
+    """How workers write into replay; picklable, handed to every worker.
+
+    Args:
+      address: "host:port" of the replay server.
+      table: the table name, or a dict policy_id -> table name for multi-agent (policies not in
+        the dict are not written).
+      columns: item columns (default: `replay_columns(policy)`); may be a dict per policy id.
+      chunk_length: steps per chunk (default: the rollout fragment length).
+      max_in_flight_items: unacknowledged items beyond which the writer blocks.
+      flush_timeout: seconds to wait for the server's acks at the end of each sample (None:
+        forever).
+      token: the replay server's access token, if it needs one.
+    """
+
+    address: str
+    table: Union[str, Dict[str, str]]
+    columns: Optional[Union[Sequence[str], Dict[str, Sequence[str]]]] = None
+    chunk_length: Optional[int] = None
+    max_in_flight_items: int = 2000
+    flush_timeout: Optional[float] = 60.0
+    token: Optional[str] = None
+
+    def make(self, policy_map: Dict[str, Any], policies_to_train: Sequence[str],
+             rollout_fragment_length: int = 200,
+             observation_filter: str = "NoFilter") -> "ReplayOutput":
+        return ReplayOutput(self, policy_map, policies_to_train, rollout_fragment_length,
+                            observation_filter)
+
+
+class ReplayOutput:
+    """A worker's writer into replay (see the module docstring).
+
+    Raises (at construction):
+      InvalidConfigError: a table dict naming unknown policies, or a single table name for
+        several policies to train.
+      InvalidBatchError: requested columns the policy does not produce.
+    """
+
+    def __init__(self, spec: ReplayOutputSpec, policy_map: Dict[str, Any],
+                 policies_to_train: Sequence[str], rollout_fragment_length: int = 200,
+                 observation_filter: str = "NoFilter"):
+        from replay.client import Client
+
+        self.spec = spec
+        if isinstance(spec.table, str):
+            if len(policies_to_train) != 1:
+                raise errors.InvalidConfigError(
+                    f"replay output: one table {spec.table!r} for {len(policies_to_train)} policies "
+                    f"to train {list(policies_to_train)}; give a dict policy_id -> table")
+            self.tables = {policies_to_train[0]: spec.table}
+        else:
+            unknown = [pid for pid in spec.table if pid not in policy_map]
+            if unknown:
+                raise errors.InvalidConfigError(
+                    f"replay output names unknown policies {unknown}; known: {list(policy_map)}")
+            self.tables = dict(spec.table)
+        self.signatures = {}
+        for pid in self.tables:
+            columns = spec.columns.get(pid) if isinstance(spec.columns, dict) else spec.columns
+            self.signatures[pid] = replay_signature(policy_map[pid], columns, observation_filter)
+        self.client = Client(spec.address, token=spec.token) if spec.token else Client(spec.address)
+        self.chunk_length = int(spec.chunk_length or rollout_fragment_length)
+        self._writer = None
+        self.items_written = 0
+
+    def _get_writer(self):
+        if self._writer is None:
+            self._writer = self.client.trajectory_writer(
+                num_keep_alive_refs=1, chunk_length=self.chunk_length,
+                max_in_flight_items=self.spec.max_in_flight_items)
+        return self._writer
+
+    def write(self, batch: Any) -> Dict[str, int]:
+        """Writes the rows of `batch` (SampleBatch or MultiAgentBatch) as step items and waits
+        for the server's acks; returns {policy_id: items written}.
+
+        Raises:
+          InvalidBatchError: a column of the signature is missing from the batch.
+          replay.errors.ReplayError: the server refused the items or went away (the writer is
+            dropped and a new one is opened at the next write).
+        """
+        if hasattr(batch, "policy_batches"):
+            batches = batch.policy_batches
+        else:
+            batches = {next(iter(self.tables)): batch}
+        written = {}
+        try:
+            for pid, b in batches.items():
+                if pid in self.tables and b.count:
+                    written[pid] = self._write_policy_batch(pid, b)
+            if self._writer is not None:
+                self._writer.flush(timeout=self.spec.flush_timeout)
+        except Exception:
+            self._drop_writer()
+            raise
+        self.items_written += sum(written.values())
+        return written
+
+    def _write_policy_batch(self, pid: str, batch: SampleBatch) -> int:
+        signature = self.signatures[pid]
+        columns = {}
+        for name, spec in signature.items():
+            if name not in batch:
+                raise InvalidBatchError(
+                    f"the batch of policy {pid!r} has no column {name!r} that the replay table "
+                    f"{self.tables[pid]!r} expects; its columns are {sorted(batch.keys())}")
+            columns[name] = tree.map_structure(lambda a, s: np.asarray(a, dtype=s.dtype),
+                                               batch[name], spec)
+        n = batch.count
+        priorities = (np.asarray(batch[PRIORITY_COLUMN], np.float64) if PRIORITY_COLUMN in batch
+                      else np.ones(n))
+        writer = self._get_writer()
+        table = self.tables[pid]
+        names = list(columns)
+        flat_columns = [columns[c] for c in names]
+        nested = any(tree.is_nested(c) for c in flat_columns)
+        for t in range(n):
+            if nested:
+                step = {c: tree.map_structure(lambda a: a[t], columns[c]) for c in names}
+            else:
+                step = {c: col[t] for c, col in zip(names, flat_columns)}
+            refs = writer.append(step)
+            writer.create_item(table, float(priorities[t]), refs)
+        return n
+
+    def _drop_writer(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close(flush=False)
+            except Exception:  # noqa: BLE001 - the stream is already broken
+                pass
+            self._writer = None
+
+    def close(self) -> None:
+        """Flushes and closes the writer."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None

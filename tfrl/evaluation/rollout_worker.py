@@ -1,0 +1,463 @@
+"""RolloutWorker: envs plus policies that produce experience (RLlib's classic policy evaluator).
+
+A worker owns a list of environments, the policies acting in them (a policy map keyed by policy
+id), one observation filter per policy and the env runner that samples (sampler.py). It runs in
+the driver as the local worker or inside a Ray actor (`RolloutWorker.as_remote()`), where
+WorkerSet (worker_set.py) manages many of them. `sample()` returns a postprocessed SampleBatch
+(MultiAgentBatch for multi-agent envs); given a replay output (replay_output.py) it writes the
+postprocessed rows straight into a replay table and returns only counts, so bulk experience
+never passes through the driver.
+
+Config keys (RLlib classic names; unknown keys are ignored here, the trainer validates them):
+num_envs_per_worker, rollout_fragment_length, batch_mode ("truncate_episodes" |
+"complete_episodes"), observation_filter ("NoFilter" | "MeanStdFilter"), clip_rewards (None,
+True for sign, or a bound), clip_actions, normalize_actions, seed (worker seed = seed +
+worker_index; env j of a worker is first reset with worker seed + 10000 * j), callbacks,
+env_config, explore, check_observations, check_actions, tf_threads_per_worker, multiagent
+({policies, policy_mapping_fn, policies_to_train}). The whole config is also the policy config.
+"""
+from __future__ import annotations
+
+import logging
+import pickle
+import random
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tfrl.env import errors
+from tfrl.env.checks import check_env
+from tfrl.env.multi_agent_env import MultiAgentEnv
+from tfrl.env.registry import EnvContext, resolve_env_creator
+from tfrl.evaluation.action_adapter import ActionAdapter
+from tfrl.evaluation.callbacks import make_callbacks
+from tfrl.evaluation.filters import make_filter
+from tfrl.evaluation.metrics import RolloutMetrics
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_POLICY_ID = "default_policy"
+BATCH_MODES = ("truncate_episodes", "complete_episodes")
+# seed offset between the envs of one worker: seeds of different workers and envs never collide
+ENV_SEED_STRIDE = 10_000
+
+
+def configure_tf_threads(num_threads: Optional[int]) -> None:
+    """Limits TensorFlow to `num_threads` intra-op and inter-op threads, if not yet initialised.
+
+    Rollout actors do small inference calls; with one thread each, N actors on N cores do not
+    oversubscribe the CPU.
+    """
+    if not num_threads:
+        return
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(int(num_threads))
+        tf.config.threading.set_inter_op_parallelism_threads(int(num_threads))
+    except RuntimeError:  # the TF context already exists in this process; keep its threads
+        pass
+
+
+class SampleSummary(dict):
+    """What `sample()` returns when the worker writes into a replay table: counts and metrics.
+
+    Keys: env_steps, agent_steps, items_written ({policy_id: items}), episodes (RolloutMetrics of
+    the episodes that ended during this call; `get_metrics()` does not report them again).
+    """
+
+    @property
+    def count(self) -> int:
+        return self["env_steps"]
+
+    def env_steps(self) -> int:
+        return self["env_steps"]
+
+    def agent_steps(self) -> int:
+        return self["agent_steps"]
+
+
+class RolloutWorker:
+    """Envs and policies producing experience, in the driver or in a Ray actor.
+
+    Args:
+      env_creator: a gymnasium id, a name registered with tfrl.env.register_env, or a callable
+        env_creator(env_config) returning a gymnasium env or a MultiAgentEnv.
+      policy_spec: a policy class (single policy "default_policy", spaces from the env), or a dict
+        policy_id -> (policy_class, observation_space, action_space, config); a None class uses
+        `default_policy_class`, None spaces are taken from the env.
+      config: worker and policy config (see the module docstring).
+      worker_index: 0 for the local worker, 1..N for remote ones (changes the seeds).
+      num_workers: how many remote workers the WorkerSet has (informational).
+      policy_mapping_fn: agent_id -> policy_id (default: config["multiagent"] or the only policy).
+      policies_to_train: policy ids that learn (default: all).
+      replay_output: a ReplayOutputSpec; when set `sample()` writes into replay and returns a
+        SampleSummary.
+      default_policy_class: the class for policy specs that give None.
+
+    Raises:
+      UnknownEnvError: an unknown env id or name.
+      InvalidEnvError: the env lacks reset/step or gymnasium spaces.
+      UnsupportedSpaceError: the policy cannot handle the env's spaces, or a policy's declared
+        spaces differ from the env's.
+      InvalidConfigError: a bad batch_mode, observation_filter, fragment length, or policy spec.
+      EnvCrashError: the env raised while being created or reset.
+    """
+
+    @classmethod
+    def as_remote(cls, num_cpus: Optional[float] = None, num_gpus: Optional[float] = None,
+                  memory: Optional[int] = None, resources: Optional[dict] = None):
+        """The Ray actor class of RolloutWorker with these resource requests."""
+        import ray
+
+        options = {"num_cpus": 1 if num_cpus is None else num_cpus,
+                   "num_gpus": num_gpus or 0, "max_restarts": 0}
+        if memory is not None:
+            options["memory"] = memory
+        if resources:
+            options["resources"] = resources
+        return ray.remote(**options)(cls)
+
+    def __init__(self, env_creator: Any, policy_spec: Any, config: Optional[dict] = None, *,
+                 worker_index: int = 0, num_workers: int = 0,
+                 policy_mapping_fn: Optional[Callable[[Any], str]] = None,
+                 policies_to_train: Optional[Sequence[str]] = None,
+                 replay_output: Any = None, default_policy_class: Any = None):
+        self.config = dict(config or {})
+        self.worker_index = worker_index
+        self.num_workers = num_workers
+        if worker_index > 0:
+            configure_tf_threads(self.config.get("tf_threads_per_worker", 1))
+        self._validate_config()
+        self.env_creator = resolve_env_creator(env_creator)
+        self.env_name = self.env_creator.name
+        self.callbacks = make_callbacks(self.config.get("callbacks"))
+        self.worker_seed = None
+        if self.config.get("seed") is not None:
+            self.worker_seed = int(self.config["seed"]) + worker_index
+            self._seed_libraries(self.worker_seed)
+
+        num_envs = int(self.config.get("num_envs_per_worker", 1))
+        env_config = dict(self.config.get("env_config") or {})
+        self.envs = [self._make_env(env_config, j) for j in range(num_envs)]
+        self.env = self.envs[0]
+        self.multi_agent = isinstance(self.env, MultiAgentEnv)
+
+        multiagent = dict(self.config.get("multiagent") or {})
+        if isinstance(policy_spec, dict) and not policy_spec and multiagent.get("policies"):
+            policy_spec = multiagent["policies"]
+        self.policy_map: Dict[str, Any] = {}
+        self._build_policies(policy_spec, default_policy_class, multiagent, policy_mapping_fn)
+        to_train = policies_to_train if policies_to_train is not None else multiagent.get(
+            "policies_to_train")
+        self.policies_to_train = list(to_train) if to_train else list(self.policy_map)
+        self.filters = {pid: make_filter(self.config.get("observation_filter", "NoFilter"),
+                                         policy.observation_space)
+                        for pid, policy in self.policy_map.items()}
+        self.runner = self._make_runner()
+        self._metrics_stash: List[RolloutMetrics] = []
+        self.replay_output = None
+        if replay_output is not None:
+            self.replay_output = replay_output.make(
+                self.policy_map, self.policies_to_train,
+                int(self.config.get("rollout_fragment_length", 200)),
+                self.config.get("observation_filter", "NoFilter"))
+        self.global_vars: Dict[str, Any] = {"timestep": 0}
+        self.num_steps_sampled = 0
+
+    # --- construction -------------------------------------------------------------------
+    def _validate_config(self) -> None:
+        c = self.config
+        if c.get("batch_mode", "truncate_episodes") not in BATCH_MODES:
+            raise errors.InvalidConfigError(
+                f"batch_mode {c.get('batch_mode')!r} is unknown; use one of {BATCH_MODES}")
+        if int(c.get("rollout_fragment_length", 200)) < 1:
+            raise errors.InvalidConfigError(
+                f"rollout_fragment_length must be >= 1, got {c.get('rollout_fragment_length')}")
+        if int(c.get("num_envs_per_worker", 1)) < 1:
+            raise errors.InvalidConfigError(
+                f"num_envs_per_worker must be >= 1, got {c.get('num_envs_per_worker')}")
+
+    def _seed_libraries(self, seed: int) -> None:
+        random.seed(seed)
+        np.random.seed(seed % 2**32)
+        import tensorflow as tf
+
+        tf.random.set_seed(seed)
+
+    def _env_seed(self, j: int) -> Optional[int]:
+        return None if self.worker_seed is None else self.worker_seed + ENV_SEED_STRIDE * j
+
+    def _make_env(self, env_config: dict, j: int):
+        try:
+            env = self.env_creator(EnvContext(env_config, worker_index=self.worker_index,
+                                              vector_index=j, num_workers=self.num_workers))
+        except errors.TfrlError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a failing creator becomes one named error
+            raise errors.EnvCrashError(
+                f"creating env {self.env_name!r} raised {type(exc).__name__}: {exc}") from exc
+        check_env(env, self.env_name)
+        seed = self._env_seed(j)
+        if seed is not None and hasattr(env, "action_space") and hasattr(env.action_space, "seed"):
+            env.action_space.seed(seed)
+        return env
+
+    def _build_policies(self, policy_spec, default_policy_class, multiagent, policy_mapping_fn):
+        if isinstance(policy_spec, dict):
+            specs = dict(policy_spec)
+        else:
+            specs = {DEFAULT_POLICY_ID: (policy_spec, None, None, {})}
+        if not specs:
+            raise errors.InvalidConfigError(
+                f"env {self.env_name!r}: no policies given; pass a policy class or a dict "
+                "policy_id -> (policy_class, observation_space, action_space, config)")
+        mapping_fn = policy_mapping_fn or multiagent.get("policy_mapping_fn")
+        if mapping_fn is None:
+            if len(specs) > 1:
+                raise errors.InvalidConfigError(
+                    f"env {self.env_name!r}: {len(specs)} policies but no policy_mapping_fn; set "
+                    "config['multiagent']['policy_mapping_fn'] (agent_id -> policy_id)")
+            only = next(iter(specs))
+            mapping_fn = lambda agent_id: only  # noqa: E731
+        self.policy_mapping_fn = mapping_fn
+        for pid, spec in specs.items():
+            policy_cls, obs_space, act_space, policy_config = self._unpack_spec(pid, spec,
+                                                                                default_policy_class)
+            env_obs, env_act = self._env_spaces_for(pid)
+            for what, declared, actual in (("observation", obs_space, env_obs),
+                                           ("action", act_space, env_act)):
+                if declared is not None and actual is not None and declared != actual:
+                    raise errors.UnsupportedSpaceError(
+                        f"env {self.env_name!r}: policy {pid!r} declares the {what} space "
+                        f"{declared}, but the env's agents mapped to it have {actual}; make the "
+                        "policy spec match the env")
+            obs_space = obs_space if obs_space is not None else env_obs
+            act_space = act_space if act_space is not None else env_act
+            if obs_space is None or act_space is None:
+                raise errors.InvalidConfigError(
+                    f"env {self.env_name!r}: no agent of the env maps to policy {pid!r}, so its "
+                    "spaces are unknown; give them in the policy spec")
+            merged = dict(self.config)
+            merged.update(policy_config or {})
+            merged.pop("callbacks", None)
+            merged.pop("multiagent", None)
+            if self.worker_seed is not None:
+                merged["seed"] = self.worker_seed  # distinct action-sampling seeds per worker
+            try:
+                self.policy_map[pid] = policy_cls(obs_space, act_space, merged)
+            except errors.UnsupportedSpaceError as exc:
+                raise errors.UnsupportedSpaceError(
+                    f"env {self.env_name!r}: policy {pid!r} ({getattr(policy_cls, '__name__', policy_cls)}) "
+                    f"cannot handle observation space {obs_space} / action space {act_space}: "
+                    f"{exc}") from exc
+
+    def _unpack_spec(self, pid, spec, default_policy_class):
+        if isinstance(spec, type) or callable(spec) and not isinstance(spec, (tuple, list)):
+            return spec, None, None, {}
+        if not isinstance(spec, (tuple, list)) or len(spec) != 4:
+            raise errors.InvalidConfigError(
+                f"policy spec of {pid!r} must be (policy_class, observation_space, action_space, "
+                f"config), got {spec!r}")
+        policy_cls, obs_space, act_space, policy_config = spec
+        policy_cls = policy_cls or default_policy_class
+        if policy_cls is None:
+            raise errors.InvalidConfigError(
+                f"policy spec of {pid!r} has no policy class and there is no default one")
+        return policy_cls, obs_space, act_space, policy_config
+
+    def _env_spaces_for(self, pid: str):
+        if not self.multi_agent:
+            return self.env.observation_space, self.env.action_space
+        for agent_id in self.env.observation_spaces:
+            if self.policy_mapping_fn(agent_id) == pid:
+                return (self.env.get_observation_space(agent_id),
+                        self.env.get_action_space(agent_id))
+        return None, None
+
+    def _make_runner(self):
+        seeds = [self._env_seed(j) for j in range(len(self.envs))]
+        check_actions = self.config.get("check_actions", True)
+        adapters = {pid: ActionAdapter(p.action_space, self.env_name,
+                                       clip_actions=self.config.get("clip_actions", False),
+                                       normalize_actions=self.config.get("normalize_actions", False),
+                                       check=check_actions)
+                    for pid, p in self.policy_map.items()}
+        if self.multi_agent:
+            from tfrl.evaluation.multi_agent_sampler import MultiAgentEnvRunner
+
+            return MultiAgentEnvRunner(self, self.envs, self.env_name, self.policy_map,
+                                       self.policy_mapping_fn, self.filters, self.callbacks,
+                                       seeds, self.config, adapters)
+        from tfrl.evaluation.sampler import EnvRunner
+
+        pid = next(iter(self.policy_map))
+        return EnvRunner(self, self.envs, self.env_name, self.policy_map[pid], pid,
+                         self.filters[pid], self.callbacks, seeds, self.config, adapters[pid])
+
+    # --- sampling -----------------------------------------------------------------------
+    def sample(self):
+        """Runs one fragment and returns its postprocessed batch, or a SampleSummary when writing
+        into replay.
+
+        Raises:
+          EnvCrashError, InvalidObservationError, ActionOutOfSpaceError: the env failed, gave a
+            non-finite observation, or the policy chose an action outside the action space.
+          replay.errors.ReplayError: writing into replay failed.
+        """
+        batch = self.runner.sample(explore=self.config.get("explore", True))
+        steps = batch.env_steps() if hasattr(batch, "env_steps") else batch.count
+        self.num_steps_sampled += steps
+        self.callbacks.on_sample_end(worker=self, samples=batch)
+        if self.replay_output is None:
+            return batch
+        items = self.replay_output.write(batch)
+        return SampleSummary(
+            env_steps=steps,
+            agent_steps=batch.agent_steps() if hasattr(batch, "agent_steps") else batch.count,
+            items_written=items, episodes=self.get_metrics())
+
+    def get_metrics(self) -> List[RolloutMetrics]:
+        """The metrics of the episodes finished since the last call."""
+        out = self._metrics_stash + self.runner.pop_metrics()
+        self._metrics_stash = []
+        return out
+
+    # --- learning -----------------------------------------------------------------------
+    def _policy_batches(self, samples) -> Dict[str, Any]:
+        if hasattr(samples, "policy_batches"):
+            return {pid: b for pid, b in samples.policy_batches.items()
+                    if pid in self.policies_to_train}
+        return {DEFAULT_POLICY_ID if DEFAULT_POLICY_ID in self.policy_map
+                else next(iter(self.policy_map)): samples}
+
+    def compute_gradients(self, samples):
+        """Gradients of the policies to train on `samples`.
+
+        Returns (grads, info) for a SampleBatch and ({pid: grads}, {pid: info}) for a
+        MultiAgentBatch.
+        """
+        if not hasattr(samples, "policy_batches"):
+            pid = next(iter(self._policy_batches(samples)))
+            return self.policy_map[pid].compute_gradients(samples)
+        grads, infos = {}, {}
+        for pid, batch in self._policy_batches(samples).items():
+            grads[pid], infos[pid] = self.policy_map[pid].compute_gradients(batch)
+        return grads, infos
+
+    def apply_gradients(self, grads) -> Any:
+        """Applies gradients from `compute_gradients` (a dict per policy, or one policy's list)."""
+        if isinstance(grads, dict):
+            return {pid: self.policy_map[pid].apply_gradients(g) for pid, g in grads.items()}
+        pid = DEFAULT_POLICY_ID if DEFAULT_POLICY_ID in self.policy_map else next(
+            iter(self.policy_map))
+        return self.policy_map[pid].apply_gradients(grads)
+
+    def learn_on_batch(self, samples) -> Dict[str, dict]:
+        """One learn step of each policy to train on its part of `samples`; {pid: stats}."""
+        return {pid: self.policy_map[pid].learn_on_batch(batch)
+                for pid, batch in self._policy_batches(samples).items()}
+
+    # --- weights, filters, state ------------------------------------------------------------
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID):
+        return self.policy_map.get(policy_id)
+
+    def get_weights(self, policies: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """{policy_id: weights} (numpy) of `policies` (default: all)."""
+        return {pid: p.get_weights() for pid, p in self.policy_map.items()
+                if policies is None or pid in policies}
+
+    def set_weights(self, weights: Dict[str, Any], global_vars: Optional[dict] = None) -> None:
+        """Sets the weights of the policies in `weights`; then `set_global_vars(global_vars)`.
+
+        Raises:
+          InvalidConfigError: a policy id in `weights` that this worker does not have.
+        """
+        for pid, w in weights.items():
+            if pid not in self.policy_map:
+                raise errors.InvalidConfigError(
+                    f"set_weights got weights of policy {pid!r}, but this worker has "
+                    f"{list(self.policy_map)}")
+            self.policy_map[pid].set_weights(w)
+        if global_vars:
+            self.set_global_vars(global_vars)
+
+    def set_global_vars(self, global_vars: dict) -> None:
+        self.global_vars.update(global_vars)
+        for policy in self.policy_map.values():
+            policy.on_global_var_update(global_vars)
+
+    def get_filters(self, flush_after: bool = False) -> Dict[str, Any]:
+        """Copies of the observation filters; with `flush_after` their update buffers are cleared."""
+        out = {pid: f.as_serializable() for pid, f in self.filters.items()}
+        if flush_after:
+            for f in self.filters.values():
+                f.clear_buffer()
+        return out
+
+    def sync_filters(self, new_filters: Dict[str, Any]) -> None:
+        """Takes the statistics of `new_filters`, keeping updates not yet flushed."""
+        for pid, f in new_filters.items():
+            self.filters[pid].sync(f)
+
+    def filter_observation(self, observation: Any, policy_id: str = DEFAULT_POLICY_ID) -> Any:
+        """One observation through the worker's filter, without updating it."""
+        batch = self.filters[policy_id](np.asarray(observation)[None], update=False)
+        return batch[0]
+
+    def save(self) -> bytes:
+        """Filters and policy states (weights, optimizer slots, counters) as bytes.
+
+        The bytes stay between our own processes (checkpoint files, Ray's object store); they
+        are pickled and must never come from an untrusted source.
+        """
+        return pickle.dumps({
+            "filters": self.get_filters(),
+            "state": {pid: p.get_state() for pid, p in self.policy_map.items()},
+            "num_steps_sampled": self.num_steps_sampled,
+        })
+
+    def restore(self, data: Any) -> None:
+        """Restores what `save()` returned (bytes or the dict they hold)."""
+        if isinstance(data, (bytes, bytearray)):
+            data = pickle.loads(data)
+        for pid, state in data["state"].items():
+            self.policy_map[pid].set_state(state)
+        for pid, f in data["filters"].items():
+            self.filters[pid] = f.copy()
+            self.filters[pid].clear_buffer()
+        self.runner.set_filters(self.filters)
+        self.num_steps_sampled = data.get("num_steps_sampled", self.num_steps_sampled)
+
+    # --- helpers for WorkerSet ----------------------------------------------------------
+    def foreach_policy(self, func: Callable[[Any, str], Any]) -> List[Any]:
+        return [func(policy, pid) for pid, policy in self.policy_map.items()]
+
+    def foreach_trainable_policy(self, func: Callable[[Any, str], Any]) -> List[Any]:
+        return [func(self.policy_map[pid], pid) for pid in self.policies_to_train]
+
+    def foreach_env(self, func: Callable[[Any], Any]) -> List[Any]:
+        return [func(env) for env in self.envs]
+
+    def apply(self, func: Callable[..., Any], *args) -> Any:
+        """func(self, *args): how WorkerSet runs a function inside a remote worker."""
+        return func(self, *args)
+
+    def ping(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        """Closes the replay writer and the envs."""
+        if self.replay_output is not None:
+            self.replay_output.close()
+            self.replay_output = None
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing must go on for the others
+                logger.exception("closing env %r failed", self.env_name)
+
+    def __repr__(self):
+        return (f"RolloutWorker(env={getattr(self, 'env_name', None)!r}, "
+                f"worker_index={getattr(self, 'worker_index', None)}, "
+                f"policies={list(getattr(self, 'policy_map', {}))})")

@@ -1,0 +1,249 @@
+"""WorkerSet: one local rollout worker plus N remote ones as Ray actors, with fault tolerance.
+
+The driver's policy optimizer talks to rollout workers only through a WorkerSet: it broadcasts
+weights (`sync_weights` puts them into Ray's object store once for all workers), merges
+observation filters (`sync_filters`), and runs functions or methods on every worker
+(`foreach_worker`, `call_remote_workers`). A remote worker whose actor died (killed, crashed
+process) or whose env crashed (EnvCrashError) is detected on the call that fails, replaced by a
+new actor with the same worker index, the local worker's current weights and filters, and
+counted in `num_worker_failures`; the call returns the results of the healthy workers.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, List, Optional, Sequence
+
+from tfrl.env import errors
+from tfrl.env.registry import resolve_env_creator
+from tfrl.evaluation.rollout_worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
+
+
+def is_worker_failure(exc: BaseException) -> bool:
+    """True when `exc` (from ray.get on a worker call) means the worker must be replaced: its
+    actor died or is unreachable, or its env crashed."""
+    import ray
+
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+        return True
+    if isinstance(exc, ray.exceptions.RayTaskError):
+        return isinstance(exc.cause, errors.EnvCrashError) if hasattr(exc, "cause") else False
+    return isinstance(exc, errors.EnvCrashError)
+
+
+class WorkerSet:
+    """A local RolloutWorker and `num_workers` remote ones.
+
+    Args:
+      env_creator: gymnasium id, registered name or callable(env_config) (see RolloutWorker).
+      policy: policy class or multi-agent policy dict (see RolloutWorker's policy_spec).
+      config: worker config; also read here: num_cpus_per_worker (default 1),
+        num_gpus_per_worker (0), recreate_failed_workers (True).
+      num_workers: remote workers to start (0: only the local worker samples).
+      replay_output: a ReplayOutputSpec given to the remote workers (and to the local worker
+        when num_workers is 0), so they write into replay.
+      default_policy_class: see RolloutWorker.
+
+    Raises:
+      UnknownEnvError, InvalidEnvError, UnsupportedSpaceError, InvalidConfigError: from building
+        the local worker, before any actor starts.
+      WorkerCrashedError: a remote worker failed to start.
+    """
+
+    def __init__(self, env_creator: Any, policy: Any, config: Optional[dict] = None,
+                 num_workers: int = 0, *, replay_output: Any = None,
+                 default_policy_class: Any = None):
+        self.env_creator = resolve_env_creator(env_creator)
+        self.policy_spec = policy
+        self.config = dict(config or {})
+        self.replay_output = replay_output
+        self.default_policy_class = default_policy_class
+        self.num_worker_failures = 0
+        self._local = RolloutWorker(
+            self.env_creator, policy, self.config, worker_index=0, num_workers=num_workers,
+            replay_output=replay_output if num_workers == 0 else None,
+            default_policy_class=default_policy_class)
+        self._remote: List[Any] = []
+        self._remote_indices: List[int] = []
+        self._actor_class = None
+        if num_workers > 0:
+            self.add_workers(num_workers)
+
+    # --- membership ----------------------------------------------------------------------
+    def local_worker(self) -> RolloutWorker:
+        return self._local
+
+    def remote_workers(self) -> List[Any]:
+        return list(self._remote)
+
+    def num_remote_workers(self) -> int:
+        return len(self._remote)
+
+    def num_healthy_workers(self) -> int:
+        """Remote workers that answered their last call or were recreated since."""
+        return len(self._remote)
+
+    def _make_actor(self, worker_index: int):
+        import ray
+
+        if self._actor_class is None:
+            self._actor_class = RolloutWorker.as_remote(
+                num_cpus=self.config.get("num_cpus_per_worker", 1),
+                num_gpus=self.config.get("num_gpus_per_worker", 0))
+        return self._actor_class.remote(
+            self.env_creator, self.policy_spec, self.config, worker_index=worker_index,
+            num_workers=max(self._remote_indices + [worker_index]),
+            replay_output=self.replay_output, default_policy_class=self.default_policy_class)
+
+    def _initialise(self, actors: Sequence[Any]) -> None:
+        """Waits for new actors and gives them the local worker's weights and filters."""
+        import ray
+
+        weights = ray.put(self._local.get_weights())
+        filters = ray.put(self._local.get_filters())
+        global_vars = dict(self._local.global_vars)
+        try:
+            ray.get([a.set_weights.remote(weights, global_vars) for a in actors]
+                    + [a.sync_filters.remote(filters) for a in actors])
+        except ray.exceptions.RayActorError as exc:
+            raise errors.WorkerCrashedError(
+                f"a rollout worker for env {self.env_creator.name!r} failed to start: {exc}") from exc
+
+    def add_workers(self, num_workers: int) -> None:
+        """Starts `num_workers` more remote workers with the current weights and filters.
+
+        Raises:
+          WorkerCrashedError: one of them failed to start.
+        """
+        start = max(self._remote_indices, default=0) + 1
+        indices = list(range(start, start + num_workers))
+        actors = [self._make_actor(i) for i in indices]
+        self._initialise(actors)
+        self._remote.extend(actors)
+        self._remote_indices.extend(indices)
+
+    def recreate_worker(self, worker: Any, error: Optional[BaseException] = None) -> Any:
+        """Replaces a failed remote worker by a new actor with the same worker index and the
+        current weights and filters; counts the failure and returns the new actor (None when
+        config['recreate_failed_workers'] is False and the worker was only removed)."""
+        import ray
+
+        position = self._remote.index(worker)
+        index = self._remote_indices[position]
+        self.num_worker_failures += 1
+        logger.warning("rollout worker %d failed (%s); %s", index, error,
+                       "recreating it" if self.config.get("recreate_failed_workers", True)
+                       else "removing it")
+        try:
+            ray.kill(worker, no_restart=True)
+        except Exception:  # noqa: BLE001 - the actor may already be gone
+            pass
+        if not self.config.get("recreate_failed_workers", True):
+            del self._remote[position]
+            del self._remote_indices[position]
+            return None
+        new = self._make_actor(index)
+        self._initialise([new])
+        self._remote[position] = new
+        return new
+
+    # --- calls on all workers -----------------------------------------------------------
+    def _gather(self, refs: List[tuple], timeout: Optional[float] = None) -> List[Any]:
+        """ray.get of (worker, ref) pairs; failed workers are recreated and left out."""
+        import ray
+
+        results = []
+        for worker, ref in refs:
+            try:
+                results.append(ray.get(ref, timeout=timeout))
+            except Exception as exc:  # noqa: BLE001 - sorted into worker failures and others
+                if not is_worker_failure(exc):
+                    raise
+                if worker in self._remote:
+                    self.recreate_worker(worker, exc)
+        return results
+
+    def call_remote_workers(self, method: str, *args, timeout: Optional[float] = None,
+                            **kwargs) -> List[Any]:
+        """Calls `method(*args, **kwargs)` on every remote worker; results of the healthy ones.
+
+        Raises:
+          whatever the method raised in a worker, except worker failures (those are recovered).
+        """
+        refs = [(w, getattr(w, method).remote(*args, **kwargs)) for w in self._remote]
+        return self._gather(refs, timeout)
+
+    def foreach_worker(self, func: Callable[[Any], Any], local_worker: bool = True,
+                       timeout: Optional[float] = None) -> List[Any]:
+        """[func(worker)] for the local worker (first, if `local_worker`) and every healthy
+        remote worker; failed remote workers are recreated and left out of the result."""
+        refs = [(w, w.apply.remote(func)) for w in self._remote]
+        local = [func(self._local)] if local_worker else []
+        return local + self._gather(refs, timeout)
+
+    def foreach_worker_with_index(self, func: Callable[[Any, int], Any], local_worker: bool = True,
+                                  timeout: Optional[float] = None) -> List[Any]:
+        """Like foreach_worker with func(worker, worker_index)."""
+        refs = [(w, w.apply.remote(func, i)) for w, i in zip(self._remote, self._remote_indices)]
+        local = [func(self._local, 0)] if local_worker else []
+        return local + self._gather(refs, timeout)
+
+    def foreach_policy(self, func: Callable[[Any, str], Any]) -> List[Any]:
+        """func(policy, policy_id) for every policy of every worker, flattened."""
+        return [r for rs in self.foreach_worker(lambda w: w.foreach_policy(func)) for r in rs]
+
+    def foreach_env(self, func: Callable[[Any], Any]) -> List[List[Any]]:
+        return self.foreach_worker(lambda w: w.foreach_env(func))
+
+    # --- synchronisation ----------------------------------------------------------------
+    def sync_weights(self, policies: Optional[Sequence[str]] = None,
+                     global_vars: Optional[dict] = None) -> None:
+        """Sends the local worker's weights (one ray.put for all) and global vars to every
+        remote worker, and waits until they are set."""
+        import ray
+
+        if global_vars:
+            self._local.set_global_vars(global_vars)
+        if not self._remote:
+            return
+        weights = ray.put(self._local.get_weights(policies))
+        self._gather([(w, w.set_weights.remote(weights, global_vars)) for w in self._remote])
+
+    def sync_filters(self) -> None:
+        """Merges every remote worker's new filter statistics into the local worker's filters and
+        sends the merged filters back to all of them."""
+        import ray
+
+        local = self._local.filters
+        for remote_filters in self._gather(
+                [(w, w.get_filters.remote(flush_after=True)) for w in self._remote]):
+            for pid, f in remote_filters.items():
+                local[pid].apply_changes(f)
+        ref = ray.put(self._local.get_filters())
+        self._gather([(w, w.sync_filters.remote(ref)) for w in self._remote])
+
+    def probe_workers(self, timeout: float = 30.0) -> int:
+        """Pings every remote worker, recreates the dead ones; returns how many were recreated."""
+        before = self.num_worker_failures
+        self.call_remote_workers("ping", timeout=timeout)
+        return self.num_worker_failures - before
+
+    def stop(self) -> None:
+        """Stops the local worker and kills the remote actors."""
+        import ray
+
+        try:
+            self._local.stop()
+        finally:
+            for w in self._remote:
+                try:
+                    ray.get(w.stop.remote(), timeout=10)
+                except Exception:  # noqa: BLE001 - it may be dead already
+                    pass
+                try:
+                    ray.kill(w, no_restart=True)
+                except Exception:  # noqa: BLE001
+                    pass
+            self._remote = []
+            self._remote_indices = []

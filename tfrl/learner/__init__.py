@@ -1,0 +1,5 @@
+"""The learner side of tfrl: a MirroredStrategy learner fed by tf.data (usually a
+`replay.ReplayDataset`) and the publishing of its weights to rollout actors."""
+from tfrl.learner.mirrored_learner import MirroredLearner, StepOutput, default_strategy, mean_stats
+
+__all__ = ["MirroredLearner", "StepOutput", "default_strategy", "mean_stats"]

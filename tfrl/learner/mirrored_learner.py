@@ -1,0 +1,286 @@
+"""The MirroredStrategy learner: K synchronous gradient steps per call on every local device.
+
+On the design map this is the last stage of the data path: `replay.ReplayDataset` (or any
+tf.data pipeline) feeds a distributed dataset; each call of `MirroredLearner.train` runs one
+`tf.function` that takes K steps, each step running the loss on every replica's own batch
+(`strategy.run`) and applying the all-reduced gradients. After the call, a hook receives every
+step's per-sample `SampleInfo` and per-sample outputs (for example TD errors, which become
+priority updates via `Client.mutate_priorities`), and the reduced statistics.
+
+What the learner trains is anything built inside `strategy.scope()` by a factory that exposes
+`trainable_variables`, `optimizer` and `loss_and_stats(batch) -> (loss, stats, per_sample)`:
+a tfrl policy, or a small object around a Keras model. `loss` is the mean over the replica's
+batch; the learner weights each replica by its share of the global batch, so losses,
+statistics and gradients are means over the global batch, never sums over replicas.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from tfrl import errors
+
+logger = logging.getLogger(__name__)
+
+# Signature of the per-replica loss: batch data -> (scalar loss, {name: scalar}, {name: [B, ...]}).
+LossFn = Callable[[Any], tuple]
+
+
+@dataclasses.dataclass
+class StepOutput:
+    """What one training step produced, in global-batch order (replica 0's rows first).
+
+    `info` is the batch's `SampleInfo` (numpy arrays, one row per sample) when the dataset
+    yields `ReplaySample`s, else None; `per_sample` holds the loss's per-sample outputs;
+    `stats` holds the statistics averaged over the global batch; `step` counts steps taken
+    by this learner, starting at 1.
+    """
+
+    step: int
+    batch_size: int
+    stats: Dict[str, float]
+    per_sample: Dict[str, np.ndarray]
+    info: Any = None
+
+
+def default_strategy() -> tf.distribute.Strategy:
+    """A MirroredStrategy over every local GPU, or over every logical CPU device when there is
+    no GPU (tests split the CPU into two logical devices)."""
+    gpus = tf.config.list_logical_devices("GPU")
+    if gpus:
+        return tf.distribute.MirroredStrategy([d.name for d in gpus])
+    cpus = tf.config.list_logical_devices("CPU")
+    return tf.distribute.MirroredStrategy([d.name for d in cpus])
+
+
+def _split_element(element: Any):
+    """(info, data) of a dataset element: ReplaySample-like elements carry both."""
+    if hasattr(element, "info") and hasattr(element, "data"):
+        return element.info, element.data
+    return (), element  # an empty nest, so the traced outputs hold no None leaf
+
+
+def _leading_dim(nest: Any) -> tf.Tensor:
+    leaves = tree.flatten(nest)
+    if not leaves:
+        raise errors.InvalidConfigError(
+            "the learner got an empty batch structure; the dataset must yield at least one tensor")
+    return tf.shape(leaves[0], out_type=tf.int32)[0]
+
+
+class MirroredLearner:
+    """Trains a model built inside `strategy.scope()` from a distributed dataset.
+
+    Args:
+      build_fn: called once inside `strategy.scope()`; returns the trainee, an object with
+        `trainable_variables`, `optimizer` and (unless `loss_fn` is given) `loss_and_stats`.
+      loss_fn: optional per-replica loss `loss_fn(batch) -> (loss, stats, per_sample)`;
+        defaults to the trainee's `loss_and_stats`. `loss` and every stat must be means over the
+        replica's batch; every `per_sample` value has the batch as leading dimension.
+      strategy: defaults to `default_strategy()` (every local GPU, else every CPU device).
+      steps_per_call: K, the number of gradient steps one `train` call runs inside one
+        `tf.function`.
+      on_step: optional hook called with a `StepOutput` for each step, in order, after each
+        `train` call.
+      gradient_step_fn: optional `gradient_step_fn(trainee, grads_and_vars)` that applies the
+        gradients inside the replica context (for clipping or a policy's own gradient step);
+        defaults to `trainee.optimizer.apply_gradients(grads_and_vars)`.
+
+    Raises:
+      InvalidConfigError: `steps_per_call` < 1, or the trainee lacks `trainable_variables`,
+        `optimizer` or a loss.
+    """
+
+    def __init__(self, build_fn: Callable[[], Any], *, loss_fn: Optional[LossFn] = None,
+                 strategy: Optional[tf.distribute.Strategy] = None, steps_per_call: int = 1,
+                 on_step: Optional[Callable[[StepOutput], None]] = None,
+                 gradient_step_fn: Optional[Callable[[Any, list], Any]] = None):
+        if int(steps_per_call) < 1:
+            raise errors.InvalidConfigError(
+                f"steps_per_call must be >= 1, got {steps_per_call}; pass the number of gradient "
+                "steps one train() call should run")
+        self.strategy = strategy or default_strategy()
+        self.steps_per_call = int(steps_per_call)
+        self.on_step = on_step
+        self.num_steps = 0
+        with self.strategy.scope():
+            self.trainee = build_fn()
+            for attribute in ("trainable_variables", "optimizer"):
+                if not hasattr(self.trainee, attribute):
+                    raise errors.InvalidConfigError(
+                        f"the object built by build_fn ({type(self.trainee).__name__}) has no "
+                        f"{attribute!r}; return an object with trainable_variables, optimizer and "
+                        "loss_and_stats (a tfrl policy has all three)")
+            self._build_optimizer_slots()
+        self._loss_fn = loss_fn or getattr(self.trainee, "loss_and_stats", None)
+        if self._loss_fn is None:
+            raise errors.InvalidConfigError(
+                f"{type(self.trainee).__name__} has no loss_and_stats and no loss_fn was given; "
+                "pass loss_fn=lambda batch: (loss, stats, per_sample)")
+        self._gradient_step_fn = gradient_step_fn
+        self._train_fn = None
+        self._output_structure = None
+
+    @property
+    def num_replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    def _build_optimizer_slots(self) -> None:
+        # Keras 3 optimizers must create their slots inside the scope before the first traced
+        # step (otherwise the traced step fails feeding a placeholder); tf_keras ones accept it.
+        optimizer = self.trainee.optimizer
+        build = getattr(optimizer, "build", None)
+        if build is not None and not getattr(optimizer, "built", False):
+            build(list(self.trainee.trainable_variables))
+
+    # Datasets ---------------------------------------------------------------------------------
+
+    def distribute_dataset(self, dataset: tf.data.Dataset) -> tf.distribute.DistributedDataset:
+        """Splits each element (a global batch) of `dataset` across the replicas."""
+        return self.strategy.experimental_distribute_dataset(dataset)
+
+    def distribute_datasets_from_function(
+            self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
+        """Per-replica datasets: `dataset_fn(input_context)` returns a dataset of per-replica
+        batches (`input_context.get_per_replica_batch_size(global_batch)`); consecutive
+        elements go to consecutive replicas."""
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    # Training ---------------------------------------------------------------------------------
+
+    def _replica_step(self, element):
+        info, data = _split_element(element)
+        replica_context = tf.distribute.get_replica_context()
+        local_size = _leading_dim(data)
+        global_size = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, local_size)
+        # This replica's share of the global batch: the optimizer sums gradients over replicas,
+        # so weighting each replica's mean loss by its share gives the global-batch mean.
+        share = tf.cast(local_size, tf.float32) / tf.cast(tf.maximum(global_size, 1), tf.float32)
+        variables = list(self.trainee.trainable_variables)
+        with tf.GradientTape() as tape:
+            loss, stats, per_sample = self._loss_fn(data)
+            scaled_loss = tf.cast(loss, tf.float32) * share
+        gradients = tape.gradient(scaled_loss, variables)
+        grads_and_vars = [(g, v) for g, v in zip(gradients, variables) if g is not None]
+        if self._gradient_step_fn is not None:
+            self._gradient_step_fn(self.trainee, grads_and_vars)
+        else:
+            self.trainee.optimizer.apply_gradients(grads_and_vars)
+        weighted_stats = {"loss": scaled_loss}
+        for name, value in (stats or {}).items():
+            weighted_stats[name] = tf.cast(value, tf.float32) * share
+        return weighted_stats, dict(per_sample or {}), info, global_size
+
+    def _distributed_step(self, element):
+        stats, per_sample, info, global_size = self.strategy.run(self._replica_step, args=(element,))
+        reduced_stats = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
+                         for name, value in stats.items()}
+        # Concatenated on the host rather than with strategy.gather: collectives do not take
+        # uint64 (the dtype of item keys), and the hook reads these on the host anyway.
+        with tf.device("/cpu:0"):
+            gathered = tree.map_structure(
+                lambda v: tf.concat(self.strategy.experimental_local_results(v), axis=0),
+                (per_sample, info))
+        first_size = self.strategy.experimental_local_results(global_size)[0]
+        return reduced_stats, gathered[0], gathered[1], first_size
+
+    def _trace_output_structure(self, iterator) -> Any:
+        concrete = tf.function(lambda it: self._distributed_step(next(it))).get_concrete_function(iterator)
+        return concrete.structured_outputs
+
+    def _make_train_fn(self, structure):
+        flat_specs = tree.flatten(structure)
+        stats_count = len(tree.flatten(structure[0]))
+        steps_per_call = self.steps_per_call
+
+        @tf.function
+        def train_k(iterator):
+            arrays = []
+            for i, spec in enumerate(flat_specs):
+                if i < stats_count or spec.shape.rank == 0:
+                    arrays.append(tf.TensorArray(spec.dtype, size=0, dynamic_size=True))
+                else:
+                    arrays.append(tf.TensorArray(spec.dtype, size=0, dynamic_size=True,
+                                                 infer_shape=False,
+                                                 element_shape=tf.TensorShape([None]).concatenate(
+                                                     spec.shape[1:])))
+            steps = tf.constant(0)
+            for _ in tf.range(steps_per_call):
+                optional = iterator.get_next_as_optional()
+                if not optional.has_value():
+                    break
+                outputs = tree.flatten(self._distributed_step(optional.get_value()))
+                arrays = [a.write(steps, tf.cast(o, a.dtype)) for a, o in zip(arrays, outputs)]
+                steps += 1
+            results = []
+            for i, (array, spec) in enumerate(zip(arrays, flat_specs)):
+                if i < stats_count or spec.shape.rank == 0:
+                    results.append(array.stack())
+                else:
+                    results.append(array.concat())
+            return steps, results
+
+        return train_k
+
+    def train(self, iterator) -> List[StepOutput]:
+        """Runs up to K steps in one `tf.function` call on `iterator` (an iterator over a
+        distributed dataset from `distribute_dataset` or `distribute_datasets_from_function`).
+
+        Fewer than K steps run when the dataset ends (for example a `ReplayDataset` with a
+        rate-limiter timeout); an empty list means it had ended. Returns one `StepOutput` per
+        step and calls `on_step` with each.
+
+        Raises:
+          InvalidConfigError: `iterator` is a dataset rather than an iterator over one.
+        """
+        if isinstance(iterator, (tf.data.Dataset, tf.distribute.DistributedDataset)):
+            raise errors.InvalidConfigError(
+                "train() takes an iterator: pass iter(learner.distribute_dataset(dataset)) and keep "
+                "it between calls so each call continues where the previous one stopped")
+        if self._train_fn is None:
+            self._output_structure = self._trace_output_structure(iterator)
+            self._train_fn = self._make_train_fn(self._output_structure)
+        steps, flat_results = self._train_fn(iterator)
+        return self._unpack(int(steps), [r.numpy() for r in flat_results])
+
+    def _unpack(self, steps: int, flat_results: Sequence[np.ndarray]) -> List[StepOutput]:
+        structure = self._output_structure
+        stats_count = len(tree.flatten(structure[0]))
+        flat_specs = tree.flatten(structure)
+        sizes_column = flat_results[-1]
+        offsets = np.concatenate([[0], np.cumsum(sizes_column[:steps])]).astype(np.int64)
+        outputs = []
+        for step in range(steps):
+            leaves = []
+            for i, (values, spec) in enumerate(zip(flat_results, flat_specs)):
+                if i < stats_count or spec.shape.rank == 0:
+                    leaves.append(values[step])
+                else:
+                    leaves.append(values[offsets[step]:offsets[step + 1]])
+            stats, per_sample, info, batch_size = tree.unflatten_as(structure, leaves)
+            self.num_steps += 1
+            output = StepOutput(step=self.num_steps, batch_size=int(batch_size),
+                                stats={k: float(v) for k, v in stats.items()},
+                                per_sample=per_sample, info=info if tree.flatten(info) else None)
+            outputs.append(output)
+        if self.on_step is not None:
+            for output in outputs:
+                self.on_step(output)
+        return outputs
+
+    def get_weights(self) -> List[np.ndarray]:
+        """The trainable variables as numpy arrays (replica 0's copy; all copies are equal)."""
+        return [v.numpy() for v in self.trainee.trainable_variables]
+
+
+def mean_stats(outputs: Sequence[StepOutput]) -> Dict[str, float]:
+    """Averages each statistic over steps (each step already averaged over its global batch)."""
+    if not outputs:
+        return {}
+    names = outputs[0].stats.keys()
+    return {name: float(np.mean([o.stats[name] for o in outputs])) for name in names}

@@ -1,0 +1,155 @@
+"""ModelCatalog: picks the model, action distribution and preprocessor for a pair of spaces.
+
+Policies call `ModelCatalog.get_action_dist` then `ModelCatalog.get_model` when they are built
+(tfrl/policy/tf_policy.py). Model config keys (RLlib style) and their defaults are in
+MODEL_DEFAULTS; unknown keys are rejected so typos do not pass silently. `custom_model` may be
+a name registered with `register_custom_model` (registration is per process: register in every
+process that builds the policy, e.g. at import time of your module) or the model class itself
+(picklable by reference, so it also works in Ray actors).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Dict
+
+import gymnasium as gym
+
+from tfrl.errors import InvalidConfigError, UnknownModelError, UnsupportedSpaceError
+from tfrl.models import distributions
+from tfrl.models.fcnet import FullyConnectedNetwork
+from tfrl.models.preprocessors import Preprocessor, get_preprocessor
+from tfrl.models.recurrent import LSTMWrapper
+from tfrl.models.tf_model import TFModel
+from tfrl.models.visionnet import VisionNetwork
+
+MODEL_DEFAULTS: Dict = {
+    "fcnet_hiddens": [256, 256],
+    "fcnet_activation": "tanh",
+    "vf_share_layers": False,
+    "conv_filters": None,
+    "conv_activation": "relu",
+    "post_fcnet_hiddens": [256],
+    "use_lstm": False,
+    "lstm_cell_size": 256,
+    "max_seq_len": 20,
+    "custom_model": None,
+    "custom_model_config": {},
+    "custom_action_dist": None,
+    "dist_type": None,
+}
+
+
+def merge_model_config(model_config: Dict | None) -> Dict:
+    """MODEL_DEFAULTS updated with `model_config`.
+
+    Raises:
+        InvalidConfigError: on unknown keys.
+    """
+    model_config = dict(model_config or {})
+    unknown = sorted(set(model_config) - set(MODEL_DEFAULTS))
+    if unknown:
+        raise InvalidConfigError(
+            f"Unknown model config key(s) {unknown}; known keys are {sorted(MODEL_DEFAULTS)}. "
+            "Put model-specific settings under 'custom_model_config'.")
+    merged = copy.deepcopy(MODEL_DEFAULTS)
+    merged.update(model_config)
+    return merged
+
+
+class ModelCatalog:
+    """Static registry and factory of models, distributions and preprocessors."""
+
+    _custom_models: Dict[str, type] = {}
+    _custom_action_dists: Dict[str, type] = {}
+
+    @staticmethod
+    def register_custom_model(name: str, model_class: type) -> None:
+        """Make `model_class` (a TFModel subclass) available as model config `custom_model`.
+
+        Raises:
+            InvalidConfigError: if `model_class` is not a TFModel subclass.
+        """
+        if not (isinstance(model_class, type) and issubclass(model_class, TFModel)):
+            raise InvalidConfigError(
+                f"register_custom_model({name!r}, ...) needs a subclass of "
+                f"tfrl.models.TFModel, got {model_class!r}.")
+        ModelCatalog._custom_models[name] = model_class
+
+    @staticmethod
+    def register_custom_action_dist(name: str, dist_class) -> None:
+        """Make `dist_class` available as model config `custom_action_dist`."""
+        ModelCatalog._custom_action_dists[name] = dist_class
+
+    @staticmethod
+    def get_action_dist(action_space: gym.Space, config: Dict | None, dist_type=None):
+        """(dist_class, num_outputs) for `action_space`.
+
+        `dist_type` (or model config `dist_type`) selects among the distributions a space
+        supports: "categorical", "multi_categorical", "diag_gaussian", "squashed_gaussian",
+        "deterministic". A model config `custom_action_dist` wins over both.
+
+        Raises:
+            UnsupportedSpaceError: if no distribution fits the space.
+            UnknownModelError: if `custom_action_dist` names an unregistered distribution.
+        """
+        config = config or {}
+        custom = config.get("custom_action_dist")
+        if custom is not None:
+            if isinstance(custom, str):
+                if custom not in ModelCatalog._custom_action_dists:
+                    raise UnknownModelError(
+                        f"custom_action_dist {custom!r} is not registered; call "
+                        "ModelCatalog.register_custom_action_dist first.")
+                custom = ModelCatalog._custom_action_dists[custom]
+            return custom, distributions.required_output_size(custom, action_space, config)
+        return distributions.action_dist_for_space(action_space,
+                                                   dist_type or config.get("dist_type"))
+
+    @staticmethod
+    def get_preprocessor(obs_space: gym.Space) -> Preprocessor:
+        """A preprocessor instance for `obs_space`.
+
+        Raises:
+            UnsupportedSpaceError: if the space is not supported.
+        """
+        return get_preprocessor(obs_space)(obs_space)
+
+    @staticmethod
+    def get_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
+                  model_config: Dict | None, name: str = "model") -> TFModel:
+        """Build the model the config asks for (custom, vision, or fully connected; wrapped in
+        an LSTM if `use_lstm`).
+
+        Raises:
+            InvalidConfigError: on unknown config keys or a custom model that is not a TFModel.
+            UnknownModelError: if `custom_model` names an unregistered model.
+            UnsupportedSpaceError: if the observation space is not supported.
+        """
+        config = merge_model_config(model_config)
+        custom = config["custom_model"]
+        if custom is not None:
+            if isinstance(custom, str):
+                if custom not in ModelCatalog._custom_models:
+                    raise UnknownModelError(
+                        f"custom_model {custom!r} is not registered in this process; call "
+                        "ModelCatalog.register_custom_model(name, cls) first, or pass the "
+                        "class itself as custom_model.")
+                custom = ModelCatalog._custom_models[custom]
+            if not (isinstance(custom, type) and issubclass(custom, TFModel)):
+                raise InvalidConfigError(
+                    f"custom_model must be a TFModel subclass or a registered name, got "
+                    f"{custom!r}.")
+            model_cls = custom
+        elif isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3:
+            model_cls = VisionNetwork
+        elif isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 2:
+            raise UnsupportedSpaceError(
+                f"Observation space {obs_space!r} is rank 2: add a channel dimension for the "
+                "vision network, or flatten it with a gymnasium FlattenObservation wrapper.")
+        else:
+            get_preprocessor(obs_space)  # raises on unsupported spaces
+            model_cls = FullyConnectedNetwork
+        if config["use_lstm"]:
+            features = model_cls(obs_space, action_space, None, config, name=f"{name}_features")
+            return LSTMWrapper(features, obs_space, action_space, num_outputs, config, name=name)
+        return model_cls(obs_space, action_space, num_outputs, config, name=name)

@@ -1,0 +1,55 @@
+"""FullyConnectedNetwork: the default model for flat (vector, one-hot, Dict/Tuple) observations.
+
+Model config keys: `fcnet_hiddens` (hidden sizes), `fcnet_activation`, `vf_share_layers`
+(value head on the policy trunk, or a separate trunk of the same sizes). With `num_outputs`
+None the network is a feature extractor: its outputs are the last hidden layer (used by the
+LSTM wrapper in recurrent.py).
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras as keras
+
+from tfrl.models.tf_model import TFModel
+
+
+def _hidden_stack(x, sizes, activation, prefix):
+    for i, size in enumerate(sizes):
+        x = keras.layers.Dense(size, activation=activation, name=f"{prefix}_{i}",
+                               kernel_initializer=keras.initializers.Orthogonal(1.0))(x)
+    return x
+
+
+class FullyConnectedNetwork(TFModel):
+    """Dense policy trunk plus a value head; see the module docstring."""
+
+    has_value_branch = True
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name="fcnet"):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        hiddens = list(model_config.get("fcnet_hiddens", [256, 256]))
+        activation = model_config.get("fcnet_activation", "tanh")
+        inputs = keras.Input(shape=self.preprocessor.shape, name="observations")
+        trunk = _hidden_stack(inputs, hiddens, activation, "fc")
+        if num_outputs:
+            outputs = keras.layers.Dense(
+                num_outputs, name="fc_out",
+                kernel_initializer=keras.initializers.RandomNormal(stddev=0.01))(trunk)
+        else:
+            outputs = trunk
+            self.num_outputs = hiddens[-1] if hiddens else self.preprocessor.size
+        value_trunk = trunk if model_config.get("vf_share_layers", False) else _hidden_stack(
+            inputs, hiddens, activation, "fc_value")
+        value = keras.layers.Dense(1, name="value_out",
+                                   kernel_initializer=keras.initializers.RandomNormal(
+                                       stddev=0.01))(value_trunk)
+        self.base_model = keras.Model(inputs, [outputs, value], name=name)
+        self._value_out = None
+
+    def forward(self, input_dict, state, seq_lens):
+        outputs, value = self.base_model(input_dict["obs_flat"])
+        self._value_out = tf.reshape(value, [-1])
+        return outputs, state
+
+    def value_function(self):
+        return self._value_out

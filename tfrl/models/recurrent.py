@@ -1,0 +1,66 @@
+"""LSTMWrapper: adds an LSTM between any feature model and the policy/value heads.
+
+Enabled by model config `use_lstm: True` (`lstm_cell_size`, `max_seq_len`). Inputs arrive as
+rows [B*T, ...] that are B sequences of T steps each, padded (batch-major: row b*T + t), with
+`seq_lens` [B] giving each sequence's true length; T is inferred as rows // B. When computing
+actions, T = 1 and seq_lens are ones. The state is [h, c], each [B, lstm_cell_size]; padded
+steps neither change the state nor matter (the LSTM is masked). Training batches are padded
+into this layout by tfrl/policy/rnn_sequencing.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+
+from tfrl.models.tf_model import TFModel
+
+
+def add_time_dimension(rows, seq_lens):
+    """[B*T, ...] rows -> [B, T, ...] using B = len(seq_lens)."""
+    batch = tf.shape(seq_lens)[0]
+    time = tf.shape(rows)[0] // batch
+    return tf.reshape(rows, tf.concat([[batch, time], tf.shape(rows)[1:]], axis=0))
+
+
+class LSTMWrapper(TFModel):
+    """Feature model -> masked LSTM -> policy and value heads."""
+
+    has_value_branch = True
+
+    def __init__(self, feature_model: TFModel, obs_space, action_space, num_outputs,
+                 model_config, name="lstm"):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.feature_model = feature_model
+        self.cell_size = int(model_config.get("lstm_cell_size", 256))
+        features = keras.Input(shape=(None, feature_model.num_outputs), name="features")
+        mask = keras.Input(shape=(None,), dtype=tf.bool, name="mask")
+        h_in = keras.Input(shape=(self.cell_size,), name="h")
+        c_in = keras.Input(shape=(self.cell_size,), name="c")
+        lstm_out, h_out, c_out = keras.layers.LSTM(
+            self.cell_size, return_sequences=True, return_state=True, name="lstm")(
+                features, mask=mask, initial_state=[h_in, c_in])
+        logits = keras.layers.Dense(
+            num_outputs, name="logits",
+            kernel_initializer=keras.initializers.RandomNormal(stddev=0.01))(lstm_out)
+        value = keras.layers.Dense(1, name="value_out")(lstm_out)
+        self.rnn_model = keras.Model([features, mask, h_in, c_in],
+                                     [logits, value, h_out, c_out], name=name)
+        self._value_out = None
+
+    def forward(self, input_dict, state, seq_lens):
+        features, _ = self.feature_model.forward(input_dict, [], None)
+        if seq_lens is None:
+            seq_lens = tf.ones(tf.shape(features)[:1], tf.int32)
+        seq_lens = tf.cast(seq_lens, tf.int32)
+        timed = add_time_dimension(features, seq_lens)
+        mask = tf.sequence_mask(seq_lens, tf.shape(timed)[1])
+        logits, value, h, c = self.rnn_model([timed, mask, state[0], state[1]])
+        self._value_out = tf.reshape(value, [-1])
+        return tf.reshape(logits, [-1, self.num_outputs]), [h, c]
+
+    def value_function(self):
+        return self._value_out
+
+    def get_initial_state(self):
+        return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]

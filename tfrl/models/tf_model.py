@@ -1,0 +1,82 @@
+"""TFModel: the base class of every policy model (RLlib's classic ModelV2 shape, on tf_keras).
+
+A model is a `tf.Module` that owns tf_keras layers/models (so its variables are tracked for
+weights, checkpoints and SavedModel export) and implements
+
+    forward(input_dict, state, seq_lens) -> (outputs [B, num_outputs], new_state list)
+    value_function() -> [B] value of the rows of the last forward call (if has_value_branch)
+    get_initial_state() -> list of numpy arrays (one per recurrent state tensor, no batch dim)
+
+Calling the model (`model(input_dict, state, seq_lens)`) adds `input_dict["obs_flat"]`, the
+preprocessed float observations (see preprocessors.py), and calls forward. `input_dict["obs"]`
+keeps the raw observations. Models are built by the ModelCatalog (catalog.py); custom models
+subclass TFModel and are registered there. Create all variables in `__init__` (build keras
+models with `keras.Input`), so that a policy constructed inside a `tf.distribute` strategy
+scope gets mirrored variables.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.errors import NotSupportedError
+from tfrl.models.preprocessors import get_preprocessor
+
+
+class TFModel(tf.Module):
+    """Base model; see the module docstring for the contract."""
+
+    has_value_branch = False
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config: Dict, name: str):
+        super().__init__(name=name)
+        self.obs_space = obs_space
+        self.action_space = action_space
+        self.num_outputs = num_outputs
+        self.model_config = dict(model_config)
+        self.preprocessor = get_preprocessor(obs_space)(obs_space)
+
+    def __call__(self, input_dict: Dict, state: Sequence = (), seq_lens=None):
+        input_dict = dict(input_dict)
+        input_dict["obs_flat"] = self.preprocessor.tf_transform(input_dict["obs"])
+        outputs, new_state = self.forward(input_dict, list(state or []), seq_lens)
+        return outputs, list(new_state)
+
+    def from_batch(self, train_batch: Dict):
+        """Call the model on a training batch: its obs, state_in_i and (recurrent) seq_lens.
+
+        The convenient way for loss functions to run the model: recurrent and feed-forward
+        models alike.
+        """
+        num_states = len(self.get_initial_state())
+        states = [train_batch[f"state_in_{i}"] for i in range(num_states)]
+        seq_lens = train_batch["seq_lens"] if num_states else None
+        return self({"obs": train_batch["obs"]}, states, seq_lens)
+
+    def forward(self, input_dict: Dict, state: List, seq_lens):
+        """Compute model outputs; see the module docstring."""
+        raise NotImplementedError
+
+    def value_function(self):
+        """Values [B] for the last forward call.
+
+        Raises:
+            NotSupportedError: if the model has no value branch.
+        """
+        raise NotSupportedError(
+            f"{type(self).__name__} has no value branch; set has_value_branch and implement "
+            "value_function(), or use a postprocessor that needs no critic.")
+
+    def get_initial_state(self) -> List[np.ndarray]:
+        """Initial recurrent state (empty for feed-forward models)."""
+        return []
+
+    def is_recurrent(self) -> bool:
+        return len(self.get_initial_state()) > 0
+
+    def state_specs(self) -> List[tf.TensorSpec]:
+        """TensorSpecs of a batch of each state tensor (batch dimension open)."""
+        return [tf.TensorSpec([None, *np.shape(s)], tf.as_dtype(np.asarray(s).dtype))
+                for s in self.get_initial_state()]

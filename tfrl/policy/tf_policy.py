@@ -1,0 +1,553 @@
+"""TFPolicy: a TensorFlow 2 policy (eager + tf.function) whose pieces are overridable methods.
+
+build_tf_policy (tf_policy_template.py) makes subclasses whose methods call user hooks; you can
+also subclass TFPolicy directly and override `loss`, `stats`, etc.
+
+Construction order (each step may use what the previous ones built):
+  1. config = get_default_config() updated with the given config (model config merged too)
+  2. validate_spaces, before_init
+  3. action distribution (ModelCatalog.get_action_dist) and model (`make_model`)
+  4. optimizer (`make_optimizer`); mixin setup (`_setup_mixin` of every mixin class)
+  5. before_loss_init
+  6. loss initialisation: a dummy batch of zeros is postprocessed and the loss, stats and
+     extra-learn fetches run once eagerly on it; the batch columns they read become the
+     learn step's input signature (like RLlib's placeholder tracking), variables get created,
+     and the optimizer's slots are built (`optimizer.build`) so that no traced step creates
+     variables -- required under tf.distribute.MirroredStrategy
+  7. `_after_loss_init_mixin` of every mixin (e.g. target network hard sync), after_init
+
+Traced functions (input signatures leave the batch dimension open, so batch size changes do
+not retrace): action computation, value computation, the learn step, the loss alone, gradient
+computation and application.
+
+Distributed learning: construct the policy inside `strategy.scope()`; then inside
+`strategy.run` call `loss_and_stats(batch)` (pure) or `compute_and_apply_gradients(batch)`.
+The latter divides the loss by `num_replicas_in_sync` before differentiating, because the
+tf_keras optimizer's `apply_gradients` in a replica context *sums* gradients across replicas:
+the applied update is then the mean over replicas. Stats come back per replica; reduce them with
+MEAN. With `grad_clip` set, clipping acts on each replica's scaled gradients before the sum.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+import tf_keras as keras
+import tree
+
+from tfrl.errors import (CheckpointError, InvalidBatchError,
+                         NotSupportedError)
+from tfrl.models.catalog import ModelCatalog, merge_model_config
+from tfrl.policy.policy import Policy
+from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
+from tfrl.policy.sample_batch import SampleBatch
+
+TFPOLICY_DEFAULT_CONFIG = {
+    "model": {},
+    "lr": 5e-4,
+    "gamma": 0.99,
+    "grad_clip": None,
+    "explore": True,
+    "seed": None,
+}
+
+
+class _TrackingDict(dict):
+    """Records which keys are read, to find the columns a loss needs."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.accessed = set()
+
+    def __getitem__(self, key):
+        self.accessed.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key in self:
+            self.accessed.add(key)
+        return super().get(key, default)
+
+
+def _spec_of(array) -> tf.TensorSpec:
+    dtype = np.asarray(array).dtype
+    if dtype.hasobject:
+        raise InvalidBatchError("A loss read a column of Python objects (e.g. infos); losses "
+                                "can only read numeric columns.")
+    if np.issubdtype(dtype, np.floating):
+        dtype = np.float32
+    return tf.TensorSpec([None, *np.shape(array)[1:]], tf.as_dtype(dtype))
+
+
+class TFPolicy(Policy):
+    """TensorFlow 2 policy; see the module docstring for the construction order."""
+
+    @classmethod
+    def get_default_config(cls) -> Dict:
+        return copy.deepcopy(TFPOLICY_DEFAULT_CONFIG)
+
+    def __init__(self, observation_space, action_space, config: Optional[Dict] = None):
+        merged = self.get_default_config()
+        merged.update(config or {})
+        merged["model"] = merge_model_config(merged.get("model"))
+        super().__init__(observation_space, action_space, merged)
+        self.num_grad_updates = 0
+        self._sample_calls = 0
+        seed = merged.get("seed")
+        self._seed_base = int(seed) if seed is not None else int(
+            np.random.SeedSequence().entropy % (2 ** 31))
+        self.validate_spaces(observation_space, action_space, merged)
+        self.before_init(observation_space, action_space, merged)
+
+        self.dist_class, self.logit_dim = ModelCatalog.get_action_dist(action_space,
+                                                                       merged["model"])
+        self.model = self.make_model()
+        self.preprocessor = self.model.preprocessor
+        self._obs_spec = self.preprocessor.input_spec()
+        self._state_specs = self.model.state_specs()
+        self.optimizer = self.make_optimizer()
+        self._extra_state_variables: Dict[str, List[tf.Variable]] = {}
+        self.batch_divisibility_req = 1
+        for cls in self._mixin_classes():
+            if "_setup_mixin" in cls.__dict__:
+                cls.__dict__["_setup_mixin"](self)
+        self.before_loss_init(observation_space, action_space, merged)
+        self._initialize_loss()
+        for cls in self._mixin_classes():
+            if "_after_loss_init_mixin" in cls.__dict__:
+                cls.__dict__["_after_loss_init_mixin"](self)
+        self.after_init(observation_space, action_space, merged)
+        self.batch_divisibility_req = int(self.get_batch_divisibility_req())
+
+    def _mixin_classes(self):
+        return [c for c in reversed(type(self).__mro__) if c not in (TFPolicy, Policy, object)]
+
+    # ----- overridable pieces (build_tf_policy maps hooks onto these) -----------------------
+    def validate_spaces(self, observation_space, action_space, config) -> None:
+        """Raise UnsupportedSpaceError for spaces this policy cannot handle (default: none)."""
+
+    def before_init(self, observation_space, action_space, config) -> None:
+        """Runs before the model is built."""
+
+    def before_loss_init(self, observation_space, action_space, config) -> None:
+        """Runs after model, optimizer and mixin setup, before the dummy loss pass."""
+
+    def after_init(self, observation_space, action_space, config) -> None:
+        """Runs at the end of construction."""
+
+    def make_model(self):
+        """The policy model (default: from the ModelCatalog and config["model"])."""
+        return ModelCatalog.get_model(self.observation_space, self.action_space,
+                                      self.logit_dim, self.config["model"], name="model")
+
+    def make_optimizer(self):
+        """A tf_keras optimizer (default: Adam with config["lr"])."""
+        return keras.optimizers.Adam(learning_rate=self.config["lr"])
+
+    def loss(self, model, dist_class, train_batch):
+        """Scalar loss tensor for a dict of batch tensors."""
+        raise NotImplementedError("Give build_tf_policy a loss_fn or override TFPolicy.loss.")
+
+    def stats(self, train_batch) -> Dict:
+        """Scalar stats tensors; may read values the loss stored on the policy."""
+        return {}
+
+    def extra_learn_fetches(self) -> Dict:
+        """Per-sample tensors [B] to return from the learn step (e.g. td_error)."""
+        return {}
+
+    def gradients(self, optimizer, tape, loss):
+        """list of (grad, var): default differentiates w.r.t. the model's trainable variables
+        and clips by global norm when config["grad_clip"] is set."""
+        variables = self.model.trainable_variables
+        grads = tape.gradient(loss, variables)
+        if self.config.get("grad_clip"):
+            grads, _ = tf.clip_by_global_norm(grads, self.config["grad_clip"])
+        return list(zip(grads, variables))
+
+    def apply_gradients_op(self, optimizer, grads_and_vars) -> None:
+        """Apply (grad, var) pairs (default: optimizer.apply_gradients)."""
+        optimizer.apply_gradients([(g, v) for g, v in grads_and_vars if g is not None])
+
+    def grad_stats(self, train_batch, grads) -> Dict:
+        """Scalar stats about the gradients (default: their global norm)."""
+        return {"grad_gnorm": tf.linalg.global_norm([g for g in grads if g is not None])}
+
+    def extra_action_out(self, input_dict, state_batches, model, action_dist) -> Dict:
+        """Extra per-row outputs of action computation (tensors)."""
+        return {}
+
+    def action_sampler(self, model, obs_batch, state_batches, explore, timestep, seed):
+        """Return (actions, logp, state_out) to bypass the distribution, or None."""
+        return None
+
+    def action_distribution(self, model, obs_batch, state_batches, explore, timestep):
+        """(dist_inputs, dist_class, state_out) (default: model outputs + catalog dist)."""
+        dist_inputs, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
+        return dist_inputs, self.dist_class, state_out
+
+    def get_batch_divisibility_req(self) -> int:
+        """Learn batches must have a multiple of this many rows (default 1)."""
+        return 1
+
+    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+        return sample_batch
+
+    # ----- loss initialisation ---------------------------------------------------------
+    def _dummy_batch(self, size: int = 4) -> SampleBatch:
+        obs = self.preprocessor.zeros(size)
+        states = [np.zeros((size, *s.shape[1:]), s.dtype.as_numpy_dtype)
+                  for s in self._state_specs]
+        actions, state_out, extras = self._compute_actions_eager(obs, states)
+        batch = {
+            SampleBatch.OBS: obs,
+            SampleBatch.NEXT_OBS: self.preprocessor.zeros(size),
+            SampleBatch.ACTIONS: actions,
+            SampleBatch.PREV_ACTIONS: np.zeros_like(actions),
+            SampleBatch.REWARDS: np.zeros(size, np.float32),
+            SampleBatch.PREV_REWARDS: np.zeros(size, np.float32),
+            SampleBatch.TERMINATEDS: np.zeros(size, bool),
+            SampleBatch.TRUNCATEDS: np.zeros(size, bool),
+            SampleBatch.EPS_ID: np.zeros(size, np.int64),
+            SampleBatch.UNROLL_ID: np.zeros(size, np.int64),
+            SampleBatch.AGENT_INDEX: np.zeros(size, np.int64),
+            SampleBatch.T: np.arange(size, dtype=np.int64),
+            SampleBatch.PRIO_WEIGHTS: np.ones(size, np.float32),
+        }
+        for i, s in enumerate(states):
+            batch[SampleBatch.state_in(i)] = s
+            batch[SampleBatch.state_out(i)] = state_out[i]
+        batch.update(extras)
+        return SampleBatch(batch)
+
+    def _initialize_loss(self) -> None:
+        self._learn_signature: Dict = {}
+        self._build_action_functions()
+        dummy = self.postprocess_trajectory(self._dummy_batch())
+        if self.is_recurrent():
+            dummy = pad_batch_to_sequences(dummy, self.config["model"]["max_seq_len"])
+        tensors = {k: tree.map_structure(
+            lambda a: tf.constant(np.asarray(a, _spec_of(a).dtype.as_numpy_dtype)), v)
+            for k, v in dummy.items() if not _is_object_column(v)}
+        tracking = _TrackingDict(tensors)
+        self._run_loss(tracking)
+        keys = set(tracking.accessed)
+        if self.is_recurrent():
+            keys |= {SampleBatch.SEQ_LENS} | {SampleBatch.state_in(i)
+                                              for i in range(len(self._state_specs))}
+        self._learn_signature = {k: tree.map_structure(_spec_of, dummy[k]) for k in sorted(keys)}
+        self.optimizer.build(self.model.trainable_variables)
+        self._build_learn_functions()
+
+    # ----- traced building blocks ------------------------------------------------------
+    def _run_loss(self, train_batch):
+        loss = self.loss(self.model, self.dist_class, train_batch)
+        stats = dict(self.stats(train_batch))
+        per_sample = dict(self.extra_learn_fetches())
+        stats.setdefault("total_loss", loss)
+        return loss, stats, per_sample
+
+    def loss_and_stats(self, batch: Dict[str, tf.Tensor]):
+        """(loss scalar, stats dict of scalars, per_sample dict of [B] tensors).
+
+        Pure apart from values the loss stores on the policy; traceable and safe inside
+        `strategy.run` on a per-replica batch holding the columns in `loss_input_signature`.
+        """
+        return self._run_loss(batch)
+
+    def compute_and_apply_gradients(self, batch: Dict[str, tf.Tensor]):
+        """One optimizer step on a dict of batch tensors; returns (stats, per_sample).
+
+        Callable eagerly, inside tf.function, and inside `strategy.run` (see the module
+        docstring for how replicas are averaged).
+        """
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        with tf.GradientTape() as tape:
+            loss, stats, per_sample = self._run_loss(batch)
+            scaled_loss = loss / tf.cast(replicas, loss.dtype)
+        grads_and_vars = self.gradients(self.optimizer, tape, scaled_loss)
+        stats.update(self.grad_stats(batch, [g for g, _ in grads_and_vars]))
+        self.apply_gradients_op(self.optimizer, grads_and_vars)
+        return stats, per_sample
+
+    def _forward_actions(self, obs, states, explore, timestep, seed):
+        """(actions, state_out, extras dict) for raw obs tensors; traced."""
+        sampled = self.action_sampler(self.model, obs, states, explore, timestep, seed)
+        extras = {}
+        if sampled is not None:
+            actions, logp, state_out = sampled
+            if logp is not None:
+                extras[SampleBatch.ACTION_LOGP] = logp
+            dist = None
+        else:
+            dist_inputs, dist_class, state_out = self.action_distribution(
+                self.model, obs, states, explore, timestep)
+            dist = dist_class(dist_inputs, self.model)
+            if isinstance(explore, bool):
+                actions = dist.sample(seed=seed) if explore else dist.deterministic_sample()
+            else:
+                actions = tf.cond(explore, lambda: dist.sample(seed=seed),
+                                  dist.deterministic_sample)
+            extras[SampleBatch.ACTION_LOGP] = dist.logp(actions)
+            extras[SampleBatch.ACTION_DIST_INPUTS] = dist_inputs
+        if self.model.has_value_branch:
+            extras[SampleBatch.VF_PREDS] = self.model.value_function()
+        extras.update(self.extra_action_out({SampleBatch.OBS: obs}, states, self.model, dist))
+        return actions, list(state_out), extras
+
+    def _build_action_functions(self):
+        scalar_bool = tf.TensorSpec([], tf.bool)
+        scalar_int = tf.TensorSpec([], tf.int64)
+        seed_spec = tf.TensorSpec([2], tf.int32)
+        self._compute_actions_fn = tf.function(
+            self._forward_actions,
+            input_signature=[self._obs_spec, self._state_specs, scalar_bool, scalar_int,
+                             seed_spec])
+
+        def value_fn(obs, states):
+            self.model({SampleBatch.OBS: obs}, states, None)
+            return self.model.value_function()
+
+        self._value_fn = tf.function(value_fn, input_signature=[self._obs_spec,
+                                                                self._state_specs])
+
+    def _build_learn_functions(self):
+        sig = [self._learn_signature]
+        self._learn_fn = tf.function(self.compute_and_apply_gradients, input_signature=sig)
+        self._loss_fn = tf.function(self.loss_and_stats, input_signature=sig)
+
+        def grads_fn(batch):
+            with tf.GradientTape() as tape:
+                loss, stats, _ = self._run_loss(batch)
+            grads_and_vars = self.gradients(self.optimizer, tape, loss)
+            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                     for g, v in grads_and_vars]
+            stats.update(self.grad_stats(batch, grads))
+            return grads, stats
+
+        self._grads_fn = tf.function(grads_fn, input_signature=sig)
+        variables = self.model.trainable_variables
+        self._apply_fn = tf.function(
+            lambda grads: self.apply_gradients_op(self.optimizer, list(zip(grads, variables))),
+            input_signature=[[tf.TensorSpec(v.shape, v.dtype) for v in variables]])
+
+    @property
+    def loss_input_signature(self) -> Dict:
+        """TensorSpecs of the columns the loss reads (batch dimension open)."""
+        return dict(self._learn_signature)
+
+    # ----- acting ----------------------------------------------------------------------
+    def _next_seed(self) -> np.ndarray:
+        self._sample_calls += 1
+        return np.array([self._seed_base, self._sample_calls % (2 ** 31)], np.int32)
+
+    def _convert_obs(self, obs_batch):
+        if isinstance(obs_batch, list) and obs_batch and not isinstance(obs_batch[0], (
+                int, float, np.number)) and tree.is_nested(self._obs_spec):
+            obs_batch = tree.map_structure(lambda *xs: np.stack(xs), *obs_batch)
+        return tree.map_structure_up_to(
+            self._obs_spec, lambda spec, x: np.asarray(x, spec.dtype.as_numpy_dtype),
+            self._obs_spec, obs_batch)
+
+    def _convert_states(self, state_batches, batch_size):
+        if not self._state_specs:
+            return []
+        if not state_batches:
+            return [np.repeat(s[None], batch_size, axis=0) for s in self.get_initial_state()]
+        return [np.asarray(s, spec.dtype.as_numpy_dtype)
+                for s, spec in zip(state_batches, self._state_specs)]
+
+    def _compute_actions_eager(self, obs, states):
+        actions, state_out, extras = self._forward_actions(
+            tree.map_structure(tf.constant, obs), [tf.constant(s) for s in states],
+            tf.constant(True), tf.constant(0, tf.int64), tf.constant(self._next_seed()))
+        return (actions.numpy(), [s.numpy() for s in state_out],
+                {k: v.numpy() for k, v in extras.items()})
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
+                        prev_reward_batch=None, explore=None, timestep=None, **kwargs):
+        """(actions, state_outs, extra_fetches) as numpy for a batch of raw observations.
+
+        `obs_batch` is an array [B, ...] (or a structure of arrays for Dict/Tuple spaces, or a
+        list of single observations). extra_fetches holds action_logp and action_dist_inputs
+        (and vf_preds if the model has a value branch, plus extra_action_out). Actions are not
+        clipped to the action space. prev_action_batch / prev_reward_batch are accepted for
+        interface compatibility; built-in models do not read them.
+        """
+        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        obs = self._convert_obs(obs_batch)
+        batch_size = len(tree.flatten(obs)[0])
+        states = self._convert_states(state_batches, batch_size)
+        timestep = self.global_timestep if timestep is None else int(timestep)
+        actions, state_out, extras = self._compute_actions_fn(
+            obs, states, tf.constant(explore), tf.constant(timestep, tf.int64),
+            tf.constant(self._next_seed()))
+        self.global_timestep += batch_size
+        return (actions.numpy(), [s.numpy() for s in state_out],
+                {k: v.numpy() for k, v in extras.items()})
+
+    def compute_values(self, obs_batch, state_batches=None) -> np.ndarray:
+        """Value estimates [B] for raw observations (and recurrent state).
+
+        Raises:
+            NotSupportedError: if the model has no value branch.
+        """
+        if not self.model.has_value_branch:
+            raise NotSupportedError(
+                f"The model {type(self.model).__name__} has no value branch, so this policy "
+                "cannot estimate values; use a model with value_function().")
+        obs = self._convert_obs(obs_batch)
+        states = self._convert_states(state_batches, len(tree.flatten(obs)[0]))
+        return self._value_fn(obs, states).numpy()
+
+    def get_initial_state(self):
+        return self.model.get_initial_state()
+
+    # ----- learning --------------------------------------------------------------------
+    def _prepare_batch(self, samples: SampleBatch) -> Dict:
+        if not isinstance(samples, SampleBatch):
+            samples = SampleBatch(samples)
+        samples = samples.copy(shallow=True).decompress_if_needed()
+        if self.is_recurrent() and SampleBatch.SEQ_LENS not in samples:
+            samples = pad_batch_to_sequences(samples, self.config["model"]["max_seq_len"])
+        missing = [k for k in self._learn_signature if k not in samples]
+        if missing:
+            raise InvalidBatchError(
+                f"The batch lacks column(s) {missing} that this policy's loss reads; run "
+                "postprocess_trajectory on rollouts first (it has "
+                f"{sorted(samples.keys())}).")
+        return {k: tree.map_structure_up_to(
+            spec, lambda s, a: np.asarray(a, s.dtype.as_numpy_dtype), spec, samples[k])
+            for k, spec in self._learn_signature.items()}
+
+    def learn_on_batch(self, samples: SampleBatch) -> Dict:
+        """One gradient step; returns stats as numpy floats plus per-sample arrays (e.g.
+        td_error) under their own names.
+
+        Raises:
+            InvalidBatchError: if the batch lacks a column the loss reads.
+        """
+        stats, per_sample = self._learn_fn(self._prepare_batch(samples))
+        self.num_grad_updates += 1
+        out = {k: float(v.numpy()) for k, v in stats.items()}
+        out.update({k: v.numpy() for k, v in per_sample.items()})
+        return out
+
+    def compute_gradients(self, samples: SampleBatch):
+        """(list of numpy gradients, stats) without applying them.
+
+        Raises:
+            InvalidBatchError: if the batch lacks a column the loss reads.
+        """
+        grads, stats = self._grads_fn(self._prepare_batch(samples))
+        return [g.numpy() for g in grads], {k: float(v.numpy()) for k, v in stats.items()}
+
+    def apply_gradients(self, gradients) -> None:
+        """Apply gradients from `compute_gradients` (same variable order).
+
+        Raises:
+            InvalidBatchError: if the number or shapes of the gradients do not match.
+        """
+        variables = self.model.trainable_variables
+        if len(gradients) != len(variables) or any(
+                tuple(np.shape(g)) != tuple(v.shape) for g, v in zip(gradients, variables)):
+            raise InvalidBatchError(
+                "Gradients do not match this policy's trainable variables; pass the list "
+                "returned by compute_gradients of a policy with the same model config.")
+        self._apply_fn([np.asarray(g, v.dtype.as_numpy_dtype)
+                        for g, v in zip(gradients, variables)])
+        self.num_grad_updates += 1
+
+    # ----- variables, weights and state ------------------------------------------------
+    @property
+    def model_variables(self) -> List[tf.Variable]:
+        return list(self.model.variables)
+
+    @property
+    def trainable_variables(self) -> List[tf.Variable]:
+        return list(self.model.trainable_variables)
+
+    def get_weights(self) -> List[np.ndarray]:
+        """Model variables as a list of numpy arrays (cheap, picklable)."""
+        return [v.numpy() for v in self.model.variables]
+
+    def set_weights(self, weights) -> None:
+        """Assign weights from `get_weights`.
+
+        Raises:
+            CheckpointError: if their number or shapes do not match the model.
+        """
+        _assign_all(self.model.variables, weights, "model weights")
+
+    def get_state(self) -> Dict:
+        state = {
+            "weights": self.get_weights(),
+            "optimizer_variables": [v.numpy() for v in self.optimizer.variables],
+            "learning_rate": float(self.optimizer.learning_rate.numpy()),
+            "global_timestep": int(self.global_timestep),
+            "num_grad_updates": int(self.num_grad_updates),
+            "extra": {k: [v.numpy() for v in vs]
+                      for k, vs in self._extra_state_variables.items()},
+        }
+        return state
+
+    def set_state(self, state: Dict) -> None:
+        """Restore a state from `get_state` (weights, optimizer slots, counters, mixin state).
+
+        Raises:
+            CheckpointError: if the state does not fit this policy; nothing is changed then.
+        """
+        try:
+            pairs = list(zip(self.model.variables, state["weights"]))
+            opt_vars = self.optimizer.variables
+            _check_fit(self.model.variables, state["weights"], "model weights")
+            _check_fit(opt_vars, state["optimizer_variables"], "optimizer variables")
+            extra = state.get("extra", {})
+            for k, vs in self._extra_state_variables.items():
+                if k not in extra:
+                    raise CheckpointError(f"The state has no {k!r} entry; it was saved by a "
+                                          "different policy class.")
+                _check_fit(vs, extra[k], k)
+        except KeyError as exc:
+            raise CheckpointError(f"Policy state lacks {exc}; pass a dict from get_state().")
+        for v, w in pairs:
+            v.assign(w)
+        for v, w in zip(opt_vars, state["optimizer_variables"]):
+            v.assign(w)
+        for k, vs in self._extra_state_variables.items():
+            for v, w in zip(vs, state["extra"][k]):
+                v.assign(w)
+        self.optimizer.learning_rate = state.get("learning_rate", self.config["lr"])
+        self.global_timestep = int(state.get("global_timestep", 0))
+        self.num_grad_updates = int(state.get("num_grad_updates", 0))
+
+    # ----- export ----------------------------------------------------------------------
+    def export_model(self, export_dir: str) -> None:
+        """Write a SavedModel usable with plain `tf.saved_model.load` (see export.py)."""
+        from tfrl.policy.export import export_saved_model
+        export_saved_model(self, export_dir)
+
+
+def _is_object_column(value) -> bool:
+    return any(isinstance(a, np.ndarray) and a.dtype.hasobject for a in tree.flatten(value))
+
+
+def _check_fit(variables, values, what):
+    values = list(values)
+    if len(values) != len(variables):
+        raise CheckpointError(
+            f"{what}: got {len(values)} arrays for {len(variables)} variables; the state comes "
+            "from a policy with a different model or optimizer config.")
+    for v, w in zip(variables, values):
+        if tuple(np.shape(w)) != tuple(v.shape):
+            raise CheckpointError(
+                f"{what}: shape {np.shape(w)} does not fit variable {v.name} of shape "
+                f"{tuple(v.shape)}; the state comes from a differently configured policy.")
+
+
+def _assign_all(variables, values, what):
+    _check_fit(variables, values, what)
+    for v, w in zip(variables, values):
+        v.assign(w)

@@ -1,0 +1,83 @@
+"""The trainer's replay service: an embedded replay server, or an external `replay-server`.
+
+Policy optimizers declare the tables they need (`add_table`), then `start()`. Without
+`replay_address` in the config, the trainer embeds a `replay.Server` on a free loopback port, so
+rollout workers (Ray actors) write experience straight into it and the learner streams it back
+through `ReplayDataset`: the bulk data never passes through the driver's Python code. With
+`replay_address`, the tables must already exist on that server (declared in its YAML config).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, Optional
+
+from tfrl import errors
+
+logger = logging.getLogger(__name__)
+
+
+class ReplayService:
+    def __init__(self, config: dict):
+        self._external_address: Optional[str] = config.get("replay_address")
+        self._tables: Dict[str, object] = {}
+        self._server = None
+        self._client = None
+
+    @property
+    def embedded(self) -> bool:
+        return self._external_address is None
+
+    def add_table(self, table) -> None:
+        """Declares a table (a `replay.Table`) the optimizer needs.
+
+        Raises:
+          InvalidConfigError: the service already started with another table set, or an external
+            server lacks the table (the message shows the YAML entry to add).
+        """
+        if self._server is not None:
+            raise errors.InvalidConfigError(
+                f"replay table {table.name!r} declared after the embedded replay server started")
+        self._tables[table.name] = table
+
+    def start(self) -> str:
+        """Starts the embedded server (or checks the external one) and returns its address."""
+        if self.embedded:
+            if self._server is None:
+                from replay import Server
+
+                self._server = Server(list(self._tables.values()), port=None)
+                logger.info("embedded replay server on %s", self.address)
+        else:
+            info = self.client().server_info()
+            missing = [name for name in self._tables if name not in info]
+            if missing:
+                examples = {name: self._tables[name].config() for name in missing}
+                raise errors.InvalidConfigError(
+                    f"the replay server at {self._external_address} has no table(s) {missing}; add them "
+                    f"to its --config YAML (tables: {examples}) or drop replay_address to use an "
+                    "embedded server")
+        return self.address
+
+    @property
+    def address(self) -> str:
+        if self.embedded:
+            if self._server is None:
+                raise errors.TfrlError("the embedded replay server is not started yet")
+            return f"127.0.0.1:{self._server.port}"
+        return self._external_address
+
+    def client(self):
+        if self._client is None:
+            from replay import Client
+
+            self._client = Client(self.address)
+        return self._client
+
+    def checkpoint(self) -> str:
+        """Checkpoints the replay server's tables; returns the checkpoint path."""
+        return self.client().checkpoint()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None

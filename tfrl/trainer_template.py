@@ -1,0 +1,86 @@
+"""`build_trainer`: declares an algorithm's trainer from a policy, a config and an optimizer choice.
+
+This is RLlib's classic trainer template. Hooks, in the order they run:
+
+- `validate_config(config)`: raise `InvalidConfigError` for bad settings; may fill derived keys.
+- `get_policy_class(config) -> policy class`: pick a policy other than `default_policy` (e.g. by
+  config); None keeps the default.
+- `before_init(trainer)`: runs before the workers exist.
+- `make_workers(trainer, env_creator, policy_class, config) -> WorkerSet`: rarely overridden.
+- `make_policy_optimizer(workers, config, replay) -> PolicyOptimizer`: the distributed strategy.
+  `replay` is the trainer's `ReplayService`; the optimizer declares the tables it needs on it.
+- `after_init(trainer)`: runs once everything is built.
+- `after_optimizer_step(trainer, fetches)`: after every `optimizer.step()` (e.g. PPO's KL update,
+  DQN's target network update); `fetches` are the learner stats of that step.
+- `after_train_result(trainer, result)`: may edit the result dict before it is returned.
+- `mixins`: classes put in front of the trainer class in its MRO.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, List, Optional
+
+from tfrl.trainer import COMMON_CONFIG, DEFAULT_POLICY_ID, Trainer
+
+
+def build_trainer(name: str, *, default_policy=None, default_config: Optional[dict] = None,
+                  validate_config: Optional[Callable] = None, get_policy_class: Optional[Callable] = None,
+                  make_policy_optimizer: Optional[Callable] = None, before_init: Optional[Callable] = None,
+                  after_init: Optional[Callable] = None, after_optimizer_step: Optional[Callable] = None,
+                  after_train_result: Optional[Callable] = None, mixins: Optional[List[type]] = None):
+    """Returns a `Trainer` subclass named `name` wired with the given hooks (see module doc)."""
+    original_kwargs = dict(locals())
+
+    class TrainerCls(*(mixins or []), Trainer):
+        _name = name
+        _default_config = default_config or COMMON_CONFIG
+        _policy = default_policy
+
+        def _init(self, config: dict) -> None:
+            from tfrl.evaluation.worker_set import WorkerSet
+            from tfrl.replay_service import ReplayService
+            from tfrl.runtime import ensure_ray
+
+            if validate_config:
+                validate_config(config)
+            policy_class = (get_policy_class(config) if get_policy_class else None) or default_policy
+            self._policy = policy_class
+            ensure_ray(config)
+            if before_init:
+                before_init(self)
+            self.workers = WorkerSet(env_creator=config["env"], policy=policy_class, config=config,
+                                     num_workers=config["num_workers"])
+            self.replay = ReplayService(config)
+            self.optimizer = make_policy_optimizer(self.workers, config, self.replay)
+            if after_init:
+                after_init(self)
+
+        def _train(self) -> dict:
+            start = time.time()
+            steps_before = self.optimizer.num_steps_sampled
+            while True:
+                fetches = self.optimizer.step()
+                if after_optimizer_step:
+                    after_optimizer_step(self, fetches)
+                enough_time = time.time() - start >= self.config["min_iter_time_s"]
+                enough_steps = (self.optimizer.num_steps_sampled - steps_before
+                                >= self.config["timesteps_per_iteration"])
+                if enough_time and enough_steps:
+                    break
+            result = self.optimizer.collect_metrics(self.config["metrics_smoothing_episodes"])
+            result.setdefault("timesteps_this_iter", self.optimizer.num_steps_sampled - steps_before)
+            if after_train_result:
+                after_train_result(self, result)
+            return result
+
+    def with_updates(**overrides):
+        """A new trainer class with some hooks replaced (e.g. another make_policy_optimizer)."""
+        return build_trainer(**dict(original_kwargs, **overrides))
+
+    TrainerCls.with_updates = staticmethod(with_updates)
+    TrainerCls.__name__ = name
+    TrainerCls.__qualname__ = name
+    return TrainerCls
+
+
+__all__ = ["build_trainer", "DEFAULT_POLICY_ID"]

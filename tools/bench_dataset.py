@@ -1,0 +1,104 @@
+"""Benchmark of ReplayDataset: items/s through `ReplayDataset(...).batch(32)`.
+
+A replay server runs in another process with one Uniform/Fifo table (MinSize(1)) filled with
+items of one float32 tensor of the given payload size (chunk length 1, sequence length 1); this
+process reads it through `ReplayDataset(...).batch(32)` for a fixed time and prints one line
+per case with items/s and MB/s.
+
+    python tools/bench_dataset.py [--payloads 400,40000] [--seconds 10] [--workers -1]
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
+def _serve(payload_bytes: int, num_items: int, port_queue, stop_event) -> None:
+    import numpy as np
+
+    from replay import rate_limiters, selectors, specs
+    from replay.server import Server
+    from replay.table import Table
+
+    floats = payload_bytes // 4
+    signature = specs.TensorSpec((floats,), np.float32)
+    table = Table("bench", selectors.Uniform(), selectors.Fifo(), max(num_items, 1),
+                  rate_limiters.MinSize(1), signature=signature)
+    server = Server([table])
+    client = server.localhost_client()
+    rng = np.random.default_rng(0)
+    with client.trajectory_writer(1) as writer:
+        for _ in range(num_items):
+            writer.create_item("bench", 1.0, writer.append(rng.random(floats, dtype=np.float32)))
+        writer.flush()
+    port_queue.put(server.port)
+    stop_event.wait()
+    server.stop()
+
+
+def _start_server(payload_bytes: int, num_items: int):
+    context = multiprocessing.get_context("spawn")
+    port_queue, stop_event = context.Queue(), context.Event()
+    process = context.Process(target=_serve, args=(payload_bytes, num_items, port_queue, stop_event),
+                              daemon=True)
+    process.start()
+    port = port_queue.get(timeout=300)
+    return process, stop_event, f"127.0.0.1:{port}"
+
+
+def bench_dataset_case(payload_bytes: int, seconds: float, workers: int = -1, batch_size: int = 32,
+                       max_in_flight: int = 1024, num_items: int = 0) -> dict:
+    """Items/s through ReplayDataset(...).batch(batch_size) from a server in another process."""
+    import tensorflow as tf
+
+    from replay.dataset import ReplayDataset
+
+    num_items = num_items or (20_000 if payload_bytes <= 4_000 else 2_000)
+    process, stop_event, address = _start_server(payload_bytes, num_items)
+    try:
+        dataset = ReplayDataset(address, "bench", dtypes=tf.float32, shapes=[payload_bytes // 4],
+                                max_in_flight_samples_per_worker=max_in_flight,
+                                num_workers_per_iterator=workers).batch(batch_size)
+        iterator = iter(dataset)
+        for _ in range(20):  # warm up: streams open, tf.data threads start
+            next(iterator)
+        items, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            items += int(next(iterator).info.key.shape[0])
+        elapsed = time.perf_counter() - start
+    finally:
+        stop_event.set()
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+    return {"payload_bytes": payload_bytes, "items_per_s": items / elapsed,
+            "mb_per_s": items * payload_bytes / elapsed / 1e6, "workers": workers}
+
+
+def run_dataset_mode(payloads, seconds: float, workers: int) -> None:
+    """Prints one line per payload size."""
+    for payload in payloads:
+        result = bench_dataset_case(payload, seconds, workers)
+        print(f"dataset payload={payload}B batch=32 workers={workers}: "
+              f"{result['items_per_s']:.0f} items/s {result['mb_per_s']:.1f} MB/s", flush=True)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--payloads", default="400,40000")
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=-1)
+    args = parser.parse_args(argv)
+    run_dataset_mode([int(p) for p in args.payloads.split(",")], args.seconds, args.workers)
+
+
+if __name__ == "__main__":
+    main()

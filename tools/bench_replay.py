@@ -1,0 +1,109 @@
+"""Replay benchmarks: operations per second, one result line per case.
+
+Modes:
+  inprocess  insert and sample throughput of a `replay.table.Table` for each selector at table sizes
+             1e3 and 1e6 (no network). The table is first filled through the checkpoint-restore bulk
+             path (`Table.from_checkpoint`, reported as bulk_load_items_per_s), then measured at that
+             size: every timed insert adds a new item and evicts the oldest (Fifo remover), so the size
+             stays constant. Items are built before timing starts (that is the writer's work).
+
+Usage: python tools/bench_replay.py [--mode inprocess] [--sizes 1000 1000000] [--ops 20000]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from replay.chunks import Chunk
+from replay.items import Item, trajectory_from_chunks
+from replay.rate_limiters import MinSize
+from replay.selectors import Fifo, Lifo, MaxHeap, MinHeap, Prioritized, Uniform
+from replay.table import Table
+
+SELECTORS = {
+    "Fifo": Fifo,
+    "Lifo": Lifo,
+    "Uniform": lambda: Uniform(seed=0),
+    "Prioritized": lambda: Prioritized(0.8, seed=0),
+    "MaxHeap": MaxHeap,
+    "MinHeap": MinHeap,
+}
+
+
+def _items(first_key, count, trajectory, chunks, rng):
+    priorities = rng.uniform(0.01, 10.0, size=count).tolist()
+    return [Item(first_key + i, priorities[i], trajectory, chunks) for i in range(count)]
+
+
+def bench_inprocess_case(selector_name, size, ops, batch=100):
+    """Returns a dict of measurements for one selector at one table size."""
+    rng = np.random.default_rng(0)
+    chunk = Chunk.from_columns(1, [np.zeros((4, 8), np.float32), np.arange(4, dtype=np.int64)])
+    trajectory, chunks = trajectory_from_chunks([chunk], 0, 2), {chunk.key: chunk}
+    template = Table("bench", SELECTORS[selector_name](), Fifo(), size, MinSize(1))
+
+    prefill = _items(0, size, trajectory, chunks, rng)
+    start = time.perf_counter()
+    table = Table.from_checkpoint(template.config(), prefill, {})
+    bulk_seconds = time.perf_counter() - start
+    del prefill
+
+    new_items = _items(size, ops, trajectory, chunks, rng)
+    start = time.perf_counter()
+    for item in new_items:
+        table.insert_or_assign(item)
+    insert_seconds = time.perf_counter() - start
+
+    batches = [_items(size + ops + b * batch, batch, trajectory, chunks, rng) for b in range(max(1, ops // batch))]
+    start = time.perf_counter()
+    for items in batches:
+        table.insert_many(items)
+    insert_many_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    for _ in range(ops):
+        table.sample()
+    sample_seconds = time.perf_counter() - start
+
+    assert len(table) == size
+    return {
+        "bulk_load_items_per_s": size / bulk_seconds,
+        "insert_ops_per_s": ops / insert_seconds,
+        "insert_many_items_per_s": len(batches) * batch / insert_many_seconds,
+        "sample_ops_per_s": ops / sample_seconds,
+    }
+
+
+def run_inprocess(args) -> None:
+    for size in args.sizes:
+        for name in args.selectors:
+            result = bench_inprocess_case(name, size, args.ops)
+            fields = " ".join(f"{k}={v:.0f}" for k, v in result.items())
+            print(f"inprocess selector={name} size={size} {fields}", flush=True)
+            gc.collect()
+
+
+MODES = {
+    "inprocess": run_inprocess,
+}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=sorted(MODES), default="inprocess")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 1_000_000])
+    parser.add_argument("--selectors", nargs="+", choices=list(SELECTORS), default=list(SELECTORS))
+    parser.add_argument("--ops", type=int, default=50_000, help="timed operations per case")
+    args = parser.parse_args(argv)
+    MODES[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()
