@@ -1,0 +1,39 @@
+"""replay: a Reverb-style experience replay service.
+
+Experience is stored once as compressed chunks (`chunks`), tables of items reference them
+(`table`), selectors choose what is sampled and evicted (`selectors`), rate limiters control
+how fast data flows (`rate_limiters`), a gRPC server (`server`) serves the tables to writers and
+samplers (`client`, `writer`, `trajectory_writer`), and learners read through a tf.data dataset
+(`dataset.ReplayDataset`, the only module that imports TensorFlow; it is imported lazily).
+"""
+from replay import errors, extensions, rate_limiters, selectors
+from replay.checkpoint import Checkpointer
+from replay.chunk_store import ChunkStore
+from replay.client import Client
+from replay.extensions import PriorityDiffusionExtension, StatisticsExtension
+from replay.rate_limiters import MinSize, Queue, SampleToInsertRatio, Stack
+from replay.replay_sample import ReplaySample, SampleInfo
+from replay.selectors import Fifo, Lifo, MaxHeap, MinHeap, Prioritized, Uniform
+from replay.server import Server
+from replay.specs import TensorSpec
+from replay.table import SampledItem, Table, TableInfo
+from replay.trajectory_writer import TrajectoryWriter
+from replay.writer import Writer
+
+
+def __getattr__(name):
+    # ReplayDataset needs TensorFlow; import it only when asked for.
+    if name == "ReplayDataset":
+        from replay.dataset import ReplayDataset
+
+        return ReplayDataset
+    raise AttributeError(f"module 'replay' has no attribute {name!r}")
+
+
+__all__ = [
+    "Checkpointer", "ChunkStore", "Client", "Fifo", "Lifo", "MaxHeap", "MinHeap", "MinSize",
+    "Prioritized", "PriorityDiffusionExtension", "Queue", "ReplayDataset", "ReplaySample",
+    "SampleInfo", "SampleToInsertRatio", "SampledItem", "Server", "Stack", "StatisticsExtension",
+    "Table", "TableInfo", "TensorSpec", "TrajectoryWriter", "Uniform", "Writer", "errors",
+    "extensions", "rate_limiters", "selectors",
+]

@@ -99,7 +99,7 @@ class Client:
                     options = [
                         ("grpc.max_receive_message_length", self.max_message_bytes),
                         ("grpc.max_send_message_length", self.max_message_bytes),
-                        ("grpc.keepalive_time_ms", 10_000),
+                        ("grpc.keepalive_time_ms", 30_000),
                         ("grpc.keepalive_timeout_ms", 5_000),
                         ("grpc.keepalive_permit_without_calls", 1),
                     ]

@@ -312,6 +312,11 @@ class Server:
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.so_reuseport", 0),
+            # Clients ping every 30 s to notice dead connections; allow it (gRPC's default policy
+            # answers pings more often than every 5 minutes with GOAWAY "too_many_pings").
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+            ("grpc.http2.max_ping_strikes", 0),
         ]
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="replay-server")

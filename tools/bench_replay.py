@@ -7,6 +7,13 @@ Modes:
              size: every timed insert adds a new item and evicts the oldest (Fifo remover), so the size
              stays constant. Items are built before timing starts (that is the writer's work).
 
+  server-insert, server-sample, server-sample-stream
+             the replay server in one process and N client processes on loopback (see
+             tools/bench_replay_server.py): one float32 tensor of random data per item (400 B, 4 kB,
+             40 kB, 400 kB), chunk length 1, sequence length 1, Uniform/Fifo table of 100k items,
+             MinSize(1); one line per case with items/s and MB/s.
+             Options: --clients 1 4 --payloads 400 4000 40000 400000 --duration 3
+
 Usage: python tools/bench_replay.py [--mode inprocess] [--sizes 1000 1000000] [--ops 20000]
 """
 from __future__ import annotations
@@ -20,6 +27,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # tools/bench_replay_server.py
 
 from replay.chunks import Chunk
 from replay.items import Item, trajectory_from_chunks
@@ -90,8 +98,22 @@ def run_inprocess(args) -> None:
             gc.collect()
 
 
+def run_server(mode):
+    def run(args) -> None:
+        import bench_replay_server
+
+        for payload in args.payloads:
+            for clients in args.clients:
+                print(bench_replay_server.run_case(mode, payload, clients, args.duration), flush=True)
+
+    return run
+
+
 MODES = {
     "inprocess": run_inprocess,
+    "server-insert": run_server("insert"),
+    "server-sample": run_server("sample"),
+    "server-sample-stream": run_server("sample_stream"),
 }
 
 
@@ -101,6 +123,10 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 1_000_000])
     parser.add_argument("--selectors", nargs="+", choices=list(SELECTORS), default=list(SELECTORS))
     parser.add_argument("--ops", type=int, default=50_000, help="timed operations per case")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4], help="server modes: client processes")
+    parser.add_argument("--payloads", type=int, nargs="+", default=[400, 4_000, 40_000, 400_000],
+                        help="server modes: bytes per item")
+    parser.add_argument("--duration", type=float, default=3.0, help="server modes: seconds per case")
     args = parser.parse_args(argv)
     MODES[args.mode](args)
 

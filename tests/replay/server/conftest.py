@@ -85,9 +85,11 @@ class ServerProcess:
             raise RuntimeError(f"replay-server did not start: {self.proc.stderr.read()}")
 
     def read_until_exit(self, timeout=60):
-        out, err = self.proc.communicate(timeout=timeout)
-        self.lines.extend(out.splitlines())
-        return self.proc.returncode, err
+        # Read through the same buffered stream the address was read from (communicate() would
+        # miss lines already buffered there); the output is small, so the pipes cannot fill.
+        self.proc.wait(timeout=timeout)
+        self.lines.extend(self.proc.stdout.read().splitlines())
+        return self.proc.returncode, self.proc.stderr.read()
 
     def terminate(self):
         if self.proc.poll() is None:

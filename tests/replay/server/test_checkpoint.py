@@ -58,7 +58,7 @@ def test_restored_rate_limiter_does_not_block_samplers_forever(tmp_path):
     def tables():
         return [Table("ratio", selectors.Uniform(seed=0), selectors.Fifo(), 1000,
                       rate_limiters.SampleToInsertRatio(samples_per_insert=1.0, min_size_to_sample=2,
-                                                        error_buffer=3.0))]
+                                                        error_buffer=10.0))]
 
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(tables(), checkpointer=checkpointer) as server:

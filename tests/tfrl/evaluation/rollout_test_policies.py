@@ -1,8 +1,11 @@
-"""Small real policies for the rollout tests, built with build_tf_policy.
+"""Small real policies (and a crashing env) for the rollout tests, built with build_tf_policy.
 
 Ray actors cannot import test modules, so this module is registered with cloudpickle to be
 shipped by value (see conftest.py).
 """
+import os
+
+import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
@@ -48,3 +51,20 @@ def add_priorities(policy, sample_batch, other_agent_batches=None, episode=None)
 
 PrioritizedPGPolicy = build_tf_policy("PrioritizedPGPolicy", loss_fn=pg_loss,
                                       postprocess_fn=add_priorities, get_default_config=pg_defaults)
+
+
+def crash_once_env(env_config):
+    """CartPole whose first step crashes in whichever worker removes the marker file first."""
+    env = gym.make("CartPole-v1")
+    marker = env_config["marker"]
+    original_step = env.step
+
+    def step(action):
+        try:
+            os.remove(marker)
+        except FileNotFoundError:
+            return original_step(action)
+        raise RuntimeError("physics engine exploded")
+
+    env.step = step
+    return env

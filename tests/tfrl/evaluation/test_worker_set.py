@@ -1,13 +1,12 @@
 """WorkerSet on a real local Ray: weight and filter synchronisation, calls on all workers,
 adding workers, replay-writing remote workers, and recovery from killed actors and crashed envs."""
-import os
 import threading
 import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
-from rollout_test_policies import PGPolicy
+from rollout_test_policies import PGPolicy, crash_once_env
 
 from replay.server import Server
 from replay.table import Table
@@ -61,7 +60,7 @@ def test_weights_filters_and_calls_reach_every_worker(ray_session):
 
 
 def test_actor_killed_in_the_middle_of_sampling_is_recreated_with_current_weights(ray_session):
-    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, rollout_fragment_length=20_000),
+    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, rollout_fragment_length=10_000),
                    num_workers=2)
     try:
         local = ws.local_worker()
@@ -72,14 +71,14 @@ def test_actor_killed_in_the_middle_of_sampling_is_recreated_with_current_weight
         sampler = threading.Thread(
             target=lambda: results.setdefault("batches", ws.call_remote_workers("sample")))
         sampler.start()
-        time.sleep(2.0)  # let the long fragments start
+        time.sleep(1.0)  # let the long fragments start
         import ray
 
         ray.kill(victim)
         sampler.join(timeout=200)
         assert not sampler.is_alive()
         assert len(results["batches"]) == 1  # the healthy worker's fragment
-        assert results["batches"][0].count == 20_000
+        assert results["batches"][0].count == 10_000
         assert ws.num_worker_failures == 1
         assert ws.num_healthy_workers() == 2
         assert victim not in ws.remote_workers()
@@ -91,23 +90,6 @@ def test_actor_killed_in_the_middle_of_sampling_is_recreated_with_current_weight
         assert [b.count for b in ws.call_remote_workers("sample")] == [10, 10]
     finally:
         ws.stop()
-
-
-def crash_once_env(env_config):
-    """CartPole whose first step crashes in whichever worker removes the marker file first."""
-    env = gym.make("CartPole-v1")
-    marker = env_config["marker"]
-    original_step = env.step
-
-    def step(action):
-        try:
-            os.remove(marker)
-        except FileNotFoundError:
-            return original_step(action)
-        raise RuntimeError("physics engine exploded")
-
-    env.step = step
-    return env
 
 
 def test_worker_whose_env_crashed_is_recreated_and_counted(ray_session, tmp_path):
