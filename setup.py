@@ -21,8 +21,8 @@ setup(
         "gymnasium>=1.0,<2",
         "numpy>=1.26",
         "lz4>=4.3",
-        "grpcio>=1.60",
-        "protobuf>=5.26",
+        "grpcio>=1.85.1",
+        "protobuf>=7.35.1,<8",
         "PyYAML>=6",
         "rich>=13",
     ],
@@ -32,7 +32,7 @@ setup(
             "pytest-timeout>=2.2",
             "hypothesis>=6.100",
         ],
-        "dev": ["grpcio-tools>=1.60"],
+        "dev": ["grpcio-tools>=1.85.1"],
     },
     entry_points={
         "console_scripts": [

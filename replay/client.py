@@ -247,11 +247,8 @@ class Client:
 
         call = self.stub.SampleStream(request_iterator(), metadata=self.metadata)
         received = 0
-        unacked_credit = 0
         try:
             for response in call:
-                from replay.chunks import Chunk  # noqa: F401  (keeps the import local and cheap)
-
                 chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
                 pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
                 items = [item for _, item in pairs]
@@ -259,18 +256,14 @@ class Client:
                     items, response.probabilities, response.table_sizes, response.priorities,
                     response.times_sampled)]
                 received += len(items)
-                unacked_credit += len(items)
+                # Top the credit back up to the budget once half of it was used, so requests stay few.
+                outstanding = granted - received
+                top_up = max_in_flight - outstanding
                 if max_samples >= 0:
-                    remaining_grant = max_samples - granted
-                    top_up = min(unacked_credit, remaining_grant)
-                else:
-                    top_up = unacked_credit
-                # Top the credit up in batches of half the budget, so requests stay few.
-                if top_up > 0 and (unacked_credit * 2 >= max_in_flight or
-                                   (max_samples >= 0 and granted + top_up >= max_samples)):
+                    top_up = min(top_up, max_samples - granted)
+                if top_up > 0 and outstanding * 2 <= max_in_flight:
                     requests.put(replay_pb2.SampleRequest(num_samples=top_up))
                     granted += top_up
-                    unacked_credit = 0
                 yield infos, items, {}
                 if 0 <= max_samples <= received:
                     return

@@ -24,15 +24,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
+import grpc
+import lz4.block
 import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors
-from replay.client import Client
+from replay import errors, wire
+from replay.client import Client, translate_rpc_error
+from replay.proto import replay_pb2
 from replay.replay_sample import ReplaySample, SampleInfo
 
 log = logging.getLogger(__name__)
@@ -42,6 +46,9 @@ INFO_DTYPES = SampleInfo(key=tf.uint64, probability=tf.float64, table_size=tf.in
 """The dtype of each SampleInfo field in dataset elements (Reverb's choice)."""
 
 _DEFAULT_WORKERS = 2
+# Bits of ChunkBatch.flags (see replay/proto/replay.proto).
+_FLAG_COMPRESSED = 1
+_FLAG_DELTA = 2
 
 
 @dataclasses.dataclass
@@ -121,12 +128,170 @@ def _block_signature(dtypes: Any, shapes: Any):
     return info, tuple(tree.flatten(data))
 
 
+def _sample_responses(client: Client, table: str, max_in_flight: int, timeout_ms: int,
+                      max_samples: int) -> Iterator[replay_pb2.SampleResponse]:
+    """Raw SampleStream responses, granting the server credit as samples arrive so that at
+    most `max_in_flight` are requested ahead of consumption.
+
+    Raises (when iterated): the `replay.errors` class matching the stream's failure.
+    """
+    requests: "queue.SimpleQueue" = queue.SimpleQueue()
+    granted = max_in_flight if max_samples < 0 else min(max_in_flight, max_samples)
+    requests.put(replay_pb2.SampleRequest(table=table, num_samples=granted,
+                                          rate_limiter_timeout_ms=timeout_ms))
+    done = object()
+
+    def request_iterator():
+        while True:
+            request = requests.get()
+            if request is done:
+                return
+            yield request
+
+    call = client.stub.SampleStream(request_iterator(), metadata=client.metadata)
+    received = unacked = 0
+    try:
+        for response in call:
+            count = len(response.probabilities)
+            received += count
+            unacked += count
+            top_up = unacked if max_samples < 0 else min(unacked, max_samples - granted)
+            # Credit goes back in batches of half the budget, so requests stay few.
+            if top_up > 0 and (2 * unacked >= max_in_flight or granted + top_up == max_samples):
+                requests.put(replay_pb2.SampleRequest(num_samples=top_up))
+                granted += top_up
+                unacked = 0
+            yield response
+            if 0 <= max_samples <= received:
+                return
+    except grpc.RpcError as e:
+        raise translate_rpc_error(e, f"sampling table {table!r} at {client.address}") from None
+    finally:
+        requests.put(done)
+        call.cancel()
+
+
+def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtype]):
+    """Decodes one response into (SampleInfo of [N] arrays, flat [N, ...] columns), or None
+    when the response needs the general per-item path (multi-slice or delta-encoded columns,
+    or items whose shapes differ within a column).
+
+    The fast path copies each item's bytes once into one buffer per column (a `bytes.join`
+    over views of the chunk columns), so the per-item cost is a few list operations.
+
+    Raises:
+      InvalidArgumentError: the items do not have the dataset's number of columns or dtypes.
+      DataLossError: a column's bytes do not match its declared shape.
+    """
+    items, chunks = response.items, response.chunks
+    num_items = len(items.keys)
+    num_leaves = len(flat_dtypes)
+    if any(c != num_leaves for c in items.num_columns):
+        raise errors.InvalidArgumentError(
+            f"sampled items have {sorted(set(items.num_columns))} columns but the dataset declares "
+            f"{num_leaves} (dtypes/shapes); use ReplayDataset.from_table_signature or fix dtypes")
+    if len(items.slice_chunk_keys) != num_items * num_leaves:
+        return None  # some item column spans several chunks
+    flags = list(chunks.flags)
+    if any(f & _FLAG_DELTA for f in flags):
+        return None
+    chunk_column_start = {}
+    position = 0
+    for key, count in zip(chunks.keys, chunks.num_columns):
+        chunk_column_start[key] = position
+        position += count
+    column_data = list(chunks.column_data)
+    chunk_dtypes = [np.dtype(d) for d in chunks.dtypes]
+    dtype_index = list(chunks.dtype_index)
+    ranks = list(chunks.ranks)
+    dims = list(chunks.shape_dims)
+    dim_start = [0] * len(ranks)
+    for i in range(1, len(ranks)):
+        dim_start[i] = dim_start[i - 1] + ranks[i - 1]
+    slice_keys = list(items.slice_chunk_keys)
+    slice_offsets = list(items.slice_offsets)
+    slice_lengths = list(items.slice_lengths)
+    slice_indices = list(items.slice_indices)
+    squeeze = list(items.squeeze)
+    decompressed: Dict[int, bytes] = {}
+    out = []
+    for leaf in range(num_leaves):
+        parts = []
+        layout = None
+        for j in range(leaf, num_items * num_leaves, num_leaves):
+            column = chunk_column_start[slice_keys[j]] + slice_indices[j]
+            item_layout = (column_layout := (dtype_index[column], ranks[column], dim_start[column]),
+                           slice_lengths[j], squeeze[j])
+            if layout is None:
+                layout = item_layout
+                rank_start = column_layout[2]
+                step_shape = tuple(dims[rank_start:rank_start + column_layout[1]])
+                dtype = chunk_dtypes[column_layout[0]]
+                step_bytes = int(np.prod(step_shape, dtype=np.int64)) * dtype.itemsize
+            elif item_layout != layout:
+                rank_start = column_layout[2]
+                if (column_layout[0] != layout[0][0] or item_layout[1:] != layout[1:]
+                        or tuple(dims[rank_start:rank_start + column_layout[1]]) != step_shape):
+                    return None  # items of different shapes in this column
+            raw = column_data[column]
+            if flags[column] & _FLAG_COMPRESSED:
+                raw = decompressed.get(column)
+                if raw is None:
+                    raw = decompressed[column] = lz4.block.decompress(column_data[column])
+            start = slice_offsets[j] * step_bytes
+            stop = start + slice_lengths[j] * step_bytes
+            parts.append(raw if start == 0 and stop == len(raw) else memoryview(raw)[start:stop])
+        if dtype != flat_dtypes[leaf]:
+            raise errors.InvalidArgumentError(
+                f"column {leaf} of the sampled items has dtype {dtype.name} but the dataset declares "
+                f"{flat_dtypes[leaf].name}; fix dtypes or use ReplayDataset.from_table_signature")
+        item_shape = step_shape if layout[2] else (layout[1],) + step_shape
+        buffer = b"".join(parts)
+        try:
+            out.append(np.frombuffer(buffer, dtype=dtype).reshape((num_items,) + item_shape))
+        except ValueError as e:
+            raise errors.DataLossError(
+                f"column {leaf} of a sample response holds {len(buffer)} bytes, which do not fit "
+                f"{num_items} items of shape {item_shape} and dtype {dtype.name}") from e
+    info = SampleInfo(
+        key=np.array(items.keys, dtype=np.uint64),
+        probability=np.array(response.probabilities, dtype=np.float64),
+        table_size=np.array(response.table_sizes, dtype=np.int64),
+        priority=np.array(response.priorities, dtype=np.float64),
+        times_sampled=np.array(response.times_sampled, dtype=np.int32))
+    return info, out
+
+
+def _decode_items_one_by_one(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtype]):
+    """The general path: yields one-item blocks decoded through the replay data model."""
+    chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
+    pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+    cache: dict = {}
+    for i, (_, item) in enumerate(pairs):
+        info = SampleInfo(
+            key=np.array([item.key], np.uint64),
+            probability=np.array([response.probabilities[i]], np.float64),
+            table_size=np.array([response.table_sizes[i]], np.int64),
+            priority=np.array([response.priorities[i]], np.float64),
+            times_sampled=np.array([response.times_sampled[i]], np.int32))
+        columns = item.decode(cache)
+        if len(columns) != len(flat_dtypes):
+            raise errors.InvalidArgumentError(
+                f"sampled items have {len(columns)} columns but the dataset declares {len(flat_dtypes)}")
+        for leaf, (value, dtype) in enumerate(zip(columns, flat_dtypes)):
+            if value.dtype != dtype:
+                raise errors.InvalidArgumentError(
+                    f"column {leaf} of the sampled items has dtype {value.dtype.name} but the dataset "
+                    f"declares {dtype.name}")
+        yield info, [c[None] for c in columns]
+
+
 class _BlockStream:
     """The generator behind one worker: yields (info, flat columns) blocks of many items."""
 
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
-                 metrics: StreamMetrics, client: Optional[Client] = None):
+                 metrics: StreamMetrics):
         self.address = address
         self.table = table
         self.flat_dtypes = flat_dtypes
@@ -135,46 +300,42 @@ class _BlockStream:
         self.rate_limiter_timeout_ms = rate_limiter_timeout_ms
         self.tolerate_failure = tolerate_failure
         self.metrics = metrics
-        self.client = client
 
     def __call__(self):
-        client = self.client or Client(self.address)
-        while True:
-            self.metrics.record_stream(self.address)
-            received = 0
-            try:
-                for infos, columns in client.sample_stream(
-                        self.table, max_in_flight_samples=self.max_in_flight,
-                        rate_limiter_timeout_ms=self.rate_limiter_timeout_ms,
-                        max_samples=self.max_samples_per_stream):
-                    received += len(infos["key"])
-                    self.metrics.record_block(self.address, len(infos["key"]))
-                    yield from self._blocks(infos, columns)
-            except errors.DeadlineExceededError:
-                # Reverb's contract: no sample within the rate-limiter timeout ends the dataset.
-                self.metrics.record_timeout(self.address)
-                return
-            except (errors.UnavailableError, errors.CancelledError) as e:
-                self.metrics.record_failure(self.address, e)
-                if not self.tolerate_failure:
-                    raise
-                log.warning("replay dataset: the stream from %s failed (%s); reading on from the "
-                            "other servers", self.address, e)
-                return
-            if self.max_samples_per_stream < 0 or received < self.max_samples_per_stream:
-                return  # the server closed the stream
-            # max_samples_per_stream reached: open a new stream, as Reverb does.
-
-    def _blocks(self, infos: Dict[str, np.ndarray], columns: List[Any]):
-        info = SampleInfo(infos["key"], infos["probability"], infos["table_size"], infos["priority"],
-                          infos["times_sampled"])
-        if all(isinstance(c, np.ndarray) for c in columns):
-            yield info, tuple(np.asarray(c, dtype=d) for c, d in zip(columns, self.flat_dtypes))
-            return
-        # Items of different shapes in one response: one block per item (slow, but exact).
-        for i in range(len(infos["key"])):
-            item_info = SampleInfo(*[f[i:i + 1] for f in info])
-            yield item_info, tuple(np.asarray(c[i], dtype=d)[None] for c, d in zip(columns, self.flat_dtypes))
+        client = Client(self.address)
+        try:
+            while True:
+                self.metrics.record_stream(self.address)
+                received = 0
+                try:
+                    for response in _sample_responses(client, self.table, self.max_in_flight,
+                                                      self.rate_limiter_timeout_ms,
+                                                      self.max_samples_per_stream):
+                        count = len(response.probabilities)
+                        received += count
+                        self.metrics.record_block(self.address, count)
+                        block = _decode_block(response, self.flat_dtypes)
+                        if block is not None:
+                            yield block[0], tuple(block[1])
+                        else:
+                            for info, columns in _decode_items_one_by_one(response, self.flat_dtypes):
+                                yield info, tuple(columns)
+                except errors.DeadlineExceededError:
+                    # Reverb's contract: no sample within the rate-limiter timeout ends the dataset.
+                    self.metrics.record_timeout(self.address)
+                    return
+                except (errors.UnavailableError, errors.CancelledError) as e:
+                    self.metrics.record_failure(self.address, e)
+                    if not self.tolerate_failure:
+                        raise
+                    log.warning("replay dataset: the stream from %s failed (%s); reading on from "
+                                "the other servers", self.address, e)
+                    return
+                if self.max_samples_per_stream < 0 or received < self.max_samples_per_stream:
+                    return  # the server closed the stream
+                # max_samples_per_stream reached: open a new stream, as Reverb does.
+        finally:
+            client.close()
 
 
 def _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,

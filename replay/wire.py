@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -260,6 +261,7 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
         _check_lengths("item batch", n, times_sampled=times_sampled, inserted_at=inserted_at)
     out = []
     column_i = slice_i = 0
+    now = time.time()  # one insertion time per message: Item() would call time.time() per item
     for i in range(n):
         trajectory = []
         item_chunks = {}
@@ -277,7 +279,7 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
         if with_state:
             item = Item(keys[i], priorities[i], trajectory, item_chunks, times_sampled[i], inserted_at[i])
         else:
-            item = Item(keys[i], priorities[i], trajectory, item_chunks)
+            item = Item(keys[i], priorities[i], trajectory, item_chunks, 0, now)
         out.append((tables[table_index[i]], item))
     return out
 

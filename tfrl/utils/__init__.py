@@ -1,4 +1,5 @@
-"""Small helpers shared across tfrl: schedules for learning rates, coefficients and exploration."""
+"""Small helpers shared across tfrl: schedules (learning rates, coefficients, exploration) and
+lz4 array packing (compression.py)."""
 from tfrl.utils.schedules import (ConstantSchedule, LinearSchedule, PiecewiseSchedule, Schedule,
                                   make_schedule)
 

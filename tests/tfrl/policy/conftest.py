@@ -1,7 +1,7 @@
 """Fixtures for the policy tests."""
 import pytest
 
-from policy_helpers import ActorCriticPolicy, cartpole_spaces
+from .policy_helpers import ActorCriticPolicy, cartpole_spaces
 
 
 @pytest.fixture

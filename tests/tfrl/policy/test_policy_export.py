@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from policy_helpers import ActorCriticPolicy, TINY_MODEL, cartpole_spaces
+from .policy_helpers import ActorCriticPolicy, TINY_MODEL, cartpole_spaces
 
 LOADER = textwrap.dedent("""
     import json, sys

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 import tf_keras as keras
 
-from policy_helpers import ActorCriticPolicy, cartpole_spaces, random_fragment
+from .policy_helpers import ActorCriticPolicy, cartpole_spaces, random_fragment
 
 SGD_POLICY = ActorCriticPolicy.with_updates(
     name="SGDActorCritic",

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from policy_helpers import TINY_MODEL, ActorCriticPolicy, cartpole_spaces, random_fragment
+from .policy_helpers import TINY_MODEL, ActorCriticPolicy, cartpole_spaces, random_fragment
 from tfrl.errors import InvalidConfigError, NotSupportedError
 from tfrl.policy import (ComputeTDErrorMixin, KLCoeffMixin, SampleBatch, TargetNetworkMixin,
                          build_tf_policy)

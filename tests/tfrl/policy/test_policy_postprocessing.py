@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from policy_helpers import random_fragment
+from .policy_helpers import random_fragment
 from tfrl.errors import InvalidBatchError, InvalidConfigError
 from tfrl.policy import SampleBatch, adjust_nstep, compute_advantages, concat_samples
 from tfrl.utils import LinearSchedule, PiecewiseSchedule

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from policy_helpers import (TINY_MODEL, ActorCriticPolicy, actor_critic_loss, cartpole_spaces,
+from .policy_helpers import (TINY_MODEL, ActorCriticPolicy, actor_critic_loss, cartpole_spaces,
                             random_fragment)
 from tfrl.errors import CheckpointError, InvalidBatchError, InvalidConfigError
 from tfrl.policy import SampleBatch, build_tf_policy

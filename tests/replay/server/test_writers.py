@@ -1,0 +1,81 @@
+"""Writer and TrajectoryWriter behaviour: chunking, keep-alive, episodes, argument errors."""
+import numpy as np
+import pytest
+
+from replay import errors
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_chunk_length_groups_steps_and_items_wait_for_their_chunk(server, client):
+    writer = client.trajectory_writer(num_keep_alive_refs=8, chunk_length=4, delta_encoded=True)
+    for t in range(6):
+        writer.append({"frame": np.full((2, 2), t, np.int32)})
+        writer.create_item("uniform", 1.0, {"frame": writer.history["frame"][-1:]})
+    # Items 0-3 went out with the first (closed) chunk; items 4-5 wait for the open one.
+    writer.flush(block_until_num_items=0, timeout=10)
+    assert server.tables["uniform"].size == 6
+    lengths = sorted(server.chunk_store.get([k])[0].length for k in server.chunk_store.keys())
+    assert lengths == [2, 4]  # flush closed the open chunk after 2 steps
+    assert any(c.delta_encoded for k in server.chunk_store.keys() for c in server.chunk_store.get([k])[0].columns)
+    values = sorted(int(s.data[0][0, 0, 0]) for s in client.sample("uniform", 200, timeout=10))
+    assert set(values) == set(range(6))
+    writer.close()
+
+
+def test_keep_alive_window_and_history_errors(client):
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    with pytest.raises(errors.InvalidArgumentError, match="append a step first"):
+        writer.history
+    first = writer.append({"x": np.float32(0)})
+    for t in range(1, 4):
+        writer.append({"x": np.float32(t)})
+    with pytest.raises(errors.InvalidArgumentError, match="no longer kept alive"):
+        writer.create_item("uniform", 1.0, first)
+    with pytest.raises(errors.InvalidArgumentError, match="kept-alive"):
+        writer.history["x"][-3]
+    with pytest.raises(errors.InvalidArgumentError, match="priority"):
+        writer.create_item("uniform", -1.0, writer.history["x"][-1])
+    with pytest.raises(errors.InvalidArgumentError, match="structure"):
+        writer.append({"y": np.float32(1)})
+    with pytest.raises(errors.InvalidArgumentError, match="shape"):
+        writer.append({"x": np.zeros(2, np.float32)})
+    writer.create_item("uniform", 1.0, writer.history["x"][-2:])
+    writer.flush(timeout=10)
+    sample = next(client.sample("uniform", 1, timeout=10))
+    np.testing.assert_array_equal(sample.data[0], [2.0, 3.0])
+    writer.close()
+
+
+def test_end_episode_starts_a_new_episode(server, client):
+    writer = client.trajectory_writer(num_keep_alive_refs=4)
+    old = writer.append(np.float32(1))
+    writer.end_episode(timeout=10)
+    assert writer.episode_steps == 0
+    writer.append(np.float32(2))
+    with pytest.raises(errors.InvalidArgumentError, match="earlier episode"):
+        writer.create_item("uniform", 1.0, old)
+    writer.create_item("uniform", 1.0, writer.history[-1])
+    writer.close()
+    assert server.tables["uniform"].size == 1
+    (item_key,) = server.tables["uniform"].keys()
+    chunk = next(iter(server.tables["uniform"].get(item_key).chunks.values()))
+    assert chunk.start_index == 0
+
+
+def test_legacy_writer_append_sequence_and_argument_checks(server, client):
+    with client.writer(max_sequence_length=3) as writer:
+        writer.append_sequence({"a": np.arange(5, dtype=np.int64), "b": np.ones((5, 2), np.float32)})
+        assert writer.episode_steps == 5
+        writer.create_item("queue", 3, 1.0)
+        with pytest.raises(errors.InvalidArgumentError, match="max_sequence_length"):
+            writer.create_item("queue", 4, 1.0)
+        with pytest.raises(errors.InvalidArgumentError, match="same leading"):
+            writer.append_sequence({"a": np.arange(2), "b": np.ones((3, 2), np.float32)})
+    a, b = next(client.sample("queue", 1, timeout=10)).data
+    np.testing.assert_array_equal(a, [2, 3, 4])
+    assert b.shape == (3, 2)
+    with client.writer(2) as writer:
+        writer.append(np.float32(0))
+        with pytest.raises(errors.InvalidArgumentError, match="only 1 steps"):
+            writer.create_item("queue", 2, 1.0)
