@@ -101,7 +101,15 @@ def check_actions_in_space(actions: np.ndarray, action_space: Any, env_name: str
                 "set clip_actions=True to clip actions to the bounds, or normalize_actions=True "
                 "for a policy acting in [-1, 1]")
         return
-    for action in actions:
+    if isinstance(actions, np.ndarray):
+        rows = list(actions)
+    else:  # a nest of batched arrays (Dict/Tuple action spaces): one nest per row
+        import tree
+
+        leaves = tree.flatten(actions)
+        rows = [tree.unflatten_as(actions, [leaf[i] for leaf in leaves])
+                for i in range(len(leaves[0]))]
+    for action in rows:
         if not action_space.contains(action):
             raise errors.ActionOutOfSpaceError(
                 f"env {env_name!r}: the policy chose action {action!r}, outside {action_space}")

@@ -1,0 +1,87 @@
+"""PolicyOptimizer: the base of every distributed training strategy (RLlib's policy optimizers).
+
+A policy optimizer owns all distributed execution of one trainer: it drives the rollout workers
+(Ray actors), the replay tables they write into, and the learner; the policy never knows which
+optimizer runs it. `step()` is one round of sampling and learning; the counters and timings it
+keeps appear in the trainer's result under `info`.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Dict
+
+
+class TimerStat:
+    """Running mean of the durations of a repeated piece of work (seconds)."""
+
+    def __init__(self):
+        self.total = 0.0
+        self.count = 0
+        self.last = 0.0
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else 0.0
+
+    def push(self, seconds: float) -> None:
+        self.total += seconds
+        self.count += 1
+        self.last = seconds
+
+
+class PolicyOptimizer:
+    """Base class. Subclasses implement `step()` and keep `num_steps_sampled/trained` current.
+
+    Args:
+      workers: the trainer's WorkerSet (a local worker plus remote Ray actors).
+      config: the trainer's merged config.
+      replay: the trainer's ReplayService; optimizers that stream data declare their tables on
+        it and start it.
+    """
+
+    def __init__(self, workers, config: dict, replay=None):
+        self.workers = workers
+        self.config = config
+        self.replay = replay
+        self.num_steps_sampled = 0
+        self.num_steps_trained = 0
+        self.timers: Dict[str, TimerStat] = defaultdict(TimerStat)
+        self.learner_stats: Dict[str, dict] = {}
+
+    @contextmanager
+    def timer(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timers[name].push(time.perf_counter() - start)
+
+    def step(self) -> dict:
+        """One round of sampling and learning; returns the learner stats per policy."""
+        raise NotImplementedError
+
+    def stats(self) -> dict:
+        return {
+            "num_steps_sampled": self.num_steps_sampled,
+            "num_steps_trained": self.num_steps_trained,
+            **{f"{name}_time_ms": round(1000 * t.mean, 3) for name, t in self.timers.items()},
+        }
+
+    def collect_metrics(self, smoothing_episodes: int = 100) -> dict:
+        """RLlib's classic result dict: episode metrics from every worker plus `info`."""
+        result = self.workers.collect_metrics(smoothing_episodes)
+        result["timesteps_total"] = self.num_steps_sampled
+        result["info"] = {"learner": self.learner_stats, **self.stats()}
+        return result
+
+    def save(self) -> dict:
+        return {"num_steps_sampled": self.num_steps_sampled, "num_steps_trained": self.num_steps_trained}
+
+    def restore(self, state: dict) -> None:
+        self.num_steps_sampled = state["num_steps_sampled"]
+        self.num_steps_trained = state["num_steps_trained"]
+
+    def stop(self) -> None:
+        pass
