@@ -13,11 +13,16 @@ from tfrl.policy import (DEFAULT_POLICY_ID, ComputeTDErrorMixin, EntropyCoeffSch
                          build_tf_policy, compute_advantages, compute_gae_for_sample_batch,
                          concat_samples)
 from tfrl.utils import LinearSchedule, PiecewiseSchedule
+from tfrl.env import MultiAgentEnv, register_env
+from tfrl.evaluation import (DefaultCallbacks, ReplayOutputSpec, RolloutWorker, WorkerSet,
+                             collect_episodes, replay_signature, summarize_episodes)
 
 __all__ = [
     "errors", "ModelCatalog", "TFModel", "DEFAULT_POLICY_ID", "ComputeTDErrorMixin",
     "EntropyCoeffSchedule", "KLCoeffMixin", "LearningRateSchedule", "MultiAgentBatch", "Policy",
     "SampleBatch", "TargetNetworkMixin", "TFPolicy", "ValueNetworkMixin", "adjust_nstep",
     "build_tf_policy", "compute_advantages", "compute_gae_for_sample_batch", "concat_samples",
-    "LinearSchedule", "PiecewiseSchedule",
+    "LinearSchedule", "PiecewiseSchedule", "MultiAgentEnv", "register_env", "DefaultCallbacks",
+    "ReplayOutputSpec", "RolloutWorker", "WorkerSet", "collect_episodes", "replay_signature",
+    "summarize_episodes",
 ]

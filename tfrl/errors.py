@@ -35,3 +35,31 @@ class NotSupportedError(TfrlError, NotImplementedError):
 
 class CheckpointError(TfrlError):
     """A policy state or checkpoint is missing, unreadable, or does not match the policy."""
+
+
+class EnvError(TfrlError):
+    """Base class of problems caused by an environment."""
+
+
+class UnknownEnvError(EnvError, InvalidConfigError):
+    """An env name that is neither registered with `register_env` nor a gymnasium id."""
+
+
+class InvalidEnvError(EnvError, TypeError):
+    """An object used as an env lacks reset/step or gymnasium spaces."""
+
+
+class InvalidObservationError(EnvError, ValueError):
+    """An env returned an observation holding NaN or infinity."""
+
+
+class ActionOutOfSpaceError(EnvError, ValueError):
+    """A policy chose an action outside the env's action space."""
+
+
+class EnvCrashError(EnvError, RuntimeError):
+    """An env raised an exception in reset() or step(); the worker holding it must be recreated."""
+
+
+class WorkerCrashedError(TfrlError, RuntimeError):
+    """A remote rollout worker died and could not be recreated."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tfrl.env import errors
+from tfrl import errors
 
 
 def check_env(env: Any, env_name: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple
 
-from tfrl.env import errors
+from tfrl import errors
 
 AgentID = Hashable
 ALL_AGENTS = "__all__"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Union
 
-from tfrl.env import errors
+from tfrl import errors
 
 EnvCreator = Callable[[dict], Any]
 

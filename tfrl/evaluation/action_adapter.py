@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tfrl.env import errors
+from tfrl import errors
 from tfrl.env.checks import check_actions_in_space
 
 

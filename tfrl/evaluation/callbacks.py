@@ -67,7 +67,7 @@ def make_callbacks(spec: Any) -> DefaultCallbacks:
     Raises:
       InvalidConfigError: `spec` is none of these.
     """
-    from tfrl.env import errors
+    from tfrl import errors
 
     if spec is None:
         return DefaultCallbacks()

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterable, Optional, Tuple
 
 import numpy as np
 
-from tfrl.env import errors
+from tfrl import errors
 
 
 class RunningStat:

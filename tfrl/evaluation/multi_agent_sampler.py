@@ -99,7 +99,7 @@ class MultiAgentEnvRunner:
         if agent_id not in state.trajectories:
             pid = state.episode.policy_for(agent_id)
             if pid not in self.policy_map:
-                from tfrl.env import errors
+                from tfrl import errors
 
                 raise errors.InvalidConfigError(
                     f"env {self.env_name!r}: policy_mapping_fn mapped agent {agent_id!r} to "

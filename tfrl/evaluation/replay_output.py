@@ -22,7 +22,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 import numpy as np
 import tree
 
-from tfrl.env import errors
+from tfrl import errors
 from tfrl.errors import InvalidBatchError
 from tfrl.policy.sample_batch import SampleBatch
 
@@ -231,13 +231,12 @@ class ReplayOutput:
         writer = self._get_writer()
         table = self.tables[pid]
         names = list(columns)
-        flat_columns = [columns[c] for c in names]
-        nested = any(tree.is_nested(c) for c in flat_columns)
+        nested = any(tree.is_nested(columns[c]) for c in names)
         for t in range(n):
             if nested:
                 step = {c: tree.map_structure(lambda a: a[t], columns[c]) for c in names}
             else:
-                step = {c: col[t] for c, col in zip(names, flat_columns)}
+                step = {c: columns[c][t] for c in names}
             refs = writer.append(step)
             writer.create_item(table, float(priorities[t]), refs)
         return n

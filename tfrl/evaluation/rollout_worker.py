@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from tfrl.env import errors
+from tfrl import errors
 from tfrl.env.checks import check_env
 from tfrl.env.multi_agent_env import MultiAgentEnv
 from tfrl.env.registry import EnvContext, resolve_env_creator

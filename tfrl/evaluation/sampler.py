@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import numpy as np
 import tree
 
-from tfrl.env import errors
+from tfrl import errors
 from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.evaluation.episode import Episode
@@ -165,7 +165,7 @@ class EnvRunner:
         at least rollout_fragment_length rows, whole episodes only.
 
         Raises:
-          EnvCrashError, InvalidObservationError, ActionOutOfSpaceError: see tfrl.env.errors.
+          EnvCrashError, InvalidObservationError, ActionOutOfSpaceError: see tfrl.errors.
         """
         fragment = int(self.config.get("rollout_fragment_length", 200))
         complete = self.config.get("batch_mode", "truncate_episodes") == "complete_episodes"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, List, Optional, Sequence
 
-from tfrl.env import errors
+from tfrl import errors
 from tfrl.env.registry import resolve_env_creator
 from tfrl.evaluation.rollout_worker import RolloutWorker
 

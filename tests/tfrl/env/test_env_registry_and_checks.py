@@ -6,7 +6,7 @@ import pytest
 from tfrl.env import (EnvContext, MultiAgentEnv, check_actions_in_space, check_env,
                       check_observations_finite, make_multi_agent, register_env,
                       resolve_env_creator)
-from tfrl.env import errors
+from tfrl import errors
 
 
 def test_gymnasium_id_resolves_and_makes_the_env():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from rollout_test_policies import DiscretePGPolicy, PGPolicy
 
-from tfrl.env import errors, register_env
+from tfrl import errors, register_env
 from tfrl.evaluation import DefaultCallbacks, RolloutWorker
 from tfrl.policy import SampleBatch
 

@@ -17,13 +17,6 @@ pytestmark = pytest.mark.timeout(240)
 BASE = {"rollout_fragment_length": 20, "num_cpus_per_worker": 0}
 
 
-def _tf_threads(worker):
-    import tensorflow as tf
-
-    return (tf.config.threading.get_intra_op_parallelism_threads(),
-            tf.config.threading.get_inter_op_parallelism_threads())
-
-
 def weights_equal(a, b):
     return all(np.array_equal(x, y) for x, y in zip(a["default_policy"], b["default_policy"]))
 
@@ -34,7 +27,10 @@ def test_weights_filters_and_calls_reach_every_worker(ray_session):
     try:
         assert ws.num_healthy_workers() == 2
         # rollout actors run TensorFlow on one thread each so they do not oversubscribe cores
-        assert ws.foreach_worker(_tf_threads, local_worker=False) == [(1, 1), (1, 1)]
+        assert ws.foreach_worker(
+            lambda w: (__import__("tensorflow").config.threading.get_intra_op_parallelism_threads(),
+                       __import__("tensorflow").config.threading.get_inter_op_parallelism_threads()),
+            local_worker=False) == [(1, 1), (1, 1)]
         local = ws.local_worker()
         remote_weights = ws.foreach_worker(lambda w: w.get_weights(), local_worker=False)
         assert all(weights_equal(w, local.get_weights()) for w in remote_weights)

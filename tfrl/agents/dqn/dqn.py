@@ -1,0 +1,140 @@
+"""DQN trainer: DEFAULT_CONFIG and DQNTrainer.
+
+On the design map this is an algorithm's trainer declaration: the policy is DQNTFPolicy
+(dqn_policy.py); the policy optimizer is SyncReplayOptimizer: workers write n-step transitions
+into a uniform or prioritized replay table, the learner samples train batches from it (with
+importance weights in the `weights` column when prioritized) and returns |td_error| + eps as new
+priorities. After every optimizer step `update_target_and_exploration` refreshes the target
+network every `target_network_update_freq` sampled steps and then sends the global timestep to
+every worker, which moves their epsilon schedules.
+"""
+from __future__ import annotations
+
+from tfrl.agents.dqn.dqn_policy import DQNTFPolicy, epsilon_schedule_from_config
+from tfrl.agents.ppo.ppo import learner_policies
+from tfrl.errors import InvalidConfigError
+from tfrl.trainer import with_common_config
+from tfrl.trainer_template import build_trainer
+
+DEFAULT_CONFIG = with_common_config({
+    # === Model ===
+    # Dueling head: Q = V(s) + A(s, a) - mean_a A(s, a).
+    "dueling": True,
+    # Dense ReLU layers of each head (after the model's fcnet_hiddens trunk).
+    "hiddens": [256],
+    # Double Q-learning: the online network picks the next action, the target network rates it.
+    "double_q": True,
+    # Rewards summed before bootstrapping (n-step returns).
+    "n_step": 1,
+    # === Exploration ===
+    # Epsilon-greedy: epsilon falls linearly from initial to final over epsilon_timesteps
+    # global env steps, then stays.
+    "exploration_config": {
+        "initial_epsilon": 1.0,
+        "final_epsilon": 0.02,
+        "epsilon_timesteps": 10000,
+    },
+    # === Target network ===
+    # Copy the online weights into the target network every this many sampled env steps.
+    "target_network_update_freq": 500,
+    # 1.0: hard copy; < 1: target <- tau * online + (1 - tau) * target at each update.
+    "tau": 1.0,
+    # === Replay ===
+    # Transitions the replay table holds (oldest evicted first).
+    "buffer_size": 50000,
+    # Prioritized replay (proportional): sampling probability ~ priority**alpha, importance
+    # weights (N * P)**-beta normalised by their max, beta annealed linearly from
+    # prioritized_replay_beta to final_prioritized_replay_beta over
+    # prioritized_replay_beta_annealing_timesteps; new priorities = |td_error| + eps.
+    "prioritized_replay": True,
+    "prioritized_replay_alpha": 0.6,
+    "prioritized_replay_beta": 0.4,
+    "final_prioritized_replay_beta": 0.4,
+    "prioritized_replay_beta_annealing_timesteps": 20000,
+    "prioritized_replay_eps": 1e-6,
+    # Sampled env steps in the table before learning starts.
+    "learning_starts": 1000,
+    # Trained / sampled steps ratio the replay table holds (SampleToInsertRatio). None: one
+    # train batch of train_batch_size per sampling round (num_workers * num_envs_per_worker *
+    # rollout_fragment_length steps), i.e. train_batch_size / round size.
+    "training_intensity": None,
+    # === Optimisation ===
+    "lr": 5e-4,
+    # [[timestep, lr], ...] piecewise-linear learning rate (None: constant `lr`).
+    "lr_schedule": None,
+    # Clip gradients to this global norm (None: no clipping).
+    "grad_clip": 40.0,
+    "train_batch_size": 32,
+    # === Rollouts ===
+    "rollout_fragment_length": 4,
+    "batch_mode": "truncate_episodes",
+    # Report results after at least this many sampled env steps.
+    "timesteps_per_iteration": 1000,
+})
+
+
+def validate_config(config: dict) -> None:
+    """DQN settings check.
+
+    Raises:
+        InvalidConfigError: n_step, target_network_update_freq, train_batch_size or
+            rollout_fragment_length below 1; buffer_size below train_batch_size; negative
+            learning_starts; a replay exponent, beta or tau out of range; a non-positive
+            training_intensity; bad exploration_config values.
+    """
+    for key in ("n_step", "target_network_update_freq", "train_batch_size",
+                "rollout_fragment_length"):
+        if int(config[key]) < 1:
+            raise InvalidConfigError(f"DQN: {key} must be >= 1, got {config[key]}.")
+    if int(config["buffer_size"]) < int(config["train_batch_size"]):
+        raise InvalidConfigError(
+            f"DQN: buffer_size ({config['buffer_size']}) must be at least train_batch_size "
+            f"({config['train_batch_size']}).")
+    if int(config["learning_starts"]) < 0:
+        raise InvalidConfigError(
+            f"DQN: learning_starts must be >= 0, got {config['learning_starts']}.")
+    if config["prioritized_replay_alpha"] < 0:
+        raise InvalidConfigError(
+            f"DQN: prioritized_replay_alpha must be >= 0, got {config['prioritized_replay_alpha']}.")
+    for key in ("prioritized_replay_beta", "final_prioritized_replay_beta", "tau"):
+        if not 0.0 <= config[key] <= 1.0:
+            raise InvalidConfigError(f"DQN: {key} must be in [0, 1], got {config[key]}.")
+    if config["prioritized_replay_eps"] <= 0:
+        raise InvalidConfigError(
+            "DQN: prioritized_replay_eps must be > 0 (it keeps every priority positive), got "
+            f"{config['prioritized_replay_eps']}.")
+    if config["training_intensity"] is not None and config["training_intensity"] <= 0:
+        raise InvalidConfigError(
+            f"DQN: training_intensity must be > 0 or None, got {config['training_intensity']}.")
+    epsilon_schedule_from_config(config["exploration_config"])
+
+
+def make_policy_optimizer(workers, config, replay):
+    from tfrl.optimizers.sync_replay_optimizer import SyncReplayOptimizer
+
+    return SyncReplayOptimizer(workers, config, replay)
+
+
+def update_target_and_exploration(trainer, fetches):
+    """Every target_network_update_freq sampled steps: hard (or tau) target update of every
+    learning policy copy, then the global timestep goes to all workers (epsilon, schedules)."""
+    sampled = trainer.optimizer.num_steps_sampled
+    last = getattr(trainer, "last_target_update_step", 0)
+    if sampled - last < trainer.config["target_network_update_freq"]:
+        return
+    for _, policy in learner_policies(trainer):
+        policy.update_target()
+    trainer.last_target_update_step = sampled
+    global_vars = {"timestep": sampled}
+    trainer.workers.local_worker().set_global_vars(global_vars)
+    trainer.workers.call_remote_workers("set_global_vars", global_vars)
+
+
+DQNTrainer = build_trainer(
+    "DQN",
+    default_policy=DQNTFPolicy,
+    default_config=DEFAULT_CONFIG,
+    validate_config=validate_config,
+    make_policy_optimizer=make_policy_optimizer,
+    after_optimizer_step=update_target_and_exploration,
+)

@@ -1,0 +1,241 @@
+"""DQNTFPolicy: deep Q-learning declared with build_tf_policy.
+
+On the design map this is an algorithm's policy. Acting is epsilon-greedy over the Q-network
+(`sample_epsilon_greedy`, epsilon from a LinearSchedule of the global timestep; explore=False
+and the exported SavedModel act greedily). Rollout workers rewrite fragments into n-step
+transitions (`postprocess_nstep_and_prio`). The learner minimises `build_q_losses`:
+
+    target   = R_n + gamma**k * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double Q)
+               R_n + gamma**k * (1 - terminated) * max_a Q_target(s', a)             (plain)
+    td_error = Q(s, a) - target
+    loss     = mean(importance_weight * huber(td_error))
+
+where k <= n_step is the number of rewards summed into R_n (shorter at episode ends). Only a
+*terminated* transition has no bootstrap; a truncated one bootstraps from s'. Per-sample
+`td_error` is returned from every learn step for priority updates. The target network
+(TargetNetworkMixin) is refreshed by the trainer (dqn.py).
+"""
+from __future__ import annotations
+
+import copy
+from typing import Dict
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+import tree
+
+from tfrl.agents.dqn.dqn_model import QNetwork
+from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
+from tfrl.models.catalog import ModelCatalog
+from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
+                         TargetNetworkMixin, adjust_nstep, build_tf_policy)
+from tfrl.utils.schedules import ConstantSchedule, LinearSchedule
+
+
+def dqn_default_config() -> dict:
+    """DQN's trainer DEFAULT_CONFIG without the model section (the catalog supplies it)."""
+    from tfrl.agents.dqn.dqn import DEFAULT_CONFIG
+
+    config = copy.deepcopy(DEFAULT_CONFIG)
+    config.pop("model", None)
+    return config
+
+
+def epsilon_schedule_from_config(exploration_config: Dict):
+    """The LinearSchedule of epsilon (a constant if epsilon_timesteps is 0).
+
+    Raises:
+        InvalidConfigError: epsilons outside [0, 1] or negative epsilon_timesteps.
+    """
+    initial = float(exploration_config["initial_epsilon"])
+    final = float(exploration_config["final_epsilon"])
+    timesteps = int(exploration_config["epsilon_timesteps"])
+    if not (0.0 <= initial <= 1.0 and 0.0 <= final <= 1.0):
+        raise InvalidConfigError(
+            f"exploration_config epsilons must be in [0, 1], got initial {initial}, final "
+            f"{final}.")
+    if timesteps < 0:
+        raise InvalidConfigError(
+            f"exploration_config epsilon_timesteps must be >= 0, got {timesteps}.")
+    if timesteps == 0:
+        return ConstantSchedule(final)
+    return LinearSchedule(timesteps, final_p=final, initial_p=initial)
+
+
+class EpsilonGreedyExploration:
+    """Keeps `policy.cur_epsilon` (a variable the traced action sampler reads) equal to the
+    epsilon schedule at the timestep actions are computed for, and makes export greedy.
+
+    Config: `exploration_config` {initial_epsilon, final_epsilon, epsilon_timesteps}.
+    """
+
+    def _setup_mixin(self):
+        self.epsilon_schedule = epsilon_schedule_from_config(self.config["exploration_config"])
+        self._epsilon_value = self.epsilon_schedule.value(self.global_timestep)
+        self.cur_epsilon = tf.Variable(self._epsilon_value, trainable=False, dtype=tf.float32,
+                                       name="epsilon")
+        self.serving_greedy = False
+
+    def _sync_epsilon(self, timestep: int) -> None:
+        value = self.epsilon_schedule.value(timestep)
+        if value != self._epsilon_value:  # skip the variable write when nothing changed
+            self._epsilon_value = value
+            self.cur_epsilon.assign(value)
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
+                        prev_reward_batch=None, explore=None, timestep=None, **kwargs):
+        self._sync_epsilon(self.global_timestep if timestep is None else int(timestep))
+        return super().compute_actions(obs_batch, state_batches, prev_action_batch,
+                                       prev_reward_batch, explore=explore, timestep=timestep,
+                                       **kwargs)
+
+    def on_global_var_update(self, global_vars: Dict) -> None:
+        super().on_global_var_update(global_vars)
+        self._sync_epsilon(self.global_timestep)
+
+    def export_model(self, export_dir: str) -> None:
+        """Write the serving SavedModel; its "actions" are greedy (no exploration)."""
+        self.serving_greedy = True
+        try:
+            super().export_model(export_dir)
+        finally:
+            self.serving_greedy = False
+
+
+def validate_discrete_actions(policy, observation_space, action_space, config):
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise UnsupportedSpaceError(
+            f"DQN needs a Discrete action space, got {action_space}; use PPO or A2C for other "
+            "action spaces.")
+    if config["model"].get("use_lstm"):
+        raise InvalidConfigError("DQN does not support recurrent models; set model use_lstm "
+                                 "False.")
+
+
+def build_q_models(policy, observation_space, action_space, config):
+    """The online Q-network (returned) and its target copy (policy.target_model).
+
+    A `custom_model` from the model config is used for both and must output one Q-value per
+    action; otherwise QNetwork with the config's `dueling` and `hiddens`.
+    """
+    num_actions = int(action_space.n)
+    if config["model"].get("custom_model"):
+        def make(name):
+            return ModelCatalog.get_model(observation_space, action_space, num_actions,
+                                          config["model"], name=name)
+    else:
+        def make(name):
+            return QNetwork(observation_space, action_space, num_actions, config["model"],
+                            name=name, dueling=config["dueling"], hiddens=config["hiddens"])
+    policy.target_model = make("target_q_network")
+    return make("q_network")
+
+
+def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, timestep, seed):
+    """Greedy actions, each replaced by a uniform random one with probability epsilon when
+    exploring. Returns (actions int64 [B], None, state_out)."""
+    q_values, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
+    greedy = tf.argmax(q_values, axis=1, output_type=tf.int64)
+    if policy.serving_greedy:
+        return greedy, None, state_out
+    batch_size = tf.shape(q_values)[0]
+    num_actions = tf.cast(tf.shape(q_values)[1], tf.int64)
+    if seed is None:
+        coin = tf.random.uniform([batch_size])
+        random_actions = tf.random.uniform([batch_size], 0, num_actions, dtype=tf.int64)
+    else:
+        seeds = tf.random.experimental.stateless_split(seed, num=2)
+        coin = tf.random.stateless_uniform([batch_size], seed=seeds[0])
+        random_actions = tf.random.stateless_uniform([batch_size], seed=seeds[1], minval=0,
+                                                     maxval=num_actions, dtype=tf.int64)
+    epsilon = policy.cur_epsilon * tf.cast(explore, tf.float32)
+    return tf.where(coin < epsilon, random_actions, greedy), None, state_out
+
+
+def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, episode=None):
+    """n-step transitions (adjust_nstep with config n_step and gamma; adds `n_steps`) and a
+    `weights` column of ones where the batch has none (replay puts importance weights there).
+
+    Raises:
+        InvalidBatchError: if rewards, new_obs or terminateds are missing.
+    """
+    batch = adjust_nstep(int(policy.config["n_step"]), float(policy.config["gamma"]),
+                         sample_batch.copy(shallow=True))
+    if SampleBatch.PRIO_WEIGHTS not in batch:
+        batch[SampleBatch.PRIO_WEIGHTS] = np.ones(batch.count, np.float32)
+    return batch
+
+
+def huber_loss(x, delta: float = 1.0):
+    """0.5 x^2 for |x| <= delta, delta * (|x| - 0.5 delta) beyond."""
+    abs_x = tf.abs(x)
+    return tf.where(abs_x <= delta, 0.5 * tf.square(x), delta * (abs_x - 0.5 * delta))
+
+
+def compute_q_targets(rewards, terminateds, n_steps, q_tp1_best, gamma):
+    """R + gamma**n_steps * (1 - terminated) * Q(s', a*), all [B]."""
+    discount = tf.pow(tf.cast(gamma, tf.float32), tf.cast(n_steps, tf.float32))
+    not_terminated = 1.0 - tf.cast(terminateds, tf.float32)
+    return rewards + discount * not_terminated * q_tp1_best
+
+
+def build_q_losses(policy, model, dist_class, train_batch):
+    """The importance-weighted Huber TD loss of the module docstring; stores q_t and
+    td_error on the policy for the stats and the per-sample fetches."""
+    config = policy.config
+    obs = train_batch[SampleBatch.OBS]
+    new_obs = train_batch[SampleBatch.NEXT_OBS]
+    if config["double_q"]:
+        # one forward pass of the online network over s and s'
+        both = tree.map_structure(lambda a, b: tf.concat([a, b], axis=0), obs, new_obs)
+        q_both, _ = model({SampleBatch.OBS: both})
+        rows = tf.shape(tree.flatten(obs)[0])[0]
+        q_t, q_tp1_online = q_both[:rows], q_both[rows:]
+    else:
+        q_t, _ = model({SampleBatch.OBS: obs})
+    q_tp1_target, _ = policy.target_model({SampleBatch.OBS: new_obs})
+
+    num_actions = int(policy.action_space.n)
+    actions = tf.cast(train_batch[SampleBatch.ACTIONS], tf.int32)
+    q_t_selected = tf.reduce_sum(q_t * tf.one_hot(actions, num_actions), axis=1)
+    best_next = tf.argmax(q_tp1_online if config["double_q"] else q_tp1_target, axis=1,
+                          output_type=tf.int32)
+    q_tp1_best = tf.reduce_sum(q_tp1_target * tf.one_hot(best_next, num_actions), axis=1)
+    targets = compute_q_targets(train_batch[SampleBatch.REWARDS],
+                                train_batch[SampleBatch.TERMINATEDS],
+                                train_batch[SampleBatch.N_STEPS], q_tp1_best, config["gamma"])
+    policy.td_error = q_t_selected - tf.stop_gradient(targets)
+    policy.q_t = q_t
+    policy.q_loss = tf.reduce_mean(train_batch[SampleBatch.PRIO_WEIGHTS]
+                                   * huber_loss(policy.td_error))
+    return policy.q_loss
+
+
+def q_loss_stats(policy, train_batch):
+    return {
+        "mean_q": tf.reduce_mean(policy.q_t),
+        "min_q": tf.reduce_min(policy.q_t),
+        "max_q": tf.reduce_max(policy.q_t),
+        "mean_td_error": tf.reduce_mean(policy.td_error),
+        "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32),
+    }
+
+
+def td_error_fetches(policy):
+    return {SampleBatch.TD_ERROR: policy.td_error}
+
+
+DQNTFPolicy = build_tf_policy(
+    "DQNTFPolicy",
+    loss_fn=build_q_losses,
+    get_default_config=dqn_default_config,
+    validate_spaces=validate_discrete_actions,
+    make_model=build_q_models,
+    action_sampler_fn=sample_epsilon_greedy,
+    postprocess_fn=postprocess_nstep_and_prio,
+    stats_fn=q_loss_stats,
+    extra_learn_fetches_fn=td_error_fetches,
+    mixins=[TargetNetworkMixin, ComputeTDErrorMixin, LearningRateSchedule,
+            EpsilonGreedyExploration],
+)

@@ -1,0 +1,107 @@
+"""PPOTFPolicy: proximal policy optimisation declared with build_tf_policy.
+
+On the design map this is an algorithm's policy. Rollout workers record the behaviour
+policy's distribution inputs, log-probabilities and value predictions with every action, and
+`compute_gae_for_sample_batch` adds GAE advantages and value targets. The learner minimises
+`ppo_surrogate_loss` on minibatches:
+
+    ratio        = exp(logp_new(a) - logp_old(a))
+    surrogate    = mean(min(A * ratio, A * clip(ratio, 1 - clip_param, 1 + clip_param)))
+    vf_loss      = mean(max((V - target)^2,
+                            (V_old + clip(V - V_old, -vf_clip_param, vf_clip_param) - target)^2))
+    total_loss   = -surrogate + kl_coeff * mean(KL(old || new)) + vf_loss_coeff * vf_loss
+                   - entropy_coeff * mean(entropy)
+
+With `standardize_advantages` the advantages A of each (per-replica) minibatch are shifted to
+mean 0 and scaled to standard deviation 1 first. `kl_coeff` adapts after every optimizer step
+(KLCoeffMixin.update_kl, driven by the trainer's after_optimizer_step hook); learning rate and
+entropy coefficient follow their schedules.
+"""
+from __future__ import annotations
+
+import copy
+
+import tensorflow as tf
+
+from tfrl.agents.a3c.a3c_policy import explained_variance
+from tfrl.policy import (EntropyCoeffSchedule, KLCoeffMixin, LearningRateSchedule,
+                         Postprocessing, SampleBatch, ValueNetworkMixin, build_tf_policy,
+                         compute_gae_for_sample_batch)
+
+
+def ppo_default_config() -> dict:
+    """PPO's trainer DEFAULT_CONFIG without the model section (the catalog supplies it)."""
+    from tfrl.agents.ppo.ppo import DEFAULT_CONFIG
+
+    config = copy.deepcopy(DEFAULT_CONFIG)
+    config.pop("model", None)
+    return config
+
+
+def standardized(values):
+    mean, variance = tf.nn.moments(values, axes=[0])
+    return (values - mean) / (tf.sqrt(variance) + 1e-8)
+
+
+def ppo_surrogate_loss(policy, model, dist_class, train_batch):
+    """The PPO loss of the module docstring; stores its parts on the policy for the stats."""
+    config = policy.config
+    logits, _ = model.from_batch(train_batch)
+    curr_dist = dist_class(logits, model)
+    prev_dist = dist_class(train_batch[SampleBatch.ACTION_DIST_INPUTS], model)
+    actions = train_batch[SampleBatch.ACTIONS]
+    advantages = train_batch[Postprocessing.ADVANTAGES]
+    if config.get("standardize_advantages", True):
+        advantages = standardized(advantages)
+
+    logp_ratio = tf.exp(curr_dist.logp(actions) - train_batch[SampleBatch.ACTION_LOGP])
+    clip = config["clip_param"]
+    surrogate = tf.minimum(advantages * logp_ratio,
+                           advantages * tf.clip_by_value(logp_ratio, 1.0 - clip, 1.0 + clip))
+    policy.mean_policy_loss = -tf.reduce_mean(surrogate)
+    policy.mean_kl = tf.reduce_mean(prev_dist.kl(curr_dist))
+    policy.mean_entropy = tf.reduce_mean(curr_dist.entropy())
+
+    total = (policy.mean_policy_loss + policy.kl_coeff * policy.mean_kl
+             - policy.entropy_coeff * policy.mean_entropy)
+    if config.get("use_critic", True):
+        values = model.value_function()
+        targets = train_batch[Postprocessing.VALUE_TARGETS]
+        previous_values = train_batch[SampleBatch.VF_PREDS]
+        unclipped = tf.square(values - targets)
+        vf_clip = config["vf_clip_param"]
+        clipped_values = previous_values + tf.clip_by_value(values - previous_values,
+                                                            -vf_clip, vf_clip)
+        clipped = tf.square(clipped_values - targets)
+        policy.mean_vf_loss = tf.reduce_mean(tf.maximum(unclipped, clipped))
+        policy.vf_explained_var = explained_variance(targets, values)
+        total += config["vf_loss_coeff"] * policy.mean_vf_loss
+    else:
+        policy.mean_vf_loss = tf.constant(0.0)
+        policy.vf_explained_var = tf.constant(0.0)
+    policy.total_loss = total
+    return total
+
+
+def kl_and_loss_stats(policy, train_batch):
+    return {
+        "total_loss": policy.total_loss,
+        "policy_loss": policy.mean_policy_loss,
+        "vf_loss": policy.mean_vf_loss,
+        "vf_explained_var": policy.vf_explained_var,
+        "kl": policy.mean_kl,
+        "entropy": policy.mean_entropy,
+        "entropy_coeff": tf.identity(policy.entropy_coeff),
+        "cur_kl_coeff": tf.identity(policy.kl_coeff),
+        "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32),
+    }
+
+
+PPOTFPolicy = build_tf_policy(
+    "PPOTFPolicy",
+    loss_fn=ppo_surrogate_loss,
+    get_default_config=ppo_default_config,
+    postprocess_fn=compute_gae_for_sample_batch,
+    stats_fn=kl_and_loss_stats,
+    mixins=[ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule, KLCoeffMixin],
+)
