@@ -401,7 +401,7 @@ class ReplayDataset:
         metrics = metrics if metrics is not None else StreamMetrics()
         workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
         signature = _block_signature(dtypes, shapes)
-        flat_dtypes = [d.as_numpy_dtype for d in tree.flatten(dtypes)]
+        flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
         tolerate_failure = len(addresses) > 1
 
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),

@@ -157,7 +157,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         raise errors.InvalidArgumentError(
                             f"num_samples must be >= 0, got {request.num_samples}")
                     credit += request.num_samples
-                    timeout_ms = request.rate_limiter_timeout_ms
+                    if request.table:
+                        # Credit top-ups name no table and keep the stream's timeout.
+                        timeout_ms = request.rate_limiter_timeout_ms
                     if request.max_batch_size > 0:
                         max_batch = request.max_batch_size
                     continue

@@ -33,7 +33,6 @@ import tree
 
 from replay import errors, wire
 from replay.chunks import Chunk, encode_column
-from replay.items import ChunkSlice, Item, TrajectoryColumn
 from replay.proto import replay_pb2
 
 _MAX_BATCH_BYTES = 4 * 1024 * 1024
@@ -48,6 +47,9 @@ _TARGET_BATCH_ITEMS = 256
 _LINGER_SECONDS = 0.002
 # Bytes a message needs on top of its chunk data (headers, keys, shapes), for the size check.
 _MESSAGE_OVERHEAD_BYTES = 64 * 1024
+# Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
+_PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
+                               np.uint8, float, int, bool))
 
 
 class InsertStream:
@@ -91,9 +93,10 @@ class InsertStream:
         self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
         self._reader.start()
 
-    def send(self, chunks: Sequence[Chunk], items: Sequence[Tuple[str, Item]],
+    def send(self, chunks: Sequence[Chunk], items: Sequence[wire.ItemRow],
              release_keys: Sequence[int] = ()) -> None:
-        """Queues chunks, then items, then releases; blocks while too many items are unacked.
+        """Queues chunks, then items (as `wire.ItemRow`s), then releases; blocks while too many
+        items are unacked.
 
         Raises:
           ResourceExhaustedError: a chunk is larger than the largest message.
@@ -194,7 +197,7 @@ class InsertStream:
             if chunks:
                 wire.encode_chunks(chunks, request.chunks)
             if items:
-                wire.encode_items(items, request.items)
+                wire.encode_item_rows(items, request.items)
             if releases:
                 request.release_chunk_keys.extend(releases)
             yield request
@@ -351,6 +354,8 @@ class TrajectoryWriter:
         self._stream = InsertStream(client, max_in_flight_items)
         self._rng = random.Random(os.urandom(16))
         self._structure = None
+        self._dict_keys: Optional[List[Any]] = None
+        self._first_key_order: Optional[List[Any]] = None
         self._leaf_specs: Optional[List[Tuple[tuple, np.dtype]]] = None
         self._history: List[Deque[CellRef]] = []
         self._window: Deque[_ChunkBuilder] = collections.deque()  # one entry per kept step
@@ -384,18 +389,13 @@ class TrajectoryWriter:
             leaf holds Python objects, or the writer is closed; errors of the stream (see `flush`).
         """
         self._check_open()
-        flat = tree.flatten(data)
-        leaves = [np.asarray(x) for x in flat]
         specs = self._leaf_specs
         if specs is None:
+            leaves = [np.asarray(x) for x in tree.flatten(data)]
             self._set_structure(data, leaves)
             specs = self._leaf_specs
         else:
-            if len(leaves) != len(specs) or (self._structure is not None and not _same_structure(
-                    self._structure, data)):
-                raise errors.InvalidArgumentError(
-                    f"the step's structure ({len(leaves)} leaves) differs from the first step's "
-                    f"({len(specs)} leaves); every step of a writer has the same structure")
+            leaves = self._step_leaves(data)
             for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs)):
                 if leaf.shape != shape or leaf.dtype != dtype:
                     raise errors.InvalidArgumentError(
@@ -407,7 +407,8 @@ class TrajectoryWriter:
         offset = len(builder.steps)
         builder.steps.append(leaves)
         step = self._episode_step
-        refs = [CellRef(builder, offset, i, step, spec[0], spec[1]) for i, spec in enumerate(specs)]
+        refs = [CellRef(builder, offset, i, step, shape, dtype)
+                for i, (shape, dtype) in enumerate(specs)]
         for history, ref in zip(self._history, refs):
             history.append(ref)
         self._episode_step += 1
@@ -423,7 +424,47 @@ class TrajectoryWriter:
         # no item references are dropped instead of piling up in an open chunk.
         if len(builder.steps) >= (self._chunk_length or self._keep):
             self._finalize(builder)
-        return refs[0] if self._structure is None else tree.unflatten_as(self._structure, refs)
+        return self._refs_nest(data, refs)
+
+    def _step_leaves(self, data) -> List[np.ndarray]:
+        """The leaves of a later step as arrays, checked against the first step's structure.
+
+        Steps that are a plain dict of arrays with the first step's keys, or a single array,
+        skip dm-tree (the per-step cost that matters when every step is written); anything else
+        goes through the general structure check.
+
+        Raises:
+          InvalidArgumentError: the structure differs from the first step's.
+        """
+        keys = self._dict_keys
+        if keys is not None and type(data) is dict and len(data) == len(keys):
+            try:
+                values = [data[k] for k in keys]
+            except KeyError:
+                values = None
+            if values is not None and all(type(v) in _PLAIN_LEAF_TYPES for v in values):
+                return [np.asarray(v) for v in values]
+        elif self._structure is None and type(data) in _PLAIN_LEAF_TYPES:
+            return [np.asarray(data)]
+        flat = tree.flatten(data)
+        if len(flat) != len(self._leaf_specs) or (self._structure is not None and not _same_structure(
+                self._structure, data)):
+            raise errors.InvalidArgumentError(
+                f"the step's structure ({len(flat)} leaves) differs from the first step's "
+                f"({len(self._leaf_specs)} leaves); every step of a writer has the same structure")
+        return [np.asarray(x) for x in flat]
+
+    def _refs_nest(self, data, refs: List[CellRef]) -> Any:
+        """The step's CellRefs in the structure of `data` (as dm-tree's unflatten_as would)."""
+        if self._structure is None:
+            return refs[0]
+        keys = self._dict_keys
+        if keys is not None:  # this step passed the flat dict checks of _step_leaves
+            by_key = dict(zip(keys, refs))
+            if self._first_key_order is None:
+                return by_key  # the first step's keys were in sorted order
+            return {k: by_key[k] for k in self._first_key_order}
+        return tree.unflatten_as(self._structure, refs)
 
     def _set_structure(self, data, leaves) -> None:
         for i, leaf in enumerate(leaves):
@@ -431,6 +472,17 @@ class TrajectoryWriter:
                 raise errors.InvalidArgumentError(
                     f"leaf {i} holds Python objects (dtype object); use numeric or fixed-width string arrays")
         self._structure = None if not tree.is_nested(data) else data
+        # A flat dict of plain leaves (what rollout workers write) gets the fast paths of
+        # _step_leaves and _refs_nest; tree.flatten orders a dict's leaves by sorted key.
+        # (dm-tree's unflatten_as gives the first step's key order, and so does _refs_nest.)
+        self._dict_keys = self._first_key_order = None
+        if type(data) is dict and data and all(type(v) in _PLAIN_LEAF_TYPES for v in data.values()):
+            try:
+                self._dict_keys = sorted(data)
+            except TypeError:
+                pass  # keys of mixed types: leave them to dm-tree
+            if self._dict_keys is not None and list(data) != self._dict_keys:
+                self._first_key_order = list(data)
         self._leaf_specs = [(leaf.shape, leaf.dtype) for leaf in leaves]
         self._history = [collections.deque(maxlen=self._keep) for _ in leaves]
         self._compress_hints = [[0, 0] for _ in leaves]  # per leaf: chunks to skip, failed tries
@@ -534,7 +586,7 @@ class TrajectoryWriter:
                     b.chunk = self._encode_chunk(b)
                     b.steps = None
                     chunks.append(b.chunk)
-            items.append((table, Item(key, priority, _trajectory(columns), {})))
+            items.append((table, key, priority, _item_columns(columns)))
             for b in builders:
                 b.pending_items -= 1
                 if b.pending_items == 0 and b.live_steps == 0 and b is not self._open:
@@ -667,10 +719,15 @@ def _same_structure(a, b) -> bool:
     return True
 
 
-def _trajectory(columns) -> Tuple[TrajectoryColumn, ...]:
-    """Item columns from cell tuples: runs of consecutive cells of one chunk become one slice."""
+def _item_columns(columns) -> List[wire.ItemColumn]:
+    """Wire item columns from cell tuples: runs of consecutive cells of one chunk become one
+    slice."""
     out = []
     for cells, squeeze in columns:
+        if len(cells) == 1:  # the common step item: one cell per column
+            cell = cells[0]
+            out.append((squeeze, ((cell._builder.key, cell.offset, 1, cell.leaf),)))
+            continue
         slices = []
         run_builder, run_offset, run_length, run_leaf = None, 0, 0, 0
         for cell in cells:
@@ -680,8 +737,8 @@ def _trajectory(columns) -> Tuple[TrajectoryColumn, ...]:
                 run_length += 1
                 continue
             if run_builder is not None:
-                slices.append(ChunkSlice(run_builder.key, run_offset, run_length, run_leaf))
+                slices.append((run_builder.key, run_offset, run_length, run_leaf))
             run_builder, run_offset, run_length, run_leaf = builder, cell.offset, 1, cell.leaf
-        slices.append(ChunkSlice(run_builder.key, run_offset, run_length, run_leaf))
-        out.append(TrajectoryColumn(tuple(slices), squeeze))
-    return tuple(out)
+        slices.append((run_builder.key, run_offset, run_length, run_leaf))
+        out.append((squeeze, tuple(slices)))
+    return out

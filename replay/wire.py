@@ -179,6 +179,53 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True) -> List[C
 # Items
 
 
+ItemColumn = Tuple[bool, Sequence[Tuple[int, int, int, int]]]
+"""One item column for `encode_item_rows`: (squeeze, slices), each slice a tuple
+(chunk_key, offset, length, column_index) like `ChunkSlice`."""
+ItemRow = Tuple[str, int, float, Sequence[ItemColumn]]
+"""One new item for `encode_item_rows`: (table, key, priority, columns)."""
+
+
+def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:
+    """Appends new items given as plain tuples (see `ItemRow`) to an empty `batch`.
+
+    The writers' path: it encodes the same message as `encode_items` without building `Item`,
+    `TrajectoryColumn` and `ChunkSlice` objects that only the receiving side needs.
+    """
+    tables: Dict[str, int] = {}
+    table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
+    slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
+    for table, key, priority, columns in rows:
+        index = tables.get(table)
+        if index is None:
+            index = tables[table] = len(tables)
+        table_index.append(index)
+        keys.append(key)
+        priorities.append(priority)
+        num_columns.append(len(columns))
+        for column_squeeze, slices in columns:
+            squeeze.append(column_squeeze)
+            num_slices.append(len(slices))
+            for chunk_key, offset, length, column_index in slices:
+                slice_keys.append(chunk_key)
+                slice_offsets.append(offset)
+                slice_lengths.append(length)
+                slice_indices.append(column_index)
+    if not keys:
+        return
+    batch.tables.extend(tables)
+    batch.table_index.extend(table_index)
+    batch.keys.extend(keys)
+    batch.priorities.extend(priorities)
+    batch.num_columns.extend(num_columns)
+    batch.squeeze.extend(squeeze)
+    batch.num_slices.extend(num_slices)
+    batch.slice_chunk_keys.extend(slice_keys)
+    batch.slice_offsets.extend(slice_offsets)
+    batch.slice_lengths.extend(slice_lengths)
+    batch.slice_indices.extend(slice_indices)
+
+
 def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
                  with_state: bool = False) -> None:
     """Appends (table name, item) pairs to an empty `batch`; `with_state` also writes

@@ -20,25 +20,12 @@ import numpy as np
 
 from tfrl import errors
 from tfrl.config import merge_config
+from tfrl.models.catalog import MODEL_DEFAULTS
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICY_ID = "default_policy"
 
-MODEL_DEFAULTS = {
-    "fcnet_hiddens": [256, 256],
-    "fcnet_activation": "tanh",
-    "vf_share_layers": False,
-    "conv_filters": None,
-    "conv_activation": "relu",
-    "use_lstm": False,
-    "lstm_cell_size": 256,
-    "max_seq_len": 20,
-    "free_log_std": False,
-    "dueling": False,
-    "custom_model": None,
-    "custom_model_config": {},
-}
 
 COMMON_CONFIG: Dict[str, Any] = {
     # === Environment ===
@@ -56,7 +43,10 @@ COMMON_CONFIG: Dict[str, Any] = {
     "rollout_fragment_length": 200,
     "batch_mode": "truncate_episodes",
     "num_cpus_per_worker": 1,
+    "num_gpus_per_worker": 0,
     "num_gpus": 0,
+    "check_observations": True,
+    "check_actions": True,
     "explore": True,
     "callbacks": None,
     "recreate_failed_workers": True,

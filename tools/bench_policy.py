@@ -5,6 +5,10 @@ is timed on: `compute_actions` calls/s (and µs per call) at batch 1, 8 and 64 w
 observations given as a float32 numpy array, as rollout workers pass them; and
 `learn_on_batch` rows/s on a postprocessed batch of 512 rows. One line per case.
 
+Each case runs in rounds (100 calls, or 5 learn steps) for --seconds; the line gives the
+median round and the best round, so that other load on the machine shows as a gap between
+the two instead of silently lowering the figure.
+
     python tools/bench_policy.py [--seconds 3] [--threads 1]
 """
 from __future__ import annotations
@@ -42,21 +46,28 @@ def make_policy(threads: int):
     return policy_class(env.observation_space, env.action_space, {"seed": 0})
 
 
-def compute_actions_rate(policy, batch: int, seconds: float) -> float:
+def _rounds(call, per_round: int, seconds: float):
+    """(median, best) calls/s over rounds of `per_round` calls lasting `seconds` in total."""
+    times, start = [], time.perf_counter()
+    while time.perf_counter() - start < seconds or len(times) < 3:
+        round_start = time.perf_counter()
+        for _ in range(per_round):
+            call()
+        times.append(time.perf_counter() - round_start)
+    times.sort()
+    return per_round / times[len(times) // 2], per_round / times[0]
+
+
+def compute_actions_rate(policy, batch: int, seconds: float):
     import numpy as np
 
     obs = np.random.default_rng(batch).normal(size=(batch, 4)).astype(np.float32)
     for _ in range(20):
         policy.compute_actions(obs)
-    calls, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        for _ in range(100):
-            policy.compute_actions(obs)
-        calls += 100
-    return calls / (time.perf_counter() - start)
+    return _rounds(lambda: policy.compute_actions(obs), 100, seconds)
 
 
-def learn_rate(policy, rows: int, seconds: float) -> float:
+def learn_rate(policy, rows: int, seconds: float):
     import numpy as np
 
     from tfrl.policy import SampleBatch
@@ -77,11 +88,8 @@ def learn_rate(policy, rows: int, seconds: float) -> float:
     batch = policy.postprocess_trajectory(fragment)
     for _ in range(3):
         policy.learn_on_batch(batch)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        policy.learn_on_batch(batch)
-        steps += 1
-    return steps * rows / (time.perf_counter() - start)
+    median, best = _rounds(lambda: policy.learn_on_batch(batch), 5, seconds)
+    return median * rows, best * rows
 
 
 def main(argv=None) -> None:
@@ -93,13 +101,14 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     policy = make_policy(args.threads)
     for batch in (1, 8, 64):
-        rate = compute_actions_rate(policy, batch, args.seconds)
-        print(f"compute_actions batch={batch:<3d} {rate:10.0f} calls/s "
-              f"{1e6 / rate:8.1f} us/call {rate * batch:10.0f} rows/s", flush=True)
-    rate = learn_rate(policy, args.learn_rows, args.seconds)
-    print(f"learn_on_batch  rows={args.learn_rows:<4d} {rate:10.0f} rows/s "
-          f"{1e3 * args.learn_rows / rate:8.2f} ms/step", flush=True)
-
+        median, best = compute_actions_rate(policy, batch, args.seconds)
+        print(f"compute_actions batch={batch:<3d} {median:8.0f} calls/s {1e6 / median:7.1f} "
+              f"us/call {median * batch:9.0f} rows/s (best round {1e6 / best:.1f} us/call)",
+              flush=True)
+    median, best = learn_rate(policy, args.learn_rows, args.seconds)
+    print(f"learn_on_batch  rows={args.learn_rows:<4d} {median:8.0f} rows/s "
+          f"{1e3 * args.learn_rows / median:7.2f} ms/step (best round "
+          f"{1e3 * args.learn_rows / best:.2f} ms/step)", flush=True)
 
 if __name__ == "__main__":
     main()

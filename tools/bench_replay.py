@@ -14,6 +14,11 @@ Modes:
              MinSize(1); one line per case with items/s and MB/s.
              Options: --clients 1 4 --payloads 400 4000 40000 400000 --duration 3
 
+  dataset    (or --dataset) items/s through `ReplayDataset(...).batch(32)` from a server in another
+             process (see tools/bench_dataset.py): Uniform/Fifo table, MinSize(1), one float32
+             tensor per item. Options: --dataset-payloads 400 40000 --dataset-workers -1
+             --duration 10
+
 Usage: python tools/bench_replay.py [--mode inprocess] [--sizes 1000 1000000] [--ops 20000]
 """
 from __future__ import annotations
@@ -109,7 +114,15 @@ def run_server(mode):
     return run
 
 
+def run_dataset(args) -> None:
+    import bench_dataset
+
+    bench_dataset.run_dataset_mode(args.dataset_payloads, args.duration if args.duration != 3.0 else 10.0,
+                                   args.dataset_workers)
+
+
 MODES = {
+    "dataset": run_dataset,
     "inprocess": run_inprocess,
     "server-insert": run_server("insert"),
     "server-sample": run_server("sample"),
@@ -127,7 +140,14 @@ def main(argv=None) -> None:
     parser.add_argument("--payloads", type=int, nargs="+", default=[400, 4_000, 40_000, 400_000],
                         help="server modes: bytes per item")
     parser.add_argument("--duration", type=float, default=3.0, help="server modes: seconds per case")
+    parser.add_argument("--dataset", action="store_true", help="same as --mode dataset")
+    parser.add_argument("--dataset-payloads", type=int, nargs="+", default=[400, 40_000],
+                        help="dataset mode: bytes per item")
+    parser.add_argument("--dataset-workers", type=int, default=-1,
+                        help="dataset mode: num_workers_per_iterator")
     args = parser.parse_args(argv)
+    if args.dataset:
+        args.mode = "dataset"
     MODES[args.mode](args)
 
 

@@ -157,11 +157,7 @@ class RolloutWorker:
         self.runner = self._make_runner()
         self._metrics_stash: List[RolloutMetrics] = []
         self.replay_output = None
-        if replay_output is not None:
-            self.replay_output = replay_output.make(
-                self.policy_map, self.policies_to_train,
-                int(self.config.get("rollout_fragment_length", 200)),
-                self.config.get("observation_filter", "NoFilter"))
+        self.set_replay_output(replay_output)
         self.global_vars: Dict[str, Any] = {"timestep": 0}
         self.num_steps_sampled = 0
 
@@ -442,6 +438,26 @@ class RolloutWorker:
     def apply(self, func: Callable[..., Any], *args) -> Any:
         """func(self, *args): how WorkerSet runs a function inside a remote worker."""
         return func(self, *args)
+
+    def set_policy(self, policy_id: str, policy: Any) -> None:
+        """Replaces the policy `policy_id` by another instance (e.g. the learner's copy built
+        under a distribution strategy) with the same spaces, copying the current weights into it;
+        the env runner is rebuilt around it before the next sample."""
+        old = self.policy_map[policy_id]
+        policy.set_weights(old.get_weights())
+        self.policy_map[policy_id] = policy
+        self.runner = self._make_runner()
+
+    def set_replay_output(self, replay_output: Any) -> None:
+        """Starts (a ReplayOutputSpec) or stops (None) writing sampled fragments into replay."""
+        if self.replay_output is not None:
+            self.replay_output.close()
+            self.replay_output = None
+        if replay_output is not None:
+            self.replay_output = replay_output.make(
+                self.policy_map, self.policies_to_train,
+                int(self.config.get("rollout_fragment_length", 200)),
+                self.config.get("observation_filter", "NoFilter"))
 
     def ping(self) -> bool:
         return True

@@ -210,6 +210,14 @@ class WorkerSet:
         weights = ray.put(self._local.get_weights(policies))
         self._gather([(w, w.set_weights.remote(weights, global_vars)) for w in self._remote])
 
+    def set_replay_output(self, replay_output: Any) -> None:
+        """Points every worker (and workers started or recreated later) at a replay output;
+        the local worker writes too when there are no remote workers."""
+        self.replay_output = replay_output
+        if not self._remote:
+            self._local.set_replay_output(replay_output)
+        self._gather([(w, w.set_replay_output.remote(replay_output)) for w in self._remote])
+
     def sync_filters(self) -> None:
         """Merges every remote worker's new filter statistics into the local worker's filters and
         sends the merged filters back to all of them."""

@@ -88,8 +88,11 @@ class MirroredLearner:
       on_step: optional hook called with a `StepOutput` for each step, in order, after each
         `train` call.
       gradient_step_fn: optional `gradient_step_fn(trainee, grads_and_vars)` that applies the
-        gradients inside the replica context (for clipping or a policy's own gradient step);
-        defaults to `trainee.optimizer.apply_gradients(grads_and_vars)`.
+        gradients inside the replica context; defaults to the trainee's
+        `apply_gradients_op(optimizer, grads_and_vars)` when it has one (tfrl policies do), else
+        `trainee.optimizer.apply_gradients(grads_and_vars)`. Gradients come from the trainee's
+        `gradients(optimizer, tape, loss)` when it has one (a policy's clipping applies to each
+        replica's share of the gradient), else from the tape over `trainable_variables`.
 
     Raises:
       InvalidConfigError: `steps_per_call` < 1, or the trainee lacks `trainable_variables`,
@@ -161,16 +164,23 @@ class MirroredLearner:
         # This replica's share of the global batch: the optimizer sums gradients over replicas,
         # so weighting each replica's mean loss by its share gives the global-batch mean.
         share = tf.cast(local_size, tf.float32) / tf.cast(tf.maximum(global_size, 1), tf.float32)
-        variables = list(self.trainee.trainable_variables)
+        trainee, optimizer = self.trainee, self.trainee.optimizer
         with tf.GradientTape() as tape:
             loss, stats, per_sample = self._loss_fn(data)
             scaled_loss = tf.cast(loss, tf.float32) * share
-        gradients = tape.gradient(scaled_loss, variables)
-        grads_and_vars = [(g, v) for g, v in zip(gradients, variables) if g is not None]
-        if self._gradient_step_fn is not None:
-            self._gradient_step_fn(self.trainee, grads_and_vars)
+        if callable(getattr(trainee, "gradients", None)):
+            # A tfrl policy's own gradient computation (with its gradient clipping).
+            grads_and_vars = trainee.gradients(optimizer, tape, scaled_loss)
         else:
-            self.trainee.optimizer.apply_gradients(grads_and_vars)
+            variables = list(trainee.trainable_variables)
+            grads_and_vars = list(zip(tape.gradient(scaled_loss, variables), variables))
+        grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
+        if self._gradient_step_fn is not None:
+            self._gradient_step_fn(trainee, grads_and_vars)
+        elif callable(getattr(trainee, "apply_gradients_op", None)):
+            trainee.apply_gradients_op(optimizer, grads_and_vars)
+        else:
+            optimizer.apply_gradients(grads_and_vars)
         weighted_stats = {"loss": scaled_loss}
         for name, value in (stats or {}).items():
             weighted_stats[name] = tf.cast(value, tf.float32) * share

@@ -49,6 +49,8 @@ class PolicyOptimizer:
         self.num_steps_trained = 0
         self.timers: Dict[str, TimerStat] = defaultdict(TimerStat)
         self.learner_stats: Dict[str, dict] = {}
+        self._new_episodes: list = []  # finished since the last collect_metrics
+        self._episode_history: list = []
 
     @contextmanager
     def timer(self, name: str):
@@ -70,9 +72,21 @@ class PolicyOptimizer:
         }
 
     def collect_metrics(self, smoothing_episodes: int = 100) -> dict:
-        """RLlib's classic result dict: episode metrics from every worker plus `info`."""
-        result = self.workers.collect_metrics(smoothing_episodes)
+        """RLlib's classic result dict: episode statistics plus `info` (counters, timings,
+        learner stats). When fewer than `smoothing_episodes` episodes ended this iteration, the
+        most recent earlier ones fill up the window, so the means move smoothly."""
+        from tfrl.evaluation import collect_episodes, summarize_episodes
+
+        episodes = self._new_episodes + collect_episodes(
+            self.workers.local_worker(), self.workers.remote_workers())
+        self._new_episodes = []
+        missing = smoothing_episodes - len(episodes)
+        window = (self._episode_history[-missing:] if missing > 0 else []) + episodes
+        self._episode_history = (self._episode_history + episodes)[-smoothing_episodes:]
+        result = summarize_episodes(window)
+        result["episodes_this_iter"] = len(episodes)
         result["timesteps_total"] = self.num_steps_sampled
+        result["num_healthy_workers"] = self.workers.num_healthy_workers()
         result["info"] = {"learner": self.learner_stats, **self.stats()}
         return result
 

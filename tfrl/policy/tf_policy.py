@@ -18,7 +18,11 @@ Construction order (each step may use what the previous ones built):
 
 Traced functions (input signatures leave the batch dimension open, so batch size changes do
 not retrace): action computation, value computation, the learn step, the loss alone, gradient
-computation and application.
+computation and application. Acting, value estimation and the learn step are on the hot path
+(once per env step, or per train batch), so they are called through `_FlatCall`: the one
+concrete function of each is fetched once and called with a flat list of tensors, which skips
+tf.function's per-call argument binding and signature matching (most of the cost of a call
+for a small model).
 
 Distributed learning: construct the policy inside `strategy.scope()`; then inside
 `strategy.run` call `loss_and_stats(batch)` (pure) or `compute_and_apply_gradients(batch)`.
@@ -79,6 +83,45 @@ def _spec_of(array) -> tf.TensorSpec:
     if np.issubdtype(dtype, np.floating):
         dtype = np.float32
     return tf.TensorSpec([None, *np.shape(array)[1:]], tf.as_dtype(dtype))
+
+
+class _FlatCall:
+    """Calls a tf.function that has a full input_signature with a flat list of tensors.
+
+    The function has exactly one concrete function; it is fetched (traced) on the first call
+    and then called directly, in the order `tf.nest.flatten` gives the signature's leaves. The
+    caller must pass tensors of the signature's dtypes and compatible shapes: unlike a
+    tf.function call, nothing is checked or converted here.
+    """
+
+    def __init__(self, function):
+        self.function = function
+        self._concrete = None
+        self._call = None
+
+    def __call__(self, flat_inputs: list):
+        if self._call is None:
+            self._concrete = self.function.get_concrete_function()
+            # `_call_flat` is the entry tf.function itself uses after binding arguments; it is
+            # private, so fall back to the public (slower, binding) call if it ever goes away.
+            self._call = getattr(self._concrete, "_call_flat", None) or (
+                lambda flat, _captures: self._concrete(*flat))
+        return self._call(flat_inputs, self._concrete.captured_inputs)
+
+
+def _shape_template(spec: tf.TensorSpec):
+    return tuple(spec.shape.as_list()) if spec.shape.rank is not None else None
+
+
+def _check_shape(array, template, what: str) -> None:
+    shape = np.shape(array)
+    if template is None:
+        return
+    if len(shape) != len(template) or any(
+            t is not None and t != d for t, d in zip(template, shape)):
+        raise InvalidBatchError(
+            f"{what} has shape {shape} but this policy expects {template} (None = any size); "
+            "pass a batch of observations (or states) of the policy's spaces.")
 
 
 class TFPolicy(Policy):
@@ -312,6 +355,15 @@ class TFPolicy(Policy):
 
         self._value_fn = tf.function(value_fn, input_signature=[self._obs_spec,
                                                                 self._state_specs])
+        self._flat_actions = _FlatCall(self._compute_actions_fn)
+        self._flat_values = _FlatCall(self._value_fn)
+        flat_obs_specs = tf.nest.flatten(self._obs_spec)
+        self._obs_is_nested = tf.nest.is_nested(self._obs_spec)
+        self._obs_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s)) for s in flat_obs_specs]
+        self._state_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s))
+                              for s in self._state_specs]
+        # explore is one of two values: make its tensors once instead of on every call
+        self._explore_tensors = {False: tf.constant(False), True: tf.constant(True)}
 
     def _build_learn_functions(self):
         sig = [self._learn_signature]
@@ -328,6 +380,11 @@ class TFPolicy(Policy):
             return grads, stats
 
         self._grads_fn = tf.function(grads_fn, input_signature=sig)
+        self._flat_learn = _FlatCall(self._learn_fn)
+        self._flat_grads = _FlatCall(self._grads_fn)
+        self._learn_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s), f"Column {k!r}")
+                              for k in sorted(self._learn_signature)
+                              for s in tf.nest.flatten(self._learn_signature[k])]
         variables = self.model.trainable_variables
         self._apply_fn = tf.function(
             lambda grads: self.apply_gradients_op(self.optimizer, list(zip(grads, variables))),
@@ -351,13 +408,40 @@ class TFPolicy(Policy):
             self._obs_spec, lambda spec, x: np.asarray(x, spec.dtype.as_numpy_dtype),
             self._obs_spec, obs_batch)
 
-    def _convert_states(self, state_batches, batch_size):
+    def _obs_tensors(self, obs_batch) -> List[tf.Tensor]:
+        """The observation batch as tensors, flat in the input signature's order.
+
+        Raises:
+            InvalidBatchError: if a leaf has the wrong rank or a wrong non-batch dimension.
+        """
+        if self._obs_is_nested or not isinstance(obs_batch, np.ndarray):
+            leaves = tf.nest.flatten(self._convert_obs(obs_batch))
+        else:
+            leaves = [obs_batch]  # the common case: one array, skip the nest walk
+        tensors = []
+        for array, (dtype, template) in zip(leaves, self._obs_leaves):
+            array = np.asarray(array, dtype)
+            _check_shape(array, template, "The observation batch")
+            tensors.append(tf.constant(array))
+        return tensors
+
+    def _state_tensors(self, state_batches, batch_size: int) -> List[tf.Tensor]:
+        """Recurrent state inputs as tensors (initial states when none are given).
+
+        Raises:
+            InvalidBatchError: if a state has the wrong shape.
+        """
         if not self._state_specs:
             return []
         if not state_batches:
-            return [np.repeat(s[None], batch_size, axis=0) for s in self.get_initial_state()]
-        return [np.asarray(s, spec.dtype.as_numpy_dtype)
-                for s, spec in zip(state_batches, self._state_specs)]
+            return [tf.constant(np.repeat(s[None], batch_size, axis=0))
+                    for s in self.get_initial_state()]
+        tensors = []
+        for state, (dtype, template) in zip(state_batches, self._state_leaves):
+            state = np.asarray(state, dtype)
+            _check_shape(state, template, "A recurrent state batch")
+            tensors.append(tf.constant(state))
+        return tensors
 
     def _compute_actions_eager(self, obs, states):
         actions, state_out, extras = self._forward_actions(
@@ -375,15 +459,19 @@ class TFPolicy(Policy):
         (and vf_preds if the model has a value branch, plus extra_action_out). Actions are not
         clipped to the action space. prev_action_batch / prev_reward_batch are accepted for
         interface compatibility; built-in models do not read them.
+
+        Raises:
+            InvalidBatchError: if the observations (or states) do not have the shapes of the
+                policy's spaces with a leading batch dimension.
         """
         explore = self.config.get("explore", True) if explore is None else bool(explore)
-        obs = self._convert_obs(obs_batch)
-        batch_size = len(tree.flatten(obs)[0])
-        states = self._convert_states(state_batches, batch_size)
+        obs = self._obs_tensors(obs_batch)
+        batch_size = int(obs[0].shape[0])
+        states = self._state_tensors(state_batches, batch_size)
         timestep = self.global_timestep if timestep is None else int(timestep)
-        actions, state_out, extras = self._compute_actions_fn(
-            obs, states, tf.constant(explore), tf.constant(timestep, tf.int64),
-            tf.constant(self._next_seed()))
+        actions, state_out, extras = self._flat_actions(
+            obs + states + [self._explore_tensors[explore], tf.constant(timestep, tf.int64),
+                            tf.constant(self._next_seed())])
         self.global_timestep += batch_size
         return (actions.numpy(), [s.numpy() for s in state_out],
                 {k: v.numpy() for k, v in extras.items()})
@@ -393,20 +481,32 @@ class TFPolicy(Policy):
 
         Raises:
             NotSupportedError: if the model has no value branch.
+            InvalidBatchError: if the observations (or states) have the wrong shapes.
         """
         if not self.model.has_value_branch:
             raise NotSupportedError(
                 f"The model {type(self.model).__name__} has no value branch, so this policy "
                 "cannot estimate values; use a model with value_function().")
-        obs = self._convert_obs(obs_batch)
-        states = self._convert_states(state_batches, len(tree.flatten(obs)[0]))
-        return self._value_fn(obs, states).numpy()
+        obs = self._obs_tensors(obs_batch)
+        states = self._state_tensors(state_batches, int(obs[0].shape[0]))
+        return self._flat_values(obs + states).numpy()
 
     def get_initial_state(self):
         return self.model.get_initial_state()
 
     # ----- learning --------------------------------------------------------------------
     def _prepare_batch(self, samples: SampleBatch) -> Dict:
+        """{column: numpy arrays of the signature's dtypes} for the columns the loss reads.
+
+        Raises:
+            InvalidBatchError: if a column is missing.
+        """
+        samples = self._loss_columns(samples)
+        return {k: tree.map_structure_up_to(
+            spec, lambda s, a: np.asarray(a, s.dtype.as_numpy_dtype), spec, samples[k])
+            for k, spec in self._learn_signature.items()}
+
+    def _loss_columns(self, samples) -> SampleBatch:
         if not isinstance(samples, SampleBatch):
             samples = SampleBatch(samples)
         samples = samples.copy(shallow=True).decompress_if_needed()
@@ -418,18 +518,33 @@ class TFPolicy(Policy):
                 f"The batch lacks column(s) {missing} that this policy's loss reads; run "
                 "postprocess_trajectory on rollouts first (it has "
                 f"{sorted(samples.keys())}).")
-        return {k: tree.map_structure_up_to(
-            spec, lambda s, a: np.asarray(a, s.dtype.as_numpy_dtype), spec, samples[k])
-            for k, spec in self._learn_signature.items()}
+        return samples
+
+    def _learn_tensors(self, samples) -> List[tf.Tensor]:
+        """The columns the loss reads as tensors, flat in the learn signature's order.
+
+        Raises:
+            InvalidBatchError: if a column is missing or has the wrong rank or inner shape.
+        """
+        samples = self._loss_columns(samples)
+        leaves = [leaf for k in sorted(self._learn_signature)
+                  for leaf in tree.flatten_up_to(self._learn_signature[k], samples[k])]
+        tensors = []
+        for array, (dtype, template, what) in zip(leaves, self._learn_leaves):
+            array = np.asarray(array, dtype)
+            _check_shape(array, template, what)
+            tensors.append(tf.constant(array))
+        return tensors
 
     def learn_on_batch(self, samples: SampleBatch) -> Dict:
         """One gradient step; returns stats as numpy floats plus per-sample arrays (e.g.
         td_error) under their own names.
 
         Raises:
-            InvalidBatchError: if the batch lacks a column the loss reads.
+            InvalidBatchError: if the batch lacks a column the loss reads, or a column's shape
+                does not fit the loss's input signature.
         """
-        stats, per_sample = self._learn_fn(self._prepare_batch(samples))
+        stats, per_sample = self._flat_learn(self._learn_tensors(samples))
         self.num_grad_updates += 1
         out = {k: float(v.numpy()) for k, v in stats.items()}
         out.update({k: v.numpy() for k, v in per_sample.items()})
@@ -439,9 +554,10 @@ class TFPolicy(Policy):
         """(list of numpy gradients, stats) without applying them.
 
         Raises:
-            InvalidBatchError: if the batch lacks a column the loss reads.
+            InvalidBatchError: if the batch lacks a column the loss reads, or a column's shape
+                does not fit the loss's input signature.
         """
-        grads, stats = self._grads_fn(self._prepare_batch(samples))
+        grads, stats = self._flat_grads(self._learn_tensors(samples))
         return [g.numpy() for g in grads], {k: float(v.numpy()) for k, v in stats.items()}
 
     def apply_gradients(self, gradients) -> None:

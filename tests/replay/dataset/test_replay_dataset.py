@@ -1,0 +1,202 @@
+"""ReplayDataset against a real replay server on loopback."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from replay import errors, specs
+from replay.dataset import INFO_DTYPES, ReplayDataset, StreamMetrics
+from replay.replay_sample import ReplaySample, SampleInfo
+from replay.table import Table
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _check_step(data, i, helpers):
+    expected = helpers.make_step(i)
+    np.testing.assert_array_equal(data["observation"], expected["observation"])
+    assert data["action"] == expected["action"]
+    assert data["flags"]["done"] == expected["flags"]["done"]
+    np.testing.assert_array_equal(data["flags"]["frame"], expected["flags"]["frame"])
+
+
+def _all_elements(dataset):
+    return [tf.nest.map_structure(lambda t: t.numpy(), e) for e in dataset]
+
+
+def test_from_table_signature_yields_replay_samples_in_the_table_structure(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(20))
+    dataset = ReplayDataset.from_table_signature(
+        client.address, "queue", max_in_flight_samples_per_worker=8, num_workers_per_iterator=1,
+        rate_limiter_timeout_ms=300)
+    assert isinstance(dataset, tf.data.Dataset)
+    spec = dataset.element_spec
+    assert isinstance(spec, ReplaySample) and isinstance(spec.info, SampleInfo)
+    assert spec.info == SampleInfo(*[tf.TensorSpec([], d) for d in INFO_DTYPES])
+    assert spec.data["flags"]["frame"] == tf.TensorSpec([2, 2], tf.uint8)
+    assert spec.data["observation"] == tf.TensorSpec([3], tf.float32)
+    elements = _all_elements(dataset)
+    # A queue read by one worker: every item once, in insertion order, then the timeout ends it.
+    assert [int(e.data["action"]) for e in elements] == list(range(20))
+    for i, element in enumerate(elements):
+        _check_step(element.data, i, helpers)
+        assert element.info.times_sampled == 1
+        assert element.info.probability == pytest.approx(1.0)
+    assert len({int(e.info.key) for e in elements}) == 20
+    assert client.server_info()["queue"].size == 0
+    assert dataset.replay_metrics.total_samples == 20
+    assert dataset.replay_metrics.snapshot()[client.address].timeouts == 1
+
+
+def test_several_workers_read_every_item_exactly_once(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(600))
+    dataset = ReplayDataset.from_table_signature(
+        client.address, "queue", max_in_flight_samples_per_worker=32, num_workers_per_iterator=3,
+        rate_limiter_timeout_ms=300)
+    actions = [int(e.data["action"]) for e in _all_elements(dataset)]
+    assert sorted(actions) == list(range(600))
+    metrics = dataset.replay_metrics.snapshot()[client.address]
+    assert metrics.streams_opened == 3 and metrics.timeouts == 3
+
+
+def test_timeout_on_an_empty_table_ends_the_dataset_without_error(start_server, helpers):
+    server = start_server([helpers.uniform_table()])
+    dataset = ReplayDataset.from_table_signature(
+        server.localhost_client().address, "uniform", max_in_flight_samples_per_worker=4,
+        rate_limiter_timeout_ms=0)
+    assert _all_elements(dataset.batch(4)) == []
+
+
+def test_batched_elements_keep_info_and_data_aligned(start_server, helpers):
+    server = start_server([helpers.uniform_table(max_size=100)])
+    client = server.localhost_client()
+    helpers.write_steps(client, "uniform", range(50))
+    dataset = ReplayDataset.from_table_signature(client.address, "uniform", max_in_flight_samples_per_worker=64)
+    batch = next(iter(dataset.batch(32, drop_remainder=True)))
+    assert batch.data["observation"].shape == (32, 3)
+    assert batch.info.key.shape == (32,) and batch.info.table_size.numpy().tolist() == [50] * 32
+    actions = batch.data["action"].numpy()
+    np.testing.assert_array_equal(batch.data["observation"].numpy()[:, 0], actions.astype(np.float32))
+    np.testing.assert_array_equal(batch.data["flags"]["frame"].numpy()[:, 0, 0], actions % 251)
+
+
+def test_explicit_dtypes_and_shapes_and_max_samples_per_stream(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(40))
+    dtypes = tf.nest.map_structure(lambda s: tf.as_dtype(s.dtype), helpers.STEP_SIGNATURE)
+    shapes = tf.nest.map_structure(lambda s: list(s.shape), helpers.STEP_SIGNATURE,)
+    metrics = StreamMetrics()
+    dataset = ReplayDataset(client.address, "queue", dtypes, shapes, max_in_flight_samples_per_worker=4,
+                            num_workers_per_iterator=1, max_samples_per_stream=7,
+                            rate_limiter_timeout_ms=300, metrics=metrics)
+    assert [int(e.data["action"]) for e in _all_elements(dataset)] == list(range(40))
+    # 40 samples with streams of at most 7: a new stream after every 7.
+    assert metrics.snapshot()[client.address].streams_opened == 6
+
+
+def test_multi_step_items_spanning_chunks_and_compressed_columns(start_server):
+    signature = {"obs": specs.TensorSpec((3, 16), np.float32), "step": specs.TensorSpec((3,), np.int32)}
+    table = Table.queue("sequences", 100, signature=signature)
+    server = start_server([table])
+    client = server.localhost_client()
+    with client.trajectory_writer(3, chunk_length=2) as writer:
+        for t in range(10):
+            # Constant rows compress well, so these columns travel lz4-compressed.
+            writer.append({"obs": np.full(16, t, np.float32), "step": np.int32(t)})
+            if t >= 2:
+                writer.create_item("sequences", 1.0, {"obs": writer.history["obs"][-3:],
+                                                      "step": writer.history["step"][-3:]})
+        writer.flush()
+    dataset = ReplayDataset.from_table_signature(client.address, "sequences", 16, num_workers_per_iterator=1,
+                                                 rate_limiter_timeout_ms=300)
+    elements = _all_elements(dataset)
+    assert len(elements) == 8
+    for end, element in enumerate(elements, start=2):
+        steps = np.arange(end - 2, end + 1)
+        np.testing.assert_array_equal(element.data["step"], steps)
+        np.testing.assert_array_equal(element.data["obs"], np.repeat(steps[:, None], 16, 1).astype(np.float32))
+
+
+def test_wrong_dtype_fails_the_iteration_with_a_clear_message(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(3))
+    dtypes = tf.nest.map_structure(lambda s: tf.as_dtype(s.dtype), helpers.STEP_SIGNATURE)
+    dtypes["action"] = tf.float64
+    shapes = tf.nest.map_structure(lambda s: list(s.shape), helpers.STEP_SIGNATURE)
+    dataset = ReplayDataset(client.address, "queue", dtypes, shapes, 4, num_workers_per_iterator=1,
+                            rate_limiter_timeout_ms=300)
+    with pytest.raises(tf.errors.OpError, match="dtype int64 but the dataset declares float64"):
+        _all_elements(dataset)
+
+
+def test_bad_arguments_raise_named_errors(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    address = server.localhost_client().address
+    dtypes, shapes = tf.float32, [3]
+    with pytest.raises(errors.InvalidArgumentError, match="max_in_flight_samples_per_worker"):
+        ReplayDataset(address, "queue", dtypes, shapes, 0)
+    with pytest.raises(errors.InvalidArgumentError, match="num_workers_per_iterator"):
+        ReplayDataset(address, "queue", dtypes, shapes, 4, num_workers_per_iterator=0)
+    with pytest.raises(errors.InvalidArgumentError, match="rate_limiter_timeout_ms"):
+        ReplayDataset(address, "queue", dtypes, shapes, 4, rate_limiter_timeout_ms=-5)
+    with pytest.raises(errors.InvalidArgumentError, match="same nest structure"):
+        ReplayDataset(address, "queue", {"a": tf.float32}, {"b": [3]}, 4)
+    with pytest.raises(errors.InvalidArgumentError, match="server_address"):
+        ReplayDataset([], "queue", dtypes, shapes, 4)
+    with pytest.raises(errors.NotFoundError, match="no table 'nope'"):
+        ReplayDataset.from_table_signature(address, "nope", 4)
+    server_without_signature = start_server([Table.queue("plain", 10)])
+    with pytest.raises(errors.InvalidArgumentError, match="has no signature"):
+        ReplayDataset.from_table_signature(server_without_signature.localhost_client().address, "plain", 4)
+
+
+def test_each_replica_gets_its_own_per_replica_batch(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(64))
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    global_batch = 8
+
+    def dataset_fn(input_context):
+        per_replica = input_context.get_per_replica_batch_size(global_batch)
+        return ReplayDataset.from_table_signature(
+            client.address, "queue", 16, num_workers_per_iterator=1,
+            rate_limiter_timeout_ms=300).batch(per_replica, drop_remainder=True)
+
+    distributed = strategy.distribute_datasets_from_function(dataset_fn)
+    seen = []
+    for element in distributed:
+        per_replica = strategy.experimental_local_results(element)
+        assert len(per_replica) == 2
+        for replica_batch in per_replica:
+            assert replica_batch.data["action"].shape == (4,)
+            seen.append(replica_batch.data["action"].numpy())
+    actions = np.concatenate(seen)
+    assert sorted(actions.tolist()) == list(range(64))
+    # The two replicas of a step hold different samples.
+    assert not np.array_equal(seen[0], seen[1])
+
+
+def test_reading_inside_a_tf_function_loop(start_server, helpers):
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(96))
+    dataset = ReplayDataset.from_table_signature(client.address, "queue", 32, num_workers_per_iterator=1,
+                                                 rate_limiter_timeout_ms=300).batch(16)
+
+    @tf.function
+    def sum_actions(ds):
+        total = tf.constant(0, tf.int64)
+        count = tf.constant(0, tf.int64)
+        for batch in ds:
+            total += tf.reduce_sum(batch.data["action"])
+            count += tf.size(batch.data["action"], out_type=tf.int64)
+        return total, count
+
+    total, count = sum_actions(dataset)
+    assert int(count) == 96 and int(total) == sum(range(96))

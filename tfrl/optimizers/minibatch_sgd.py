@@ -1,0 +1,125 @@
+"""Minibatch SGD over one loaded train batch: `num_sgd_iter` epochs in one tf.function call.
+
+Used by the on-policy optimizers. The train batch is split once across the devices of the
+policy's distribution strategy (one shard per replica, each staying on its device for every
+pass: the paper's local multi-GPU strategy); each replica shuffles its shard every epoch and
+takes equally many minibatch steps, whose gradients the optimizer all-reduces. With the default
+strategy this is plain single-device minibatch SGD.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+
+def _leading(nest) -> tf.Tensor:
+    return tf.shape(tree.flatten(nest)[0])[0]
+
+
+class MinibatchSGD:
+    """Runs epochs of minibatch gradient steps of `policy` (built under `strategy`'s scope).
+
+    Args:
+      policy: a TFPolicy (its `compute_and_apply_gradients` runs inside `strategy.run`).
+      strategy: the strategy whose scope built the policy's variables (default strategy: one
+        device).
+      num_sgd_iter: epochs over the batch per call.
+      minibatch_size: global minibatch size (split evenly over replicas).
+    """
+
+    def __init__(self, policy, strategy: tf.distribute.Strategy, num_sgd_iter: int, minibatch_size: int):
+        self.policy = policy
+        self.strategy = strategy
+        self.num_sgd_iter = int(num_sgd_iter)
+        self.minibatch_size = int(minibatch_size)
+        self.signature = policy.loss_input_signature
+        self._run = tf.function(self._distributed_sgd)
+
+    def _replica_sgd(self, shard, num_iter, minibatch_size):
+        n = _leading(shard)
+        num_minibatches = tf.maximum(n // minibatch_size, 1)
+        size = n // num_minibatches
+
+        def step(order, m):
+            idx = order[m * size:(m + 1) * size]
+            stats, _ = self.policy.compute_and_apply_gradients(
+                tree.map_structure(lambda x: tf.gather(x, idx), shard))
+            return stats
+
+        # The first step runs outside the loop so the loop carries stats of a known structure.
+        order = tf.random.shuffle(tf.range(n))
+        stats = step(order, 0)
+        for j in tf.range(1, num_iter * num_minibatches):
+            tf.autograph.experimental.set_loop_options(
+                shape_invariants=[(order, tf.TensorShape([None]))])
+            m = j % num_minibatches
+            order = tf.cond(tf.equal(m, 0), lambda: tf.random.shuffle(tf.range(n)), lambda: order)
+            stats = step(order, m)
+        return stats
+
+    def _distributed_sgd(self, batch, num_iter, minibatch_size):
+        replicas = self.strategy.num_replicas_in_sync
+        per_replica = tf.maximum(minibatch_size // replicas, 1)
+
+        def shard_fn(ctx):
+            n = _leading(batch) // ctx.num_replicas_in_sync
+            start = ctx.replica_id_in_sync_group * n
+            return tree.map_structure(lambda x: x[start:start + n], batch)
+
+        shards = self.strategy.experimental_distribute_values_from_function(shard_fn)
+        stats = self.strategy.run(self._replica_sgd, args=(shards, num_iter, per_replica))
+        return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+                for k, v in stats.items()}
+
+    def prepare(self, columns: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """The loss's columns of a train batch, cast to the loss's dtypes."""
+        return {k: tree.map_structure(lambda spec, x: tf.cast(x, spec.dtype), spec, columns[k])
+                for k, spec in self.signature.items()}
+
+    def learn(self, columns: Dict[str, tf.Tensor]) -> Dict[str, float]:
+        """Runs the epochs on a train batch (dict of column tensors); returns the learner stats of
+        the last minibatch step, averaged over replicas."""
+        stats = self._run(self.prepare(columns), tf.constant(self.num_sgd_iter),
+                          tf.constant(self.minibatch_size))
+        self.policy.num_grad_updates += self.num_sgd_iter
+        return {k: float(np.asarray(v)) for k, v in stats.items()}
+
+
+class RowReader:
+    """Reads exactly `n` rows of a dataset of rows into one batch, without per-row Python work.
+
+    When every read is a multiple of `block_rows` (a sampling round of fixed size), rows come
+    through `dataset.batch(block_rows)` (batched in C++); otherwise one tf.function call reads
+    the `n` rows in a graph loop.
+    """
+
+    def __init__(self, dataset: tf.data.Dataset, block_rows: Optional[int] = None):
+        self.block_rows = block_rows
+        if block_rows:
+            self._iterator = iter(dataset.batch(block_rows))
+            return
+        self._iterator = iter(dataset)
+        spec = dataset.element_spec
+
+        def read(n):
+            arrays = tree.map_structure(
+                lambda s: tf.TensorArray(s.dtype, size=n, element_shape=s.shape), spec)
+            for i in tf.range(n):
+                row = self._iterator.get_next()
+                arrays = tree.map_structure(lambda a, v: a.write(i, v), arrays, row)
+            return tree.map_structure(lambda a: a.stack(), arrays)
+
+        self._read = tf.function(read, input_signature=[tf.TensorSpec([], tf.int32)])
+
+    def read(self, n: int):
+        if self.block_rows and n % self.block_rows == 0:
+            blocks = [next(self._iterator) for _ in range(n // self.block_rows)]
+            if len(blocks) == 1:
+                return blocks[0]
+            return tree.map_structure(lambda *parts: tf.concat(parts, axis=0), *blocks)
+        if self.block_rows:
+            raise ValueError(f"a read of {n} rows is not a multiple of block_rows={self.block_rows}")
+        return self._read(tf.constant(n, tf.int32))

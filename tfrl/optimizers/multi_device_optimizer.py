@@ -1,0 +1,21 @@
+"""LocalMultiDeviceOptimizer: the sync-samples data path, learning on every local device.
+
+The paper's local multi-GPU strategy: the train batch read from the replay table is split once
+across the devices of a `MirroredStrategy` (all local GPUs, else all logical CPU devices) and
+stays there for all `num_sgd_iter` passes; each minibatch step all-reduces the replicas'
+gradients. The learner policy is built inside the strategy's scope and replaces the local
+worker's policy, so checkpoints, exports and weight broadcasts all read the learner's variables.
+"""
+from __future__ import annotations
+
+from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
+
+
+class LocalMultiDeviceOptimizer(SyncSamplesOptimizer):
+    """Config keys: those of SyncSamplesOptimizer, plus num_learner_devices ("auto" or an int)."""
+
+    def __init__(self, workers, config: dict, replay, strategy=None):
+        from tfrl.learner.strategy import learner_strategy
+
+        super().__init__(workers, config, replay,
+                         strategy=strategy or learner_strategy(config.get("num_learner_devices", "auto")))

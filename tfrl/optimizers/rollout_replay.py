@@ -1,0 +1,42 @@
+"""Connecting rollout workers to a replay table, and sampling rounds that write into it.
+
+The data path of every replay-fed optimizer: the local worker's policy defines the item
+signature (`replay_signature`: one squeezed step per item, TF-Agents style spec-driven), the
+optimizer declares a table with it on the trainer's replay service, and every worker gets a
+`ReplayOutputSpec`, so `sample()` on a worker writes postprocessed steps straight into the table
+and returns only counts and episode metrics to the driver.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Tuple
+
+from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
+
+
+def connect_workers_to_replay(workers, config: dict, replay, make_table: Callable,
+                              policy_id: str = DEFAULT_POLICY_ID) -> Tuple[str, str, dict]:
+    """Declares the table `make_table(signature)` on `replay`, starts the service and points
+    every worker at it. Returns (address, table name, signature)."""
+    from tfrl.evaluation import ReplayOutputSpec, replay_signature
+
+    policy = workers.local_worker().get_policy(policy_id)
+    signature = replay_signature(policy, observation_filter=config.get("observation_filter", "NoFilter"))
+    table = make_table(signature)
+    replay.add_table(table)
+    address = replay.start()
+    workers.set_replay_output(ReplayOutputSpec(
+        address, table.name, columns=list(signature),
+        chunk_length=config.get("rollout_fragment_length")))
+    return address, table.name, signature
+
+
+def sample_round(workers) -> Tuple[int, List]:
+    """One `sample()` on every remote worker (or on the local worker when there are none); each
+    writes into replay. Returns (env steps written, finished episodes' metrics)."""
+    if workers.remote_workers():
+        summaries = workers.call_remote_workers("sample")
+    else:
+        summaries = [workers.local_worker().sample()]
+    steps = sum(s["env_steps"] for s in summaries)
+    episodes = [e for s in summaries for e in s["episodes"]]
+    return steps, episodes
