@@ -125,7 +125,7 @@ def _block_signature(dtypes: Any, shapes: Any):
     info = SampleInfo(*[tf.TensorSpec([None], d) for d in INFO_DTYPES])
     data = tree.map_structure_up_to(
         dtypes, lambda d, s: tf.TensorSpec(tf.TensorShape([None]).concatenate(s), d), dtypes, shapes)
-    return info, tuple(tree.flatten(data))
+    return ReplaySample(info, data)
 
 
 def _sample_responses(client: Client, table: str, max_in_flight: int, timeout_ms: int,
@@ -287,12 +287,14 @@ def _decode_items_one_by_one(response: replay_pb2.SampleResponse, flat_dtypes: L
 
 
 class _BlockStream:
-    """The generator behind one worker: yields (info, flat columns) blocks of many items."""
+    """The generator behind one worker: yields blocks of many items as one ReplaySample of
+    [N, ...] arrays in the dataset's structure."""
 
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
-                 metrics: StreamMetrics):
+                 metrics: StreamMetrics, structure: Any = None):
         self.address = address
+        self.structure = structure if structure is not None else [None] * len(flat_dtypes)
         self.table = table
         self.flat_dtypes = flat_dtypes
         self.max_in_flight = max_in_flight
@@ -316,10 +318,10 @@ class _BlockStream:
                         self.metrics.record_block(self.address, count)
                         block = _decode_block(response, self.flat_dtypes)
                         if block is not None:
-                            yield block[0], tuple(block[1])
+                            yield ReplaySample(block[0], tree.unflatten_as(self.structure, block[1]))
                         else:
                             for info, columns in _decode_items_one_by_one(response, self.flat_dtypes):
-                                yield info, tuple(columns)
+                                yield ReplaySample(info, tree.unflatten_as(self.structure, columns))
                 except errors.DeadlineExceededError:
                     # Reverb's contract: no sample within the rate-limiter timeout ends the dataset.
                     self.metrics.record_timeout(self.address)
@@ -406,7 +408,7 @@ class ReplayDataset:
 
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                                 int(max_samples_per_stream), int(rate_limiter_timeout_ms),
-                                tolerate_failure, metrics)
+                                tolerate_failure, metrics, structure=dtypes)
                    for address in addresses for _ in range(workers)]
 
         def run_stream(index):
@@ -422,12 +424,8 @@ class ReplayDataset:
             blocks = tf.data.Dataset.range(len(streams)).interleave(
                 stream_dataset, cycle_length=len(streams), block_length=1,
                 num_parallel_calls=len(streams), deterministic=False)
-        structure = dtypes
-
-        def to_sample(info, flat_data):
-            return ReplaySample(info, tree.unflatten_as(structure, list(flat_data)))
-
-        dataset = blocks.unbatch().map(to_sample)
+        # Blocks already have the element structure, so unbatching is the only per-item step.
+        dataset = blocks.unbatch()
         dataset.replay_metrics = metrics
         return dataset
 

@@ -341,6 +341,15 @@ class RolloutWorker:
             grads[pid], infos[pid] = self.policy_map[pid].compute_gradients(batch)
         return grads, infos
 
+    def sample_and_compute_gradients(self):
+        """One fragment sampled and turned into gradients on this worker (A3C's unit of work).
+
+        Returns (grads, info, env steps sampled).
+        """
+        samples = self.sample()
+        grads, info = self.compute_gradients(samples)
+        return grads, info, samples.count
+
     def apply_gradients(self, grads) -> Any:
         """Applies gradients from `compute_gradients` (a dict per policy, or one policy's list)."""
         if isinstance(grads, dict):

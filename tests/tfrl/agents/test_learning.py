@@ -9,6 +9,8 @@ from tfrl.agents.a3c import A2C_DEFAULT_CONFIG, A3CTFPolicy
 from tfrl.agents.dqn import DEFAULT_CONFIG as DQN_CONFIG
 from tfrl.agents.dqn import DQNTFPolicy
 from tfrl.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
+from tfrl.agents.pg import DEFAULT_CONFIG as PG_CONFIG
+from tfrl.agents.pg import PGTFPolicy
 from tfrl.agents.ppo import PPOTFPolicy
 
 from .agent_helpers import trainer_config
@@ -40,6 +42,17 @@ def test_a2c_improves_on_cartpole():
     policy = make_policy(A3CTFPolicy, config, seed=0)
     result = train_on_policy(policy, num_envs=8, fragment_length=8, num_sgd_iter=1,
                              minibatch_size=64, max_env_steps=60_000, target_return=150,
+                             max_seconds=45)
+    assert result["best"] >= 100, result
+
+
+@pytest.mark.timeout(120)
+def test_pg_improves_on_cartpole():
+    config = trainer_config(PG_CONFIG, lr=4e-3, model={"fcnet_hiddens": [64, 64]})
+    policy = make_policy(PGTFPolicy, config, seed=0)
+    # 8 envs x 250 steps per batch; episodes cut at the batch end are summed without bootstrap
+    result = train_on_policy(policy, num_envs=8, fragment_length=250, num_sgd_iter=1,
+                             minibatch_size=2000, max_env_steps=60_000, target_return=150,
                              max_seconds=45)
     assert result["best"] >= 100, result
 

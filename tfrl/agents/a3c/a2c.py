@@ -40,6 +40,7 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
+    """SyncSamplesOptimizer: one gradient step on each synchronous train batch."""
     from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
 
     return SyncSamplesOptimizer(workers, config, replay)

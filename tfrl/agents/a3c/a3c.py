@@ -72,6 +72,7 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
+    """AsyncGradientsOptimizer: worker gradients applied by the driver as they arrive."""
     from tfrl.optimizers.async_gradients_optimizer import AsyncGradientsOptimizer
 
     return AsyncGradientsOptimizer(workers, config, replay)

@@ -95,7 +95,8 @@ def validate_config(config: dict) -> None:
             f"DQN: learning_starts must be >= 0, got {config['learning_starts']}.")
     if config["prioritized_replay_alpha"] < 0:
         raise InvalidConfigError(
-            f"DQN: prioritized_replay_alpha must be >= 0, got {config['prioritized_replay_alpha']}.")
+            "DQN: prioritized_replay_alpha must be >= 0, got "
+            f"{config['prioritized_replay_alpha']}.")
     for key in ("prioritized_replay_beta", "final_prioritized_replay_beta", "tau"):
         if not 0.0 <= config[key] <= 1.0:
             raise InvalidConfigError(f"DQN: {key} must be in [0, 1], got {config[key]}.")
@@ -110,6 +111,7 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
+    """SyncReplayOptimizer: uniform or prioritized replay, importance weights, priorities."""
     from tfrl.optimizers.sync_replay_optimizer import SyncReplayOptimizer
 
     return SyncReplayOptimizer(workers, config, replay)

@@ -104,6 +104,12 @@ class EpsilonGreedyExploration:
 
 
 def validate_discrete_actions(policy, observation_space, action_space, config):
+    """Refuses what DQN cannot act in.
+
+    Raises:
+        UnsupportedSpaceError: the action space is not Discrete.
+        InvalidConfigError: the model config asks for an LSTM.
+    """
     if not isinstance(action_space, gym.spaces.Discrete):
         raise UnsupportedSpaceError(
             f"DQN needs a Discrete action space, got {action_space}; use PPO or A2C for other "
@@ -118,6 +124,9 @@ def build_q_models(policy, observation_space, action_space, config):
 
     A `custom_model` from the model config is used for both and must output one Q-value per
     action; otherwise QNetwork with the config's `dueling` and `hiddens`.
+
+    Raises:
+        UnknownModelError, InvalidConfigError: from the ModelCatalog, for a bad custom_model.
     """
     num_actions = int(action_space.n)
     if config["model"].get("custom_model"):

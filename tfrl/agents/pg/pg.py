@@ -69,12 +69,13 @@ def fit_fragments_to_train_batch(config: dict, algorithm: str) -> None:
         logger.info("%s: rollout_fragment_length %d -> %d so that one sampling round of %d envs "
                     "fits train_batch_size %d", algorithm, fragment, shorter, envs, train_batch)
         config["rollout_fragment_length"] = fragment = shorter
-    if train_batch % (envs * fragment):
+    round_steps = envs * fragment
+    if train_batch % round_steps:
         raise InvalidConfigError(
             f"{algorithm}: train_batch_size {train_batch} is not a multiple of one sampling "
-            f"round ({envs} envs x rollout_fragment_length {fragment} = {envs * fragment} "
-            f"steps); use train_batch_size {(train_batch // (envs * fragment) + 1) * envs * fragment} "
-            "or change num_workers, num_envs_per_worker or rollout_fragment_length.")
+            f"round ({envs} envs x rollout_fragment_length {fragment} = {round_steps} "
+            f"steps); use train_batch_size {(train_batch // round_steps + 1) * round_steps} or "
+            "change num_workers, num_envs_per_worker or rollout_fragment_length.")
 
 
 def validate_config(config: dict) -> None:
@@ -87,6 +88,7 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
+    """SyncSamplesOptimizer: one learn step on each train batch of synchronous samples."""
     from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
 
     return SyncSamplesOptimizer(workers, config, replay)

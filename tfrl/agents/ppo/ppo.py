@@ -84,6 +84,7 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
+    """LocalMultiDeviceOptimizer, or SyncSamplesOptimizer when `simple_optimizer` is set."""
     if config["simple_optimizer"]:
         from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
 

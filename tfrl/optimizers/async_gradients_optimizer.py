@@ -1,0 +1,66 @@
+"""AsyncGradientsOptimizer: A3C's strategy. Workers sample and compute gradients on their own
+fragments; the driver applies each gradient as soon as it arrives (`ray.wait`) and sends fresh
+weights back to that worker only, which immediately starts its next fragment.
+
+No replay table is involved: the gradients are the only data that reach the driver.
+"""
+from __future__ import annotations
+
+from tfrl import errors
+from tfrl.optimizers.policy_optimizer import PolicyOptimizer
+from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
+
+
+class AsyncGradientsOptimizer(PolicyOptimizer):
+    """Config keys: grads_per_step (gradients applied per `step()`, default 10)."""
+
+    def __init__(self, workers, config: dict, replay=None):
+        super().__init__(workers, config, replay)
+        if not workers.remote_workers():
+            raise errors.InvalidConfigError(
+                "AsyncGradientsOptimizer needs remote workers to compute gradients; set "
+                "num_workers >= 1")
+        self.grads_per_step = int(config.get("grads_per_step", 10))
+        self.policy = workers.local_worker().get_policy(DEFAULT_POLICY_ID)
+        self._pending = {}
+
+    def _launch(self, worker, weights_ref) -> None:
+        if weights_ref is not None:
+            worker.set_weights.remote(weights_ref, {"timestep": self.num_steps_sampled})
+        self._pending[worker.sample_and_compute_gradients.remote()] = worker
+
+    def step(self) -> dict:
+        import ray
+
+        if not self._pending:
+            weights = ray.put(self.workers.local_worker().get_weights())
+            for worker in self.workers.remote_workers():
+                self._launch(worker, weights)
+        applied = 0
+        while applied < self.grads_per_step:
+            with self.timer("wait"):
+                ready, _ = ray.wait(list(self._pending), num_returns=1)
+            worker = self._pending.pop(ready[0])
+            try:
+                grads, info, count = ray.get(ready[0])
+            except Exception as exc:  # noqa: BLE001 - a dead worker is replaced, others re-raise
+                from tfrl.evaluation.worker_set import is_worker_failure
+
+                if not is_worker_failure(exc) or worker not in self.workers.remote_workers():
+                    raise
+                worker = self.workers.recreate_worker(worker, exc)
+                if worker is not None:
+                    self._launch(worker, ray.put(self.workers.local_worker().get_weights()))
+                continue
+            with self.timer("apply"):
+                self.policy.apply_gradients(grads)
+            self.num_steps_sampled += count
+            self.num_steps_trained += count
+            self.learner_stats = {DEFAULT_POLICY_ID: info}
+            self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
+            self._launch(worker, ray.put(self.workers.local_worker().get_weights()))
+            applied += 1
+        return self.learner_stats
+
+    def stop(self) -> None:
+        self._pending.clear()
