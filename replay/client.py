@@ -26,6 +26,8 @@ from replay.replay_sample import ReplaySample, SampleInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 _ERROR_CLASS_METADATA_KEY = "replay-error-class"
+# The full method name of InsertStream in replay.proto (as in the generated stub).
+INSERT_STREAM_METHOD = "/replay.ReplayService/InsertStream"
 
 
 def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayError:
@@ -74,6 +76,7 @@ class Client:
         self._lock = threading.Lock()
         self._channel = None
         self._stub = None
+        self._insert_stream = None
         self._signatures: Dict[str, Any] = {}
         metadata = [(wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION))]
         if token is not None:
@@ -109,14 +112,25 @@ class Client:
                     else:
                         self._channel = grpc.insecure_channel(self.address, options=options)
                     self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
+                    self._insert_stream = self._channel.stream_stream(
+                        INSERT_STREAM_METHOD,
+                        request_serializer=wire.serialize_insert_request,
+                        response_deserializer=replay_pb2.InsertResponse.FromString)
         return self._stub
+
+    @property
+    def insert_stream(self):
+        """The InsertStream call taking `wire.PackedInsertRequest`s (the writers' path: chunk
+        bytes go into the message without extra copies)."""
+        self.stub  # noqa: B018 - opens the channel
+        return self._insert_stream
 
     def close(self) -> None:
         """Closes the channel (a later call opens a new one)."""
         with self._lock:
             if self._channel is not None:
                 self._channel.close()
-            self._channel = self._stub = None
+            self._channel = self._stub = self._insert_stream = None
 
     def _call(self, method: str, request, what: str, timeout: Optional[float] = None):
         try:

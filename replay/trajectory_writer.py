@@ -89,7 +89,7 @@ class InsertStream:
         raise type(error)(str(error))
 
     def _start(self) -> None:
-        self._call = self._client.stub.InsertStream(self._requests(), metadata=self._client.metadata)
+        self._call = self._client.insert_stream(self._requests(), metadata=self._client.metadata)
         self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
         self._reader.start()
 
@@ -194,13 +194,14 @@ class InsertStream:
                 if not queue:
                     self._urgent = False
             request = replay_pb2.InsertRequest()
+            column_data: List[bytes] = []
             if chunks:
-                wire.encode_chunks(chunks, request.chunks)
+                wire.encode_chunks(chunks, request.chunks, column_data)
             if items:
                 wire.encode_item_rows(items, request.items)
             if releases:
                 request.release_chunk_keys.extend(releases)
-            yield request
+            yield wire.PackedInsertRequest(request, column_data)
 
     def _read_acks(self) -> None:
         error = None

@@ -38,8 +38,13 @@ _UINT64_MAX = 2**64 - 1
 # Chunks
 
 
-def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch) -> None:
-    """Appends `chunks` to an empty `batch` (fields are set once, at the end)."""
+def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch,
+                  column_data: Optional[List[bytes]] = None) -> None:
+    """Appends `chunks` to an empty `batch` (fields are set once, at the end).
+
+    With a `column_data` list, the columns' bytes are appended to it instead of to
+    `batch.column_data` (see `PackedInsertRequest`), which saves copying them into the message.
+    """
     keys, episode_ids, start_indices, lengths, num_columns = [], [], [], [], []
     dtype_index, ranks, shape_dims, flags, crcs, blobs = [], [], [], [], [], []
     dtypes: Dict[str, int] = {}
@@ -73,7 +78,58 @@ def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch) -> None
     batch.shape_dims.extend(shape_dims)
     batch.flags.extend(flags)
     batch.crc32.extend(crcs)
-    batch.column_data.extend(blobs)
+    if column_data is None:
+        batch.column_data.extend(blobs)
+    else:
+        column_data.extend(blobs)
+
+
+class PackedInsertRequest:
+    """An `InsertRequest` to send whose chunk bytes stay outside the protobuf message.
+
+    `serialize_insert_request` writes `request` and then the bytes of `column_data` as a second
+    occurrence of the `chunks` field holding only `column_data` entries. Protobuf parsers merge
+    repeated occurrences of a message field (repeated fields are concatenated), so the receiver
+    reads exactly the message it would get with the bytes inside `request.chunks.column_data`;
+    the sender saves two copies of every payload (into the message and out of it again).
+    """
+
+    __slots__ = ("request", "column_data")
+
+    def __init__(self, request: replay_pb2.InsertRequest, column_data: List[bytes]):
+        self.request = request
+        self.column_data = column_data
+
+
+# Protobuf keys (field number << 3 | wire type 2, length-delimited) of InsertRequest.chunks (1)
+# and ChunkBatch.column_data (12).
+_KEY_INSERT_REQUEST_CHUNKS = bytes([(1 << 3) | 2])
+_KEY_CHUNK_BATCH_COLUMN_DATA = bytes([(12 << 3) | 2])
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def serialize_insert_request(packed: PackedInsertRequest) -> bytes:
+    """The wire bytes of a `PackedInsertRequest` (gRPC request serializer of InsertStream);
+    every payload is copied once, by the final join."""
+    head = packed.request.SerializeToString()
+    if not packed.column_data:
+        return head
+    parts = [head, _KEY_INSERT_REQUEST_CHUNKS, b""]
+    inner_size = 0
+    for blob in packed.column_data:
+        size = _varint(len(blob))
+        parts += (_KEY_CHUNK_BATCH_COLUMN_DATA, size, blob)
+        inner_size += 1 + len(size) + len(blob)
+    parts[2] = _varint(inner_size)
+    return b"".join(parts)
 
 
 def _check_lengths(what: str, expected: int, **fields: Sequence) -> None:

@@ -37,42 +37,45 @@ class MinibatchSGD:
         self.minibatch_size = int(minibatch_size)
         self.signature = policy.loss_input_signature
         self._run = tf.function(self._distributed_sgd)
+        self._calls = 0
 
-    def _replica_sgd(self, shard, num_iter, minibatch_size):
+    def _replica_step(self, shard, seed, epoch, m, minibatch_size):
+        """One minibatch step of one replica on its own shard. The epoch's order is a stateless
+        shuffle of (seed, epoch), so it is recomputed identically at every step of the epoch."""
         n = _leading(shard)
         num_minibatches = tf.maximum(n // minibatch_size, 1)
         size = n // num_minibatches
-
-        def step(order, m):
-            idx = order[m * size:(m + 1) * size]
-            stats, _ = self.policy.compute_and_apply_gradients(
-                tree.map_structure(lambda x: tf.gather(x, idx), shard))
-            return stats
-
-        # The first step runs outside the loop so the loop carries stats of a known structure.
-        order = tf.random.shuffle(tf.range(n))
-        stats = step(order, 0)
-        for j in tf.range(1, num_iter * num_minibatches):
-            tf.autograph.experimental.set_loop_options(
-                shape_invariants=[(order, tf.TensorShape([None]))])
-            m = j % num_minibatches
-            order = tf.cond(tf.equal(m, 0), lambda: tf.random.shuffle(tf.range(n)), lambda: order)
-            stats = step(order, m)
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(n), seed=tf.stack([seed + tf.cast(replica, tf.int64), tf.cast(epoch, tf.int64)]))
+        idx = order[m * size:(m + 1) * size]
+        stats, _ = self.policy.compute_and_apply_gradients(
+            tree.map_structure(lambda x: tf.gather(x, idx), shard))
         return stats
 
-    def _distributed_sgd(self, batch, num_iter, minibatch_size):
-        replicas = self.strategy.num_replicas_in_sync
+    def _distributed_sgd(self, batch, num_iter, minibatch_size, seed):
+        strategy = self.strategy
+        replicas = strategy.num_replicas_in_sync
         per_replica = tf.maximum(minibatch_size // replicas, 1)
+        shard_rows = _leading(batch) // replicas
+        num_minibatches = tf.maximum(shard_rows // per_replica, 1)
 
         def shard_fn(ctx):
-            n = _leading(batch) // ctx.num_replicas_in_sync
-            start = ctx.replica_id_in_sync_group * n
-            return tree.map_structure(lambda x: x[start:start + n], batch)
+            start = ctx.replica_id_in_sync_group * shard_rows
+            return tree.map_structure(lambda x: x[start:start + shard_rows], batch)
 
-        shards = self.strategy.experimental_distribute_values_from_function(shard_fn)
-        stats = self.strategy.run(self._replica_sgd, args=(shards, num_iter, per_replica))
-        return {k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-                for k, v in stats.items()}
+        shards = strategy.experimental_distribute_values_from_function(shard_fn)
+
+        def run(j):
+            # The loop stays outside strategy.run: gradient all-reduces may not sit inside
+            # control flow of the replica function.
+            return strategy.run(self._replica_step, args=(
+                shards, seed, j // num_minibatches, j % num_minibatches, per_replica))
+
+        stats = run(tf.constant(0))
+        for j in tf.range(1, num_iter * num_minibatches):
+            stats = run(j)
+        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None) for k, v in stats.items()}
 
     def prepare(self, columns: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         """The loss's columns of a train batch, cast to the loss's dtypes."""
@@ -82,8 +85,9 @@ class MinibatchSGD:
     def learn(self, columns: Dict[str, tf.Tensor]) -> Dict[str, float]:
         """Runs the epochs on a train batch (dict of column tensors); returns the learner stats of
         the last minibatch step, averaged over replicas."""
+        self._calls += 1
         stats = self._run(self.prepare(columns), tf.constant(self.num_sgd_iter),
-                          tf.constant(self.minibatch_size))
+                          tf.constant(self.minibatch_size), tf.constant(self._calls, tf.int64))
         self.policy.num_grad_updates += self.num_sgd_iter
         return {k: float(np.asarray(v)) for k, v in stats.items()}
 

@@ -1,0 +1,118 @@
+"""The writers' fast paths: packed InsertRequests parse to the message protobuf would build,
+item rows encode like Items, and flat-dict steps give the same references, items and errors as
+the general dm-tree path."""
+import numpy as np
+import pytest
+import tree
+
+from replay import errors, wire
+from replay.chunks import Chunk
+from replay.items import ChunkSlice, Item, TrajectoryColumn
+from replay.proto import replay_pb2
+from replay.trajectory_writer import CellRef
+
+
+def _chunks():
+    rng = np.random.default_rng(0)
+    big = rng.random(40_000 // 4, dtype=np.float32)  # incompressible: stored raw, >127 B sizes
+    return [Chunk.from_columns(7, [big[None], np.arange(3)[None]], episode_id=3),
+            Chunk.from_columns(8, [np.zeros((2, 300), np.float32), np.ones((2, 1), np.int64)]),
+            Chunk.from_columns(9, [np.array([b"xy"])])]
+
+
+@pytest.mark.parametrize("with_items", [False, True])
+def test_packed_insert_request_parses_to_the_plain_message(with_items):
+    chunks = _chunks()
+    plain = replay_pb2.InsertRequest()
+    wire.encode_chunks(chunks, plain.chunks)
+    head = replay_pb2.InsertRequest()
+    column_data = []
+    wire.encode_chunks(chunks, head.chunks, column_data)
+    assert not head.chunks.column_data and len(column_data) == 5
+    rows = [("t", 1, 0.5, [(True, ((7, 0, 1, 0),)), (False, ((8, 0, 2, 1), (8, 1, 1, 1)))])]
+    if with_items:
+        for request in (plain, head):
+            wire.encode_item_rows(rows, request.items)
+            request.release_chunk_keys.extend([4, 5])
+    packed = wire.serialize_insert_request(wire.PackedInsertRequest(head, column_data))
+    parsed = replay_pb2.InsertRequest.FromString(packed)
+    assert parsed == plain
+    decoded = wire.decode_chunks(parsed.chunks)  # checksums and sizes still verify
+    for original, copy in zip(chunks, decoded):
+        assert copy.columns == original.columns
+    empty = wire.PackedInsertRequest(replay_pb2.InsertRequest(release_chunk_keys=[1]), [])
+    assert replay_pb2.InsertRequest.FromString(wire.serialize_insert_request(empty)) == \
+        replay_pb2.InsertRequest(release_chunk_keys=[1])
+
+
+def test_item_rows_encode_like_items():
+    rows = [("a", 11, 1.5, [(True, ((7, 0, 1, 0),)), (False, ((7, 0, 1, 1), (8, 0, 2, 1)))]),
+            ("b", 12, 0.0, [(False, ((9, 3, 4, 0),))])]
+    items = [(table, Item(key, priority, [TrajectoryColumn(tuple(ChunkSlice(*s) for s in slices),
+                                                            squeeze)
+                                           for squeeze, slices in columns], {}))
+             for table, key, priority, columns in rows]
+    from_rows, from_items = replay_pb2.ItemBatch(), replay_pb2.ItemBatch()
+    wire.encode_item_rows(rows, from_rows)
+    wire.encode_items(items, from_items)
+    assert from_rows == from_items and list(from_rows.keys) == [11, 12]
+
+
+def test_flat_dict_steps_refs_follow_the_first_steps_key_order(client):
+    with client.trajectory_writer(num_keep_alive_refs=2) as writer:
+        first = {"b": np.float32(1), "a": np.zeros(2, np.int64), "c": np.array([True])}
+        refs = writer.append(first)
+        assert list(refs) == ["b", "a", "c"]
+        assert [r.leaf for r in refs.values()] == [1, 0, 2]  # leaves in sorted-key order
+        second = writer.append({"a": np.ones(2, np.int64), "c": np.array([False]),
+                                "b": np.float32(2)})
+        assert list(second) == ["b", "a", "c"]  # as dm-tree's unflatten_as of the first step
+        expected = tree.unflatten_as(first, [second[k] for k in sorted(second)])
+        assert list(expected) == list(second) and all(expected[k] is second[k] for k in second)
+        assert all(isinstance(r, CellRef) and r.step == 1 for r in second.values())
+        writer.create_item("uniform", 1.0, second)
+        writer.create_item("uniform", 1.0, {k: writer.history[k][-2:] for k in first})
+        writer.flush()
+    samples = {tuple(np.shape(s.data[0])): s.data for s in client.sample("uniform", 40)}
+    step = samples[()]  # the squeezed item: column 0 is "a" (sorted), one step
+    np.testing.assert_array_equal(step[0], [1, 1])
+    assert step[1] == np.float32(2) and step[2].tolist() == [False]
+    both = samples[(2, 2)]
+    np.testing.assert_array_equal(both[0], [[0, 0], [1, 1]])
+    np.testing.assert_array_equal(both[1], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("bad_step", [
+    {"a": np.zeros(2, np.int64), "b": np.float32(1)},  # a key missing
+    {"a": np.zeros(2, np.int64), "b": np.float32(1), "c": np.array([True]), "d": 1.0},  # extra
+    {"a": np.zeros(2, np.int64), "b": np.float32(1), "x": np.array([True])},  # other key
+    {"a": [np.int64(0), np.int64(0)], "b": np.float32(1), "c": np.array([True])},  # a nest
+    [np.zeros(2, np.int64), np.float32(1), np.array([True])],  # not a dict
+])
+def test_flat_dict_steps_with_another_structure_are_refused(client, bad_step):
+    with client.trajectory_writer(num_keep_alive_refs=2) as writer:
+        writer.append({"a": np.zeros(2, np.int64), "b": np.float32(1), "c": np.array([True])})
+        with pytest.raises(errors.InvalidArgumentError, match="structure"):
+            writer.append(bad_step)
+        assert writer.episode_steps == 1
+        with pytest.raises(errors.InvalidArgumentError, match="leaf 0"):
+            writer.append({"a": np.zeros(3, np.int64), "b": np.float32(1), "c": np.array([True])})
+        with pytest.raises(errors.InvalidArgumentError, match="leaf 1"):
+            writer.append({"a": np.zeros(2, np.int64), "b": 1.0, "c": np.array([True])})  # f64
+        assert writer.episode_steps == 1
+
+
+def test_single_array_steps_and_nested_steps_keep_working(client):
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        ref = writer.append(np.arange(3, dtype=np.float32))
+        assert isinstance(ref, CellRef)
+        writer.create_item("uniform", 1.0, writer.append(np.ones(3, np.float32)))
+        with pytest.raises(errors.InvalidArgumentError, match="leaf 0"):
+            writer.append(np.ones(4, np.float32))
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        nested = writer.append({"obs": {"x": np.zeros(2), "y": np.int64(1)}, "r": np.float32(0)})
+        assert isinstance(nested["obs"]["y"], CellRef) and nested["obs"]["y"].leaf == 1
+        again = writer.append({"obs": {"x": np.ones(2), "y": np.int64(2)}, "r": np.float32(1)})
+        writer.create_item("uniform", 1.0, again)
+        with pytest.raises(errors.InvalidArgumentError, match="structure"):
+            writer.append({"obs": {"x": np.ones(2)}, "r": np.float32(1), "y": np.int64(2)})
