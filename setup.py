@@ -17,7 +17,7 @@ setup(
         "tensorflow-probability>=0.24,<0.26",
         "tf-keras>=2.16,<2.22",
         "dm-tree>=0.1.8",
-        "ray>=2.9,<3",
+        "ray[tune]>=2.40,<3",
         "gymnasium>=1.0,<2",
         "numpy>=1.26",
         "lz4>=4.3",

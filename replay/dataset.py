@@ -1,12 +1,16 @@
 """ReplayDataset: a tf.data pipeline that streams samples from replay servers.
 
 On the design map this sits between `replay.Server` and the learner: it is the only module of
-`replay` that imports TensorFlow. Each worker is one sample stream (`Client.sample_stream`)
-that fetches whole server responses (blocks of many items, already stacked as numpy arrays per
-column) in one Python call; tf.data then splits the blocks into items in C++ (`unbatch`), so
-a following `.batch(n)` pays no per-item Python cost. Several workers per iterator run in
-parallel (`interleave`), each keeping up to `max_in_flight_samples_per_worker` samples in
-flight on the server side, which is the prefetch budget.
+`replay` that imports TensorFlow. Each worker is one SampleStream call (on the generated gRPC
+stub, with the same credit protocol as `Client.sample_stream`) whose responses, many items
+each, are decoded straight from the packed message into one numpy array per column (one
+`bytes.join` per column instead of per-item objects); tf.data then splits these blocks into
+items in C++ (`unbatch`), so a following `.batch(n)` pays no per-item Python cost. Several
+workers per iterator run in parallel (`interleave`), each keeping up to
+`max_in_flight_samples_per_worker` samples in flight on the server side, which is the
+prefetch budget. Responses the fast path cannot take (items spanning several chunks,
+delta-encoded columns, items of different shapes) are decoded item by item through the replay
+data model.
 
 `ReplayDataset(...)` is a factory: it returns a real `tf.data.Dataset` (subclassing tf.data's
 internal dataset classes is fragile across TensorFlow versions), so `isinstance(ds,
@@ -15,10 +19,12 @@ tf.data.Dataset)` holds and every tf.data transformation, `tf.distribute` input 
 (`StreamMetrics`) attribute with per-server counters and failures; it is not carried through
 later transformations, so keep a reference to it (or pass your own `metrics`).
 
-Given several server addresses the dataset merges their streams (round robin over servers,
-one worker set per server). A server that dies ends its streams only: the failure is logged
-and counted in the metrics and the dataset keeps reading from the other servers. With a single
-address a dead server is an error of the dataset, as in Reverb.
+Given several server addresses the dataset merges their streams (each server gets its own
+workers; blocks come out in the order they are ready). A server that dies ends its streams
+only: the failure is logged and counted in the metrics and the dataset keeps reading from the
+other servers. With a single address a dead server is an error of the dataset, as in Reverb.
+A stream that breaks after delivering samples (for example a dropped connection) is reopened;
+only a stream that fails before delivering any sample counts as the server's failure.
 """
 from __future__ import annotations
 
@@ -327,6 +333,11 @@ class _BlockStream:
                     self.metrics.record_timeout(self.address)
                     return
                 except (errors.UnavailableError, errors.CancelledError) as e:
+                    if received:
+                        # It worked until now (e.g. a dropped connection): reopen; a stream that
+                        # fails before delivering anything counts as the server's failure.
+                        log.info("replay dataset: the stream from %s broke (%s); reopening it", self.address, e)
+                        continue
                     self.metrics.record_failure(self.address, e)
                     if not self.tolerate_failure:
                         raise

@@ -367,7 +367,8 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     # server's insert rate for small items.
     all_slices = [ChunkSlice(k, o, length, x) for k, o, length, x in
                   zip(slice_keys, slice_offsets, slice_lengths, slice_indices)]
-    if len(all_slices) == len(squeeze):  # one slice per column (single-chunk columns)
+    one_slice_per_column = len(all_slices) == len(squeeze)  # (num_slices are all >= 1)
+    if one_slice_per_column:
         all_columns = [TrajectoryColumn((s,), q) for s, q in zip(all_slices, squeeze)]
     else:
         all_columns, slice_i = [], 0
@@ -392,7 +393,8 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     for i in range(n):
         columns_end = column_i + num_columns[i]
         trajectory = all_columns[column_i:columns_end]
-        slices_end = slice_i + sum(num_slices[column_i:columns_end])
+        slices_end = columns_end if one_slice_per_column else slice_i + sum(
+            num_slices[column_i:columns_end])
         item_keys = slice_keys[slice_i:slices_end]
         first_key = item_keys[0]
         if item_keys.count(first_key) == len(item_keys):  # the usual case: one chunk

@@ -17,6 +17,7 @@ This is RLlib's classic trainer template. Hooks, in the order they run:
 """
 from __future__ import annotations
 
+import sys
 import time
 from typing import Callable, List, Optional
 
@@ -80,6 +81,8 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     TrainerCls.with_updates = staticmethod(with_updates)
     TrainerCls.__name__ = name
     TrainerCls.__qualname__ = name
+    # Picklable by reference when the caller binds the class to a module-level name.
+    TrainerCls.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
     return TrainerCls
 
 

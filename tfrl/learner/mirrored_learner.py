@@ -48,14 +48,31 @@ class StepOutput:
     info: Any = None
 
 
-def default_strategy() -> tf.distribute.Strategy:
-    """A MirroredStrategy over every local GPU, or over every logical CPU device when there is
-    no GPU (tests split the CPU into two logical devices)."""
-    gpus = tf.config.list_logical_devices("GPU")
-    if gpus:
-        return tf.distribute.MirroredStrategy([d.name for d in gpus])
-    cpus = tf.config.list_logical_devices("CPU")
-    return tf.distribute.MirroredStrategy([d.name for d in cpus])
+_STRATEGIES: Dict[tuple, tf.distribute.MirroredStrategy] = {}
+
+
+def mirrored_strategy(devices: Optional[Sequence[str]] = None) -> tf.distribute.MirroredStrategy:
+    """The process's MirroredStrategy over `devices` (default: every local GPU, or every
+    logical CPU device when there is no GPU; tests split the CPU into two logical devices).
+
+    One strategy object per device set is reused: each new MirroredStrategy numbers its
+    collective all-reduces from the same start, so two strategies over the same devices in one
+    process can pair up each other's all-reduces (TensorFlow then fails with "Shape mismatch
+    in the collective instance"). Learners sharing the strategy get distinct numbers.
+    """
+    if devices is None:
+        gpus = tf.config.list_logical_devices("GPU")
+        devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+    key = tuple(devices)
+    strategy = _STRATEGIES.get(key)
+    if strategy is None:
+        strategy = _STRATEGIES[key] = tf.distribute.MirroredStrategy(list(devices))
+    return strategy
+
+
+def default_strategy() -> tf.distribute.MirroredStrategy:
+    """`mirrored_strategy()` over every local GPU, else every logical CPU device."""
+    return mirrored_strategy()
 
 
 def _split_element(element: Any):
@@ -82,7 +99,9 @@ class MirroredLearner:
       loss_fn: optional per-replica loss `loss_fn(batch) -> (loss, stats, per_sample)`;
         defaults to the trainee's `loss_and_stats`. `loss` and every stat must be means over the
         replica's batch; every `per_sample` value has the batch as leading dimension.
-      strategy: defaults to `default_strategy()` (every local GPU, else every CPU device).
+      strategy: defaults to `default_strategy()` (every local GPU, else every CPU device). Pass
+        strategies from `mirrored_strategy(devices)` rather than new MirroredStrategy objects
+        when a process builds several learners (see `mirrored_strategy`).
       steps_per_call: K, the number of gradient steps one `train` call runs inside one
         `tf.function`.
       on_step: optional hook called with a `StepOutput` for each step, in order, after each

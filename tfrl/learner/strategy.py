@@ -1,7 +1,7 @@
 """Choosing the learner's distribution strategy from the `num_learner_devices` config key."""
 from __future__ import annotations
 
-from typing import Union
+from typing import Dict, Tuple, Union
 
 import tensorflow as tf
 
@@ -11,7 +11,8 @@ from tfrl import errors
 def learner_strategy(num_devices: Union[str, int] = "auto") -> tf.distribute.Strategy:
     """A MirroredStrategy over the local GPUs (or, without GPUs, the logical CPU devices).
 
-    "auto" takes all of them; an int takes the first n.
+    "auto" takes all of them; an int takes the first n. The strategy is shared by every learner
+    of the process that uses the same devices.
 
     Raises:
       InvalidConfigError: more devices asked for than exist, or a value that is neither "auto"
@@ -25,4 +26,13 @@ def learner_strategy(num_devices: Union[str, int] = "auto") -> tf.distribute.Str
                 f"num_learner_devices={num_devices!r}: use 'auto' or an int from 1 to {len(devices)} "
                 f"(the local devices are {devices})")
         devices = devices[:num_devices]
-    return tf.distribute.MirroredStrategy(devices)
+    key = tuple(devices)
+    if key not in _STRATEGIES:
+        _STRATEGIES[key] = tf.distribute.MirroredStrategy(devices)
+    return _STRATEGIES[key]
+
+
+# One strategy per device set and process: two MirroredStrategy objects over the same devices
+# allocate colliding collective-op instance keys, so a second learner in the process (a new
+# trainer after a stopped one) would all-reduce against the first one's ops.
+_STRATEGIES: Dict[Tuple[str, ...], tf.distribute.Strategy] = {}

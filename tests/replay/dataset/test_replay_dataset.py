@@ -200,3 +200,17 @@ def test_reading_inside_a_tf_function_loop(start_server, helpers):
 
     total, count = sum_actions(dataset)
     assert int(count) == 96 and int(total) == sum(range(96))
+
+
+def test_a_single_server_going_away_fails_the_dataset_with_a_clear_error(start_server, helpers):
+    server = start_server([helpers.uniform_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "uniform", range(10))
+    dataset = ReplayDataset.from_table_signature(client.address, "uniform", 8, num_workers_per_iterator=1)
+    iterator = iter(dataset)
+    next(iterator)
+    server.stop(grace=0)
+    with pytest.raises(tf.errors.OpError, match="unavailable|UnavailableError|CancelledError"):
+        for _ in range(100_000):
+            next(iterator)
+    assert dataset.replay_metrics.failed_servers == [client.address]

@@ -73,11 +73,12 @@ def test_flat_dict_steps_refs_follow_the_first_steps_key_order(client):
         writer.create_item("uniform", 1.0, second)
         writer.create_item("uniform", 1.0, {k: writer.history[k][-2:] for k in first})
         writer.flush()
-    samples = {tuple(np.shape(s.data[0])): s.data for s in client.sample("uniform", 40)}
-    step = samples[()]  # the squeezed item: column 0 is "a" (sorted), one step
+    # column 1 is "b" (columns in sorted-key order): () when squeezed, (2,) over two steps
+    samples = {tuple(np.shape(s.data[1])): s.data for s in client.sample("uniform", 40)}
+    step = samples[()]
     np.testing.assert_array_equal(step[0], [1, 1])
     assert step[1] == np.float32(2) and step[2].tolist() == [False]
-    both = samples[(2, 2)]
+    both = samples[(2,)]
     np.testing.assert_array_equal(both[0], [[0, 0], [1, 1]])
     np.testing.assert_array_equal(both[1], [1.0, 2.0])
 

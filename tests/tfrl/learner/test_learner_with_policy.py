@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfrl.agents.pg.pg_policy import PGTFPolicy
-from tfrl.learner import MirroredLearner
+from tfrl.learner import MirroredLearner, mirrored_strategy
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -38,7 +38,7 @@ def test_policy_learner_two_replicas_match_one_replica():
     initial = None
     results = []
     for devices in (["/cpu:0", "/cpu:1"], ["/cpu:0"]):
-        strategy = tf.distribute.MirroredStrategy(devices)
+        strategy = mirrored_strategy(devices)
         learner = MirroredLearner(_make_policy, strategy=strategy, steps_per_call=2)
         if initial is None:
             initial = learner.trainee.get_weights()

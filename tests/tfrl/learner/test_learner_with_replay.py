@@ -11,7 +11,7 @@ from replay.dataset import ReplayDataset
 from replay.table import Table
 from tfrl import errors
 from tfrl.learner import (MirroredLearner, PriorityUpdater, RayWeightsPublisher, ReplayWeightsPublisher,
-                          ReplayWeightsReader, variable_container_table)
+                          ReplayWeightsReader, mirrored_strategy, variable_container_table)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -58,7 +58,7 @@ def test_td_errors_become_priority_updates_on_the_server(start_server):
         seen.append(output)
         updater(output)
 
-    learner = MirroredLearner(Regressor, strategy=tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
+    learner = MirroredLearner(Regressor, strategy=mirrored_strategy(["/cpu:0", "/cpu:1"]),
                               steps_per_call=3, on_step=on_step)
 
     def dataset_fn(input_context):
@@ -131,7 +131,7 @@ def test_learner_weights_reach_a_ray_actor_through_the_object_store(ray_session)
             self.weights = weights
             return [float(np.sum(w)) for w in weights]
 
-    learner = MirroredLearner(Regressor, strategy=tf.distribute.MirroredStrategy(["/cpu:0"]))
+    learner = MirroredLearner(Regressor, strategy=mirrored_strategy(["/cpu:0"]))
     publisher = RayWeightsPublisher()
     ref = publisher.publish(learner.get_weights())
     actor = Actor.remote()

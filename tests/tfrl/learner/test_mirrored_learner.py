@@ -8,7 +8,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfrl import errors
-from tfrl.learner import MirroredLearner, StepOutput, mean_stats
+from tfrl.learner import MirroredLearner, StepOutput, mean_stats, mirrored_strategy
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -67,11 +67,11 @@ def _reference_training(data, batch_size, learning_rate=0.1):
 
 
 def _two_devices():
-    return tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    return mirrored_strategy(["/cpu:0", "/cpu:1"])
 
 
 def _one_device():
-    return tf.distribute.MirroredStrategy(["/cpu:0"])
+    return mirrored_strategy(["/cpu:0"])
 
 
 def _train_all(learner, iterator):

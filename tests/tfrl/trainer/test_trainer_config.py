@@ -1,0 +1,41 @@
+"""Config merging: defaults + algorithm + user, unknown keys named with the closest valid key."""
+import pytest
+
+from tfrl import errors
+from tfrl.config import merge_config
+
+
+def test_user_values_override_defaults_and_nested_dicts_merge():
+    defaults = {"lr": 0.1, "model": {"fcnet_hiddens": [8], "vf_share_layers": False}}
+    merged = merge_config(defaults, {"lr": 0.5, "model": {"fcnet_hiddens": [4, 4]}})
+    assert merged == {"lr": 0.5, "model": {"fcnet_hiddens": [4, 4], "vf_share_layers": False}}
+    assert defaults["model"]["fcnet_hiddens"] == [8]  # defaults are not mutated
+
+
+def test_unknown_key_names_the_closest_valid_key():
+    with pytest.raises(errors.InvalidConfigError, match=r"'num_wokers'.*did you mean 'num_workers'"):
+        merge_config({"num_workers": 2, "lr": 0.1}, {"num_wokers": 3})
+
+
+def test_unknown_nested_key_is_reported_with_its_path():
+    with pytest.raises(errors.InvalidConfigError, match=r"model\.fcnet_hidens.*fcnet_hiddens"):
+        merge_config({"model": {"fcnet_hiddens": [8]}}, {"model": {"fcnet_hidens": [4]}})
+
+
+def test_open_dicts_accept_new_keys():
+    merged = merge_config({"env_config": {}}, {"env_config": {"anything": 1}})
+    assert merged["env_config"] == {"anything": 1}
+
+
+def test_trainer_rejects_a_typo_before_starting_anything():
+    from tfrl.agents.ppo.ppo import PPOTrainer
+
+    with pytest.raises(errors.InvalidConfigError, match="did you mean 'sgd_minibatch_size'"):
+        PPOTrainer(config={"sgd_minibach_size": 32}, env="CartPole-v1")
+
+
+def test_trainer_without_env_is_an_error():
+    from tfrl.agents.pg.pg import PGTrainer
+
+    with pytest.raises(errors.InvalidConfigError, match="no environment"):
+        PGTrainer(config={})
