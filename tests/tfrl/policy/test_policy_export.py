@@ -12,7 +12,13 @@ import pytest
 from .policy_helpers import ActorCriticPolicy, TINY_MODEL, cartpole_spaces
 
 LOADER = textwrap.dedent("""
-    import json, sys
+    import sys
+    class _NoProjectImports:  # the exported model must load without this project's code
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in ("tfrl", "replay"):
+                raise ImportError(f"{name} is not available to the serving process")
+    sys.meta_path.insert(0, _NoProjectImports())
+    import json
     import numpy as np
     try:
         import tfrl  # noqa: F401
