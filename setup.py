@@ -25,6 +25,7 @@ setup(
         "protobuf>=7.35.1,<8",
         "PyYAML>=6",
         "rich>=13",
+        "tensorboard>=2.20",
     ],
     extras_require={
         "test": [

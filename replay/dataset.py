@@ -55,6 +55,8 @@ _DEFAULT_WORKERS = 2
 # Bits of ChunkBatch.flags (see replay/proto/replay.proto).
 _FLAG_COMPRESSED = 1
 _FLAG_DELTA = 2
+# Items at least this large are copied into reused buffers instead of one bytes.join per block.
+_LARGE_ITEM_BYTES = 16 * 1024
 
 
 @dataclasses.dataclass
@@ -177,7 +179,41 @@ def _sample_responses(client: Client, table: str, max_in_flight: int, timeout_ms
         call.cancel()
 
 
-def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtype]):
+class _BlockBuffers:
+    """A few reusable block arrays per column, handed to tf.data in turn.
+
+    Safe because tf.data copies what a generator yields into its own tensor before it asks
+    the generator for the next block (tests/replay/dataset checks the data under deep
+    prefetching). The arrays are deliberately not 64-byte aligned, so TensorFlow can never
+    alias them instead of copying.
+    """
+
+    _RING = 3
+    _MISALIGN = 16
+
+    def __init__(self):
+        self._rings: Dict[tuple, list] = {}
+        self._turn = 0
+
+    def get(self, leaf: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        key = (leaf, shape, dtype.str)
+        ring = self._rings.get(key)
+        if ring is None:
+            if len(self._rings) > 64:
+                self._rings.clear()  # block sizes keep changing: do not hoard memory
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            ring = []
+            for _ in range(self._RING):
+                raw = np.empty(nbytes + 64 + self._MISALIGN, np.uint8)
+                start = (-raw.ctypes.data) % 64 + self._MISALIGN
+                ring.append(raw[start:start + nbytes].view(dtype).reshape(shape))
+            self._rings[key] = ring
+        self._turn += 1
+        return ring[self._turn % self._RING]
+
+
+def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtype],
+                  buffers: Optional[_BlockBuffers] = None):
     """Decodes one response into (SampleInfo of [N] arrays, flat [N, ...] columns), or None
     when the response needs the general per-item path (multi-slice or delta-encoded columns,
     or items whose shapes differ within a column).
@@ -252,13 +288,22 @@ def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtyp
                 f"column {leaf} of the sampled items has dtype {dtype.name} but the dataset declares "
                 f"{flat_dtypes[leaf].name}; fix dtypes or use ReplayDataset.from_table_signature")
         item_shape = step_shape if layout[2] else (layout[1],) + step_shape
-        buffer = b"".join(parts)
-        try:
-            out.append(np.frombuffer(buffer, dtype=dtype).reshape((num_items,) + item_shape))
-        except ValueError as e:
+        item_bytes = int(np.prod(item_shape, dtype=np.int64)) * dtype.itemsize
+        received_bytes = sum(len(p) for p in parts)
+        if received_bytes != num_items * item_bytes:
             raise errors.DataLossError(
-                f"column {leaf} of a sample response holds {len(buffer)} bytes, which do not fit "
-                f"{num_items} items of shape {item_shape} and dtype {dtype.name}") from e
+                f"column {leaf} of a sample response holds {received_bytes} bytes, which do not fit "
+                f"{num_items} items of shape {item_shape} and dtype {dtype.name}")
+        if buffers is not None and item_bytes >= _LARGE_ITEM_BYTES:
+            # Large items: copy into a reused buffer; fresh multi-megabyte allocations per block
+            # cost more (page faults) than the copy itself.
+            block = buffers.get(leaf, (num_items,) + item_shape, dtype)
+            rows = block.reshape(num_items, -1).view(np.uint8)
+            for row, part in zip(rows, parts):
+                row[:] = np.frombuffer(part, np.uint8)
+            out.append(block)
+        else:
+            out.append(np.frombuffer(b"".join(parts), dtype=dtype).reshape((num_items,) + item_shape))
     info = SampleInfo(
         key=np.array(items.keys, dtype=np.uint64),
         probability=np.array(response.probabilities, dtype=np.float64),
@@ -311,6 +356,7 @@ class _BlockStream:
 
     def __call__(self):
         client = Client(self.address)
+        buffers = _BlockBuffers()
         try:
             while True:
                 self.metrics.record_stream(self.address)
@@ -322,7 +368,7 @@ class _BlockStream:
                         count = len(response.probabilities)
                         received += count
                         self.metrics.record_block(self.address, count)
-                        block = _decode_block(response, self.flat_dtypes)
+                        block = _decode_block(response, self.flat_dtypes, buffers)
                         if block is not None:
                             yield ReplaySample(block[0], tree.unflatten_as(self.structure, block[1]))
                         else:

@@ -1,0 +1,46 @@
+"""The `tfrl` command: train until a stop criterion, then rollout and export the checkpoint."""
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+
+def run_tfrl(args, cwd, timeout=300):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-m", "tfrl.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(600)
+def test_train_then_rollout_and_export(tmp_path):
+    done = run_tfrl(["train", "--run", "PG", "--env", "CartPole-v1", "--num-workers", "1",
+                     "--config", '{"train_batch_size": 64, "rollout_fragment_length": 64, '
+                                 '"num_cpus_per_worker": 0, "model": {"fcnet_hiddens": [16]}}',
+                     "--stop", '{"training_iteration": 2}', "--logdir", str(tmp_path / "logs"),
+                     "--experiment", "smoke"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped: training_iteration=2" in done.stdout
+    assert "checkpoint:" in done.stdout and "exported SavedModel:" in done.stdout
+    experiment = tmp_path / "logs" / "smoke"
+    assert glob.glob(str(experiment / "events.out.tfevents.*"))
+    checkpoints = sorted(glob.glob(str(experiment / "checkpoints" / "checkpoint_*")))
+    assert checkpoints and checkpoints[-1].endswith("checkpoint_000002")
+    assert tf.saved_model.load(str(experiment / "exported_model")) is not None
+
+    rollout = run_tfrl(["rollout", checkpoints[-1], "--episodes", "2"], cwd=tmp_path)
+    assert rollout.returncode == 0, rollout.stderr[-3000:]
+    assert rollout.stdout.count("episode ") == 2 and "mean return over 2 episodes" in rollout.stdout
+
+    export = run_tfrl(["export", checkpoints[-1], str(tmp_path / "served")], cwd=tmp_path)
+    assert export.returncode == 0, export.stderr[-3000:]
+    assert "serving_default" in tf.saved_model.load(str(tmp_path / "served")).signatures
+
+
+def test_unknown_algorithm_is_a_clear_error(tmp_path):
+    done = run_tfrl(["train", "--run", "PPOO", "--env", "CartPole-v1"], cwd=tmp_path, timeout=120)
+    assert done.returncode != 0
+    assert "unknown algorithm 'PPOO'" in done.stderr
