@@ -65,6 +65,16 @@ class Client:
       max_message_bytes: the largest message sent or accepted.
     """
 
+    def __new__(cls, address, *args, **kwargs):
+        # Several addresses (a list or "host:port,host:port") make a client of sharded servers.
+        if cls is Client and (isinstance(address, (list, tuple)) or
+                              (isinstance(address, str) and "," in address)):
+            from replay.sharded_client import ShardedClient
+
+            addresses = address.split(",") if isinstance(address, str) else list(address)
+            return ShardedClient([a.strip() for a in addresses], *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, address: str, token: Optional[str] = None,
                  root_certificates: Optional[Union[bytes, str]] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):

@@ -1,11 +1,12 @@
 """Choosing the learner's distribution strategy from the `num_learner_devices` config key."""
 from __future__ import annotations
 
-from typing import Dict, Tuple, Union
+from typing import Union
 
 import tensorflow as tf
 
 from tfrl import errors
+from tfrl.learner.mirrored_learner import mirrored_strategy
 
 
 def learner_strategy(num_devices: Union[str, int] = "auto") -> tf.distribute.Strategy:
@@ -26,13 +27,4 @@ def learner_strategy(num_devices: Union[str, int] = "auto") -> tf.distribute.Str
                 f"num_learner_devices={num_devices!r}: use 'auto' or an int from 1 to {len(devices)} "
                 f"(the local devices are {devices})")
         devices = devices[:num_devices]
-    key = tuple(devices)
-    if key not in _STRATEGIES:
-        _STRATEGIES[key] = tf.distribute.MirroredStrategy(devices)
-    return _STRATEGIES[key]
-
-
-# One strategy per device set and process: two MirroredStrategy objects over the same devices
-# allocate colliding collective-op instance keys, so a second learner in the process (a new
-# trainer after a stopped one) would all-reduce against the first one's ops.
-_STRATEGIES: Dict[Tuple[str, ...], tf.distribute.Strategy] = {}
+    return mirrored_strategy(devices)

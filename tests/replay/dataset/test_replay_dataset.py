@@ -1,4 +1,6 @@
 """ReplayDataset against a real replay server on loopback."""
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -214,3 +216,26 @@ def test_a_single_server_going_away_fails_the_dataset_with_a_clear_error(start_s
         for _ in range(100_000):
             next(iterator)
     assert dataset.replay_metrics.failed_servers == [client.address]
+
+
+def test_large_items_survive_deep_prefetching(start_server):
+    # Items of 20 kB go through reused block buffers; tf.data must hold copies, never views.
+    signature = specs.TensorSpec((5000,), np.float32)
+    server = start_server([Table.queue("large", 1000, signature=signature)])
+    client = server.localhost_client()
+    with client.trajectory_writer(1) as writer:
+        for i in range(300):
+            writer.create_item("large", 1.0, writer.append(np.full(5000, i, np.float32)))
+        writer.flush()
+    dataset = ReplayDataset.from_table_signature(client.address, "large", 64, num_workers_per_iterator=1,
+                                                 rate_limiter_timeout_ms=300).prefetch(1000)
+    iterator = iter(dataset)
+    first = next(iterator).data.numpy()
+    deadline = time.monotonic() + 30
+    while client.server_info()["large"].size and time.monotonic() < deadline:
+        time.sleep(0.05)  # let the pipeline read everything ahead into its prefetch buffer
+    rest = [e.data.numpy() for e in iterator]
+    values = [first] + rest
+    assert len(values) == 300
+    for i, value in enumerate(values):
+        assert value.min() == value.max() == i

@@ -1,0 +1,58 @@
+"""Time and env steps until a tuned example reaches its stop reward, through the full path
+(Ray rollout workers, the embedded replay server, ReplayDataset, the learner).
+
+    python tools/bench_learning.py cartpole-ppo [cartpole-dqn ...] [--max-seconds 300]
+
+Prints one line per example: the wall-clock seconds and env steps until `episode_reward_mean`
+(the mean return of the last 100 episodes) first reached the example's stop reward, counted from
+the trainer's construction (start-up included) and from its first iteration.
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def run(name: str, max_seconds: float) -> str:
+    from tfrl.agents.registry import get_trainer_class
+    from tfrl.cli import load_experiment_file
+
+    experiment = load_experiment_file(name)
+    target = experiment["stop"]["episode_reward_mean"]
+    budget = experiment["stop"].get("timesteps_total", float("inf"))
+    built = time.time()
+    trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
+    started = time.time()
+    try:
+        while True:
+            result = trainer.train()
+            elapsed = time.time() - started
+            if result["episode_reward_mean"] >= target:
+                return (f"{name} run={experiment['run']} reached={target} "
+                        f"seconds={time.time() - built:.1f} seconds_training={elapsed:.1f} "
+                        f"env_steps={result['timesteps_total']} iterations={result['training_iteration']}")
+            if elapsed > max_seconds or result["timesteps_total"] >= budget:
+                return (f"{name} run={experiment['run']} NOT_REACHED target={target} "
+                        f"best_recent_mean={result['episode_reward_mean']:.1f} seconds={elapsed:.1f} "
+                        f"env_steps={result['timesteps_total']}")
+    finally:
+        trainer.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("examples", nargs="+", help="tuned example names or YAML paths")
+    parser.add_argument("--max-seconds", type=float, default=300.0)
+    args = parser.parse_args()
+    import ray
+
+    ray.init(include_dashboard=False, log_to_driver=False)
+    for name in args.examples:
+        print(run(name, args.max_seconds), flush=True)
+
+
+if __name__ == "__main__":
+    main()
