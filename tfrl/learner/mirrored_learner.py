@@ -66,7 +66,13 @@ def mirrored_strategy(devices: Optional[Sequence[str]] = None) -> tf.distribute.
     key = tuple(devices)
     strategy = _STRATEGIES.get(key)
     if strategy is None:
-        strategy = _STRATEGIES[key] = tf.distribute.MirroredStrategy(list(devices))
+        cross_device_ops = None
+        if all("GPU" not in d.upper() for d in devices):
+            # CPU replicas reduce through one device: no collective ops, whose instance keys
+            # collide between strategies (also ones user code builds) in the same process.
+            cross_device_ops = tf.distribute.ReductionToOneDevice()
+        strategy = _STRATEGIES[key] = tf.distribute.MirroredStrategy(
+            list(devices), cross_device_ops=cross_device_ops)
     return strategy
 
 
@@ -225,10 +231,9 @@ class MirroredLearner:
     def _make_train_fn(self, structure):
         flat_specs = tree.flatten(structure)
         stats_count = len(tree.flatten(structure[0]))
-        steps_per_call = self.steps_per_call
 
         @tf.function
-        def train_k(iterator):
+        def train_k(iterator, max_steps):
             arrays = []
             for i, spec in enumerate(flat_specs):
                 if i < stats_count or spec.shape.rank == 0:
@@ -239,7 +244,7 @@ class MirroredLearner:
                                                  element_shape=tf.TensorShape([None]).concatenate(
                                                      spec.shape[1:])))
             steps = tf.constant(0)
-            for _ in tf.range(steps_per_call):
+            for _ in tf.range(max_steps):
                 optional = iterator.get_next_as_optional()
                 if not optional.has_value():
                     break
@@ -256,16 +261,18 @@ class MirroredLearner:
 
         return train_k
 
-    def train(self, iterator) -> List[StepOutput]:
+    def train(self, iterator, num_steps: Optional[int] = None) -> List[StepOutput]:
         """Runs up to K steps in one `tf.function` call on `iterator` (an iterator over a
         distributed dataset from `distribute_dataset` or `distribute_datasets_from_function`).
+        `num_steps` replaces K for this call (one traced function serves every count).
 
         Fewer than K steps run when the dataset ends (for example a `ReplayDataset` with a
         rate-limiter timeout); an empty list means it had ended. Returns one `StepOutput` per
         step and calls `on_step` with each.
 
         Raises:
-          InvalidConfigError: `iterator` is a dataset rather than an iterator over one.
+          InvalidConfigError: `iterator` is a dataset rather than an iterator over one, or
+            `num_steps` < 1.
         """
         if isinstance(iterator, (tf.data.Dataset, tf.distribute.DistributedDataset)):
             raise errors.InvalidConfigError(
@@ -274,7 +281,12 @@ class MirroredLearner:
         if self._train_fn is None:
             self._output_structure = self._trace_output_structure(iterator)
             self._train_fn = self._make_train_fn(self._output_structure)
-        steps, flat_results = self._train_fn(iterator)
+        if num_steps is None:
+            num_steps = self.steps_per_call
+        elif int(num_steps) < 1:
+            raise errors.InvalidConfigError(
+                f"num_steps must be >= 1, got {num_steps}; pass the number of gradient steps to run")
+        steps, flat_results = self._train_fn(iterator, tf.constant(int(num_steps), tf.int32))
         return self._unpack(int(steps), [r.numpy() for r in flat_results])
 
     def _unpack(self, steps: int, flat_results: Sequence[np.ndarray]) -> List[StepOutput]:

@@ -9,6 +9,11 @@ guarantees no stream runs further ahead than its error buffer. With prioritized 
 importance weights (N * P(i))^-beta / max_j w_j are computed in the learner from each sample's
 `SampleInfo` (probability, table size), with beta annealed linearly, and |TD error| + eps goes
 back to the table as the new priority (`Client.mutate_priorities`).
+
+The driver loop is pipelined so rollouts and learning overlap: with remote workers, the next
+sampling round is launched (weights first, every `broadcast_interval` rounds, without waiting:
+Ray runs one actor's calls in order) before the learner trains the batches the finished round
+paid for, in one learner call of several gradient steps followed by one batched priority update.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
+from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.rollout_replay import connect_workers_to_replay, sample_round
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
@@ -29,7 +35,12 @@ class SyncReplayOptimizer(PolicyOptimizer):
     """Config keys: train_batch_size, buffer_size, learning_starts, training_intensity (None:
     one train batch per sampling round), prioritized_replay, prioritized_replay_alpha,
     prioritized_replay_beta, final_prioritized_replay_beta,
-    prioritized_replay_beta_annealing_timesteps, prioritized_replay_eps, num_learner_devices."""
+    prioritized_replay_beta_annealing_timesteps, prioritized_replay_eps, num_learner_devices,
+    broadcast_interval (sampling rounds between weight broadcasts to remote workers, default 1).
+
+    Raises (constructor):
+      InvalidConfigError: broadcast_interval below 1.
+    """
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
@@ -40,6 +51,11 @@ class SyncReplayOptimizer(PolicyOptimizer):
         from tfrl.learner.strategy import learner_strategy
 
         self.policy_id = DEFAULT_POLICY_ID
+        self.broadcast_interval = int(config.get("broadcast_interval", 1))
+        if self.broadcast_interval < 1:
+            raise InvalidConfigError(
+                f"broadcast_interval must be >= 1 (sampling rounds between weight broadcasts), got "
+                f"{config.get('broadcast_interval')}.")
         self.train_batch_size = int(config["train_batch_size"])
         self.learning_starts = max(int(config.get("learning_starts", 1000)), 1)
         self.prioritized = bool(config.get("prioritized_replay", False))
@@ -70,7 +86,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
                                                                 self.policy_id)
         self.learner = MirroredLearner(
             lambda: type(template)(template.observation_space, template.action_space, template.config),
-            loss_fn=self._loss, strategy=strategy, steps_per_call=1, on_step=self._update_priorities)
+            loss_fn=self._loss, strategy=strategy, steps_per_call=1)
         self.policy = self.learner.trainee
         local.set_policy(self.policy_id, self.policy)
         with strategy.scope():
@@ -93,6 +109,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
         self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))
         self.num_train_steps = 0
         self._client = None
+        self._pending = None  # refs of the sampling round in flight on the remote workers
+        self._rounds_launched = 0
 
     def _loss(self, data):
         data = dict(data)
@@ -108,17 +126,25 @@ class SyncReplayOptimizer(PolicyOptimizer):
                  for k, spec in self.signature.items()}
         return self.policy.loss_and_stats(batch)
 
-    def _update_priorities(self, output) -> None:
-        if not self.prioritized or output.info is None:
+    def _update_priorities(self, outputs) -> None:
+        """One mutate_priorities call for all steps of a learner call (a key sampled twice
+        keeps its latest TD error)."""
+        if not self.prioritized:
             return
-        td_error = output.per_sample.get("td_error")
-        if td_error is None:
+        keys, td_errors = [], []
+        for output in outputs:
+            td_error = output.per_sample.get(SampleBatch.TD_ERROR)
+            if output.info is None or td_error is None:
+                continue
+            keys.append(np.asarray(output.info.key).reshape(-1))
+            td_errors.append(np.asarray(td_error, np.float64).reshape(-1))
+        if not keys:
             return
-        priorities = np.abs(td_error) + self.priority_eps
+        priorities = np.abs(np.concatenate(td_errors)) + self.priority_eps
         if self._client is None:
             self._client = self.replay.client()
-        self._client.mutate_priorities(self.table, updates=dict(zip(output.info.key.tolist(),
-                                                                    priorities.tolist())))
+        self._client.mutate_priorities(
+            self.table, updates=dict(zip(np.concatenate(keys).tolist(), priorities.tolist())))
 
     def _anneal_beta(self) -> None:
         start = float(self.config.get("prioritized_replay_beta", 0.4))
@@ -127,22 +153,60 @@ class SyncReplayOptimizer(PolicyOptimizer):
         fraction = min(self.num_steps_sampled / horizon, 1.0)
         self.beta.assign(start + fraction * (final - start))
 
-    def step(self) -> dict:
+    def _launch_round(self) -> None:
+        """Starts one sample() on every remote worker, after a weight broadcast every
+        `broadcast_interval` rounds; nothing waits (each actor runs its calls in order)."""
+        import ray
+
+        workers = self.workers.remote_workers()
+        global_vars = {"timestep": self.num_steps_sampled}
         with self.timer("sync_weights"):
-            self.workers.sync_weights(global_vars={"timestep": self.num_steps_sampled})
-        with self.timer("sample"):
+            if self._rounds_launched % self.broadcast_interval == 0:
+                weights = ray.put(self.workers.local_worker().get_weights([self.policy_id]))
+                for worker in workers:
+                    worker.set_weights.remote(weights, global_vars)
+        self._rounds_launched += 1
+        self._pending = [(worker, worker.sample.remote()) for worker in workers]
+
+    def _finish_round(self):
+        """Waits for the round in flight; returns (env steps, episodes). Failed workers are
+        recreated by the WorkerSet and left out."""
+        pending, self._pending = self._pending, None
+        summaries = self.workers._gather(pending) if pending else []
+        return (sum(s["env_steps"] for s in summaries),
+                [e for s in summaries for e in s["episodes"]])
+
+    def _sample(self):
+        if not self.workers.remote_workers():
             steps, episodes = sample_round(self.workers)
+            self.workers.local_worker().set_global_vars(
+                {"timestep": self.num_steps_sampled + steps})
+            return steps, episodes
+        if self._pending is None:
+            self._launch_round()
+        steps, episodes = self._finish_round()
+        self.workers.local_worker().set_global_vars({"timestep": self.num_steps_sampled + steps})
+        self._launch_round()  # sampled while the learner trains on what is already stored
+        return steps, episodes
+
+    def step(self) -> dict:
+        with self.timer("sample"):
+            steps, episodes = self._sample()
         self.num_steps_sampled += steps
         self._new_episodes.extend(episodes)
-        self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
         paid = max(self.num_steps_sampled - self.learning_starts, -1) + 1
         owed = int(paid * self.samples_per_insert // self.train_batch_size) - self.num_train_steps
         if owed > 0:
             self._anneal_beta()
+            outputs = []
             with self.timer("learn"):
-                outputs = []
-                for _ in range(owed):
-                    outputs.extend(self.learner.train(self.iterator))
+                while len(outputs) < owed:
+                    taken = self.learner.train(self.iterator, num_steps=owed - len(outputs))
+                    if not taken:
+                        break
+                    outputs.extend(taken)
+            with self.timer("update_priorities"):
+                self._update_priorities(outputs)
             self.num_train_steps += owed
             self.num_steps_trained += sum(o.batch_size for o in outputs)
             if outputs:
@@ -151,10 +215,24 @@ class SyncReplayOptimizer(PolicyOptimizer):
                 self.learner_stats = {self.policy_id: mean_stats(outputs)}
         return self.learner_stats
 
+    def drain(self) -> None:
+        """Waits for the sampling round in flight and counts its steps and episodes."""
+        if self._pending is not None:
+            steps, episodes = self._finish_round()
+            self.num_steps_sampled += steps
+            self._new_episodes.extend(episodes)
+
     def save(self) -> dict:
+        self.drain()
         return dict(super().save(), num_train_steps=self.num_train_steps)
 
     def restore(self, state: dict) -> None:
         super().restore(state)
         self.num_train_steps = state.get("num_train_steps", 0)
 
+    def stop(self) -> None:
+        try:
+            self.drain()
+        except Exception:  # noqa: BLE001 - stopping must not fail on a worker that died
+            pass
+        super().stop()

@@ -9,6 +9,7 @@ from replay import errors, specs
 from replay.dataset import INFO_DTYPES, ReplayDataset, StreamMetrics
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.table import Table
+from tfrl.learner.mirrored_learner import mirrored_strategy
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,7 +162,7 @@ def test_each_replica_gets_its_own_per_replica_batch(start_server, helpers):
     server = start_server([helpers.queue_table()])
     client = server.localhost_client()
     helpers.write_steps(client, "queue", range(64))
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    strategy = mirrored_strategy(["/cpu:0", "/cpu:1"])
     global_batch = 8
 
     def dataset_fn(input_context):

@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from .policy_helpers import ActorCriticPolicy, cartpole_spaces, random_fragment
+from tfrl.learner.mirrored_learner import mirrored_strategy
 
 SGD_POLICY = ActorCriticPolicy.with_updates(
     name="SGDActorCritic",
@@ -22,7 +23,7 @@ def _batch(policy):
 def test_two_replica_step_equals_single_step_on_the_whole_batch():
     devices = tf.config.list_logical_devices("CPU")
     assert len(devices) >= 2, "tests/conftest.py should have split the CPU in two"
-    strategy = tf.distribute.MirroredStrategy([d.name for d in devices[:2]])
+    strategy = mirrored_strategy([d.name for d in devices[:2]])
     obs_space, act_space = cartpole_spaces()
     single = SGD_POLICY(obs_space, act_space, {"seed": 0})
     with strategy.scope():
@@ -63,7 +64,7 @@ def test_two_replica_step_equals_single_step_on_the_whole_batch():
 @pytest.mark.timeout(120)
 def test_loss_and_stats_runs_per_replica():
     devices = tf.config.list_logical_devices("CPU")
-    strategy = tf.distribute.MirroredStrategy([d.name for d in devices[:2]])
+    strategy = mirrored_strategy([d.name for d in devices[:2]])
     obs_space, act_space = cartpole_spaces()
     with strategy.scope():
         policy = ActorCriticPolicy(obs_space, act_space, {"seed": 0})

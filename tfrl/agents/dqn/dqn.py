@@ -70,6 +70,9 @@ DEFAULT_CONFIG = with_common_config({
     "batch_mode": "truncate_episodes",
     # Report results after at least this many sampled env steps.
     "timesteps_per_iteration": 1000,
+    # Sampling rounds between weight broadcasts to the remote workers (1: before every round).
+    # Broadcasts never wait: the next round is sampled while the learner trains.
+    "broadcast_interval": 1,
 })
 
 
@@ -80,10 +83,10 @@ def validate_config(config: dict) -> None:
         InvalidConfigError: n_step, target_network_update_freq, train_batch_size or
             rollout_fragment_length below 1; buffer_size below train_batch_size; negative
             learning_starts; a replay exponent, beta or tau out of range; a non-positive
-            training_intensity; bad exploration_config values.
+            training_intensity or broadcast_interval; bad exploration_config values.
     """
     for key in ("n_step", "target_network_update_freq", "train_batch_size",
-                "rollout_fragment_length"):
+                "rollout_fragment_length", "broadcast_interval"):
         if int(config[key]) < 1:
             raise InvalidConfigError(f"DQN: {key} must be >= 1, got {config[key]}.")
     if int(config["buffer_size"]) < int(config["train_batch_size"]):
@@ -119,7 +122,11 @@ def make_policy_optimizer(workers, config, replay):
 
 def update_target_and_exploration(trainer, fetches):
     """Every target_network_update_freq sampled steps: hard (or tau) target update of every
-    learning policy copy, then the global timestep goes to all workers (epsilon, schedules)."""
+    learning policy copy, then the global timestep goes to all workers (epsilon, schedules).
+
+    The remote workers get it without waiting: they may be sampling the next round, and each
+    actor runs its calls in order (a worker that died is recreated by the next sampling round).
+    """
     sampled = trainer.optimizer.num_steps_sampled
     last = getattr(trainer, "last_target_update_step", 0)
     if sampled - last < trainer.config["target_network_update_freq"]:
@@ -129,7 +136,8 @@ def update_target_and_exploration(trainer, fetches):
     trainer.last_target_update_step = sampled
     global_vars = {"timestep": sampled}
     trainer.workers.local_worker().set_global_vars(global_vars)
-    trainer.workers.call_remote_workers("set_global_vars", global_vars)
+    for worker in trainer.workers.remote_workers():
+        worker.set_global_vars.remote(global_vars)
 
 
 DQNTrainer = build_trainer(

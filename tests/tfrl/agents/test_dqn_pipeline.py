@@ -1,0 +1,87 @@
+"""DQN through the pipelined SyncReplayOptimizer: a real Ray rollout worker writing into the
+embedded replay server, ReplayDataset, the mirrored learner, batched priority updates and
+weight broadcasts every `broadcast_interval` rounds."""
+import numpy as np
+import pytest
+
+from tfrl.agents.dqn import DQNTrainer
+from tfrl.agents.dqn.dqn import DEFAULT_CONFIG, validate_config
+from tfrl.errors import InvalidConfigError
+
+SMALL = dict(num_workers=1, num_envs_per_worker=2, rollout_fragment_length=8, train_batch_size=16,
+             learning_starts=32, buffer_size=2000, timesteps_per_iteration=64, hiddens=[16],
+             model={"fcnet_hiddens": [16], "fcnet_activation": "relu"}, seed=5)
+
+
+def weights_of_remote_worker(trainer):
+    import ray
+
+    worker = trainer.workers.remote_workers()[0]
+    return ray.get(worker.get_weights.remote())["default_policy"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("prioritized", [True, False])
+def test_pipelined_rounds_hold_the_replay_ratio_and_update_priorities(ray_session, prioritized):
+    config = dict(SMALL, prioritized_replay=prioritized, training_intensity=4)
+    trainer = DQNTrainer(config=config, env="CartPole-v1")
+    optimizer = trainer.optimizer
+    try:
+        before = [w.copy() for w in trainer.get_policy().get_weights()]
+        sent = []
+        if prioritized:
+            original = optimizer._update_priorities
+
+            def recording(outputs):
+                sent.append(sum(len(o.info.key) for o in outputs))
+                return original(outputs)
+
+            optimizer._update_priorities = recording
+        for _ in range(3):
+            result = trainer.train()
+        optimizer.drain()
+        sampled, trained = optimizer.num_steps_sampled, optimizer.num_steps_trained
+    finally:
+        trainer.stop()
+    after = trainer.get_policy().get_weights()
+    assert any(not np.allclose(b, a) for b, a in zip(before, after)), "the policy did not learn"
+    # the driver trains exactly what the inserted steps paid for (intensity 4 rows per step)
+    paid_batches = int((sampled - 32 + 1) * 4 // 16)
+    assert trained == 16 * optimizer.num_train_steps
+    # the last round's batches are owed only after its results are counted (drain)
+    assert paid_batches - optimizer.num_train_steps <= (2 * 2 * 8 * 4) // 16
+    assert optimizer.num_train_steps > 0
+    assert result["info"]["learner"]["default_policy"]["mean_q"] != 0
+    if prioritized:
+        # one priority update per learner call, covering every sampled row of that call
+        assert sent and sum(sent) == trained
+    assert result["timesteps_total"] <= sampled
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("interval", [1, 1000])
+def test_weights_reach_the_worker_only_every_broadcast_interval_rounds(ray_session, interval):
+    config = dict(SMALL, broadcast_interval=interval, training_intensity=8)
+    trainer = DQNTrainer(config=config, env="CartPole-v1")
+    optimizer = trainer.optimizer
+    try:
+        initial = [w.copy() for w in weights_of_remote_worker(trainer)]
+        for _ in range(12):
+            optimizer.step()
+        optimizer.drain()
+        remote = weights_of_remote_worker(trainer)
+        learner = trainer.get_policy().get_weights()
+    finally:
+        trainer.stop()
+    assert optimizer.num_train_steps > 0
+    assert any(not np.allclose(i, w) for i, w in zip(initial, learner)), "the learner did not learn"
+    remote_moved = any(not np.allclose(i, r) for i, r in zip(initial, remote))
+    # interval 1000: only the first round (before any training) broadcast weights
+    assert remote_moved == (interval == 1)
+
+
+@pytest.mark.parametrize("value", [0, -2])
+def test_broadcast_interval_below_one_is_refused(value):
+    config = dict(DEFAULT_CONFIG, broadcast_interval=value)
+    with pytest.raises(InvalidConfigError, match="broadcast_interval"):
+        validate_config(config)
