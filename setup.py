@@ -38,6 +38,7 @@ setup(
     entry_points={
         "console_scripts": [
             "replay-server=replay.server_main:main",
+            "tfrl=tfrl.cli:main",
         ],
     },
 )
