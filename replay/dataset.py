@@ -346,8 +346,10 @@ class _BlockStream:
 
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
-                 metrics: StreamMetrics, structure: Any = None):
+                 metrics: StreamMetrics, structure: Any = None,
+                 closed: Optional[threading.Event] = None):
         self.address = address
+        self.closed = closed if closed is not None else threading.Event()
         self.structure = structure if structure is not None else [None] * len(flat_dtypes)
         self.table = table
         self.flat_dtypes = flat_dtypes
@@ -361,7 +363,7 @@ class _BlockStream:
         client = Client(self.address)
         buffers = _BlockBuffers()
         try:
-            while True:
+            while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
                 received = 0
                 try:
@@ -382,6 +384,8 @@ class _BlockStream:
                     self.metrics.record_timeout(self.address)
                     return
                 except (errors.UnavailableError, errors.CancelledError) as e:
+                    if self.closed.is_set():
+                        return  # the owner closed the dataset; the server may be gone already
                     if received:
                         # It worked until now (e.g. a dropped connection): reopen; a stream that
                         # fails before delivering anything counts as the server's failure.
@@ -465,10 +469,11 @@ class ReplayDataset:
         signature = _block_signature(dtypes, shapes)
         flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
         tolerate_failure = len(addresses) > 1
+        closed = threading.Event()
 
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                                 int(max_samples_per_stream), int(rate_limiter_timeout_ms),
-                                tolerate_failure, metrics, structure=dtypes)
+                                tolerate_failure, metrics, structure=dtypes, closed=closed)
                    for address in addresses for _ in range(workers)]
 
         def run_stream(index):
@@ -487,6 +492,8 @@ class ReplayDataset:
         # Blocks already have the element structure, so unbatching is the only per-item step.
         dataset = blocks.unbatch()
         dataset.replay_metrics = metrics
+        # Call before stopping the servers: the streams then end quietly instead of failing.
+        dataset.replay_close = closed.set
         return dataset
 
     @classmethod

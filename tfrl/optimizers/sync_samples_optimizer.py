@@ -35,7 +35,9 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             self.policy_id)
         dataset = ReplayDataset.from_table_signature(
             self.address, self.table, max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
-            num_workers_per_iterator=1).map(lambda sample: sample.data)
+            num_workers_per_iterator=1)
+        self._close_dataset = dataset.replay_close
+        dataset = dataset.map(lambda sample: sample.data)
         self.reader = RowReader(dataset, block_rows=self._rows_per_round())
         self.sgd = MinibatchSGD(self.policy, self.strategy, config.get("num_sgd_iter", 1),
                                 config.get("sgd_minibatch_size") or self.train_batch_size)
@@ -77,3 +79,6 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
         self.learner_stats = {self.policy_id: stats}
         return self.learner_stats
+
+    def stop(self) -> None:
+        self._close_dataset()
