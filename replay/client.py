@@ -252,8 +252,16 @@ class Client:
                 columns.append(np.stack(parts) if len(shapes) == 1 else list(parts))
             yield info_arrays, columns
 
-    def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int):
-        """Yields (infos, items, decode cache) per server response, granting credit as it goes."""
+    def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
+                         max_samples: int = -1) -> Iterator[replay_pb2.SampleResponse]:
+        """The raw SampleStream responses of `table` (items with their still-compressed chunks),
+        granting the server credit as samples arrive so that at most `max_in_flight` are
+        requested ahead of consumption. The building block of `sample` and `ReplayDataset`.
+
+        Raises (when iterated): InvalidArgumentError for a non-positive budget; the
+        `replay.errors` class matching the stream's failure (DeadlineExceededError when
+        `timeout_ms` >= 0 passes without a sample).
+        """
         if max_in_flight <= 0:
             raise errors.InvalidArgumentError(f"max_in_flight_samples must be positive, got {max_in_flight}")
         requests: "queue.SimpleQueue" = queue.SimpleQueue()
@@ -273,13 +281,7 @@ class Client:
         received = 0
         try:
             for response in call:
-                chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
-                pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
-                items = [item for _, item in pairs]
-                infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
-                    items, response.probabilities, response.table_sizes, response.priorities,
-                    response.times_sampled)]
-                received += len(items)
+                received += len(response.probabilities)
                 # Top the credit back up to the budget once half of it was used, so requests stay few.
                 outstanding = granted - received
                 top_up = max_in_flight - outstanding
@@ -288,14 +290,25 @@ class Client:
                 if top_up > 0 and outstanding * 2 <= max_in_flight:
                     requests.put(replay_pb2.SampleRequest(num_samples=top_up))
                     granted += top_up
-                yield infos, items, {}
+                yield response
                 if 0 <= max_samples <= received:
                     return
         except grpc.RpcError as e:
-            raise translate_rpc_error(e, f"sampling table {table!r}") from None
+            raise translate_rpc_error(e, f"sampling table {table!r} at {self.address}") from None
         finally:
             requests.put(done)
             call.cancel()
+
+    def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int):
+        """Yields (infos, items, decode cache) per server response."""
+        for response in self.sample_responses(table, max_in_flight, timeout_ms, max_samples):
+            chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
+            pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+            items = [item for _, item in pairs]
+            infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
+                items, response.probabilities, response.table_sizes, response.priorities,
+                response.times_sampled)]
+            yield infos, items, {}
 
     def _signature(self, table: str):
         if table not in self._signatures:

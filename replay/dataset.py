@@ -30,18 +30,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import queue
 import threading
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
-import grpc
 import lz4.block
 import numpy as np
 import tensorflow as tf
 import tree
 
 from replay import errors, wire
-from replay.client import Client, translate_rpc_error
+from replay.client import Client
 from replay.proto import replay_pb2
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -137,49 +135,6 @@ def _block_signature(dtypes: Any, shapes: Any):
     data = tree.map_structure_up_to(
         dtypes, lambda d, s: tf.TensorSpec(tf.TensorShape([None]).concatenate(s), d), dtypes, shapes)
     return ReplaySample(info, data)
-
-
-def _sample_responses(client: Client, table: str, max_in_flight: int, timeout_ms: int,
-                      max_samples: int) -> Iterator[replay_pb2.SampleResponse]:
-    """Raw SampleStream responses, granting the server credit as samples arrive so that at
-    most `max_in_flight` are requested ahead of consumption.
-
-    Raises (when iterated): the `replay.errors` class matching the stream's failure.
-    """
-    requests: "queue.SimpleQueue" = queue.SimpleQueue()
-    granted = max_in_flight if max_samples < 0 else min(max_in_flight, max_samples)
-    requests.put(replay_pb2.SampleRequest(table=table, num_samples=granted,
-                                          rate_limiter_timeout_ms=timeout_ms))
-    done = object()
-
-    def request_iterator():
-        while True:
-            request = requests.get()
-            if request is done:
-                return
-            yield request
-
-    call = client.stub.SampleStream(request_iterator(), metadata=client.metadata)
-    received = unacked = 0
-    try:
-        for response in call:
-            count = len(response.probabilities)
-            received += count
-            unacked += count
-            top_up = unacked if max_samples < 0 else min(unacked, max_samples - granted)
-            # Credit goes back in batches of half the budget, so requests stay few.
-            if top_up > 0 and (2 * unacked >= max_in_flight or granted + top_up == max_samples):
-                requests.put(replay_pb2.SampleRequest(num_samples=top_up))
-                granted += top_up
-                unacked = 0
-            yield response
-            if 0 <= max_samples <= received:
-                return
-    except grpc.RpcError as e:
-        raise translate_rpc_error(e, f"sampling table {table!r} at {client.address}") from None
-    finally:
-        requests.put(done)
-        call.cancel()
 
 
 class _BlockBuffers:
@@ -367,7 +322,7 @@ class _BlockStream:
                 self.metrics.record_stream(self.address)
                 received = 0
                 try:
-                    for response in _sample_responses(client, self.table, self.max_in_flight,
+                    for response in client.sample_responses(self.table, self.max_in_flight,
                                                       self.rate_limiter_timeout_ms,
                                                       self.max_samples_per_stream):
                         count = len(response.probabilities)
