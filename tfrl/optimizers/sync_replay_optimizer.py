@@ -104,8 +104,10 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
             dataset = ReplayDataset.from_table_signature(
                 address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1)
+            closers.append(dataset.replay_close)
             return dataset.map(with_info).batch(per_replica_batch, drop_remainder=True)
 
+        closers = self._dataset_closers = []
         self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))
         self.num_train_steps = 0
         self._client = None
@@ -235,4 +237,6 @@ class SyncReplayOptimizer(PolicyOptimizer):
             self.drain()
         except Exception:  # noqa: BLE001 - stopping must not fail on a worker that died
             pass
+        for close in self._dataset_closers:
+            close()
         super().stop()

@@ -85,3 +85,24 @@ def test_broadcast_interval_below_one_is_refused(value):
     config = dict(DEFAULT_CONFIG, broadcast_interval=value)
     with pytest.raises(InvalidConfigError, match="broadcast_interval"):
         validate_config(config)
+
+
+@pytest.mark.timeout(240)
+def test_learner_policy_starts_with_a_target_network_equal_to_its_online_network(ray_session):
+    # The optimizer swaps the learner's own policy copy into the local worker and copies the
+    # worker's online weights into it; its target network must follow, or the first targets
+    # come from an unrelated random network.
+    import tensorflow as tf
+
+    from tfrl.policy import SampleBatch
+
+    trainer = DQNTrainer(config=dict(SMALL, num_workers=0), env="CartPole-v1")
+    try:
+        policy = trainer.get_policy()
+        assert policy is trainer.optimizer.policy
+        obs = tf.constant(np.random.default_rng(0).normal(size=(8, 4)), tf.float32)
+        online, _ = policy.model({SampleBatch.OBS: obs})
+        target, _ = policy.target_model({SampleBatch.OBS: obs})
+        np.testing.assert_allclose(target.numpy(), online.numpy(), rtol=1e-5, atol=1e-6)
+    finally:
+        trainer.stop()

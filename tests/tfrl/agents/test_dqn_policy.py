@@ -219,3 +219,24 @@ def test_validate_config_refuses_bad_settings(key, value, match):
     config = trainer_config(DEFAULT_CONFIG, **{key: value})
     with pytest.raises(InvalidConfigError, match=match):
         validate_config(config)
+
+
+def test_trainer_hook_makes_a_polyak_step_when_tau_is_below_one():
+    config = trainer_config(DEFAULT_CONFIG, num_workers=0, target_network_update_freq=64,
+                            tau=0.25)
+    workers = WorkerSet("CartPole-v1", DQNTFPolicy, config, num_workers=0)
+    try:
+        optimizer = PolicyOptimizer(workers, config)
+        trainer = types.SimpleNamespace(workers=workers, optimizer=optimizer, config=config)
+        policy = workers.local_worker().get_policy()
+        perturb_online_network(policy)
+        old_target = [v.numpy().copy() for v in policy.target_model.variables]
+        online = [v.numpy().copy() for v in policy.model.variables]
+        optimizer.num_steps_sampled = 64
+        update_target_and_exploration(trainer, {})
+        for new, old, source in zip(policy.target_model.variables, old_target, online):
+            np.testing.assert_allclose(new.numpy(), 0.25 * source + 0.75 * old, rtol=1e-5,
+                                       atol=1e-6)
+        assert any(not np.allclose(s, o) for s, o in zip(online, old_target))
+    finally:
+        workers.stop()

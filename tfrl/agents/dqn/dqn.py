@@ -120,6 +120,18 @@ def make_policy_optimizer(workers, config, replay):
     return SyncReplayOptimizer(workers, config, replay)
 
 
+def sync_target_networks(trainer) -> None:
+    """Hard-copies the online weights into the target network of every learning policy copy.
+
+    Runs once after the optimizer is built: the optimizer swaps its own learner copy of the
+    policy into the local worker and copies the worker's online weights into it, so without this
+    the learner's target network would still hold that copy's unrelated random initialisation
+    until the first target update.
+    """
+    for _, policy in learner_policies(trainer):
+        policy.update_target(tau=1.0)
+
+
 def update_target_and_exploration(trainer, fetches):
     """Every target_network_update_freq sampled steps: hard (or tau) target update of every
     learning policy copy, then the global timestep goes to all workers (epsilon, schedules).
@@ -146,5 +158,6 @@ DQNTrainer = build_trainer(
     default_config=DEFAULT_CONFIG,
     validate_config=validate_config,
     make_policy_optimizer=make_policy_optimizer,
+    after_init=sync_target_networks,
     after_optimizer_step=update_target_and_exploration,
 )
