@@ -242,6 +242,22 @@ ItemRow = Tuple[str, int, float, Sequence[ItemColumn]]
 """One new item for `encode_item_rows`: (table, key, priority, columns)."""
 
 
+def _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns, squeeze,
+                       num_slices, slice_keys, slice_offsets, slice_lengths, slice_indices) -> None:
+    """Writes the packed per-item, per-column and per-slice lists into an ItemBatch."""
+    batch.tables.extend(tables)
+    batch.table_index.extend(table_index)
+    batch.keys.extend(keys)
+    batch.priorities.extend(priorities)
+    batch.num_columns.extend(num_columns)
+    batch.squeeze.extend(squeeze)
+    batch.num_slices.extend(num_slices)
+    batch.slice_chunk_keys.extend(slice_keys)
+    batch.slice_offsets.extend(slice_offsets)
+    batch.slice_lengths.extend(slice_lengths)
+    batch.slice_indices.extend(slice_indices)
+
+
 def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:
     """Appends new items given as plain tuples (see `ItemRow`) to an empty `batch`.
 
@@ -269,17 +285,8 @@ def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> No
                 slice_indices.append(column_index)
     if not keys:
         return
-    batch.tables.extend(tables)
-    batch.table_index.extend(table_index)
-    batch.keys.extend(keys)
-    batch.priorities.extend(priorities)
-    batch.num_columns.extend(num_columns)
-    batch.squeeze.extend(squeeze)
-    batch.num_slices.extend(num_slices)
-    batch.slice_chunk_keys.extend(slice_keys)
-    batch.slice_offsets.extend(slice_offsets)
-    batch.slice_lengths.extend(slice_lengths)
-    batch.slice_indices.extend(slice_indices)
+    _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns, squeeze, num_slices,
+                       slice_keys, slice_offsets, slice_lengths, slice_indices)
 
 
 def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
@@ -311,17 +318,8 @@ def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
             inserted_at.append(item.inserted_at)
     if not keys:
         return
-    batch.tables.extend(tables)
-    batch.table_index.extend(table_index)
-    batch.keys.extend(keys)
-    batch.priorities.extend(priorities)
-    batch.num_columns.extend(num_columns)
-    batch.squeeze.extend(squeeze)
-    batch.num_slices.extend(num_slices)
-    batch.slice_chunk_keys.extend(slice_keys)
-    batch.slice_offsets.extend(slice_offsets)
-    batch.slice_lengths.extend(slice_lengths)
-    batch.slice_indices.extend(slice_indices)
+    _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns, squeeze, num_slices,
+                       slice_keys, slice_offsets, slice_lengths, slice_indices)
     if with_state:
         batch.times_sampled.extend(times_sampled)
         batch.inserted_at.extend(inserted_at)
