@@ -245,36 +245,30 @@ class Table:
 
     def _wait_to_insert(self, deadline: Optional[float], timeout: Optional[float]) -> None:
         """Waits (lock held) until one insert may proceed."""
-        limiter = self._rate_limiter
-        while not limiter.can_insert(len(self._items), 1):
-            self._check_open()
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise errors.DeadlineExceededError(
-                    f"table {self.name!r}: insert timed out after {timeout:g} s: "
-                    f"{limiter.insert_blocker(len(self._items), 1)}")
-            self._insert_waiters += 1
-            try:
-                self._insert_cv.wait(remaining)
-            finally:
-                self._insert_waiters -= 1
-        self._check_open()
+        self._wait_for_limiter("insert", self._rate_limiter.can_insert,
+                               self._rate_limiter.insert_blocker, self._insert_cv, deadline, timeout)
 
     def _wait_to_sample(self, deadline: Optional[float], timeout: Optional[float]) -> None:
         """Waits (lock held) until one sample may proceed."""
-        limiter = self._rate_limiter
-        while not limiter.can_sample(len(self._items), 1):
+        self._wait_for_limiter("sample", self._rate_limiter.can_sample,
+                               self._rate_limiter.sample_blocker, self._sample_cv, deadline, timeout)
+
+    def _wait_for_limiter(self, operation: str, allowed, blocker, condition, deadline, timeout) -> None:
+        """Waits on `condition` until `allowed(size, 1)`; counts itself in `_<operation>_waiters`
+        so the other side only notifies when someone waits."""
+        waiters = f"_{operation}_waiters"
+        while not allowed(len(self._items), 1):
             self._check_open()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise errors.DeadlineExceededError(
-                    f"table {self.name!r}: sample timed out after {timeout:g} s: "
-                    f"{limiter.sample_blocker(len(self._items), 1)}")
-            self._sample_waiters += 1
+                    f"table {self.name!r}: {operation} timed out after {timeout:g} s: "
+                    f"{blocker(len(self._items), 1)}")
+            setattr(self, waiters, getattr(self, waiters) + 1)
             try:
-                self._sample_cv.wait(remaining)
+                condition.wait(remaining)
             finally:
-                self._sample_waiters -= 1
+                setattr(self, waiters, getattr(self, waiters) - 1)
         self._check_open()
 
     def _wake_inserters(self):
