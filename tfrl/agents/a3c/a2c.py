@@ -10,7 +10,7 @@ from __future__ import annotations
 from tfrl.agents.a3c.a3c import DEFAULT_CONFIG as A3C_CONFIG
 from tfrl.agents.a3c.a3c import check_actor_critic_config
 from tfrl.agents.a3c.a3c_policy import A3CTFPolicy
-from tfrl.agents.pg.pg import fit_fragments_to_train_batch
+from tfrl.agents.pg.pg import fit_fragments_to_train_batch, make_policy_optimizer
 from tfrl.config import merge_config
 from tfrl.trainer_template import build_trainer
 
@@ -37,13 +37,6 @@ def validate_config(config: dict) -> None:
     """
     check_actor_critic_config(config, "A2C")
     fit_fragments_to_train_batch(config, "A2C")
-
-
-def make_policy_optimizer(workers, config, replay):
-    """SyncSamplesOptimizer: one gradient step on each synchronous train batch."""
-    from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
-
-    return SyncSamplesOptimizer(workers, config, replay)
 
 
 A2CTrainer = build_trainer(
