@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator, Mapping, Tuple
 
 import numpy as np
 
-# Counters that are the x-axis or bookkeeping, not curves worth plotting.
+# Top-level entries that are not scalar curves (hist_stats become histograms below).
 _SKIPPED_KEYS = frozenset({"config", "hist_stats"})
 
 
