@@ -26,8 +26,9 @@ from replay.replay_sample import ReplaySample, SampleInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 _ERROR_CLASS_METADATA_KEY = "replay-error-class"
-# The full method name of InsertStream in replay.proto (as in the generated stub).
-INSERT_STREAM_METHOD = "/replay.ReplayService/InsertStream"
+# Full method names in replay.proto (as in the generated stub).
+INSERT_STREAM_METHOD = f"/{wire.SERVICE_NAME}/InsertStream"
+SAMPLE_STREAM_METHOD = f"/{wire.SERVICE_NAME}/SampleStream"
 
 
 def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayError:
@@ -86,7 +87,7 @@ class Client:
         self._lock = threading.Lock()
         self._channel = None
         self._stub = None
-        self._insert_stream = None
+        self._insert_stream = self._sample_stream = None
         self._signatures: Dict[str, Any] = {}
         metadata = [(wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION))]
         if token is not None:
@@ -126,6 +127,10 @@ class Client:
                         INSERT_STREAM_METHOD,
                         request_serializer=wire.serialize_insert_request,
                         response_deserializer=replay_pb2.InsertResponse.FromString)
+                    self._sample_stream = self._channel.stream_stream(
+                        SAMPLE_STREAM_METHOD,
+                        request_serializer=replay_pb2.SampleRequest.SerializeToString,
+                        response_deserializer=wire.parse_sample_response)
         return self._stub
 
     @property
@@ -140,7 +145,7 @@ class Client:
         with self._lock:
             if self._channel is not None:
                 self._channel.close()
-            self._channel = self._stub = self._insert_stream = None
+            self._channel = self._stub = self._insert_stream = self._sample_stream = None
 
     def _call(self, method: str, request, what: str, timeout: Optional[float] = None):
         try:
@@ -253,10 +258,11 @@ class Client:
             yield info_arrays, columns
 
     def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
-                         max_samples: int = -1) -> Iterator[replay_pb2.SampleResponse]:
-        """The raw SampleStream responses of `table` (items with their still-compressed chunks),
-        granting the server credit as samples arrive so that at most `max_in_flight` are
-        requested ahead of consumption. The building block of `sample` and `ReplayDataset`.
+                         max_samples: int = -1) -> Iterator[wire.PackedSampleResponse]:
+        """The raw SampleStream responses of `table` (items with their still-compressed chunks,
+        whose bytes are views into the received message), granting the server credit as
+        samples arrive so that at most `max_in_flight` are requested ahead of consumption. The
+        building block of `sample` and `ReplayDataset`. `close()` ends it from another thread.
 
         Raises (when iterated): InvalidArgumentError for a non-positive budget; the
         `replay.errors` class matching the stream's failure (DeadlineExceededError when
@@ -277,11 +283,12 @@ class Client:
                     return
                 yield request
 
-        call = self.stub.SampleStream(request_iterator(), metadata=self.metadata)
+        self.stub  # noqa: B018 - opens the channel
+        call = self._sample_stream(request_iterator(), metadata=self.metadata)
         received = 0
         try:
             for response in call:
-                received += len(response.probabilities)
+                received += len(response.response.probabilities)
                 # Top the credit back up to the budget once half of it was used, so requests stay few.
                 outstanding = granted - received
                 top_up = max_in_flight - outstanding
@@ -301,8 +308,13 @@ class Client:
 
     def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int):
         """Yields (infos, items, decode cache) per server response."""
-        for response in self.sample_responses(table, max_in_flight, timeout_ms, max_samples):
-            chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
+        for packed in self.sample_responses(table, max_in_flight, timeout_ms, max_samples):
+            response = packed.response
+            # Uncompressed columns are copied out so that samples do not keep whole responses alive.
+            column_data = [c if f & wire.FLAG_COMPRESSED else bytes(c)
+                           for c, f in zip(packed.column_data, response.chunks.flags)]
+            chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False,
+                                                           column_data=column_data)}
             pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
             items = [item for _, item in pairs]
             infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(

@@ -1,16 +1,16 @@
 """ReplayDataset: a tf.data pipeline that streams samples from replay servers.
 
 On the design map this sits between `replay.Server` and the learner: it is the only module of
-`replay` that imports TensorFlow. Each worker is one SampleStream call (on the generated gRPC
-stub, with the same credit protocol as `Client.sample_stream`) whose responses, many items
-each, are decoded straight from the packed message into one numpy array per column (one
-`bytes.join` per column instead of per-item objects); tf.data then splits these blocks into
-items in C++ (`unbatch`), so a following `.batch(n)` pays no per-item Python cost. Several
-workers per iterator run in parallel (`interleave`), each keeping up to
-`max_in_flight_samples_per_worker` samples in flight on the server side, which is the
-prefetch budget. Responses the fast path cannot take (items spanning several chunks,
-delta-encoded columns, items of different shapes) are decoded item by item through the replay
-data model.
+`replay` that imports TensorFlow. Each worker is one SampleStream call whose responses, many
+items each, are read on a reader thread (so gRPC keeps receiving while the worker decodes) with
+their chunk bytes left as views into the received message; the worker copies each item once,
+from there into one numpy array per column, and tf.data adopts large blocks without another
+copy. tf.data then splits these blocks into items in C++ (`unbatch`), so a following
+`.batch(n)` pays no per-item Python cost. Several workers per iterator run in parallel
+(`interleave`), each keeping up to `max_in_flight_samples_per_worker` samples in flight on the
+server side, which is the prefetch budget. Responses the fast path cannot take (items spanning
+several chunks, delta-encoded columns, items of different shapes) are decoded item by item
+through the replay data model.
 
 `ReplayDataset(...)` is a factory: it returns a real `tf.data.Dataset` (subclassing tf.data's
 internal dataset classes is fragile across TensorFlow versions), so `isinstance(ds,
@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
+import sys
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -40,7 +42,6 @@ import tree
 
 from replay import errors, wire
 from replay.client import Client
-from replay.proto import replay_pb2
 from replay.replay_sample import ReplaySample, SampleInfo
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,8 @@ INFO_DTYPES = SampleInfo(key=tf.uint64, probability=tf.float64, table_size=tf.in
 # in-flight budget requested; on a 2-core machine a second stream only adds GIL contention
 # (measured with tools/bench_replay.py --dataset: 93k vs 88k items/s at 400 B, 10k vs 7k at 40 kB).
 _DEFAULT_WORKERS = 1
-# Bits of ChunkBatch.flags (see replay/proto/replay.proto).
-_FLAG_COMPRESSED = 1
-_FLAG_DELTA = 2
-# Items at least this large are copied into reused buffers instead of one bytes.join per block.
+# Items at least this large are copied row by row into pooled aligned arrays instead of one
+# bytes.join per block.
 _LARGE_ITEM_BYTES = 16 * 1024
 
 
@@ -137,52 +136,64 @@ def _block_signature(dtypes: Any, shapes: Any):
     return ReplaySample(info, data)
 
 
-class _BlockBuffers:
-    """A few reusable block arrays per column, handed to tf.data in turn.
+class _BlockPool:
+    """Recycled 64-byte aligned memory for large blocks.
 
-    Safe because tf.data copies what a generator yields into its own tensor before it asks
-    the generator for the next block (tests/replay/dataset checks the data under deep
-    prefetching). The arrays are deliberately not 64-byte aligned, so TensorFlow can never
-    alias them instead of copying.
+    TensorFlow adopts an aligned array that a tf.data generator yields instead of copying it,
+    keeping a reference to the array while its tensor lives; a buffer is reused only once
+    nothing but the pool references it (its reference count tells). Fresh multi-megabyte
+    arrays per block would cost more in page faults than the copy they save.
     """
 
-    _RING = 3
-    _MISALIGN = 16
+    _MAX_BUFFERS = 8
 
     def __init__(self):
-        self._rings: Dict[tuple, list] = {}
-        self._turn = 0
+        self._buffers: List[np.ndarray] = []
 
-    def get(self, leaf: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
-        key = (leaf, shape, dtype.str)
-        ring = self._rings.get(key)
-        if ring is None:
-            if len(self._rings) > 64:
-                self._rings.clear()  # block sizes keep changing: do not hoard memory
-            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            ring = []
-            for _ in range(self._RING):
-                raw = np.empty(nbytes + 64 + self._MISALIGN, np.uint8)
-                start = (-raw.ctypes.data) % 64 + self._MISALIGN
-                ring.append(raw[start:start + nbytes].view(dtype).reshape(shape))
-            self._rings[key] = ring
-        self._turn += 1
-        return ring[self._turn % self._RING]
+    def _is_free(self, index: int) -> bool:
+        # The list's reference and the argument's; every view of the buffer adds one (numpy
+        # views refer to the array owning the memory), and so does TensorFlow while it uses it.
+        return sys.getrefcount(self._buffers[index]) == 2
+
+    def get(self, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        needed = nbytes + 64  # room to align the start
+        slot = None
+        for index in range(len(self._buffers)):
+            if self._is_free(index):
+                if self._buffers[index].nbytes >= needed:
+                    slot = index
+                    break
+                slot = index if slot is None else slot
+        if slot is not None and self._buffers[slot].nbytes >= needed:
+            buffer = self._buffers[slot]
+        else:
+            # Room for blocks a little larger than this one, whose sizes vary with the response.
+            buffer = np.empty(needed + nbytes // 4, np.uint8)
+            if slot is not None:
+                self._buffers[slot] = buffer
+            elif len(self._buffers) < self._MAX_BUFFERS:
+                self._buffers.append(buffer)
+        start = (-buffer.ctypes.data) % 64
+        return buffer[start:start + nbytes].view(dtype).reshape(shape)
 
 
-def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtype],
-                  buffers: Optional[_BlockBuffers] = None):
+def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype],
+                  pool: Optional[_BlockPool] = None):
     """Decodes one response into (SampleInfo of [N] arrays, flat [N, ...] columns), or None
     when the response needs the general per-item path (multi-slice or delta-encoded columns,
     or items whose shapes differ within a column).
 
-    The fast path copies each item's bytes once into one buffer per column (a `bytes.join`
-    over views of the chunk columns), so the per-item cost is a few list operations.
+    The fast path copies each item's bytes once, from the received message into one array per
+    column (a `bytes.join` over views for small items; row copies into an aligned pooled array,
+    which TensorFlow adopts without another copy, for large ones), so the per-item cost is a few
+    list operations.
 
     Raises:
       InvalidArgumentError: the items do not have the dataset's number of columns or dtypes.
       DataLossError: a column's bytes do not match its declared shape.
     """
+    response = packed.response
     items, chunks = response.items, response.chunks
     num_items = len(items.keys)
     num_leaves = len(flat_dtypes)
@@ -193,14 +204,14 @@ def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtyp
     if len(items.slice_chunk_keys) != num_items * num_leaves:
         return None  # some item column spans several chunks
     flags = list(chunks.flags)
-    if any(f & _FLAG_DELTA for f in flags):
+    if any(f & wire.FLAG_DELTA for f in flags):
         return None
     chunk_column_start = {}
     position = 0
     for key, count in zip(chunks.keys, chunks.num_columns):
         chunk_column_start[key] = position
         position += count
-    column_data = list(chunks.column_data)
+    column_data = packed.column_data
     chunk_dtypes = [np.dtype(d) for d in chunks.dtypes]
     dtype_index = list(chunks.dtype_index)
     ranks = list(chunks.ranks)
@@ -234,7 +245,7 @@ def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtyp
                         or tuple(dims[rank_start:rank_start + column_layout[1]]) != step_shape):
                     return None  # items of different shapes in this column
             raw = column_data[column]
-            if flags[column] & _FLAG_COMPRESSED:
+            if flags[column] & wire.FLAG_COMPRESSED:
                 raw = decompressed.get(column)
                 if raw is None:
                     raw = decompressed[column] = lz4.block.decompress(column_data[column])
@@ -252,10 +263,8 @@ def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtyp
             raise errors.DataLossError(
                 f"column {leaf} of a sample response holds {received_bytes} bytes, which do not fit "
                 f"{num_items} items of shape {item_shape} and dtype {dtype.name}")
-        if buffers is not None and item_bytes >= _LARGE_ITEM_BYTES:
-            # Large items: copy into a reused buffer; fresh multi-megabyte allocations per block
-            # cost more (page faults) than the copy itself.
-            block = buffers.get(leaf, (num_items,) + item_shape, dtype)
+        if pool is not None and item_bytes >= _LARGE_ITEM_BYTES:
+            block = pool.get((num_items,) + item_shape, dtype)
             rows = block.reshape(num_items, -1).view(np.uint8)
             for row, part in zip(rows, parts):
                 row[:] = np.frombuffer(part, np.uint8)
@@ -271,9 +280,11 @@ def _decode_block(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtyp
     return info, out
 
 
-def _decode_items_one_by_one(response: replay_pb2.SampleResponse, flat_dtypes: List[np.dtype]):
+def _decode_items_one_by_one(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]):
     """The general path: yields one-item blocks decoded through the replay data model."""
-    chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False)}
+    response = packed.response
+    chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False,
+                                                   column_data=packed.column_data)}
     pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
     cache: dict = {}
     for i, (_, item) in enumerate(pairs):
@@ -293,6 +304,50 @@ def _decode_items_one_by_one(response: replay_pb2.SampleResponse, flat_dtypes: L
                     f"column {leaf} of the sampled items has dtype {value.dtype.name} but the dataset "
                     f"declares {dtype.name}")
         yield info, [c[None] for c in columns]
+
+
+class _Prefetcher:
+    """Iterates a response stream on its own thread, up to `depth` responses ahead of the
+    consumer, so gRPC keeps receiving (and the server keeps sending: HTTP/2 flow control only
+    lets it run ahead of reads by a window) while the consumer decodes. Stop it with `stop()`
+    and end the stream itself (closing the client cancels its calls)."""
+
+    def __init__(self, responses, depth: int = 2):
+        self._queue: "queue.Queue" = queue.Queue(depth)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(responses,), daemon=True,
+                                        name="replay-dataset-reader")
+        self._thread.start()
+
+    def _run(self, responses) -> None:
+        try:
+            for response in responses:
+                if not self._put((response, None)):
+                    return
+            self._put((None, None))
+        except BaseException as e:  # handed to the consumer, which raises it
+            self._put((None, e))
+
+    def _put(self, entry) -> bool:
+        while not self._stopped.is_set():
+            try:
+                self._queue.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def __iter__(self):
+        while True:
+            response, error = self._queue.get()
+            if error is not None:
+                raise error
+            if response is None:
+                return
+            yield response
+
+    def stop(self) -> None:
+        self._stopped.set()
 
 
 class _BlockStream:
@@ -316,19 +371,21 @@ class _BlockStream:
 
     def __call__(self):
         client = Client(self.address)
-        buffers = _BlockBuffers()
+        prefetcher = None
+        pool = _BlockPool()
         try:
             while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
                 received = 0
                 try:
-                    for response in client.sample_responses(self.table, self.max_in_flight,
-                                                      self.rate_limiter_timeout_ms,
-                                                      self.max_samples_per_stream):
-                        count = len(response.probabilities)
+                    prefetcher = _Prefetcher(client.sample_responses(
+                        self.table, self.max_in_flight, self.rate_limiter_timeout_ms,
+                        self.max_samples_per_stream))
+                    for response in prefetcher:
+                        count = len(response.response.probabilities)
                         received += count
                         self.metrics.record_block(self.address, count)
-                        block = _decode_block(response, self.flat_dtypes, buffers)
+                        block = _decode_block(response, self.flat_dtypes, pool)
                         if block is not None:
                             yield ReplaySample(block[0], tree.unflatten_as(self.structure, block[1]))
                         else:
@@ -356,6 +413,8 @@ class _BlockStream:
                     return  # the server closed the stream
                 # max_samples_per_stream reached: open a new stream, as Reverb does.
         finally:
+            if prefetcher is not None:
+                prefetcher.stop()
             client.close()
 
 

@@ -20,7 +20,7 @@ import hmac
 import logging
 import threading
 import time
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
 
@@ -243,8 +243,8 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         return replay_pb2.CheckpointResponse(path=self._server.checkpoint())
 
 
-def _sample_response(table_name: str, sampled) -> Tuple[replay_pb2.SampleResponse, int]:
-    """The response carrying `sampled`, and the bytes of the chunks in it."""
+def _sample_response(table_name: str, sampled) -> Tuple[wire.PackedSampleResponse, int]:
+    """The response carrying `sampled` (chunk bytes outside the message), and their size."""
     response = replay_pb2.SampleResponse()
     chunks = {}
     for s in sampled:
@@ -254,8 +254,31 @@ def _sample_response(table_name: str, sampled) -> Tuple[replay_pb2.SampleRespons
     response.priorities.extend([s.priority for s in sampled])
     response.times_sampled.extend([s.times_sampled for s in sampled])
     wire.encode_items([(table_name, s.item) for s in sampled], response.items)
-    wire.encode_chunks(chunks.values(), response.chunks)
-    return response, sum(c.nbytes for c in chunks.values())
+    column_data: List[bytes] = []
+    wire.encode_chunks(chunks.values(), response.chunks, column_data)
+    return wire.PackedSampleResponse(response, column_data), sum(c.nbytes for c in chunks.values())
+
+
+def _method_handlers(servicer: "_Servicer") -> dict:
+    """The service's generated method handlers, with SampleStream sending
+    `wire.PackedSampleResponse`s (its chunk bytes are never copied into a protobuf object)."""
+
+    class _Recorder:
+        def __init__(self):
+            self.handlers = {}
+
+        def add_generic_rpc_handlers(self, handlers):
+            pass
+
+        def add_registered_method_handlers(self, service, handlers):
+            self.handlers.update(handlers)
+
+    recorder = _Recorder()
+    replay_pb2_grpc.add_ReplayServiceServicer_to_server(servicer, recorder)
+    recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
+        servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
+        response_serializer=wire.serialize_sample_response)
+    return recorder.handlers
 
 
 def table_info_to_proto(table) -> replay_pb2.TableInfo:
@@ -323,7 +346,10 @@ class Server:
         self._executor = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="replay-server")
         self._grpc_server = grpc.server(self._executor, options=options)
-        replay_pb2_grpc.add_ReplayServiceServicer_to_server(_Servicer(self), self._grpc_server)
+        handlers = _method_handlers(_Servicer(self))
+        self._grpc_server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(wire.SERVICE_NAME, handlers),))
+        self._grpc_server.add_registered_method_handlers(wire.SERVICE_NAME, handlers)
         address = f"{host}:{0 if port is None else int(port)}"
         try:
             if self._tls_certificate is not None:

@@ -26,11 +26,15 @@ from replay.proto import replay_pb2
 PROTOCOL_VERSION = 1
 """Bumped whenever the meaning of a message changes; client and server must agree."""
 
+SERVICE_NAME = "replay.ReplayService"
+"""The gRPC service of replay.proto."""
+
 PROTOCOL_METADATA_KEY = "replay-protocol"
 TOKEN_METADATA_KEY = "replay-token"
 
-_FLAG_COMPRESSED = 1
-_FLAG_DELTA = 2
+# Bits of ChunkBatch.flags.
+FLAG_COMPRESSED = 1
+FLAG_DELTA = 2
 _UINT64_MAX = 2**64 - 1
 
 
@@ -61,8 +65,8 @@ def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch,
             dtype_index.append(index)
             ranks.append(len(column.shape))
             shape_dims.extend(column.shape)
-            flags.append((_FLAG_COMPRESSED if column.compressed else 0)
-                         | (_FLAG_DELTA if column.delta_encoded else 0))
+            flags.append((FLAG_COMPRESSED if column.compressed else 0)
+                         | (FLAG_DELTA if column.delta_encoded else 0))
             crcs.append(column.crc32)
             blobs.append(column.data)
     if not keys:
@@ -101,9 +105,28 @@ class PackedInsertRequest:
         self.column_data = column_data
 
 
-# Protobuf keys (field number << 3 | wire type 2, length-delimited) of InsertRequest.chunks (1)
-# and ChunkBatch.column_data (12).
+class PackedSampleResponse:
+    """A `SampleResponse` whose chunk bytes travel outside the protobuf object, both ways.
+
+    The server sends it with `serialize_sample_response` (the layout of `PackedInsertRequest`:
+    the message, then one trailing `chunks` occurrence holding only `column_data`), so any
+    protobuf parser still reads the plain message. Clients read it with
+    `parse_sample_response`, which leaves `column_data` as views into the received bytes: large
+    payloads are then copied once, straight into the learner's arrays, instead of into the
+    parsed message and out of it again. `response.chunks.column_data` is always empty here.
+    """
+
+    __slots__ = ("response", "column_data")
+
+    def __init__(self, response: replay_pb2.SampleResponse, column_data: Sequence):
+        self.response = response
+        self.column_data = column_data
+
+
+# Protobuf keys (field number << 3 | wire type 2, length-delimited) of InsertRequest.chunks (1),
+# SampleResponse.chunks (6) and ChunkBatch.column_data (12).
 _KEY_INSERT_REQUEST_CHUNKS = bytes([(1 << 3) | 2])
+_KEY_SAMPLE_RESPONSE_CHUNKS = bytes([(6 << 3) | 2])
 _KEY_CHUNK_BATCH_COLUMN_DATA = bytes([(12 << 3) | 2])
 
 
@@ -116,20 +139,106 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def serialize_insert_request(packed: PackedInsertRequest) -> bytes:
-    """The wire bytes of a `PackedInsertRequest` (gRPC request serializer of InsertStream);
-    every payload is copied once, by the final join."""
-    head = packed.request.SerializeToString()
-    if not packed.column_data:
+def _serialize_with_trailing_columns(head: bytes, chunks_key: bytes, column_data: Sequence) -> bytes:
+    """`head` followed by `column_data` as one more occurrence of the `chunks` field; every
+    payload is copied once, by the final join."""
+    if not column_data:
         return head
-    parts = [head, _KEY_INSERT_REQUEST_CHUNKS, b""]
+    parts = [head, chunks_key, b""]
     inner_size = 0
-    for blob in packed.column_data:
+    for blob in column_data:
         size = _varint(len(blob))
         parts += (_KEY_CHUNK_BATCH_COLUMN_DATA, size, blob)
         inner_size += 1 + len(size) + len(blob)
     parts[2] = _varint(inner_size)
     return b"".join(parts)
+
+
+def serialize_insert_request(packed: PackedInsertRequest) -> bytes:
+    """The wire bytes of a `PackedInsertRequest` (gRPC request serializer of InsertStream)."""
+    return _serialize_with_trailing_columns(
+        packed.request.SerializeToString(), _KEY_INSERT_REQUEST_CHUNKS, packed.column_data)
+
+
+def serialize_sample_response(packed: PackedSampleResponse) -> bytes:
+    """The wire bytes of a `PackedSampleResponse` (gRPC response serializer of SampleStream)."""
+    return _serialize_with_trailing_columns(
+        packed.response.SerializeToString(), _KEY_SAMPLE_RESPONSE_CHUNKS, packed.column_data)
+
+
+def _read_varint(view: memoryview, position: int, end: int) -> Tuple[int, int]:
+    """(value, next position) of the varint at `position`; (-1, end) when it runs past `end`."""
+    value = shift = 0
+    while position < end:
+        byte = view[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+    return -1, end
+
+
+def _trailing_column_data(view: memoryview, chunks_key: int):
+    """(start of the trailer, column views) when the message ends with a `chunks` occurrence
+    holding only `column_data` (the layout `serialize_sample_response` writes), else None."""
+    end = len(view)
+    position = 0
+    trailer = None
+    while position < end:
+        field_start = position
+        key, position = _read_varint(view, position, end)
+        wire_type = key & 7
+        body_start = position
+        if wire_type == 2:
+            length, position = _read_varint(view, position, end)
+            if length < 0 or position + length > end:
+                return None
+            body_start = position
+            position += length
+        elif wire_type == 0:
+            _, position = _read_varint(view, position, end)
+        elif wire_type in (1, 5):
+            position += 8 if wire_type == 1 else 4
+        else:
+            return None
+        trailer = (field_start, body_start) if key == chunks_key else None
+    if trailer is None or position != end:
+        return None
+    start, position = trailer
+    column_key = _KEY_CHUNK_BATCH_COLUMN_DATA[0]
+    columns = []
+    while position < end:
+        if view[position] != column_key:
+            return None  # the last chunks occurrence holds more than column data
+        length, position = _read_varint(view, position + 1, end)
+        if length < 0 or position + length > end:
+            return None
+        columns.append(view[position:position + length])
+        position += length
+    return start, columns
+
+
+def parse_sample_response(data: bytes) -> PackedSampleResponse:
+    """Reads SampleStream response bytes (the gRPC response deserializer of SampleStream).
+
+    Bytes in the layout `serialize_sample_response` writes keep their column data as views
+    into `data`; any other valid encoding is parsed whole (its column data is then copied out
+    of the message).
+
+    Raises:
+      google.protobuf.message.DecodeError: the bytes are not a SampleResponse.
+    """
+    view = memoryview(data)
+    trailer = _trailing_column_data(view, _KEY_SAMPLE_RESPONSE_CHUNKS[0])
+    if trailer is not None:
+        response = replay_pb2.SampleResponse.FromString(view[:trailer[0]])
+        if not response.chunks.column_data:
+            return PackedSampleResponse(response, trailer[1])
+    response = replay_pb2.SampleResponse.FromString(data)
+    column_data = list(response.chunks.column_data)
+    response.chunks.ClearField("column_data")
+    return PackedSampleResponse(response, column_data)
 
 
 def _check_lengths(what: str, expected: int, **fields: Sequence) -> None:
@@ -186,8 +295,10 @@ def _reject(chunk: Chunk, column: int, reason: str) -> None:
     raise errors.DataLossError(f"chunk {chunk.key} column {column}: {reason}; resend the chunk")
 
 
-def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True) -> List[Chunk]:
-    """Builds the chunks of a `ChunkBatch` without decompressing them.
+def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
+                  column_data: Optional[Sequence] = None) -> List[Chunk]:
+    """Builds the chunks of a `ChunkBatch` without decompressing them; `column_data` replaces
+    `batch.column_data` when the bytes travelled outside the message (`PackedSampleResponse`).
 
     Raises:
       InvalidArgumentError: the batch's parallel fields disagree, or a chunk is malformed.
@@ -205,7 +316,8 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True) -> List[C
     if any(c <= 0 for c in num_columns):
         raise errors.InvalidArgumentError("malformed chunk batch: a chunk has no columns")
     dtype_index, ranks, flags = list(batch.dtype_index), list(batch.ranks), list(batch.flags)
-    crcs, blobs = list(batch.crc32), list(batch.column_data)
+    crcs = list(batch.crc32)
+    blobs = list(batch.column_data if column_data is None else column_data)
     _check_lengths("chunk batch", total_columns, dtype_index=dtype_index, ranks=ranks, flags=flags,
                    crc32=crcs, column_data=blobs)
     dtypes = list(batch.dtypes)
@@ -221,7 +333,7 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True) -> List[C
             rank, flag = ranks[column_i], flags[column_i]
             columns.append(ColumnData(
                 dtypes[dtype_index[column_i]], tuple(shape_dims[dim_i:dim_i + rank]), blobs[column_i],
-                bool(flag & _FLAG_COMPRESSED), bool(flag & _FLAG_DELTA), crcs[column_i]))
+                bool(flag & FLAG_COMPRESSED), bool(flag & FLAG_DELTA), crcs[column_i]))
             column_i += 1
             dim_i += rank
         chunk = Chunk(keys[i], columns, lengths[i], episode_ids[i], start_indices[i])

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from replay import errors, specs
-from replay.dataset import INFO_DTYPES, ReplayDataset, StreamMetrics
+from replay.dataset import INFO_DTYPES, ReplayDataset, StreamMetrics, _BlockPool
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.table import Table
 from tfrl.learner.mirrored_learner import mirrored_strategy
@@ -220,7 +220,8 @@ def test_a_single_server_going_away_fails_the_dataset_with_a_clear_error(start_s
 
 
 def test_large_items_survive_deep_prefetching(start_server):
-    # Items of 20 kB go through reused block buffers; tf.data must hold copies, never views.
+    # Items of 20 kB go through pooled block buffers that TensorFlow adopts without a copy: a
+    # buffer must not be reused while any tensor in the pipeline still refers to it.
     signature = specs.TensorSpec((5000,), np.float32)
     server = start_server([Table.queue("large", 1000, signature=signature)])
     client = server.localhost_client()
@@ -240,3 +241,32 @@ def test_large_items_survive_deep_prefetching(start_server):
     assert len(values) == 300
     for i, value in enumerate(values):
         assert value.min() == value.max() == i
+
+
+def test_block_pool_reuses_a_buffer_only_once_nothing_else_refers_to_it():
+    pool = _BlockPool()
+    float32 = np.dtype(np.float32)
+    first = pool.get((10, 5000), float32)
+    assert first.ctypes.data % 64 == 0
+    first[:] = 1.0
+    second = pool.get((10, 5000), float32)
+    assert not np.shares_memory(first, second)
+    address = first.ctypes.data
+    del first
+    third = pool.get((9, 5000), float32)  # a smaller block fits the freed buffer
+    assert third.ctypes.data == address and third.shape == (9, 5000)
+
+    def blocks():
+        yield third
+
+    # A tf.data generator's aligned array becomes the tensor's memory (no copy) ...
+    adopted = next(iter(tf.data.Dataset.from_generator(
+        blocks, output_signature=tf.TensorSpec([9, 5000], tf.float32))))
+    del third
+    before = adopted.numpy()[0, :3].copy()
+    # ... so the buffer stays taken while the tensor lives.
+    fourth = pool.get((10, 5000), float32)
+    assert fourth.ctypes.data != address
+    fourth[:] = 2.0
+    np.testing.assert_array_equal(adopted.numpy()[0, :3], before)
+    np.testing.assert_array_equal(before, [1.0, 1.0, 1.0])

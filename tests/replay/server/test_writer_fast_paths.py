@@ -4,6 +4,7 @@ the general dm-tree path."""
 import numpy as np
 import pytest
 import tree
+from google.protobuf.message import DecodeError
 
 from replay import errors, wire
 from replay.chunks import Chunk
@@ -43,6 +44,56 @@ def test_packed_insert_request_parses_to_the_plain_message(with_items):
     empty = wire.PackedInsertRequest(replay_pb2.InsertRequest(release_chunk_keys=[1]), [])
     assert replay_pb2.InsertRequest.FromString(wire.serialize_insert_request(empty)) == \
         replay_pb2.InsertRequest(release_chunk_keys=[1])
+
+
+def _sample_response(chunks, column_data):
+    response = replay_pb2.SampleResponse(probabilities=[0.5, 0.25], table_sizes=[2, 2],
+                                         priorities=[1.0, 3.0], times_sampled=[1, 4])
+    rows = [("t", 1, 1.0, [(True, ((7, 0, 1, 0),))]), ("t", 2, 3.0, [(False, ((8, 0, 2, 0),))])]
+    wire.encode_item_rows(rows, response.items)
+    wire.encode_chunks(chunks, response.chunks, column_data)
+    return response
+
+
+def test_packed_sample_responses_keep_their_column_bytes_as_views_of_the_message():
+    chunks = _chunks()
+    column_data = []
+    head = _sample_response(chunks, column_data)
+    sent = wire.serialize_sample_response(wire.PackedSampleResponse(head, column_data))
+    plain = _sample_response(chunks, None)
+    assert replay_pb2.SampleResponse.FromString(sent) == plain  # any protobuf parser reads it
+
+    received = wire.parse_sample_response(sent)
+    assert received.response == head and not received.response.chunks.column_data
+    assert all(isinstance(c, memoryview) and c.obj is sent for c in received.column_data)
+    assert [bytes(c) for c in received.column_data] == column_data
+    decoded = wire.decode_chunks(received.response.chunks, column_data=received.column_data)
+    for original, copy in zip(chunks, decoded):  # checksums and sizes verify on the views
+        for a, b in zip(original.decode(), copy.decode()):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_sample_responses_in_another_layout_are_parsed_whole():
+    chunks = _chunks()
+    plain = _sample_response(chunks, None)
+    received = wire.parse_sample_response(plain.SerializeToString())
+    assert [bytes(c) for c in received.column_data] == list(plain.chunks.column_data)
+    assert not received.response.chunks.column_data
+    assert received.response.probabilities == plain.probabilities
+    # A trailing chunks occurrence that holds more than column data is not taken as the trailer.
+    extra = replay_pb2.SampleResponse()
+    extra.chunks.keys.append(99)
+    received = wire.parse_sample_response(plain.SerializeToString() + extra.SerializeToString())
+    assert list(received.response.chunks.keys) == [7, 8, 9, 99]
+    assert len(received.column_data) == 5
+
+
+def test_truncated_sample_responses_raise_decode_errors():
+    column_data = []
+    head = _sample_response(_chunks(), column_data)
+    sent = wire.serialize_sample_response(wire.PackedSampleResponse(head, column_data))
+    with pytest.raises(DecodeError):
+        wire.parse_sample_response(sent[:-100])
 
 
 def test_item_rows_encode_like_items():
