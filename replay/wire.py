@@ -179,9 +179,9 @@ def _read_varint(view: memoryview, position: int, end: int) -> Tuple[int, int]:
     return -1, end
 
 
-def _trailing_column_data(view: memoryview, chunks_key: int):
-    """(start of the trailer, column views) when the message ends with a `chunks` occurrence
-    holding only `column_data` (the layout `serialize_sample_response` writes), else None."""
+def _trailer_bounds(view: memoryview, chunks_key: int) -> Optional[Tuple[int, int]]:
+    """(field start, body start) of the message's last field when it is a `chunks`
+    occurrence (the layout `serialize_sample_response` writes), else None."""
     end = len(view)
     position = 0
     trailer = None
@@ -203,38 +203,50 @@ def _trailing_column_data(view: memoryview, chunks_key: int):
         else:
             return None
         trailer = (field_start, body_start) if key == chunks_key else None
-    if trailer is None or position != end:
-        return None
-    start, position = trailer
+    return trailer if position == end else None
+
+
+def _column_views(view: memoryview, position: int) -> Optional[List[memoryview]]:
+    """Views of the `column_data` entries from `position` to the end, or None when something
+    else is there too."""
+    end = len(view)
     column_key = _KEY_CHUNK_BATCH_COLUMN_DATA[0]
     columns = []
     while position < end:
         if view[position] != column_key:
-            return None  # the last chunks occurrence holds more than column data
+            return None
         length, position = _read_varint(view, position + 1, end)
         if length < 0 or position + length > end:
             return None
         columns.append(view[position:position + length])
         position += length
-    return start, columns
+    return columns
+
+
+# Below this mean column size, parsing the whole message in C beats walking its columns in Python.
+_MIN_VIEWED_COLUMN_BYTES = 2048
 
 
 def parse_sample_response(data: bytes) -> PackedSampleResponse:
     """Reads SampleStream response bytes (the gRPC response deserializer of SampleStream).
 
     Bytes in the layout `serialize_sample_response` writes keep their column data as views
-    into `data`; any other valid encoding is parsed whole (its column data is then copied out
-    of the message).
+    into `data` when the columns are large enough for that to pay; small columns and any other
+    valid encoding are parsed whole (column data is then copied out of the message).
 
     Raises:
       google.protobuf.message.DecodeError: the bytes are not a SampleResponse.
     """
     view = memoryview(data)
-    trailer = _trailing_column_data(view, _KEY_SAMPLE_RESPONSE_CHUNKS[0])
+    trailer = _trailer_bounds(view, _KEY_SAMPLE_RESPONSE_CHUNKS[0])
     if trailer is not None:
         response = replay_pb2.SampleResponse.FromString(view[:trailer[0]])
-        if not response.chunks.column_data:
-            return PackedSampleResponse(response, trailer[1])
+        num_columns = len(response.chunks.flags)
+        if (not response.chunks.column_data and num_columns
+                and len(view) - trailer[1] >= num_columns * _MIN_VIEWED_COLUMN_BYTES):
+            columns = _column_views(view, trailer[1])
+            if columns is not None:
+                return PackedSampleResponse(response, columns)
     response = replay_pb2.SampleResponse.FromString(data)
     column_data = list(response.chunks.column_data)
     response.chunks.ClearField("column_data")

@@ -105,7 +105,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
             dataset = ReplayDataset.from_table_signature(
                 address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1)
             closers.append(dataset.replay_close)
-            return dataset.map(with_info).batch(per_replica_batch, drop_remainder=True)
+            return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 
         closers = self._dataset_closers = []
         self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))

@@ -88,6 +88,18 @@ def test_sample_responses_in_another_layout_are_parsed_whole():
     assert len(received.column_data) == 5
 
 
+def test_sample_responses_of_small_columns_are_parsed_whole():
+    # Walking hundreds of tiny columns in Python costs more than the copies it saves.
+    chunks = [Chunk.from_columns(k, [np.full((1, 4), k, np.float32), np.array([k])]) for k in range(7, 9)]
+    column_data = []
+    head = _sample_response(chunks, column_data)
+    received = wire.parse_sample_response(
+        wire.serialize_sample_response(wire.PackedSampleResponse(head, column_data)))
+    assert received.response == head
+    assert all(isinstance(c, bytes) for c in received.column_data)
+    assert list(received.column_data) == column_data
+
+
 def test_truncated_sample_responses_raise_decode_errors():
     column_data = []
     head = _sample_response(_chunks(), column_data)
