@@ -275,6 +275,10 @@ def _method_handlers(servicer: "_Servicer") -> dict:
 
     recorder = _Recorder()
     replay_pb2_grpc.add_ReplayServiceServicer_to_server(servicer, recorder)
+    methods = {m.name for m in replay_pb2.DESCRIPTOR.services_by_name["ReplayService"].methods}
+    if set(recorder.handlers) != methods:
+        raise RuntimeError("replay/proto/replay_pb2_grpc.py does not register every method of "
+                           "replay.proto; regenerate it with tools/gen_proto.py")
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
         response_serializer=wire.serialize_sample_response)
