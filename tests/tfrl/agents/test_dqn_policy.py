@@ -1,6 +1,7 @@
 """DQNTFPolicy and QNetwork: targets (double vs plain, n-step, terminated vs truncated),
 importance-weighted Huber loss, dueling aggregation, epsilon-greedy acting and greedy export,
 against hand computations."""
+import contextlib
 import types
 
 import gymnasium as gym
@@ -36,6 +37,22 @@ def perturb_online_network(policy, seed=0):
     rng = np.random.default_rng(seed)
     policy.set_weights([w + rng.normal(scale=0.5, size=w.shape).astype(w.dtype)
                         for w in policy.get_weights()])
+
+
+@contextlib.contextmanager
+def trainer_with_local_worker(**overrides):
+    """(trainer stub, policy) for the DQN trainer hooks: a local-only WorkerSet whose online
+    network differs from its target network."""
+    config = trainer_config(DEFAULT_CONFIG, num_workers=0, **overrides)
+    workers = WorkerSet("CartPole-v1", DQNTFPolicy, config, num_workers=0)
+    try:
+        optimizer = PolicyOptimizer(workers, config)
+        trainer = types.SimpleNamespace(workers=workers, optimizer=optimizer, config=config)
+        policy = workers.local_worker().get_policy()
+        perturb_online_network(policy)
+        yield trainer, policy
+    finally:
+        workers.stop()
 
 
 def transitions(n=16, seed=3, terminated=None, n_steps=None, weights=None):
@@ -167,27 +184,19 @@ def test_exported_saved_model_serves_greedy_actions(tmp_path):
 
 
 def test_target_network_is_updated_by_the_trainer_hook_every_freq_sampled_steps():
-    config = trainer_config(DEFAULT_CONFIG, num_workers=0, target_network_update_freq=100)
-    workers = WorkerSet("CartPole-v1", DQNTFPolicy, config, num_workers=0)
-    try:
-        optimizer = PolicyOptimizer(workers, config)
-        trainer = types.SimpleNamespace(workers=workers, optimizer=optimizer, config=config)
-        policy = workers.local_worker().get_policy()
-        perturb_online_network(policy)
+    with trainer_with_local_worker(target_network_update_freq=100) as (trainer, policy):
         obs = np.random.default_rng(4).normal(size=(3, 4)).astype(np.float32)
         stale = q_of(policy.target_model, obs)
-        optimizer.num_steps_sampled = 60
+        trainer.optimizer.num_steps_sampled = 60
         update_target_and_exploration(trainer, {})
         np.testing.assert_allclose(q_of(policy.target_model, obs), stale)
-        optimizer.num_steps_sampled = 120
+        trainer.optimizer.num_steps_sampled = 120
         update_target_and_exploration(trainer, {})
         np.testing.assert_allclose(q_of(policy.target_model, obs), q_of(policy.model, obs),
                                    rtol=1e-6)
         assert policy.global_timestep == 120
         expected_epsilon = policy.epsilon_schedule.value(120)
         assert float(policy.cur_epsilon.numpy()) == pytest.approx(expected_epsilon)
-    finally:
-        workers.stop()
 
 
 def test_compute_td_error_matches_the_learn_fetch():
@@ -222,21 +231,12 @@ def test_validate_config_refuses_bad_settings(key, value, match):
 
 
 def test_trainer_hook_makes_a_polyak_step_when_tau_is_below_one():
-    config = trainer_config(DEFAULT_CONFIG, num_workers=0, target_network_update_freq=64,
-                            tau=0.25)
-    workers = WorkerSet("CartPole-v1", DQNTFPolicy, config, num_workers=0)
-    try:
-        optimizer = PolicyOptimizer(workers, config)
-        trainer = types.SimpleNamespace(workers=workers, optimizer=optimizer, config=config)
-        policy = workers.local_worker().get_policy()
-        perturb_online_network(policy)
+    with trainer_with_local_worker(target_network_update_freq=64, tau=0.25) as (trainer, policy):
         old_target = [v.numpy().copy() for v in policy.target_model.variables]
         online = [v.numpy().copy() for v in policy.model.variables]
-        optimizer.num_steps_sampled = 64
+        trainer.optimizer.num_steps_sampled = 64
         update_target_and_exploration(trainer, {})
         for new, old, source in zip(policy.target_model.variables, old_target, online):
             np.testing.assert_allclose(new.numpy(), 0.25 * source + 0.75 * old, rtol=1e-5,
                                        atol=1e-6)
         assert any(not np.allclose(s, o) for s, o in zip(online, old_target))
-    finally:
-        workers.stop()
