@@ -52,7 +52,8 @@ INFO_DTYPES = SampleInfo(key=tf.uint64, probability=tf.float64, table_size=tf.in
 
 # Streams per server when num_workers_per_iterator is -1. One stream already keeps its whole
 # in-flight budget requested; on a 2-core machine a second stream only adds GIL contention
-# (measured with tools/bench_replay.py --dataset: 93k vs 88k items/s at 400 B, 10k vs 7k at 40 kB).
+# (measured with tools/bench_replay.py --dataset --dataset-workers 1 and 2: 85k vs 76k items/s at
+# 400 B, 17.0k vs 15.7k at 40 kB).
 _DEFAULT_WORKERS = 1
 # Items at least this large are copied row by row into pooled aligned arrays instead of one
 # bytes.join per block.

@@ -81,7 +81,8 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     TrainerCls.with_updates = staticmethod(with_updates)
     TrainerCls.__name__ = name
     TrainerCls.__qualname__ = name
-    # Picklable by reference when the caller binds the class to a module-level name.
+    # Picklable by reference when the calling module binds the class under `name`; otherwise
+    # (the shipped XTrainer names) plain pickle fails and cloudpickle/Ray pickle it by value.
     TrainerCls.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
     return TrainerCls
 

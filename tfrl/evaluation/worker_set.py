@@ -149,8 +149,13 @@ class WorkerSet:
         return new
 
     # --- calls on all workers -----------------------------------------------------------
-    def _gather(self, refs: List[tuple], timeout: Optional[float] = None) -> List[Any]:
-        """ray.get of (worker, ref) pairs; failed workers are recreated and left out."""
+    def gather(self, refs: List[tuple], timeout: Optional[float] = None) -> List[Any]:
+        """ray.get of (worker, ref) pairs started by the caller (for example a sampling round
+        launched earlier to overlap with learning); failed workers are recreated and left out.
+
+        Raises:
+          whatever the call raised in a worker, except worker failures (those are recovered).
+        """
         import ray
 
         results = []
@@ -172,7 +177,7 @@ class WorkerSet:
           whatever the method raised in a worker, except worker failures (those are recovered).
         """
         refs = [(w, getattr(w, method).remote(*args, **kwargs)) for w in self._remote]
-        return self._gather(refs, timeout)
+        return self.gather(refs, timeout)
 
     def foreach_worker(self, func: Callable[[Any], Any], local_worker: bool = True,
                        timeout: Optional[float] = None) -> List[Any]:
@@ -180,14 +185,14 @@ class WorkerSet:
         remote worker; failed remote workers are recreated and left out of the result."""
         refs = [(w, w.apply.remote(func)) for w in self._remote]
         local = [func(self._local)] if local_worker else []
-        return local + self._gather(refs, timeout)
+        return local + self.gather(refs, timeout)
 
     def foreach_worker_with_index(self, func: Callable[[Any, int], Any], local_worker: bool = True,
                                   timeout: Optional[float] = None) -> List[Any]:
         """Like foreach_worker with func(worker, worker_index)."""
         refs = [(w, w.apply.remote(func, i)) for w, i in zip(self._remote, self._remote_indices)]
         local = [func(self._local, 0)] if local_worker else []
-        return local + self._gather(refs, timeout)
+        return local + self.gather(refs, timeout)
 
     def foreach_policy(self, func: Callable[[Any, str], Any]) -> List[Any]:
         """func(policy, policy_id) for every policy of every worker, flattened."""
@@ -208,7 +213,7 @@ class WorkerSet:
         if not self._remote:
             return
         weights = ray.put(self._local.get_weights(policies))
-        self._gather([(w, w.set_weights.remote(weights, global_vars)) for w in self._remote])
+        self.gather([(w, w.set_weights.remote(weights, global_vars)) for w in self._remote])
 
     def set_replay_output(self, replay_output: Any) -> None:
         """Points every worker (and workers started or recreated later) at a replay output;
@@ -216,7 +221,7 @@ class WorkerSet:
         self.replay_output = replay_output
         if not self._remote:
             self._local.set_replay_output(replay_output)
-        self._gather([(w, w.set_replay_output.remote(replay_output)) for w in self._remote])
+        self.gather([(w, w.set_replay_output.remote(replay_output)) for w in self._remote])
 
     def sync_filters(self) -> None:
         """Merges every remote worker's new filter statistics into the local worker's filters and
@@ -224,12 +229,12 @@ class WorkerSet:
         import ray
 
         local = self._local.filters
-        for remote_filters in self._gather(
+        for remote_filters in self.gather(
                 [(w, w.get_filters.remote(flush_after=True)) for w in self._remote]):
             for pid, f in remote_filters.items():
                 local[pid].apply_changes(f)
         ref = ray.put(self._local.get_filters())
-        self._gather([(w, w.sync_filters.remote(ref)) for w in self._remote])
+        self.gather([(w, w.sync_filters.remote(ref)) for w in self._remote])
 
     def probe_workers(self, timeout: float = 30.0) -> int:
         """Pings every remote worker, recreates the dead ones; returns how many were recreated."""

@@ -174,7 +174,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
         """Waits for the round in flight; returns (env steps, episodes). Failed workers are
         recreated by the WorkerSet and left out."""
         pending, self._pending = self._pending, None
-        summaries = self.workers._gather(pending) if pending else []
+        summaries = self.workers.gather(pending) if pending else []
         return (sum(s["env_steps"] for s in summaries),
                 [e for s in summaries for e in s["episodes"]])
 

@@ -82,3 +82,4 @@ class SyncSamplesOptimizer(PolicyOptimizer):
 
     def stop(self) -> None:
         self._close_dataset()
+        super().stop()
