@@ -18,8 +18,10 @@ import numpy as np
 
 from replay import errors
 
-# Columns smaller than this are stored raw: lz4's framing would cost more than it saves.
-_MIN_COMPRESS_BYTES = 64
+# Columns smaller than this are stored raw: the few bytes lz4 could save cost a decompression
+# at every sample of every item that references the column (step items of a 16-step chunk
+# each pay for their chunk's whole column), which costs more than sending the bytes.
+_MIN_COMPRESS_BYTES = 256
 
 
 @dataclasses.dataclass(frozen=True)

@@ -258,11 +258,14 @@ class Client:
             yield info_arrays, columns
 
     def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
-                         max_samples: int = -1) -> Iterator[wire.PackedSampleResponse]:
+                         max_samples: int = -1,
+                         columnar: bool = False) -> Iterator[wire.PackedSampleResponse]:
         """The raw SampleStream responses of `table` (items with their still-compressed chunks,
         whose bytes are views into the received message), granting the server credit as
         samples arrive so that at most `max_in_flight` are requested ahead of consumption. The
         building block of `sample` and `ReplayDataset`. `close()` ends it from another thread.
+        With `columnar`, responses whose items allow it carry `response.columns` (one byte
+        string per column, see `wire.decode_columns`) instead of chunks.
 
         Raises (when iterated): InvalidArgumentError for a non-positive budget; the
         `replay.errors` class matching the stream's failure (DeadlineExceededError when
@@ -273,7 +276,8 @@ class Client:
         requests: "queue.SimpleQueue" = queue.SimpleQueue()
         granted = max_in_flight if max_samples < 0 else min(max_in_flight, max_samples)
         requests.put(replay_pb2.SampleRequest(table=table, num_samples=granted,
-                                              rate_limiter_timeout_ms=timeout_ms))
+                                              rate_limiter_timeout_ms=timeout_ms,
+                                              columnar=columnar))
         done = object()
 
         def request_iterator():

@@ -183,7 +183,8 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
                   pool: Optional[_BlockPool] = None):
     """Decodes one response into (SampleInfo of [N] arrays, flat [N, ...] columns), or None
     when the response needs the general per-item path (multi-slice or delta-encoded columns,
-    or items whose shapes differ within a column).
+    or items whose shapes differ within a column). A columnar response (the server already
+    laid each column out, see `wire.encode_columns`) costs one `np.frombuffer` per column.
 
     The fast path copies each item's bytes once, from the received message into one array per
     column (a `bytes.join` over views for small items; row copies into an aligned pooled array,
@@ -202,6 +203,15 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
         raise errors.InvalidArgumentError(
             f"sampled items have {sorted(set(items.num_columns))} columns but the dataset declares "
             f"{num_leaves} (dtypes/shapes); use ReplayDataset.from_table_signature or fix dtypes")
+    if response.HasField("columns"):
+        out = wire.decode_columns(response.columns, num_items)
+        for leaf, (column, dtype) in enumerate(zip(out, flat_dtypes)):
+            if column.dtype != dtype:
+                raise errors.InvalidArgumentError(
+                    f"column {leaf} of the sampled items has dtype {column.dtype.name} but the "
+                    f"dataset declares {dtype.name}; fix dtypes or use "
+                    "ReplayDataset.from_table_signature")
+        return _sample_info(response), out
     if len(items.slice_chunk_keys) != num_items * num_leaves:
         return None  # some item column spans several chunks
     flags = list(chunks.flags)
@@ -272,13 +282,16 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
             out.append(block)
         else:
             out.append(np.frombuffer(b"".join(parts), dtype=dtype).reshape((num_items,) + item_shape))
-    info = SampleInfo(
-        key=np.array(items.keys, dtype=np.uint64),
+    return _sample_info(response), out
+
+
+def _sample_info(response) -> SampleInfo:
+    return SampleInfo(
+        key=np.array(response.items.keys, dtype=np.uint64),
         probability=np.array(response.probabilities, dtype=np.float64),
         table_size=np.array(response.table_sizes, dtype=np.int64),
         priority=np.array(response.priorities, dtype=np.float64),
         times_sampled=np.array(response.times_sampled, dtype=np.int32))
-    return info, out
 
 
 def _decode_items_one_by_one(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]):
@@ -358,8 +371,9 @@ class _BlockStream:
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
                  metrics: StreamMetrics, structure: Any = None,
-                 closed: Optional[threading.Event] = None):
+                 closed: Optional[threading.Event] = None, columnar: bool = False):
         self.address = address
+        self.columnar = columnar
         self.closed = closed if closed is not None else threading.Event()
         self.structure = structure if structure is not None else [None] * len(flat_dtypes)
         self.table = table
@@ -381,7 +395,7 @@ class _BlockStream:
                 try:
                     prefetcher = _Prefetcher(client.sample_responses(
                         self.table, self.max_in_flight, self.rate_limiter_timeout_ms,
-                        self.max_samples_per_stream))
+                        self.max_samples_per_stream, columnar=self.columnar))
                     for response in prefetcher:
                         count = len(response.response.probabilities)
                         received += count
@@ -485,10 +499,17 @@ class ReplayDataset:
         flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
         tolerate_failure = len(addresses) > 1
         closed = threading.Event()
+        # Small items come columnar: the server sends only the steps they reference, laid out
+        # as the dataset's arrays. Large ones come with their chunks, whose bytes are copied
+        # once, straight from the message into pooled arrays.
+        flat_shapes = tree.flatten_up_to(dtypes, shapes)
+        columnar = all(s.is_fully_defined() for s in flat_shapes) and sum(
+            s.num_elements() * d.itemsize for s, d in zip(flat_shapes, flat_dtypes)) < _LARGE_ITEM_BYTES
 
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                                 int(max_samples_per_stream), int(rate_limiter_timeout_ms),
-                                tolerate_failure, metrics, structure=dtypes, closed=closed)
+                                tolerate_failure, metrics, structure=dtypes, closed=closed,
+                                columnar=columnar)
                    for address in addresses for _ in range(workers)]
 
         def run_stream(index):

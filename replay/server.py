@@ -144,6 +144,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         try:
             self._check_call(context)
             credit, table, timeout_ms, max_batch = 0, None, -1, _DEFAULT_SAMPLE_BATCH
+            columnar = False
             item_bytes = 0  # running estimate of one item's chunk bytes, to size responses
             requests = iter(request_iterator)
             while True:
@@ -158,8 +159,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                             f"num_samples must be >= 0, got {request.num_samples}")
                     credit += request.num_samples
                     if request.table:
-                        # Credit top-ups name no table and keep the stream's timeout.
+                        # Credit top-ups name no table and keep the stream's settings.
                         timeout_ms = request.rate_limiter_timeout_ms
+                        columnar = request.columnar
                     if request.max_batch_size > 0:
                         max_batch = request.max_batch_size
                     continue
@@ -170,7 +172,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 sampled = self._blocking(lambda timeout: table.sample(want, timeout=timeout), context,
                                          deadline=deadline, retry_safe=True)
                 credit -= len(sampled)
-                response, nbytes = _sample_response(table.name, sampled)
+                response, nbytes = _sample_response(table.name, sampled, columnar)
                 item_bytes = max(1, nbytes // len(sampled))
                 # Hold no items while waiting: a cancelled stream must not keep chunks alive.
                 sampled = None
@@ -243,16 +245,25 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         return replay_pb2.CheckpointResponse(path=self._server.checkpoint())
 
 
-def _sample_response(table_name: str, sampled) -> Tuple[wire.PackedSampleResponse, int]:
-    """The response carrying `sampled` (chunk bytes outside the message), and their size."""
+def _sample_response(table_name: str, sampled,
+                     columnar: bool = False) -> Tuple[wire.PackedSampleResponse, int]:
+    """The response carrying `sampled` and the bytes of their data: columnar when asked for and
+    the items allow it (`wire.encode_columns`), else with their chunks (chunk bytes outside the
+    message)."""
     response = replay_pb2.SampleResponse()
-    chunks = {}
-    for s in sampled:
-        chunks.update(s.item.chunks)
     response.probabilities.extend([s.probability for s in sampled])
     response.table_sizes.extend([s.table_size for s in sampled])
     response.priorities.extend([s.priority for s in sampled])
     response.times_sampled.extend([s.times_sampled for s in sampled])
+    if columnar:
+        nbytes = wire.encode_columns([s.item for s in sampled], response.columns)
+        if nbytes is not None:
+            wire.encode_items([(table_name, s.item) for s in sampled], response.items,
+                              with_slices=False)
+            return wire.PackedSampleResponse(response, []), nbytes
+    chunks = {}
+    for s in sampled:
+        chunks.update(s.item.chunks)
     wire.encode_items([(table_name, s.item) for s in sampled], response.items)
     column_data: List[bytes] = []
     wire.encode_chunks(chunks.values(), response.chunks, column_data)

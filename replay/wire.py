@@ -15,6 +15,7 @@ import time
 import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+import lz4.block
 import numpy as np
 import tree
 
@@ -86,6 +87,103 @@ def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch,
         batch.column_data.extend(blobs)
     else:
         column_data.extend(blobs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Columnar sample responses
+
+
+def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Optional[int]:
+    """Writes the values of `items` column by column into an empty `batch` (one uncompressed
+    byte string per column, items in order) and returns the bytes written; returns None and
+    leaves `batch` untouched when the items do not allow it: a column spanning several chunk
+    slices or delta-encoded, or a column whose dtype, step shape, length or squeeze differs
+    between items.
+
+    Step items sampled from long chunks then cost the receiver one `np.frombuffer` per column,
+    and only the steps the items reference cross the wire.
+    """
+    if not items:
+        return None
+    layout = []
+    for column in items[0].trajectory:
+        if len(column.slices) != 1:
+            return None
+        first = column.slices[0]
+        data = items[0].chunks[first.chunk_key].columns[first.index]
+        step_bytes = int(np.prod(data.shape, dtype=np.int64)) * np.dtype(data.dtype).itemsize
+        layout.append((data.dtype, data.shape, first.length, column.squeeze, step_bytes))
+    num_columns = len(layout)
+    parts: List[List[bytes]] = [[] for _ in range(num_columns)]
+    decompressed: Dict[int, bytes] = {}
+    for item in items:
+        trajectory, chunks = item.trajectory, item.chunks
+        if len(trajectory) != num_columns:
+            return None
+        for c, column in enumerate(trajectory):
+            if len(column.slices) != 1:
+                return None
+            dtype, shape, length, squeeze, step_bytes = layout[c]
+            s = column.slices[0]
+            data = chunks[s.chunk_key].columns[s.index]
+            if (s.length != length or column.squeeze != squeeze or data.dtype != dtype
+                    or data.shape != shape or data.delta_encoded):
+                return None
+            raw = data.data
+            if data.compressed:
+                # keyed by id(): every ColumnData stays referenced by its item until we return
+                raw = decompressed.get(id(data))
+                if raw is None:
+                    raw = decompressed[id(data)] = lz4.block.decompress(data.data)
+            start = s.offset * step_bytes
+            stop = start + length * step_bytes
+            parts[c].append(raw if start == 0 and stop == len(raw) else raw[start:stop])
+    dims: List[int] = []
+    ranks = []
+    blobs = []
+    for (dtype, shape, length, squeeze, _), column_parts in zip(layout, parts):
+        item_shape = tuple(shape) if squeeze else (length,) + tuple(shape)
+        ranks.append(len(item_shape))
+        dims.extend(item_shape)
+        blobs.append(b"".join(column_parts))
+    batch.dtypes.extend([entry[0] for entry in layout])
+    batch.ranks.extend(ranks)
+    batch.shape_dims.extend(dims)
+    batch.data.extend(blobs)
+    return sum(len(b) for b in blobs)
+
+
+def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int) -> List[np.ndarray]:
+    """The [num_items, ...] arrays of a `ColumnBatch` (read-only views into its bytes).
+
+    Raises:
+      InvalidArgumentError: the batch's parallel fields disagree or a dtype is not a plain
+        numeric/bytes dtype.
+      DataLossError: a column's bytes do not fit num_items values of its shape and dtype.
+    """
+    _check_lengths("ColumnBatch", len(batch.dtypes), ranks=batch.ranks, data=batch.data)
+    dims = list(batch.shape_dims)
+    if sum(batch.ranks) != len(dims) or any(r < 0 for r in batch.ranks):
+        raise errors.InvalidArgumentError(
+            f"ColumnBatch ranks {list(batch.ranks)} do not match its {len(dims)} shape dims")
+    out = []
+    position = 0
+    for c, (dtype_str, rank, data) in enumerate(zip(batch.dtypes, batch.ranks, batch.data)):
+        shape = tuple(dims[position:position + rank])
+        position += rank
+        try:
+            dtype = np.dtype(dtype_str)
+        except TypeError:
+            dtype = None
+        if dtype is None or dtype.hasobject:
+            raise errors.InvalidArgumentError(f"column {c} has an unusable dtype {dtype_str!r}")
+        expected = num_items * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if any(d < 0 for d in shape) or len(data) != expected:
+            raise errors.DataLossError(
+                f"column {c} holds {len(data)} bytes, which do not fit {num_items} values of shape "
+                f"{shape} and dtype {dtype.name}")
+        out.append(np.frombuffer(data, dtype=dtype).reshape((num_items,) + shape))
+    return out
 
 
 class PackedInsertRequest:
@@ -414,9 +512,10 @@ def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> No
 
 
 def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
-                 with_state: bool = False) -> None:
+                 with_state: bool = False, with_slices: bool = True) -> None:
     """Appends (table name, item) pairs to an empty `batch`; `with_state` also writes
-    times_sampled and inserted_at (checkpoints and sample responses)."""
+    times_sampled and inserted_at (checkpoints and sample responses); without `with_slices`
+    the columns' squeeze flags and slices are left out (columnar sample responses)."""
     tables: Dict[str, int] = {}
     table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
     slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
@@ -429,7 +528,7 @@ def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
         keys.append(item.key)
         priorities.append(item.priority)
         num_columns.append(len(item.trajectory))
-        for column in item.trajectory:
+        for column in item.trajectory if with_slices else ():
             squeeze.append(column.squeeze)
             num_slices.append(len(column.slices))
             for s in column.slices:

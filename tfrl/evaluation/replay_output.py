@@ -128,6 +128,11 @@ class ReplayOutputSpec:
       max_in_flight_items: unacknowledged items beyond which the writer blocks.
       flush_timeout: seconds to wait for the server's acks at the end of each sample (None:
         forever).
+      max_unacked_after_write: items a write may leave unacknowledged when it returns
+        (Reverb's `flush(block_until_num_items)`). 0: every written item is in the table when
+        `sample()` returns. A positive value lets the worker step its envs while the server is
+        still inserting the previous fragment (replay-fed off-policy learners set one round of
+        steps); an error of those items is raised by a later write or by `close`.
       token: the replay server's access token, if it needs one.
     """
 
@@ -137,6 +142,7 @@ class ReplayOutputSpec:
     chunk_length: Optional[int] = None
     max_in_flight_items: int = 2000
     flush_timeout: Optional[float] = 60.0
+    max_unacked_after_write: int = 0
     token: Optional[str] = None
 
     def make(self, policy_map: Dict[str, Any], policies_to_train: Sequence[str],
@@ -208,7 +214,8 @@ class ReplayOutput:
                 if pid in self.tables and b.count:
                     written[pid] = self._write_policy_batch(pid, b)
             if self._writer is not None:
-                self._writer.flush(timeout=self.spec.flush_timeout)
+                self._writer.flush(block_until_num_items=self.spec.max_unacked_after_write,
+                                   timeout=self.spec.flush_timeout)
         except Exception:
             self._drop_writer()
             raise

@@ -14,9 +14,11 @@ from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
 
 
 def connect_workers_to_replay(workers, config: dict, replay, make_table: Callable,
-                              policy_id: str = DEFAULT_POLICY_ID) -> Tuple[str, str, dict]:
+                              policy_id: str = DEFAULT_POLICY_ID,
+                              max_unacked_after_write: int = 0) -> Tuple[str, str, dict]:
     """Declares the table `make_table(signature)` on `replay`, starts the service and points
-    every worker at it. Returns (address, table name, signature)."""
+    every worker at it (see `ReplayOutputSpec` for `max_unacked_after_write`). Returns
+    (address, table name, signature)."""
     from tfrl.evaluation import ReplayOutputSpec, replay_signature
 
     policy = workers.local_worker().get_policy(policy_id)
@@ -26,7 +28,8 @@ def connect_workers_to_replay(workers, config: dict, replay, make_table: Callabl
     address = replay.start()
     workers.set_replay_output(ReplayOutputSpec(
         address, table.name, columns=list(signature),
-        chunk_length=config.get("rollout_fragment_length")))
+        chunk_length=config.get("rollout_fragment_length"),
+        max_unacked_after_write=max_unacked_after_write))
     return address, table.name, signature
 
 

@@ -82,8 +82,12 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
         local = workers.local_worker()
         template = local.get_policy(self.policy_id)
-        self.address, self.table, _ = connect_workers_to_replay(workers, config, replay, make_table,
-                                                                self.policy_id)
+        # A worker returns from sample() while the server may still be inserting its round (the
+        # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
+        # server.
+        self.address, self.table, _ = connect_workers_to_replay(
+            workers, config, replay, make_table, self.policy_id,
+            max_unacked_after_write=rows_per_round // samplers)
         self.learner = MirroredLearner(
             lambda: type(template)(template.observation_space, template.action_space, template.config),
             loss_fn=self._loss, strategy=strategy, steps_per_call=1)

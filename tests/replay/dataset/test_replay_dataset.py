@@ -124,6 +124,30 @@ def test_multi_step_items_spanning_chunks_and_compressed_columns(start_server):
         np.testing.assert_array_equal(element.data["obs"], np.repeat(steps[:, None], 16, 1).astype(np.float32))
 
 
+def test_step_items_of_long_chunks_travel_columnar(start_server, helpers):
+    # Step items that share 16-step chunks: the server sends only the sampled steps, one byte
+    # string per column, and the dataset's values still line up item by item.
+    server = start_server([helpers.uniform_table()])
+    client = server.localhost_client()
+    with client.trajectory_writer(1, chunk_length=16) as writer:
+        for i in range(64):
+            writer.create_item("uniform", 1.0, writer.append(helpers.make_step(i)))
+        writer.flush()
+    response = next(iter(client.sample_responses("uniform", 8, columnar=True)))
+    assert response.response.HasField("columns") and not response.response.chunks.keys
+    num_items = len(response.response.items.keys)
+    # flat columns in dm-tree order: action, flags.done, flags.frame, observation
+    assert [len(d) for d in response.response.columns.data] == [num_items * n for n in (8, 1, 4, 12)]
+    plain = next(iter(client.sample_responses("uniform", 8)))
+    assert not plain.response.HasField("columns") and plain.response.chunks.keys
+
+    dataset = ReplayDataset.from_table_signature(client.address, "uniform", 32,
+                                                 num_workers_per_iterator=1)
+    for element in dataset.take(100):
+        _check_step(element.data, int(element.data["action"]), helpers)
+    dataset.replay_close()
+
+
 def test_wrong_dtype_fails_the_iteration_with_a_clear_message(start_server, helpers):
     server = start_server([helpers.queue_table()])
     client = server.localhost_client()

@@ -180,3 +180,86 @@ def test_single_array_steps_and_nested_steps_keep_working(client):
         writer.create_item("uniform", 1.0, again)
         with pytest.raises(errors.InvalidArgumentError, match="structure"):
             writer.append({"obs": {"x": np.ones(2)}, "r": np.float32(1), "y": np.int64(2)})
+
+
+def _step_chunks():
+    """Two 16-step chunks of three columns; the constant one (>= 256 bytes) is lz4-compressed."""
+    chunks = []
+    for key in (1, 2):
+        steps = np.arange(16) + 100 * key
+        chunks.append(Chunk.from_columns(key, [
+            np.stack([steps, -steps]).T.astype(np.float32),  # [16, 2]
+            steps.astype(np.int64),
+            np.full((16, 8), key, np.float32)]))
+    assert chunks[0].columns[2].compressed and not chunks[0].columns[1].compressed
+    return {c.key: c for c in chunks}
+
+
+def _step_item(key, chunk, offset, length=1):
+    squeeze = length == 1
+    return Item(key, 1.0, [TrajectoryColumn((ChunkSlice(chunk.key, offset, length, c),), squeeze)
+                           for c in range(3)], {chunk.key: chunk})
+
+
+def test_columnar_sample_responses_carry_only_the_referenced_steps():
+    chunks = _step_chunks()
+    items = [_step_item(10, chunks[2], 5), _step_item(11, chunks[1], 0), _step_item(12, chunks[2], 15)]
+    batch = replay_pb2.ColumnBatch()
+    nbytes = wire.encode_columns(items, batch)
+    assert nbytes == 3 * (2 * 4 + 8 + 8 * 4)  # three steps, not two chunks of 16
+    keys = [205, 100, 215]
+    obs, step, const = wire.decode_columns(batch, 3)
+    np.testing.assert_array_equal(step, keys)
+    np.testing.assert_array_equal(obs, np.array([[k, -k] for k in keys], np.float32))
+    np.testing.assert_array_equal(const, np.array([[2] * 8, [1] * 8, [2] * 8], np.float32))
+    # Unsqueezed multi-step items keep their time dimension.
+    batch = replay_pb2.ColumnBatch()
+    wire.encode_columns([_step_item(20, chunks[1], 2, 3), _step_item(21, chunks[2], 13, 3)], batch)
+    obs, step, const = wire.decode_columns(batch, 2)
+    assert obs.shape == (2, 3, 2) and const.shape == (2, 3, 8)
+    np.testing.assert_array_equal(step, [[102, 103, 104], [213, 214, 215]])
+
+
+def test_columnar_encoding_declines_items_it_cannot_lay_out():
+    chunks = _step_chunks()
+    one = _step_item(1, chunks[1], 0)
+    spanning = Item(2, 1.0, [TrajectoryColumn((ChunkSlice(1, 15, 1, c), ChunkSlice(2, 0, 1, c)))
+                             for c in range(3)], chunks)
+    longer = _step_item(3, chunks[2], 0, 2)
+    other_shape = Item(4, 1.0, [TrajectoryColumn((ChunkSlice(5, 0, 1, 0),), True)],
+                       {5: Chunk.from_columns(5, [np.zeros((1, 3), np.float32)])})
+    first_shape = Item(6, 1.0, [TrajectoryColumn((ChunkSlice(1, 0, 1, 0),), True)], chunks)
+    delta = Chunk.from_columns(6, [np.zeros((2, 2), np.int32)], delta_encode=True)
+    delta_item = Item(7, 1.0, [TrajectoryColumn((ChunkSlice(6, 0, 1, 0),), True)], {6: delta})
+    for items in ([one, spanning], [spanning], [one, longer], [first_shape, other_shape], [delta_item], []):
+        batch = replay_pb2.ColumnBatch()
+        assert wire.encode_columns(items, batch) is None
+        assert batch == replay_pb2.ColumnBatch()
+
+
+def test_malformed_column_batches_raise_named_errors():
+    chunks = _step_chunks()
+    batch = replay_pb2.ColumnBatch()
+    wire.encode_columns([_step_item(1, chunks[1], 0), _step_item(2, chunks[1], 1)], batch)
+    with pytest.raises(errors.DataLossError, match="do not fit 3 values"):
+        wire.decode_columns(batch, 3)
+    truncated = replay_pb2.ColumnBatch()
+    truncated.CopyFrom(batch)
+    truncated.data[0] = truncated.data[0][:-1]
+    with pytest.raises(errors.DataLossError, match="column 0 holds 15 bytes"):
+        wire.decode_columns(truncated, 2)
+    objects = replay_pb2.ColumnBatch()
+    objects.CopyFrom(batch)
+    objects.dtypes[1] = "O"
+    with pytest.raises(errors.InvalidArgumentError, match="unusable dtype"):
+        wire.decode_columns(objects, 2)
+    ranks = replay_pb2.ColumnBatch()
+    ranks.CopyFrom(batch)
+    ranks.ranks[0] = 3
+    with pytest.raises(errors.InvalidArgumentError, match="ranks"):
+        wire.decode_columns(ranks, 2)
+    short = replay_pb2.ColumnBatch()
+    short.CopyFrom(batch)
+    del short.data[2]
+    with pytest.raises(errors.InvalidArgumentError, match="malformed ColumnBatch"):
+        wire.decode_columns(short, 2)

@@ -80,3 +80,28 @@ def test_priority_column_sets_item_priorities(free_port):
         worker.stop()
     finally:
         server.stop()
+
+
+def test_write_behind_returns_while_the_server_holds_inserts_and_loses_nothing(free_port):
+    config = {"rollout_fragment_length": 25}
+    probe = RolloutWorker("CartPole-v1", PGPolicy, config)
+    signature = replay_signature(probe.get_policy())
+    # A queue of 30 takes the first fragment and 5 steps of the second, then holds the inserts.
+    server = Server([Table.queue("steps", 30, signature=signature)], port=free_port)
+    try:
+        spec = ReplayOutputSpec(f"127.0.0.1:{server.port}", "steps", flush_timeout=20,
+                                max_unacked_after_write=25)
+        worker = RolloutWorker("CartPole-v1", PGPolicy, config, replay_output=spec)
+        first, second = worker.sample(), worker.sample()  # would time out waiting for every ack
+        assert first["env_steps"] == second["env_steps"] == 25
+        client = server.localhost_client()
+        assert client.server_info()["steps"].size == 30
+        samples = list(client.sample("steps", num_samples=50, timeout=10))
+        worker.stop()  # the writer's close waits for the last acks
+        obs = np.stack([s.data["obs"] for s in samples])
+        new_obs = np.stack([s.data["new_obs"] for s in samples])
+        cont = ~np.array([s.data["terminateds"] or s.data["truncateds"] for s in samples[:49]])
+        np.testing.assert_array_equal(obs[1:][cont], new_obs[:-1][cont])  # all 50, in order
+        assert client.server_info()["steps"].size == 0
+    finally:
+        server.stop()
