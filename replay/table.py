@@ -67,6 +67,8 @@ class TableInfo:
 _COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates")
 
 _SPEC_KEYS = {"shape", "dtype", "name"}
+# Distinct item column layouts a table remembers as checked against its signature.
+_MAX_FITTING_LAYOUTS = 64
 
 
 def _signature_to_config(signature):
@@ -153,6 +155,9 @@ class Table:
         except (TypeError, ValueError, AttributeError) as e:
             raise errors.InvalidArgumentError(
                 f"table {name!r}: the signature must be a nest of specs with .shape and .dtype: {e}") from e
+        # Column layouts (shape, dtype per column) already checked against the signature: a
+        # table's items almost always share one, and checking walks the signature nest.
+        self._fitting_layouts: set = set()
         rate_limiter.owner = name
         self._sampler = sampler
         self._remover = remover
@@ -220,7 +225,11 @@ class Table:
             raise errors.InvalidArgumentError(f"table {self.name!r}: expected a replay.items.Item, got {item!r}")
         item.validate()
         if self.signature is not None:
-            specs.check_flat_columns(self.signature, item.column_specs(), self.name)
+            layout = tuple(item.column_specs())
+            if layout not in self._fitting_layouts:
+                specs.check_flat_columns(self.signature, list(layout), self.name)
+                if len(self._fitting_layouts) < _MAX_FITTING_LAYOUTS:
+                    self._fitting_layouts.add(layout)
         return self._validate_priority(item.key, item.priority)
 
     def _validate_priority(self, key: int, priority) -> float:

@@ -579,7 +579,15 @@ class TFPolicy(Policy):
     # ----- variables, weights and state ------------------------------------------------
     @property
     def model_variables(self) -> List[tf.Variable]:
-        return list(self.model.variables)
+        # Walking the module tree costs about as much as assigning a small network's weights,
+        # and weight syncs happen every few sampling rounds; the built model's variables are fixed.
+        cached = self.__dict__.get("_model_variables_cache")
+        if cached is None or cached[0] is not self.model:
+            cached = (self.model, list(self.model.variables))
+            if not cached[1]:
+                return []  # not built yet
+            self.__dict__["_model_variables_cache"] = cached
+        return list(cached[1])
 
     @property
     def trainable_variables(self) -> List[tf.Variable]:
@@ -587,7 +595,7 @@ class TFPolicy(Policy):
 
     def get_weights(self) -> List[np.ndarray]:
         """Model variables as a list of numpy arrays (cheap, picklable)."""
-        return [v.numpy() for v in self.model.variables]
+        return [v.numpy() for v in self.model_variables]
 
     def set_weights(self, weights) -> None:
         """Assign weights from `get_weights`.
@@ -595,7 +603,7 @@ class TFPolicy(Policy):
         Raises:
             CheckpointError: if their number or shapes do not match the model.
         """
-        _assign_all(self.model.variables, weights, "model weights")
+        _assign_all(self.model_variables, weights, "model weights")
 
     def get_state(self) -> Dict:
         state = {
