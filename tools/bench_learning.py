@@ -47,9 +47,9 @@ def main() -> None:
     parser.add_argument("examples", nargs="+", help="tuned example names or YAML paths")
     parser.add_argument("--max-seconds", type=float, default=300.0)
     args = parser.parse_args()
-    import ray
+    from tfrl.runtime import ensure_ray
 
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ensure_ray({})  # local Ray as the trainer starts it (`tfrl train` does the same)
     for name in args.examples:
         print(run(name, args.max_seconds), flush=True)
 
