@@ -60,15 +60,24 @@ class WorkerSet:
         self.replay_output = replay_output
         self.default_policy_class = default_policy_class
         self.num_worker_failures = 0
-        self._local = RolloutWorker(
-            self.env_creator, policy, self.config, worker_index=0, num_workers=num_workers,
-            replay_output=replay_output if num_workers == 0 else None,
-            default_policy_class=default_policy_class)
         self._remote: List[Any] = []
         self._remote_indices: List[int] = []
         self._actor_class = None
-        if num_workers > 0:
-            self.add_workers(num_workers)
+        # The remote actors start (a process that imports TensorFlow and builds its policy)
+        # while this process builds the local worker; they get its weights once both are up.
+        indices = list(range(1, num_workers + 1))
+        actors = [self._make_actor(i) for i in indices]
+        try:
+            self._local = RolloutWorker(
+                self.env_creator, policy, self.config, worker_index=0, num_workers=num_workers,
+                replay_output=replay_output if num_workers == 0 else None,
+                default_policy_class=default_policy_class)
+            self._initialise(actors)
+        except BaseException:
+            _kill_actors(actors)
+            raise
+        self._remote.extend(actors)
+        self._remote_indices.extend(indices)
 
     # --- membership ----------------------------------------------------------------------
     def local_worker(self) -> RolloutWorker:
@@ -119,7 +128,11 @@ class WorkerSet:
         start = max(self._remote_indices, default=0) + 1
         indices = list(range(start, start + num_workers))
         actors = [self._make_actor(i) for i in indices]
-        self._initialise(actors)
+        try:
+            self._initialise(actors)
+        except BaseException:
+            _kill_actors(actors)
+            raise
         self._remote.extend(actors)
         self._remote_indices.extend(indices)
 
@@ -260,3 +273,14 @@ class WorkerSet:
                     pass
             self._remote = []
             self._remote_indices = []
+
+
+def _kill_actors(actors: Sequence[Any]) -> None:
+    """Kills actors that will not join the set (it failed to come up)."""
+    import ray
+
+    for actor in actors:
+        try:
+            ray.kill(actor, no_restart=True)
+        except Exception:  # noqa: BLE001 - it may be dead already
+            pass
