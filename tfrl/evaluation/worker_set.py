@@ -47,8 +47,9 @@ class WorkerSet:
 
     Raises:
       UnknownEnvError, InvalidEnvError, UnsupportedSpaceError, InvalidConfigError: from building
-        the local worker, before any actor starts.
-      WorkerCrashedError: a remote worker failed to start.
+        the local worker (the remote actors, started first, are killed).
+      WorkerCrashedError: a remote worker failed to start (raised by the first call that needs
+        the remote workers; see `wait_until_started`).
     """
 
     def __init__(self, env_creator: Any, policy: Any, config: Optional[dict] = None,
@@ -63,8 +64,10 @@ class WorkerSet:
         self._remote: List[Any] = []
         self._remote_indices: List[int] = []
         self._actor_class = None
-        # The remote actors start (a process that imports TensorFlow and builds its policy)
-        # while this process builds the local worker; they get its weights once both are up.
+        # Remote actors take seconds to start (a process that imports TensorFlow and builds its
+        # policy). They start first and are waited for at the first call that needs them, so
+        # this process builds the local worker, and its caller the learner, meanwhile.
+        self._starting: List[Any] = []  # refs of the new actors' initialisation calls
         indices = list(range(1, num_workers + 1))
         actors = [self._make_actor(i) for i in indices]
         try:
@@ -72,7 +75,7 @@ class WorkerSet:
                 self.env_creator, policy, self.config, worker_index=0, num_workers=num_workers,
                 replay_output=replay_output if num_workers == 0 else None,
                 default_policy_class=default_policy_class)
-            self._initialise(actors)
+            self._starting = self._initialisation_calls(actors)
         except BaseException:
             _kill_actors(actors)
             raise
@@ -84,7 +87,32 @@ class WorkerSet:
         return self._local
 
     def remote_workers(self) -> List[Any]:
+        """The remote actors, once started.
+
+        Raises:
+          WorkerCrashedError: a remote worker failed to start.
+        """
+        self.wait_until_started()
         return list(self._remote)
+
+    def wait_until_started(self) -> None:
+        """Waits for remote workers that are still starting (every call that uses them does).
+
+        Raises:
+          WorkerCrashedError: one failed to start (the set's actors are then killed).
+        """
+        if not self._starting:
+            return
+        import ray
+
+        starting, self._starting = self._starting, []
+        try:
+            ray.get(starting)
+        except ray.exceptions.RayActorError as exc:
+            _kill_actors(self._remote)
+            self._remote, self._remote_indices = [], []
+            raise errors.WorkerCrashedError(
+                f"a rollout worker for env {self.env_creator.name!r} failed to start: {exc}") from exc
 
     def num_remote_workers(self) -> int:
         return len(self._remote)
@@ -105,16 +133,22 @@ class WorkerSet:
             num_workers=max(self._remote_indices + [worker_index]),
             replay_output=self.replay_output, default_policy_class=self.default_policy_class)
 
-    def _initialise(self, actors: Sequence[Any]) -> None:
-        """Waits for new actors and gives them the local worker's weights and filters."""
+    def _initialisation_calls(self, actors: Sequence[Any]) -> List[Any]:
+        """Starts giving new actors the local worker's weights and filters; returns the refs."""
         import ray
 
         weights = ray.put(self._local.get_weights())
         filters = ray.put(self._local.get_filters())
         global_vars = dict(self._local.global_vars)
+        return ([a.set_weights.remote(weights, global_vars) for a in actors]
+                + [a.sync_filters.remote(filters) for a in actors])
+
+    def _initialise(self, actors: Sequence[Any]) -> None:
+        """Waits for new actors and gives them the local worker's weights and filters."""
+        import ray
+
         try:
-            ray.get([a.set_weights.remote(weights, global_vars) for a in actors]
-                    + [a.sync_filters.remote(filters) for a in actors])
+            ray.get(self._initialisation_calls(actors))
         except ray.exceptions.RayActorError as exc:
             raise errors.WorkerCrashedError(
                 f"a rollout worker for env {self.env_creator.name!r} failed to start: {exc}") from exc
@@ -125,6 +159,7 @@ class WorkerSet:
         Raises:
           WorkerCrashedError: one of them failed to start.
         """
+        self.wait_until_started()
         start = max(self._remote_indices, default=0) + 1
         indices = list(range(start, start + num_workers))
         actors = [self._make_actor(i) for i in indices]
@@ -142,6 +177,7 @@ class WorkerSet:
         config['recreate_failed_workers'] is False and the worker was only removed)."""
         import ray
 
+        self.wait_until_started()
         position = self._remote.index(worker)
         index = self._remote_indices[position]
         self.num_worker_failures += 1
@@ -171,6 +207,7 @@ class WorkerSet:
         """
         import ray
 
+        self.wait_until_started()
         results = []
         for worker, ref in refs:
             try:
@@ -189,6 +226,7 @@ class WorkerSet:
         Raises:
           whatever the method raised in a worker, except worker failures (those are recovered).
         """
+        self.wait_until_started()
         refs = [(w, getattr(w, method).remote(*args, **kwargs)) for w in self._remote]
         return self.gather(refs, timeout)
 
@@ -196,6 +234,7 @@ class WorkerSet:
                        timeout: Optional[float] = None) -> List[Any]:
         """[func(worker)] for the local worker (first, if `local_worker`) and every healthy
         remote worker; failed remote workers are recreated and left out of the result."""
+        self.wait_until_started()
         refs = [(w, w.apply.remote(func)) for w in self._remote]
         local = [func(self._local)] if local_worker else []
         return local + self.gather(refs, timeout)
@@ -203,6 +242,7 @@ class WorkerSet:
     def foreach_worker_with_index(self, func: Callable[[Any, int], Any], local_worker: bool = True,
                                   timeout: Optional[float] = None) -> List[Any]:
         """Like foreach_worker with func(worker, worker_index)."""
+        self.wait_until_started()
         refs = [(w, w.apply.remote(func, i)) for w, i in zip(self._remote, self._remote_indices)]
         local = [func(self._local, 0)] if local_worker else []
         return local + self.gather(refs, timeout)
@@ -223,6 +263,7 @@ class WorkerSet:
 
         if global_vars:
             self._local.set_global_vars(global_vars)
+        self.wait_until_started()
         if not self._remote:
             return
         weights = ray.put(self._local.get_weights(policies))
@@ -231,6 +272,7 @@ class WorkerSet:
     def set_replay_output(self, replay_output: Any) -> None:
         """Points every worker (and workers started or recreated later) at a replay output;
         the local worker writes too when there are no remote workers."""
+        self.wait_until_started()
         self.replay_output = replay_output
         if not self._remote:
             self._local.set_replay_output(replay_output)
@@ -241,6 +283,7 @@ class WorkerSet:
         sends the merged filters back to all of them."""
         import ray
 
+        self.wait_until_started()
         local = self._local.filters
         for remote_filters in self.gather(
                 [(w, w.get_filters.remote(flush_after=True)) for w in self._remote]):

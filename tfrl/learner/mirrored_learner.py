@@ -261,6 +261,14 @@ class MirroredLearner:
 
         return train_k
 
+    def build(self, iterator) -> None:
+        """Traces the training function for `iterator` without running a step (what the first
+        `train` call would otherwise do), so its cost is paid when the caller chooses."""
+        if self._train_fn is None:
+            self._output_structure = self._trace_output_structure(iterator)
+            self._train_fn = self._make_train_fn(self._output_structure)
+        self._train_fn.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+
     def train(self, iterator, num_steps: Optional[int] = None) -> List[StepOutput]:
         """Runs up to K steps in one `tf.function` call on `iterator` (an iterator over a
         distributed dataset from `distribute_dataset` or `distribute_datasets_from_function`).
@@ -279,8 +287,7 @@ class MirroredLearner:
                 "train() takes an iterator: pass iter(learner.distribute_dataset(dataset)) and keep "
                 "it between calls so each call continues where the previous one stopped")
         if self._train_fn is None:
-            self._output_structure = self._trace_output_structure(iterator)
-            self._train_fn = self._make_train_fn(self._output_structure)
+            self.build(iterator)
         if num_steps is None:
             num_steps = self.steps_per_call
         elif int(num_steps) < 1:

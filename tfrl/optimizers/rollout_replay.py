@@ -13,24 +13,39 @@ from typing import Callable, List, Tuple
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
 
 
-def connect_workers_to_replay(workers, config: dict, replay, make_table: Callable,
-                              policy_id: str = DEFAULT_POLICY_ID,
-                              max_unacked_after_write: int = 0) -> Tuple[str, str, dict]:
-    """Declares the table `make_table(signature)` on `replay`, starts the service and points
-    every worker at it (see `ReplayOutputSpec` for `max_unacked_after_write`). Returns
-    (address, table name, signature)."""
-    from tfrl.evaluation import ReplayOutputSpec, replay_signature
+def declare_replay_table(workers, config: dict, replay, make_table: Callable,
+                         policy_id: str = DEFAULT_POLICY_ID) -> Tuple[str, str, dict]:
+    """Declares the table `make_table(signature)` on `replay`, the signature derived from the
+    local worker's policy, and starts the service. Returns (address, table name, signature)."""
+    from tfrl.evaluation import replay_signature
 
     policy = workers.local_worker().get_policy(policy_id)
     signature = replay_signature(policy, observation_filter=config.get("observation_filter", "NoFilter"))
     table = make_table(signature)
     replay.add_table(table)
-    address = replay.start()
+    return replay.start(), table.name, signature
+
+
+def point_workers_at_replay(workers, config: dict, address: str, table: str, signature: dict,
+                            max_unacked_after_write: int = 0) -> None:
+    """Gives every worker a `ReplayOutputSpec` for `table` (see it for
+    `max_unacked_after_write`), so their `sample()` writes into it."""
+    from tfrl.evaluation import ReplayOutputSpec
+
     workers.set_replay_output(ReplayOutputSpec(
-        address, table.name, columns=list(signature),
+        address, table, columns=list(signature),
         chunk_length=config.get("rollout_fragment_length"),
         max_unacked_after_write=max_unacked_after_write))
-    return address, table.name, signature
+
+
+def connect_workers_to_replay(workers, config: dict, replay, make_table: Callable,
+                              policy_id: str = DEFAULT_POLICY_ID,
+                              max_unacked_after_write: int = 0) -> Tuple[str, str, dict]:
+    """`declare_replay_table`, then `point_workers_at_replay`. Returns (address, table name,
+    signature)."""
+    address, table, signature = declare_replay_table(workers, config, replay, make_table, policy_id)
+    point_workers_at_replay(workers, config, address, table, signature, max_unacked_after_write)
+    return address, table, signature
 
 
 def sample_round(workers) -> Tuple[int, List]:

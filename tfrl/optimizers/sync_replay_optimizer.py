@@ -23,7 +23,8 @@ import tree
 
 from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.optimizers.rollout_replay import connect_workers_to_replay, sample_round
+from tfrl.optimizers.rollout_replay import (declare_replay_table, point_workers_at_replay,
+                                             sample_round)
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
 
 REPLAY_TABLE = "replay"
@@ -60,7 +61,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
         self.learning_starts = max(int(config.get("learning_starts", 1000)), 1)
         self.prioritized = bool(config.get("prioritized_replay", False))
         self.priority_eps = float(config.get("prioritized_replay_eps", 1e-6))
-        samplers = max(len(workers.remote_workers()), 1)
+        samplers = max(workers.num_remote_workers(), 1)
         rows_per_round = samplers * int(config["num_envs_per_worker"]) * int(config["rollout_fragment_length"])
         intensity = config.get("training_intensity")
         self.samples_per_insert = float(intensity) if intensity else self.train_batch_size / rows_per_round
@@ -82,12 +83,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
         local = workers.local_worker()
         template = local.get_policy(self.policy_id)
-        # A worker returns from sample() while the server may still be inserting its round (the
-        # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
-        # server.
-        self.address, self.table, _ = connect_workers_to_replay(
-            workers, config, replay, make_table, self.policy_id,
-            max_unacked_after_write=rows_per_round // samplers)
+        self.address, self.table, signature = declare_replay_table(workers, config, replay,
+                                                                    make_table, self.policy_id)
         self.learner = MirroredLearner(
             lambda: type(template)(template.observation_space, template.action_space, template.config),
             loss_fn=self._loss, strategy=strategy, steps_per_call=1)
@@ -113,6 +110,13 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
         closers = self._dataset_closers = []
         self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))
+        # Traced now, while remote workers are still starting, rather than at the first step.
+        self.learner.build(self.iterator)
+        # A worker returns from sample() while the server may still be inserting its round (the
+        # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
+        # server.
+        point_workers_at_replay(workers, config, self.address, self.table, signature,
+                                max_unacked_after_write=rows_per_round // samplers)
         self.num_train_steps = 0
         self._client = None
         self._pending = None  # refs of the sampling round in flight on the remote workers

@@ -68,3 +68,10 @@ def crash_once_env(env_config):
 
     env.step = step
     return env
+
+
+def local_only_env(env_config):
+    """CartPole that cannot be built on a remote worker (worker_index > 0)."""
+    if env_config.worker_index > 0:
+        raise RuntimeError("no simulator licence on remote workers")
+    return gym.make("CartPole-v1")

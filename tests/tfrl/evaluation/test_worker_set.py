@@ -6,10 +6,11 @@ import time
 import gymnasium as gym
 import numpy as np
 import pytest
-from rollout_test_policies import PGPolicy, crash_once_env
+from rollout_test_policies import PGPolicy, crash_once_env, local_only_env
 
 from replay.server import Server
 from replay.table import Table
+from tfrl.errors import WorkerCrashedError
 from tfrl.evaluation import ReplayOutputSpec, WorkerSet, replay_signature
 
 pytestmark = pytest.mark.timeout(240)
@@ -129,3 +130,16 @@ def test_remote_workers_write_into_replay_and_return_only_counts(ray_session, fr
             ws.stop()
     finally:
         server.stop()
+
+
+def test_a_remote_worker_that_fails_to_start_is_reported_at_first_use(ray_session):
+    # Construction does not wait for the remote actors (the local worker is built meanwhile);
+    # the first call that needs them waits and names the failure.
+    ws = WorkerSet(local_only_env, PGPolicy, BASE, num_workers=1)
+    try:
+        with pytest.raises(WorkerCrashedError, match="(?s)failed to start.*no simulator licence"):
+            ws.remote_workers()
+        assert ws.num_remote_workers() == 0
+        assert ws.local_worker().sample().count == 20
+    finally:
+        ws.stop()
