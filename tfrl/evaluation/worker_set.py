@@ -103,16 +103,13 @@ class WorkerSet:
         """
         if not self._starting:
             return
-        import ray
-
         starting, self._starting = self._starting, []
         try:
-            ray.get(starting)
-        except ray.exceptions.RayActorError as exc:
+            self._await_initialisation(starting)
+        except errors.WorkerCrashedError:
             _kill_actors(self._remote)
             self._remote, self._remote_indices = [], []
-            raise errors.WorkerCrashedError(
-                f"a rollout worker for env {self.env_creator.name!r} failed to start: {exc}") from exc
+            raise
 
     def num_remote_workers(self) -> int:
         return len(self._remote)
@@ -145,10 +142,14 @@ class WorkerSet:
 
     def _initialise(self, actors: Sequence[Any]) -> None:
         """Waits for new actors and gives them the local worker's weights and filters."""
+        self._await_initialisation(self._initialisation_calls(actors))
+
+    def _await_initialisation(self, refs: List[Any]) -> None:
+        """ray.get of initialisation calls; an actor that died starting is a WorkerCrashedError."""
         import ray
 
         try:
-            ray.get(self._initialisation_calls(actors))
+            ray.get(refs)
         except ray.exceptions.RayActorError as exc:
             raise errors.WorkerCrashedError(
                 f"a rollout worker for env {self.env_creator.name!r} failed to start: {exc}") from exc
