@@ -206,11 +206,7 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
     if response.HasField("columns"):
         out = wire.decode_columns(response.columns, num_items)
         for leaf, (column, dtype) in enumerate(zip(out, flat_dtypes)):
-            if column.dtype != dtype:
-                raise errors.InvalidArgumentError(
-                    f"column {leaf} of the sampled items has dtype {column.dtype.name} but the "
-                    f"dataset declares {dtype.name}; fix dtypes or use "
-                    "ReplayDataset.from_table_signature")
+            _check_dtype(leaf, column.dtype, dtype)
         return _sample_info(response), out
     if len(items.slice_chunk_keys) != num_items * num_leaves:
         return None  # some item column spans several chunks
@@ -263,10 +259,7 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
             start = slice_offsets[j] * step_bytes
             stop = start + slice_lengths[j] * step_bytes
             parts.append(raw if start == 0 and stop == len(raw) else memoryview(raw)[start:stop])
-        if dtype != flat_dtypes[leaf]:
-            raise errors.InvalidArgumentError(
-                f"column {leaf} of the sampled items has dtype {dtype.name} but the dataset declares "
-                f"{flat_dtypes[leaf].name}; fix dtypes or use ReplayDataset.from_table_signature")
+        _check_dtype(leaf, dtype, flat_dtypes[leaf])
         item_shape = step_shape if layout[2] else (layout[1],) + step_shape
         item_bytes = int(np.prod(item_shape, dtype=np.int64)) * dtype.itemsize
         received_bytes = sum(len(p) for p in parts)
@@ -283,6 +276,14 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
         else:
             out.append(np.frombuffer(b"".join(parts), dtype=dtype).reshape((num_items,) + item_shape))
     return _sample_info(response), out
+
+
+def _check_dtype(leaf: int, received: np.dtype, declared: np.dtype) -> None:
+    """Raises InvalidArgumentError when column `leaf` of the sampled items is not `declared`."""
+    if received != declared:
+        raise errors.InvalidArgumentError(
+            f"column {leaf} of the sampled items has dtype {received.name} but the dataset declares "
+            f"{declared.name}; fix dtypes or use ReplayDataset.from_table_signature")
 
 
 def _sample_info(response) -> SampleInfo:
@@ -313,10 +314,7 @@ def _decode_items_one_by_one(packed: wire.PackedSampleResponse, flat_dtypes: Lis
             raise errors.InvalidArgumentError(
                 f"sampled items have {len(columns)} columns but the dataset declares {len(flat_dtypes)}")
         for leaf, (value, dtype) in enumerate(zip(columns, flat_dtypes)):
-            if value.dtype != dtype:
-                raise errors.InvalidArgumentError(
-                    f"column {leaf} of the sampled items has dtype {value.dtype.name} but the dataset "
-                    f"declares {dtype.name}")
+            _check_dtype(leaf, value.dtype, dtype)
         yield info, [c[None] for c in columns]
 
 
