@@ -15,6 +15,7 @@ through `ReplayDataset(...).batch(64)` with 128 samples in flight, as the replay
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -60,14 +61,33 @@ def _serve(payload_bytes: int, num_items: int, port_queue, stop_event, step_chun
     server.stop()
 
 
-def _start_server(payload_bytes: int, num_items: int, step_chunk_length: int = 0):
+@contextlib.contextmanager
+def _server_process(payload_bytes: int, num_items: int, step_chunk_length: int = 0):
+    """A filled replay server in a spawned process; yields its address, stops it on exit."""
     context = multiprocessing.get_context("spawn")
     port_queue, stop_event = context.Queue(), context.Event()
     process = context.Process(target=_serve, args=(payload_bytes, num_items, port_queue, stop_event,
                                                    step_chunk_length), daemon=True)
     process.start()
-    port = port_queue.get(timeout=300)
-    return process, stop_event, f"127.0.0.1:{port}"
+    try:
+        yield f"127.0.0.1:{port_queue.get(timeout=300)}"
+    finally:
+        stop_event.set()
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+
+
+def _read_for(dataset, seconds: float):
+    """(items, seconds) read from `dataset` in about `seconds`, after a warm-up (streams open,
+    tf.data threads start)."""
+    iterator = iter(dataset)
+    for _ in range(20):
+        next(iterator)
+    items, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        items += int(next(iterator).info.key.shape[0])
+    return items, time.perf_counter() - start
 
 
 def bench_dataset_case(payload_bytes: int, seconds: float, workers: int = -1, batch_size: int = 32,
@@ -78,23 +98,11 @@ def bench_dataset_case(payload_bytes: int, seconds: float, workers: int = -1, ba
     from replay.dataset import ReplayDataset
 
     num_items = num_items or (20_000 if payload_bytes <= 4_000 else 2_000)
-    process, stop_event, address = _start_server(payload_bytes, num_items)
-    try:
+    with _server_process(payload_bytes, num_items) as address:
         dataset = ReplayDataset(address, "bench", dtypes=tf.float32, shapes=[payload_bytes // 4],
                                 max_in_flight_samples_per_worker=max_in_flight,
                                 num_workers_per_iterator=workers).batch(batch_size)
-        iterator = iter(dataset)
-        for _ in range(20):  # warm up: streams open, tf.data threads start
-            next(iterator)
-        items, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            items += int(next(iterator).info.key.shape[0])
-        elapsed = time.perf_counter() - start
-    finally:
-        stop_event.set()
-        process.join(10)
-        if process.is_alive():
-            process.kill()
+        items, elapsed = _read_for(dataset, seconds)
     return {"payload_bytes": payload_bytes, "items_per_s": items / elapsed,
             "mb_per_s": items * payload_bytes / elapsed / 1e6, "workers": workers}
 
@@ -104,22 +112,10 @@ def bench_step_items_case(chunk_length: int, seconds: float, num_items: int = 20
     of `chunk_length` steps (DQN's replay layout), server in another process."""
     from replay.dataset import ReplayDataset
 
-    process, stop_event, address = _start_server(0, num_items, chunk_length)
-    try:
+    with _server_process(0, num_items, chunk_length) as address:
         dataset = ReplayDataset.from_table_signature(address, "bench", 128,
                                                      num_workers_per_iterator=1).batch(64)
-        iterator = iter(dataset)
-        for _ in range(20):
-            next(iterator)
-        items, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            items += int(next(iterator).info.key.shape[0])
-        elapsed = time.perf_counter() - start
-    finally:
-        stop_event.set()
-        process.join(10)
-        if process.is_alive():
-            process.kill()
+        items, elapsed = _read_for(dataset, seconds)
     return {"items_per_s": items / elapsed, "ms_per_batch": 64e3 * elapsed / max(items, 1)}
 
 
