@@ -115,9 +115,9 @@ class StatisticsExtension(TableExtension):
 
 def _episode_position(item) -> Tuple[int, int]:
     """(episode_id, first step) of an item: taken from the first slice of its first column."""
-    first = item.trajectory[0].slices[0]
-    chunk = item.chunks[first.chunk_key]
-    return chunk.episode_id, chunk.start_index + first.offset
+    chunk_key, offset, _, _ = item.trajectory[0][1][0]
+    chunk = item.chunks[chunk_key]
+    return chunk.episode_id, chunk.start_index + offset
 
 
 class PriorityDiffusionExtension(TableExtension):

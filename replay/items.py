@@ -1,13 +1,12 @@
 """Items: what a table holds. An item is a key, a priority and a trajectory of chunk slices.
 
-The trajectory has one entry per column of the table's signature; each entry is a list of
-(chunk_key, offset, length, index) slices that, concatenated, give that column's steps. Items
+The trajectory has one entry per column of the table's signature: a squeeze flag and a tuple
+of (chunk_key, offset, length, index) slices that, concatenated, give that column's steps. Items
 hold strong references to their chunks, so a chunk lives exactly while some item (or a writer
 that keeps it alive) references it; see `replay.chunk_store`.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -17,26 +16,23 @@ from replay import errors
 from replay.chunks import Chunk
 
 
-@dataclasses.dataclass(frozen=True)
-class ChunkSlice:
-    """Steps [offset, offset + length) of column `index` of chunk `chunk_key`."""
+ChunkSlice = Tuple[int, int, int, int]
+"""(chunk_key, offset, length, index): steps [offset, offset + length) of column `index` of
+chunk `chunk_key`."""
 
-    chunk_key: int
-    offset: int
-    length: int
-    index: int
+TrajectoryColumn = Tuple[bool, Tuple[ChunkSlice, ...]]
+"""(squeeze, slices): one column of an item. Its slices, concatenated, give the column's steps;
+`squeeze` drops the time dimension of a single-step column.
+
+Both are plain tuples of ints and bools on purpose. CPython's cyclic garbage collector stops
+tracking such tuples, so a table of a million items adds almost nothing to a full collection.
+As frozen dataclasses they were about 24 tracked objects per item. With a 50k-item table in a
+learner's process, every full collection then took 0.3-0.5 s, several times a minute."""
 
 
-@dataclasses.dataclass(frozen=True)
-class TrajectoryColumn:
-    """One column of an item. `squeeze` drops the time dimension of a single-step column."""
-
-    slices: Tuple[ChunkSlice, ...]
-    squeeze: bool = False
-
-    @property
-    def length(self) -> int:
-        return sum(s.length for s in self.slices)
+def column_length(column: TrajectoryColumn) -> int:
+    """Steps in a trajectory column."""
+    return sum(length for _, _, length, _ in column[1])
 
 
 def trajectory_from_chunks(chunks: Sequence[Chunk], offset: int, length: int) -> Tuple[TrajectoryColumn, ...]:
@@ -51,18 +47,20 @@ def trajectory_from_chunks(chunks: Sequence[Chunk], offset: int, length: int) ->
                 break
             take = min(chunk.length - start, remaining)
             if take > 0:
-                slices.append(ChunkSlice(chunk.key, start, take, index))
+                slices.append((chunk.key, start, take, index))
                 remaining -= take
             start = max(0, start - chunk.length)
         if remaining:
             raise errors.InvalidArgumentError(
                 f"the chunks hold fewer than {length} steps from offset {offset}")
-        columns.append(TrajectoryColumn(tuple(slices)))
+        columns.append((False, tuple(slices)))
     return tuple(columns)
 
 
 class Item:
-    """A table entry. `chunks` maps chunk key to the chunk for every key its trajectory uses."""
+    """A table entry. `trajectory` is a tuple of `TrajectoryColumn`s (plain tuples, see there);
+    `chunks` maps chunk key to the chunk for every key the trajectory uses. Items never modify
+    `chunks`, so items of the same chunk may share one mapping."""
 
     __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at")
 
@@ -88,28 +86,29 @@ class Item:
                 f"item {self.key}: priority must be a finite number >= 0, got {self.priority}")
         if not self.trajectory:
             raise errors.InvalidArgumentError(f"item {self.key}: the trajectory has no columns")
-        for c, column in enumerate(self.trajectory):
-            if not column.slices:
+        for c, (squeeze, slices) in enumerate(self.trajectory):
+            if not slices:
                 raise errors.InvalidArgumentError(f"item {self.key}: column {c} has no chunk slices")
-            if column.squeeze and column.length != 1:
+            if squeeze and column_length((squeeze, slices)) != 1:
                 raise errors.InvalidArgumentError(
-                    f"item {self.key}: column {c} is squeezed but spans {column.length} steps (must be 1)")
+                    f"item {self.key}: column {c} is squeezed but spans "
+                    f"{column_length((squeeze, slices))} steps (must be 1)")
             first = None
-            for s in column.slices:
-                chunk = self.chunks.get(s.chunk_key)
+            for chunk_key, offset, length, index in slices:
+                chunk = self.chunks.get(chunk_key)
                 if chunk is None:
                     raise errors.NotFoundError(
-                        f"item {self.key}: column {c} references chunk {s.chunk_key}, which was never sent "
+                        f"item {self.key}: column {c} references chunk {chunk_key}, which was never sent "
                         "or is no longer kept alive; send the chunk before (or with) the item")
-                if s.offset < 0 or s.length <= 0 or s.offset + s.length > chunk.length:
+                if offset < 0 or length <= 0 or offset + length > chunk.length:
                     raise errors.InvalidArgumentError(
-                        f"item {self.key}: column {c} slice [{s.offset}, {s.offset + s.length}) lies outside "
-                        f"chunk {s.chunk_key} of {chunk.length} steps")
-                if not 0 <= s.index < len(chunk.columns):
+                        f"item {self.key}: column {c} slice [{offset}, {offset + length}) lies outside "
+                        f"chunk {chunk_key} of {chunk.length} steps")
+                if not 0 <= index < len(chunk.columns):
                     raise errors.InvalidArgumentError(
-                        f"item {self.key}: column {c} names column {s.index} of chunk {s.chunk_key}, which has "
+                        f"item {self.key}: column {c} names column {index} of chunk {chunk_key}, which has "
                         f"{len(chunk.columns)} columns")
-                data = chunk.columns[s.index]
+                data = chunk.columns[index]
                 if first is None:
                     first = (data.dtype, data.shape)
                 elif first != (data.dtype, data.shape):
@@ -120,9 +119,9 @@ class Item:
         """(shape, dtype) of each column as it will be decoded."""
         specs = []
         for column in self.trajectory:
-            s = column.slices[0]
-            data = self.chunks[s.chunk_key].columns[s.index]
-            shape = tuple(data.shape) if column.squeeze else (column.length,) + tuple(data.shape)
+            squeeze, ((chunk_key, _, _, index), *_) = column
+            data = self.chunks[chunk_key].columns[index]
+            shape = tuple(data.shape) if squeeze else (column_length(column),) + tuple(data.shape)
             specs.append((shape, np.dtype(data.dtype)))
         return specs
 
@@ -136,16 +135,16 @@ class Item:
         callers decoding many items decompress each chunk column once."""
         cache = {} if cache is None else cache
         out = []
-        for column in self.trajectory:
+        for squeeze, slices in self.trajectory:
             parts = []
-            for s in column.slices:
-                arr = cache.get((s.chunk_key, s.index))
+            for chunk_key, offset, length, index in slices:
+                arr = cache.get((chunk_key, index))
                 if arr is None:
-                    arr = self.chunks[s.chunk_key].column(s.index)
-                    cache[(s.chunk_key, s.index)] = arr
-                parts.append(arr[s.offset:s.offset + s.length])
+                    arr = self.chunks[chunk_key].column(index)
+                    cache[(chunk_key, index)] = arr
+                parts.append(arr[offset:offset + length])
             value = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            out.append(value[0] if column.squeeze else value)
+            out.append(value[0] if squeeze else value)
         return out
 
     def __repr__(self) -> str:

@@ -33,6 +33,7 @@ import tree
 
 from replay import errors, wire
 from replay.chunks import Chunk, encode_column
+from replay.items import TrajectoryColumn
 from replay.proto import replay_pb2
 
 _MAX_BATCH_BYTES = 4 * 1024 * 1024
@@ -720,7 +721,7 @@ def _same_structure(a, b) -> bool:
     return True
 
 
-def _item_columns(columns) -> List[wire.ItemColumn]:
+def _item_columns(columns) -> List[TrajectoryColumn]:
     """Wire item columns from cell tuples: runs of consecutive cells of one chunk become one
     slice."""
     out = []

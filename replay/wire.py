@@ -21,7 +21,7 @@ import tree
 
 from replay import errors, specs
 from replay.chunks import Chunk, ColumnData
-from replay.items import ChunkSlice, Item, TrajectoryColumn
+from replay.items import Item, TrajectoryColumn
 from replay.proto import replay_pb2
 
 PROTOCOL_VERSION = 1
@@ -106,13 +106,13 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
     if not items:
         return None
     layout = []
-    for column in items[0].trajectory:
-        if len(column.slices) != 1:
+    for squeeze, slices in items[0].trajectory:
+        if len(slices) != 1:
             return None
-        first = column.slices[0]
-        data = items[0].chunks[first.chunk_key].columns[first.index]
+        chunk_key, _, length, index = slices[0]
+        data = items[0].chunks[chunk_key].columns[index]
         step_bytes = int(np.prod(data.shape, dtype=np.int64)) * np.dtype(data.dtype).itemsize
-        layout.append((data.dtype, data.shape, first.length, column.squeeze, step_bytes))
+        layout.append((data.dtype, data.shape, length, squeeze, step_bytes))
     num_columns = len(layout)
     parts: List[List[bytes]] = [[] for _ in range(num_columns)]
     decompressed: Dict[int, bytes] = {}
@@ -120,13 +120,13 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
         trajectory, chunks = item.trajectory, item.chunks
         if len(trajectory) != num_columns:
             return None
-        for c, column in enumerate(trajectory):
-            if len(column.slices) != 1:
+        for c, (column_squeeze, slices) in enumerate(trajectory):
+            if len(slices) != 1:
                 return None
             dtype, shape, length, squeeze, step_bytes = layout[c]
-            s = column.slices[0]
-            data = chunks[s.chunk_key].columns[s.index]
-            if (s.length != length or column.squeeze != squeeze or data.dtype != dtype
+            chunk_key, offset, slice_length, index = slices[0]
+            data = chunks[chunk_key].columns[index]
+            if (slice_length != length or column_squeeze != squeeze or data.dtype != dtype
                     or data.shape != shape or data.delta_encoded):
                 return None
             raw = data.data
@@ -135,7 +135,7 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
                 raw = decompressed.get(id(data))
                 if raw is None:
                     raw = decompressed[id(data)] = lz4.block.decompress(data.data)
-            start = s.offset * step_bytes
+            start = offset * step_bytes
             stop = start + length * step_bytes
             parts[c].append(raw if start == 0 and stop == len(raw) else raw[start:stop])
     dims: List[int] = []
@@ -457,10 +457,7 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
 # Items
 
 
-ItemColumn = Tuple[bool, Sequence[Tuple[int, int, int, int]]]
-"""One item column for `encode_item_rows`: (squeeze, slices), each slice a tuple
-(chunk_key, offset, length, column_index) like `ChunkSlice`."""
-ItemRow = Tuple[str, int, float, Sequence[ItemColumn]]
+ItemRow = Tuple[str, int, float, Sequence[TrajectoryColumn]]
 """One new item for `encode_item_rows`: (table, key, priority, columns)."""
 
 
@@ -483,8 +480,8 @@ def _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns
 def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:
     """Appends new items given as plain tuples (see `ItemRow`) to an empty `batch`.
 
-    The writers' path: it encodes the same message as `encode_items` without building `Item`,
-    `TrajectoryColumn` and `ChunkSlice` objects that only the receiving side needs.
+    The writers' path: it encodes the same message as `encode_items` without building `Item`
+    objects that only the receiving side needs.
     """
     tables: Dict[str, int] = {}
     table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
@@ -528,14 +525,14 @@ def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
         keys.append(item.key)
         priorities.append(item.priority)
         num_columns.append(len(item.trajectory))
-        for column in item.trajectory if with_slices else ():
-            squeeze.append(column.squeeze)
-            num_slices.append(len(column.slices))
-            for s in column.slices:
-                slice_keys.append(s.chunk_key)
-                slice_offsets.append(s.offset)
-                slice_lengths.append(s.length)
-                slice_indices.append(s.index)
+        for column_squeeze, slices in item.trajectory if with_slices else ():
+            squeeze.append(column_squeeze)
+            num_slices.append(len(slices))
+            for chunk_key, offset, length, column_index in slices:
+                slice_keys.append(chunk_key)
+                slice_offsets.append(offset)
+                slice_lengths.append(length)
+                slice_indices.append(column_index)
         if with_state:
             times_sampled.append(item.times_sampled)
             inserted_at.append(item.inserted_at)
@@ -586,17 +583,17 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     # Build every slice and column of the message in one pass each (list comprehensions over
     # the parallel fields), then cut them per item: per-item Python work is what limits the
     # server's insert rate for small items.
-    all_slices = [ChunkSlice(k, o, length, x) for k, o, length, x in
-                  zip(slice_keys, slice_offsets, slice_lengths, slice_indices)]
+    all_slices = list(zip(slice_keys, slice_offsets, slice_lengths, slice_indices))
     one_slice_per_column = len(all_slices) == len(squeeze)  # (num_slices are all >= 1)
     if one_slice_per_column:
-        all_columns = [TrajectoryColumn((s,), q) for s, q in zip(all_slices, squeeze)]
+        all_columns = [(q, (s,)) for s, q in zip(all_slices, squeeze)]
     else:
         all_columns, slice_i = [], 0
         for count, q in zip(num_slices, squeeze):
-            all_columns.append(TrajectoryColumn(tuple(all_slices[slice_i:slice_i + count]), q))
+            all_columns.append((q, tuple(all_slices[slice_i:slice_i + count])))
             slice_i += count
     resolved: Dict[int, Chunk] = {}  # each chunk key is resolved once per message
+    single_chunk: Dict[int, Dict[int, Chunk]] = {}
 
     def chunks_of(keys) -> Dict[int, Chunk]:
         item_chunks = {}
@@ -619,10 +616,13 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
         item_keys = slice_keys[slice_i:slices_end]
         first_key = item_keys[0]
         if item_keys.count(first_key) == len(item_keys):  # the usual case: one chunk
-            chunk = resolved.get(first_key)
-            if chunk is None:
-                chunk = resolved[first_key] = resolve_chunk(first_key)
-            item_chunks = {first_key: chunk}
+            item_chunks = single_chunk.get(first_key)
+            if item_chunks is None:
+                chunk = resolved.get(first_key)
+                if chunk is None:
+                    chunk = resolved[first_key] = resolve_chunk(first_key)
+                # shared by this message's items of the chunk: one tracked dict, not one per item
+                item_chunks = single_chunk[first_key] = {first_key: chunk}
         else:
             item_chunks = chunks_of(item_keys)
         column_i, slice_i = columns_end, slices_end

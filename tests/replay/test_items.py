@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from replay import errors
-from replay.items import ChunkSlice, Item, TrajectoryColumn, trajectory_from_chunks
+from replay.items import Item, trajectory_from_chunks
 
 
 def test_trajectory_across_consecutive_chunks_decodes_the_right_steps(make_chunk):
@@ -30,7 +30,7 @@ def test_overlapping_items_share_chunks_and_a_decode_cache(make_chunk):
 
 def test_squeezed_single_step_column(make_chunk):
     chunk = make_chunk(length=3)
-    item = Item(1, 1.0, [TrajectoryColumn((ChunkSlice(chunk.key, 2, 1, 1),), squeeze=True)], {chunk.key: chunk})
+    item = Item(1, 1.0, [(True, ((chunk.key, 2, 1, 1),))], {chunk.key: chunk})
     item.validate()
     assert item.decode()[0] == 2 and item.column_specs() == [((), np.dtype(np.int64))]
 
@@ -46,13 +46,13 @@ def test_unknown_chunk_key_and_bad_slices(make_chunk):
     chunk = make_chunk(length=3)
     chunks = {chunk.key: chunk}
     cases = [
-        ([TrajectoryColumn((ChunkSlice(999, 0, 1, 0),))], errors.NotFoundError, "chunk 999"),
-        ([TrajectoryColumn((ChunkSlice(chunk.key, 2, 2, 0),))], errors.InvalidArgumentError, "outside"),
-        ([TrajectoryColumn((ChunkSlice(chunk.key, 0, 0, 0),))], errors.InvalidArgumentError, "outside"),
-        ([TrajectoryColumn((ChunkSlice(chunk.key, 0, 1, 5),))], errors.InvalidArgumentError, "column 5"),
-        ([TrajectoryColumn(())], errors.InvalidArgumentError, "no chunk slices"),
+        ([(False, ((999, 0, 1, 0),))], errors.NotFoundError, "chunk 999"),
+        ([(False, ((chunk.key, 2, 2, 0),))], errors.InvalidArgumentError, "outside"),
+        ([(False, ((chunk.key, 0, 0, 0),))], errors.InvalidArgumentError, "outside"),
+        ([(False, ((chunk.key, 0, 1, 5),))], errors.InvalidArgumentError, "column 5"),
+        ([(False, ())], errors.InvalidArgumentError, "no chunk slices"),
         ([], errors.InvalidArgumentError, "no columns"),
-        ([TrajectoryColumn((ChunkSlice(chunk.key, 0, 1, 0), ChunkSlice(chunk.key, 0, 1, 1)))],
+        ([(False, ((chunk.key, 0, 1, 0), (chunk.key, 0, 1, 1)))],
          errors.InvalidArgumentError, "mixes"),
     ]
     for trajectory, error, match in cases:

@@ -9,7 +9,7 @@ import pytest
 
 from replay import errors
 from replay.extensions import PriorityDiffusionExtension, StatisticsExtension
-from replay.items import ChunkSlice, Item, TrajectoryColumn
+from replay.items import Item
 from replay.rate_limiters import MinSize, RateLimiter, SampleToInsertRatio
 from replay.selectors import Fifo, Lifo, MaxHeap, MinHeap, Prioritized, Uniform
 from replay.specs import TensorSpec
@@ -210,10 +210,10 @@ def test_unknown_chunk_key_in_a_slice_raises_not_found_and_changes_nothing(make_
     table = populated_table(make_item)
     before = snapshot(table)
     chunk = make_chunk(length=2)
-    trajectory = [TrajectoryColumn((ChunkSlice(chunk.key, 0, 2, 0),)), TrajectoryColumn((ChunkSlice(424242, 0, 2, 1),))]
+    trajectory = [(False, ((chunk.key, 0, 2, 0),)), (False, ((424242, 0, 2, 1),))]
     with pytest.raises(errors.NotFoundError, match="424242"):
         table.insert_or_assign(Item(20, 1.0, trajectory, {chunk.key: chunk}))
-    out_of_range = [TrajectoryColumn((ChunkSlice(chunk.key, 1, 2, 0),)), TrajectoryColumn((ChunkSlice(chunk.key, 0, 2, 1),))]
+    out_of_range = [(False, ((chunk.key, 1, 2, 0),)), (False, ((chunk.key, 0, 2, 1),))]
     with pytest.raises(errors.InvalidArgumentError, match="outside"):
         table.insert_or_assign(Item(21, 1.0, out_of_range, {chunk.key: chunk}))
     assert snapshot(table) == before

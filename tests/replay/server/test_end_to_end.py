@@ -75,8 +75,8 @@ def test_items_for_several_tables_share_chunks(server, client):
     assert info["uniform"].size == 6 and info["prioritized"].size == 6
     for table in ("uniform", "prioritized"):
         for sample in client.sample(table, 12, timeout=10):
-            chunk_keys = {s.chunk_key for column in server.tables[table].get(sample.info.key).trajectory
-                          for s in column.slices}
+            chunk_keys = {chunk_key for _, slices in server.tables[table].get(sample.info.key).trajectory
+                          for chunk_key, _, _, _ in slices}
             assert chunk_keys <= set(server.chunk_store.keys())
     # The same chunk object backs both tables' items.
     a = server.tables["uniform"].keys()

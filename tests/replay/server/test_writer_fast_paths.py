@@ -8,7 +8,7 @@ from google.protobuf.message import DecodeError
 
 from replay import errors, wire
 from replay.chunks import Chunk
-from replay.items import ChunkSlice, Item, TrajectoryColumn
+from replay.items import Item
 from replay.proto import replay_pb2
 from replay.trajectory_writer import CellRef
 
@@ -111,10 +111,7 @@ def test_truncated_sample_responses_raise_decode_errors():
 def test_item_rows_encode_like_items():
     rows = [("a", 11, 1.5, [(True, ((7, 0, 1, 0),)), (False, ((7, 0, 1, 1), (8, 0, 2, 1)))]),
             ("b", 12, 0.0, [(False, ((9, 3, 4, 0),))])]
-    items = [(table, Item(key, priority, [TrajectoryColumn(tuple(ChunkSlice(*s) for s in slices),
-                                                            squeeze)
-                                           for squeeze, slices in columns], {}))
-             for table, key, priority, columns in rows]
+    items = [(table, Item(key, priority, columns, {})) for table, key, priority, columns in rows]
     from_rows, from_items = replay_pb2.ItemBatch(), replay_pb2.ItemBatch()
     wire.encode_item_rows(rows, from_rows)
     wire.encode_items(items, from_items)
@@ -197,8 +194,7 @@ def _step_chunks():
 
 def _step_item(key, chunk, offset, length=1):
     squeeze = length == 1
-    return Item(key, 1.0, [TrajectoryColumn((ChunkSlice(chunk.key, offset, length, c),), squeeze)
-                           for c in range(3)], {chunk.key: chunk})
+    return Item(key, 1.0, [(squeeze, ((chunk.key, offset, length, c),)) for c in range(3)], {chunk.key: chunk})
 
 
 def test_columnar_sample_responses_carry_only_the_referenced_steps():
@@ -223,14 +219,13 @@ def test_columnar_sample_responses_carry_only_the_referenced_steps():
 def test_columnar_encoding_declines_items_it_cannot_lay_out():
     chunks = _step_chunks()
     one = _step_item(1, chunks[1], 0)
-    spanning = Item(2, 1.0, [TrajectoryColumn((ChunkSlice(1, 15, 1, c), ChunkSlice(2, 0, 1, c)))
-                             for c in range(3)], chunks)
+    spanning = Item(2, 1.0, [(False, ((1, 15, 1, c), (2, 0, 1, c))) for c in range(3)], chunks)
     longer = _step_item(3, chunks[2], 0, 2)
-    other_shape = Item(4, 1.0, [TrajectoryColumn((ChunkSlice(5, 0, 1, 0),), True)],
+    other_shape = Item(4, 1.0, [(True, ((5, 0, 1, 0),))],
                        {5: Chunk.from_columns(5, [np.zeros((1, 3), np.float32)])})
-    first_shape = Item(6, 1.0, [TrajectoryColumn((ChunkSlice(1, 0, 1, 0),), True)], chunks)
+    first_shape = Item(6, 1.0, [(True, ((1, 0, 1, 0),))], chunks)
     delta = Chunk.from_columns(6, [np.zeros((2, 2), np.int32)], delta_encode=True)
-    delta_item = Item(7, 1.0, [TrajectoryColumn((ChunkSlice(6, 0, 1, 0),), True)], {6: delta})
+    delta_item = Item(7, 1.0, [(True, ((6, 0, 1, 0),))], {6: delta})
     for items in ([one, spanning], [spanning], [one, longer], [first_shape, other_shape], [delta_item], []):
         batch = replay_pb2.ColumnBatch()
         assert wire.encode_columns(items, batch) is None
