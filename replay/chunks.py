@@ -3,9 +3,10 @@
 This is the storage unit of the replay service (Reverb's "chunk"). A writer stacks each leaf of
 K consecutive steps into a column, optionally delta-encodes integer columns along time, and
 compresses each column with lz4. Items reference slices of chunks, so experience is stored once
-however many items and tables point at it. The server keeps chunks compressed end to end; only
-readers decompress. A CRC32 of each column's stored bytes lets the server reject truncated or
-corrupt chunks without decompressing them.
+however many items and tables point at it. The server keeps chunks compressed; only small
+chunks are decoded on the server, once, when their items are first sampled for a columnar
+response (`Chunk.step_records`). A CRC32 of each column's stored bytes lets the server reject
+truncated or corrupt chunks without decompressing them.
 """
 from __future__ import annotations
 
@@ -22,6 +23,13 @@ from replay import errors
 # at every sample of every item that references the column (step items of a 16-step chunk
 # each pay for their chunk's whole column), which costs more than sending the bytes.
 _MIN_COMPRESS_BYTES = 256
+
+# Chunks of at most this many raw bytes keep their decoded steps once sampled (`step_records`).
+# Tables of small steps (DQN's transitions) are sampled many times per insert and an item uses
+# a few steps of its chunk, so decoding the chunk at every sample cost more than the item's
+# bytes; the copy at most doubles the memory of such small chunks.
+_MAX_RECORD_BYTES = 16 * 1024
+_RECORD_DTYPES: dict = {}  # column layout -> structured dtype, so equal layouts share one object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +110,7 @@ def decode_column(column: ColumnData, length: int) -> np.ndarray:
 class Chunk:
     """`length` consecutive steps of one episode (from `start_index`), one `ColumnData` per leaf."""
 
-    __slots__ = ("key", "episode_id", "start_index", "length", "columns", "__weakref__")
+    __slots__ = ("key", "episode_id", "start_index", "length", "columns", "_records", "__weakref__")
 
     def __init__(self, key: int, columns: Sequence[ColumnData], length: int, episode_id: int = 0,
                  start_index: int = 0):
@@ -111,6 +119,7 @@ class Chunk:
         self.length = int(length)
         self.episode_id = int(episode_id)
         self.start_index = int(start_index)
+        self._records = None
 
     @classmethod
     def from_columns(cls, key: int, columns: Sequence[np.ndarray], episode_id: int = 0,
@@ -141,6 +150,30 @@ class Chunk:
 
     def decode(self) -> list:
         return [decode_column(c, self.length) for c in self.columns]
+
+    def step_records(self):
+        """The decoded steps as (record dtype, bytes): `length` packed records of a structured
+        dtype whose field i holds column i's step, or None for a chunk of more than
+        `_MAX_RECORD_BYTES` raw bytes. Decoded on the first call and kept while the chunk lives.
+        Chunks of the same column dtypes and shapes share one record dtype object (callers
+        compare with `is`). Bytes rather than an array: slicing and joining bytes is what makes
+        cutting many items out of many chunks cheap (numpy copies structured arrays field by
+        field)."""
+        records = self._records
+        if records is None:
+            layout = tuple((c.dtype, c.shape) for c in self.columns)
+            dtype = _RECORD_DTYPES.get(layout)
+            if dtype is None:
+                dtype = np.dtype([(f"c{i}", np.dtype(d), shape) for i, (d, shape) in enumerate(layout)])
+                if len(_RECORD_DTYPES) < 1024:
+                    dtype = _RECORD_DTYPES.setdefault(layout, dtype)
+            if dtype.itemsize * self.length > _MAX_RECORD_BYTES:
+                return None
+            steps = np.empty(self.length, dtype)
+            for i, column in enumerate(self.columns):
+                steps[f"c{i}"] = decode_column(column, self.length)
+            records = self._records = (dtype, steps.tobytes())
+        return records
 
     @property
     def nbytes(self) -> int:

@@ -57,12 +57,35 @@ def trajectory_from_chunks(chunks: Sequence[Chunk], offset: int, length: int) ->
     return tuple(columns)
 
 
+def _whole_chunk_span(trajectory, chunks) -> Optional[Tuple[int, int, int, int]]:
+    """`Item.span` of a trajectory (None when it does not have that layout)."""
+    if not trajectory or len(trajectory[0][1]) != 1:
+        return None
+    chunk_key, offset, length, _ = trajectory[0][1][0]
+    chunk = chunks.get(chunk_key)
+    if chunk is None or len(chunk.columns) != len(trajectory):
+        return None
+    mask = 0
+    for index, (squeeze, slices) in enumerate(trajectory):
+        if slices != ((chunk_key, offset, length, index),):
+            return None
+        if squeeze:
+            mask |= 1 << index
+    return chunk_key, offset, length, mask
+
+
 class Item:
     """A table entry. `trajectory` is a tuple of `TrajectoryColumn`s (plain tuples, see there);
     `chunks` maps chunk key to the chunk for every key the trajectory uses. Items never modify
-    `chunks`, so items of the same chunk may share one mapping."""
+    `chunks`, so items of the same chunk may share one mapping.
 
-    __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at")
+    `span` is (chunk_key, offset, length, squeeze_mask) when column i of the trajectory is
+    exactly steps [offset, offset + length) of column i of one chunk that has no other columns
+    (what writers produce for step and sequence items; bit i of the mask is column i's squeeze
+    flag), else None. Columnar sample responses use it to copy an item's steps in one slice.
+    """
+
+    __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at", "span")
 
     def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
                  chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None):
@@ -72,6 +95,7 @@ class Item:
         self.chunks = chunks
         self.times_sampled = int(times_sampled)
         self.inserted_at = time.time() if inserted_at is None else float(inserted_at)
+        self.span = _whole_chunk_span(self.trajectory, chunks)
 
     def validate(self) -> None:
         """Checks the key, the priority and that every slice lies inside a chunk the item holds.

@@ -97,14 +97,18 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
     """Writes the values of `items` column by column into an empty `batch` (one uncompressed
     byte string per column, items in order) and returns the bytes written; returns None and
     leaves `batch` untouched when the items do not allow it: a column spanning several chunk
-    slices or delta-encoded, or a column whose dtype, step shape, length or squeeze differs
-    between items.
+    slices, or a column whose dtype, step shape, length or squeeze differs between items.
+    Items covering whole steps of one small chunk (`Item.span`, what writers produce) take a
+    faster path that also accepts delta-encoded columns; other items must not be delta-encoded.
 
     Step items sampled from long chunks then cost the receiver one `np.frombuffer` per column,
     and only the steps the items reference cross the wire.
     """
     if not items:
         return None
+    nbytes = _encode_record_columns(items, batch)
+    if nbytes is not None:
+        return nbytes
     layout = []
     for squeeze, slices in items[0].trajectory:
         if len(slices) != 1:
@@ -138,19 +142,60 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
             start = offset * step_bytes
             stop = start + length * step_bytes
             parts[c].append(raw if start == 0 and stop == len(raw) else raw[start:stop])
+    return _fill_column_batch(batch, [(dtype, shape, length, squeeze, b"".join(column_parts))
+                                      for (dtype, shape, length, squeeze, _), column_parts
+                                      in zip(layout, parts)])
+
+
+def _encode_record_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Optional[int]:
+    """`encode_columns` for items that each cover whole steps of one small chunk (`Item.span`),
+    the layout of step and sequence items: one slice per item out of its chunk's decoded steps
+    (`Chunk.step_records`), then one copy per column. None when an item has another layout, a
+    chunk is too large to keep decoded, or the items differ in length, squeeze or columns."""
+    span = items[0].span
+    if span is None:
+        return None
+    _, _, length, mask = span
+    records_dtype = None
+    parts = []
+    for item in items:
+        span = item.span
+        if span is None or span[2] != length or span[3] != mask:
+            return None
+        chunk_key, offset, _, _ = span
+        records = item.chunks[chunk_key].step_records()
+        if records is None:
+            return None
+        dtype, data = records
+        if dtype is not records_dtype:
+            if records_dtype is not None:
+                return None
+            records_dtype = dtype
+            step_bytes = dtype.itemsize
+        parts.append(data[offset * step_bytes:(offset + length) * step_bytes])
+    steps = np.frombuffer(b"".join(parts), records_dtype)
+    columns = []
+    for index, name in enumerate(records_dtype.names):
+        field = records_dtype.fields[name][0]
+        columns.append((field.base.str, field.shape, length, bool(mask >> index & 1),
+                        steps[name].tobytes()))
+    return _fill_column_batch(batch, columns)
+
+
+def _fill_column_batch(batch: replay_pb2.ColumnBatch, columns) -> int:
+    """Writes (dtype, step shape, item length, squeeze, bytes) columns into `batch`; returns
+    the bytes written."""
     dims: List[int] = []
     ranks = []
-    blobs = []
-    for (dtype, shape, length, squeeze, _), column_parts in zip(layout, parts):
+    for _, shape, length, squeeze, _ in columns:
         item_shape = tuple(shape) if squeeze else (length,) + tuple(shape)
         ranks.append(len(item_shape))
         dims.extend(item_shape)
-        blobs.append(b"".join(column_parts))
-    batch.dtypes.extend([entry[0] for entry in layout])
+    batch.dtypes.extend([column[0] for column in columns])
     batch.ranks.extend(ranks)
     batch.shape_dims.extend(dims)
-    batch.data.extend(blobs)
-    return sum(len(b) for b in blobs)
+    batch.data.extend([column[4] for column in columns])
+    return sum(len(column[4]) for column in columns)
 
 
 def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int) -> List[np.ndarray]:

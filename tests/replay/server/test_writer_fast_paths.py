@@ -179,15 +179,16 @@ def test_single_array_steps_and_nested_steps_keep_working(client):
             writer.append({"obs": {"x": np.ones(2)}, "r": np.float32(1), "y": np.int64(2)})
 
 
-def _step_chunks():
-    """Two 16-step chunks of three columns; the constant one (>= 256 bytes) is lz4-compressed."""
+def _step_chunks(unused_column=False):
+    """Two 16-step chunks of three columns; the constant one (>= 256 bytes) is lz4-compressed.
+    With `unused_column` the chunks have a fourth column that `_step_item`s do not reference."""
     chunks = []
     for key in (1, 2):
         steps = np.arange(16) + 100 * key
         chunks.append(Chunk.from_columns(key, [
             np.stack([steps, -steps]).T.astype(np.float32),  # [16, 2]
             steps.astype(np.int64),
-            np.full((16, 8), key, np.float32)]))
+            np.full((16, 8), key, np.float32)] + [np.zeros(16, np.int8)] * unused_column))
     assert chunks[0].columns[2].compressed and not chunks[0].columns[1].compressed
     return {c.key: c for c in chunks}
 
@@ -197,9 +198,13 @@ def _step_item(key, chunk, offset, length=1):
     return Item(key, 1.0, [(squeeze, ((chunk.key, offset, length, c),)) for c in range(3)], {chunk.key: chunk})
 
 
-def test_columnar_sample_responses_carry_only_the_referenced_steps():
-    chunks = _step_chunks()
+@pytest.mark.parametrize("whole_chunk_items", [True, False])
+def test_columnar_sample_responses_carry_only_the_referenced_steps(whole_chunk_items):
+    # Items covering every column of their chunk take the decoded-records path, the others the
+    # per-column one; both must give the same batch.
+    chunks = _step_chunks(unused_column=not whole_chunk_items)
     items = [_step_item(10, chunks[2], 5), _step_item(11, chunks[1], 0), _step_item(12, chunks[2], 15)]
+    assert items[0].span == ((2, 5, 1, 0b111) if whole_chunk_items else None)
     batch = replay_pb2.ColumnBatch()
     nbytes = wire.encode_columns(items, batch)
     assert nbytes == 3 * (2 * 4 + 8 + 8 * 4)  # three steps, not two chunks of 16
@@ -224,12 +229,31 @@ def test_columnar_encoding_declines_items_it_cannot_lay_out():
     other_shape = Item(4, 1.0, [(True, ((5, 0, 1, 0),))],
                        {5: Chunk.from_columns(5, [np.zeros((1, 3), np.float32)])})
     first_shape = Item(6, 1.0, [(True, ((1, 0, 1, 0),))], chunks)
-    delta = Chunk.from_columns(6, [np.zeros((2, 2), np.int32)], delta_encode=True)
-    delta_item = Item(7, 1.0, [(True, ((6, 0, 1, 0),))], {6: delta})
+    delta = Chunk.from_columns(6, [np.zeros((2, 2), np.int32)] * 2, delta_encode=True)
+    delta_item = Item(7, 1.0, [(True, ((6, 0, 1, 0),))], {6: delta})  # one of two columns: no span
     for items in ([one, spanning], [spanning], [one, longer], [first_shape, other_shape], [delta_item], []):
         batch = replay_pb2.ColumnBatch()
         assert wire.encode_columns(items, batch) is None
         assert batch == replay_pb2.ColumnBatch()
+
+
+def test_whole_chunk_items_are_decoded_once_per_chunk_including_delta_columns():
+    steps = np.arange(8 * 3, dtype=np.int32).reshape(8, 3) * 7
+    chunk = Chunk.from_columns(6, [steps, steps.astype(np.float64)], delta_encode=True)
+    assert chunk.columns[0].delta_encoded
+    items = [Item(k, 1.0, [(False, ((6, k, 2, c),)) for c in range(2)], {6: chunk}) for k in (0, 5, 3)]
+    batch = replay_pb2.ColumnBatch()
+    assert wire.encode_columns(items, batch) == 3 * 2 * 3 * (4 + 8)
+    ints, floats = wire.decode_columns(batch, 3)
+    expected = np.stack([steps[k:k + 2] for k in (0, 5, 3)])
+    np.testing.assert_array_equal(ints, expected)
+    np.testing.assert_array_equal(floats, expected.astype(np.float64))
+    assert chunk.step_records() is chunk.step_records()  # decoded once, kept with the chunk
+    big = Chunk.from_columns(8, [np.zeros((64, 128), np.float32)])  # 32 kB: not kept decoded
+    assert big.step_records() is None
+    big_items = [Item(k, 1.0, [(True, ((8, k, 1, 0),))], {8: big}) for k in (1, 2)]
+    batch = replay_pb2.ColumnBatch()
+    assert wire.encode_columns(big_items, batch) == 2 * 128 * 4  # through the per-column path
 
 
 def test_malformed_column_batches_raise_named_errors():
