@@ -33,8 +33,18 @@ class LearningRateSchedule:
 
     def on_global_var_update(self, global_vars: Dict) -> None:
         super().on_global_var_update(global_vars)
-        self.cur_lr = self.lr_schedule.value(self.global_timestep)
-        self.optimizer.learning_rate = self.cur_lr
+        value = self.lr_schedule.value(self.global_timestep)
+        if value == self.cur_lr:
+            return
+        self.cur_lr = value
+        # This runs on the learner's thread before every sampling round. Assigning the variable
+        # directly skips Keras's attribute tracking (`optimizer.learning_rate = ...`), which
+        # cost several milliseconds per round there.
+        variable = self.optimizer.learning_rate
+        if isinstance(variable, tf.Variable):
+            variable.assign(value)
+        else:
+            self.optimizer.learning_rate = value
 
 
 class EntropyCoeffSchedule:
