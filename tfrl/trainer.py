@@ -21,6 +21,7 @@ import numpy as np
 from tfrl import errors
 from tfrl.config import merge_config
 from tfrl.models.catalog import MODEL_DEFAULTS
+from tfrl.runtime import configure_tf_threads
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,8 @@ COMMON_CONFIG: Dict[str, Any] = {
     "replay_checkpoint": False,
     "log_level": "WARN",
     "tf_threads_per_worker": 1,
+    # intra- and inter-op threads of TensorFlow in the driver (the learner); None: TF's default
+    "driver_tf_threads": None,
 }
 
 
@@ -106,6 +109,11 @@ class Trainer:
         self._tb_logger = None
         self._stopped = False
         logging.getLogger("tfrl").setLevel(self.config["log_level"])
+        if not configure_tf_threads(self.config["driver_tf_threads"]):
+            logger.warning(
+                "%s: driver_tf_threads=%s not applied: TensorFlow already started in this process "
+                "with other thread pools; set it in the first trainer of the process, before "
+                "other TensorFlow work", self._name, self.config["driver_tf_threads"])
         self._init(self.config)
         if logdir is not None:
             from tfrl.logging import TensorBoardLogger

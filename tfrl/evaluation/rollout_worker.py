@@ -33,6 +33,7 @@ from tfrl.evaluation.action_adapter import ActionAdapter
 from tfrl.evaluation.callbacks import make_callbacks
 from tfrl.evaluation.filters import make_filter
 from tfrl.evaluation.metrics import RolloutMetrics
+from tfrl.runtime import configure_tf_threads
 
 logger = logging.getLogger(__name__)
 
@@ -40,23 +41,6 @@ DEFAULT_POLICY_ID = "default_policy"
 BATCH_MODES = ("truncate_episodes", "complete_episodes")
 # seed offset between the envs of one worker: seeds of different workers and envs never collide
 ENV_SEED_STRIDE = 10_000
-
-
-def configure_tf_threads(num_threads: Optional[int]) -> None:
-    """Limits TensorFlow to `num_threads` intra-op and inter-op threads, if not yet initialised.
-
-    Rollout actors do small inference calls; with one thread each, N actors on N cores do not
-    oversubscribe the CPU.
-    """
-    if not num_threads:
-        return
-    import tensorflow as tf
-
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(int(num_threads))
-        tf.config.threading.set_inter_op_parallelism_threads(int(num_threads))
-    except RuntimeError:  # the TF context already exists in this process; keep its threads
-        pass
 
 
 class SampleSummary(dict):

@@ -39,3 +39,21 @@ def test_trainer_without_env_is_an_error():
 
     with pytest.raises(errors.InvalidConfigError, match="no environment"):
         PGTrainer(config={})
+
+
+def test_driver_tf_threads_sizes_a_fresh_tensorflow_and_reports_a_started_one():
+    # A fresh interpreter: the test session's TensorFlow has long started.
+    import subprocess
+    import sys
+
+    script = (
+        "import tensorflow as tf\n"
+        "from tfrl.runtime import configure_tf_threads\n"
+        "assert configure_tf_threads(1)\n"
+        "tf.constant(1.0) + 1.0\n"  # TensorFlow starts with the pools set above
+        "print(tf.config.threading.get_intra_op_parallelism_threads(),"
+        " tf.config.threading.get_inter_op_parallelism_threads())\n"
+        "print(configure_tf_threads(1), configure_tf_threads(2), configure_tf_threads(None))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["1 1", "True False True"]
