@@ -506,28 +506,10 @@ ItemRow = Tuple[str, int, float, Sequence[TrajectoryColumn]]
 """One new item for `encode_item_rows`: (table, key, priority, columns)."""
 
 
-def _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns, squeeze,
-                       num_slices, slice_keys, slice_offsets, slice_lengths, slice_indices) -> None:
-    """Writes the packed per-item, per-column and per-slice lists into an ItemBatch."""
-    batch.tables.extend(tables)
-    batch.table_index.extend(table_index)
-    batch.keys.extend(keys)
-    batch.priorities.extend(priorities)
-    batch.num_columns.extend(num_columns)
-    batch.squeeze.extend(squeeze)
-    batch.num_slices.extend(num_slices)
-    batch.slice_chunk_keys.extend(slice_keys)
-    batch.slice_offsets.extend(slice_offsets)
-    batch.slice_lengths.extend(slice_lengths)
-    batch.slice_indices.extend(slice_indices)
-
-
-def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:
-    """Appends new items given as plain tuples (see `ItemRow`) to an empty `batch`.
-
-    The writers' path: it encodes the same message as `encode_items` without building `Item`
-    objects that only the receiving side needs.
-    """
+def _encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch,
+                      with_slices: bool = True) -> bool:
+    """Writes `rows` into the packed per-item, per-column and per-slice lists of an empty
+    `batch`; without `with_slices` only the column counts. Returns whether there was a row."""
     tables: Dict[str, int] = {}
     table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
     slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
@@ -539,7 +521,7 @@ def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> No
         keys.append(key)
         priorities.append(priority)
         num_columns.append(len(columns))
-        for column_squeeze, slices in columns:
+        for column_squeeze, slices in columns if with_slices else ():
             squeeze.append(column_squeeze)
             num_slices.append(len(slices))
             for chunk_key, offset, length, column_index in slices:
@@ -548,9 +530,28 @@ def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> No
                 slice_lengths.append(length)
                 slice_indices.append(column_index)
     if not keys:
-        return
-    _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns, squeeze, num_slices,
-                       slice_keys, slice_offsets, slice_lengths, slice_indices)
+        return False
+    batch.tables.extend(tables)
+    batch.table_index.extend(table_index)
+    batch.keys.extend(keys)
+    batch.priorities.extend(priorities)
+    batch.num_columns.extend(num_columns)
+    batch.squeeze.extend(squeeze)
+    batch.num_slices.extend(num_slices)
+    batch.slice_chunk_keys.extend(slice_keys)
+    batch.slice_offsets.extend(slice_offsets)
+    batch.slice_lengths.extend(slice_lengths)
+    batch.slice_indices.extend(slice_indices)
+    return True
+
+
+def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:
+    """Appends new items given as plain tuples (see `ItemRow`) to an empty `batch`.
+
+    The writers' path: it encodes the same message as `encode_items` without building `Item`
+    objects that only the receiving side needs.
+    """
+    _encode_item_rows(rows, batch)
 
 
 def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
@@ -558,36 +559,11 @@ def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
     """Appends (table name, item) pairs to an empty `batch`; `with_state` also writes
     times_sampled and inserted_at (checkpoints and sample responses); without `with_slices`
     the columns' squeeze flags and slices are left out (columnar sample responses)."""
-    tables: Dict[str, int] = {}
-    table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
-    slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
-    times_sampled, inserted_at = [], []
-    for table, item in items:
-        index = tables.get(table)
-        if index is None:
-            index = tables[table] = len(tables)
-        table_index.append(index)
-        keys.append(item.key)
-        priorities.append(item.priority)
-        num_columns.append(len(item.trajectory))
-        for column_squeeze, slices in item.trajectory if with_slices else ():
-            squeeze.append(column_squeeze)
-            num_slices.append(len(slices))
-            for chunk_key, offset, length, column_index in slices:
-                slice_keys.append(chunk_key)
-                slice_offsets.append(offset)
-                slice_lengths.append(length)
-                slice_indices.append(column_index)
-        if with_state:
-            times_sampled.append(item.times_sampled)
-            inserted_at.append(item.inserted_at)
-    if not keys:
-        return
-    _extend_item_batch(batch, tables, table_index, keys, priorities, num_columns, squeeze, num_slices,
-                       slice_keys, slice_offsets, slice_lengths, slice_indices)
-    if with_state:
-        batch.times_sampled.extend(times_sampled)
-        batch.inserted_at.extend(inserted_at)
+    items = list(items)
+    rows = ((table, item.key, item.priority, item.trajectory) for table, item in items)
+    if _encode_item_rows(rows, batch, with_slices) and with_state:
+        batch.times_sampled.extend([item.times_sampled for _, item in items])
+        batch.inserted_at.extend([item.inserted_at for _, item in items])
 
 
 def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chunk],
