@@ -651,31 +651,54 @@ class Table:
             or repeat a key.
         """
         table = cls.from_config(config)
+        table.load_checkpoint(items, counters)
+        return table
+
+    def load_checkpoint(self, items: Sequence[Item], counters: dict) -> None:
+        """Replaces this table's items and counters by a checkpoint's (`checkpoint()` output of a
+        table with this configuration), in place: writers and samplers using the table go on and
+        see the restored items. Same rules as `from_checkpoint` (the rate limiter is rebased);
+        blocked inserters and samplers are woken to re-check it.
+
+        Raises:
+          InvalidArgumentError: items that are not valid `Item`s or repeat a key (the table is
+            unchanged then).
+          CancelledError: the table is closed.
+        """
         items = list(items)
         keys = set()
         for item in items:
-            table._validate_item(item)
+            self._validate_item(item)
             if item.key in keys:
-                raise errors.InvalidArgumentError(f"table {table.name!r}: checkpoint repeats item key {item.key}")
+                raise errors.InvalidArgumentError(f"table {self.name!r}: checkpoint repeats item key {item.key}")
             keys.add(item.key)
-        with table._lock:
-            table._items = {item.key: item for item in items}
+        with self._lock:
+            self._check_open()
+            self._sampler.clear()
+            self._remover.clear()
+            self._rate_limiter.reset()
+            for extension in self._extensions:
+                extension.on_reset()
+            self._items = {item.key: item for item in items}
             pairs = [(item.key, item.priority) for item in items]
-            table._sampler.insert_many(pairs)
-            table._remover.insert_many(pairs)
+            self._sampler.insert_many(pairs)
+            self._remover.insert_many(pairs)
             for item in items:
-                for extension in table._extensions:
+                for extension in self._extensions:
                     extension.on_insert(item)
-            while len(table._items) > table.max_size:
-                victim, _ = table._remover.sample()
-                table._remove_locked(victim)
-                table._num_evictions += 1
+            evictions = 0
+            while len(self._items) > self.max_size:
+                victim, _ = self._remover.sample()
+                self._remove_locked(victim)
+                evictions += 1
             for name in _COUNTERS:
-                setattr(table, "_" + name, int(counters.get(name, 0)) + (getattr(table, "_" + name)))
-            for extension, state in zip(table._extensions, counters.get("extensions", [])):
+                setattr(self, "_" + name, int(counters.get(name, 0)))
+            self._num_evictions += evictions
+            for extension, state in zip(self._extensions, counters.get("extensions", [])):
                 extension.restore_state(state)
-            table._rebase_rate_limiter_locked()
-        return table
+            self._rebase_rate_limiter_locked()
+            self._wake_inserters()
+            self._wake_samplers()
 
     def _rebase_rate_limiter_locked(self) -> None:
         limiter = self._rate_limiter
