@@ -77,6 +77,64 @@ class ReplayService:
         """Checkpoints the replay server's tables; returns the checkpoint path."""
         return self.client().checkpoint()
 
+    def save_checkpoint(self, directory: Optional[str]) -> Optional[str]:
+        """Writes the tables (items, priorities, times sampled, counters) and returns the
+        checkpoint's path: an embedded server's under `directory` (None when the embedded server
+        never started: the optimizer uses no tables); an external server writes its own
+        checkpoint (into its --checkpoint-dir, `directory` is unused).
+
+        Raises:
+          replay.errors.FailedPreconditionError: an external server without a checkpoint dir.
+        """
+        if not self.embedded:
+            return self.checkpoint()
+        if self._server is None:
+            return None
+        from replay.checkpoint import Checkpointer
+
+        return Checkpointer(directory, keep=1).save(list(self._started_server().tables.values()))
+
+    def load_checkpoint(self, directory: str) -> None:
+        """Reloads the embedded server's tables from a `save_checkpoint` directory, in place:
+        open writers and sample streams keep working and see the restored items.
+
+        Raises:
+          CheckpointError: no complete checkpoint there, an unreadable one, a table this server
+            does not serve, or an external server (it loads its own checkpoints when it starts).
+        """
+        from replay import errors as replay_errors
+        from replay.checkpoint import Checkpointer
+
+        if not self.embedded:
+            raise errors.CheckpointError(
+                "replay tables can only be reloaded into the embedded replay server; an external "
+                "replay-server loads its latest checkpoint from --checkpoint-dir when it starts")
+        server = self._started_server()
+        latest = Checkpointer(directory).latest()
+        if latest is None:
+            raise errors.CheckpointError(f"no complete replay checkpoint under {directory!r}")
+        try:
+            loaded = Checkpointer.load(latest)
+        except replay_errors.ReplayError as exc:
+            raise errors.CheckpointError(f"cannot read replay checkpoint {latest!r}: {exc}") from exc
+        unknown = sorted(t.name for t in loaded if t.name not in server.tables)
+        if unknown:
+            raise errors.CheckpointError(
+                f"replay checkpoint {latest!r} holds tables {unknown} that this trainer does not "
+                f"use (it has {sorted(server.tables)}); restore it into the same algorithm")
+        for table in loaded:
+            _, items, counters = table.checkpoint()
+            try:
+                server.tables[table.name].load_checkpoint(items, counters)
+            except replay_errors.ReplayError as exc:
+                raise errors.CheckpointError(
+                    f"replay checkpoint {latest!r} does not fit table {table.name!r}: {exc}") from exc
+
+    def _started_server(self):
+        if self._server is None:
+            raise errors.TfrlError("the embedded replay server is not started yet")
+        return self._server
+
     def stop(self) -> None:
         if self._server is not None:
             self._server.stop()
