@@ -85,15 +85,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _trainer_from_checkpoint(checkpoint: str, **overrides):
-    from tfrl.agents.registry import get_trainer_class
     from tfrl.trainer import Trainer
 
-    state = Trainer.load_checkpoint_state(checkpoint)
-    config = dict(state["config"])
-    config.update(overrides)
-    trainer = get_trainer_class(state["name"])(config=config)
-    trainer.set_state(state)
-    return trainer
+    return Trainer.from_checkpoint(checkpoint, **overrides)
 
 
 def cmd_train(args) -> int:

@@ -37,6 +37,11 @@ class CheckpointError(TfrlError):
     """A policy state or checkpoint is missing, unreadable, or does not match the policy."""
 
 
+class PickleCheckpointError(CheckpointError):
+    """A checkpoint in the pickle format of older tfrl versions (`trainer_state.pkl`, pickled
+    worker state). Refused without being read, because loading a pickle can run code."""
+
+
 class EnvError(TfrlError):
     """Base class of problems caused by an environment."""
 

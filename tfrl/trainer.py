@@ -6,13 +6,25 @@ external `replay-server` given by `replay_address`) and one policy optimizer, wh
 distributed execution. `train()` runs one logical iteration: it asks the optimizer to step until
 the iteration's minimums are met, collects episode metrics from the workers and returns RLlib's
 classic result dict. Algorithms are declared with `build_trainer` (trainer_template.py).
+
+After every iteration the trainer merges the rollout workers' observation-filter updates into the
+driver's filters and sends the merged filters back (`synchronize_filters`), so checkpoints,
+`compute_action`, recreated workers and exported models see what the workers saw. With
+`evaluation_interval` set it also owns a second WorkerSet, the evaluation workers, which run
+`evaluation_num_episodes` episodes with the current weights and filters every
+`evaluation_interval` iterations (`evaluation_config` overrides, e.g. `explore: False`); their
+metrics go under `result["evaluation"]`.
+
+Checkpoints hold no pickle: `trainer_state.json` (structure, counters, config) and
+`trainer_state.npz` (weights, optimizer slots, filter statistics), read with `json.load` and
+`np.load(allow_pickle=False)`; with `replay_checkpoint` the replay tables are saved beside them
+(`replay/`) and reloaded on restore.
 """
 from __future__ import annotations
 
 import copy
 import logging
 import os
-import pickle
 import time
 from typing import Any, Callable, Dict, Optional
 
@@ -26,6 +38,15 @@ from tfrl.runtime import configure_tf_threads
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICY_ID = "default_policy"
+
+# A checkpoint directory holds STATE_FILE_PREFIX + ".json" / ".npz" and, with replay_checkpoint,
+# the replay tables under REPLAY_CHECKPOINT_DIR.
+STATE_FILE_PREFIX = "trainer_state"
+STATE_FILE = STATE_FILE_PREFIX + ".json"
+LEGACY_STATE_FILE = "trainer_state.pkl"
+REPLAY_CHECKPOINT_DIR = "replay"
+CHECKPOINT_FORMAT = "tfrl-trainer-checkpoint"
+CHECKPOINT_VERSION = 1
 
 
 COMMON_CONFIG: Dict[str, Any] = {
@@ -51,6 +72,8 @@ COMMON_CONFIG: Dict[str, Any] = {
     "explore": True,
     "callbacks": None,
     "recreate_failed_workers": True,
+    # merge the workers' observation-filter updates into the driver's after every iteration
+    "synchronize_filters": True,
     # === Learning ===
     "train_batch_size": 200,
     "lr": 1e-4,
@@ -62,9 +85,13 @@ COMMON_CONFIG: Dict[str, Any] = {
     "timesteps_per_iteration": 0,
     "metrics_smoothing_episodes": 100,
     # === Evaluation ===
+    # every N iterations run evaluation episodes on separate workers (None: never)
     "evaluation_interval": None,
     "evaluation_num_episodes": 10,
+    # overrides of this config for the evaluation workers, e.g. {"explore": False}
     "evaluation_config": {},
+    # remote evaluation workers; 0 runs the episodes in a local worker of the driver
+    "evaluation_num_workers": 0,
     # === Multi-agent ===
     "multiagent": {"policies": {}, "policy_mapping_fn": None, "policies_to_train": None},
     # === Infrastructure ===
@@ -108,13 +135,21 @@ class Trainer:
         self._episodes_total = 0
         self._tb_logger = None
         self._stopped = False
+        self.evaluation_workers = None
         logging.getLogger("tfrl").setLevel(self.config["log_level"])
         if not configure_tf_threads(self.config["driver_tf_threads"]):
             logger.warning(
                 "%s: driver_tf_threads=%s not applied: TensorFlow already started in this process "
                 "with other thread pools; set it in the first trainer of the process, before "
                 "other TensorFlow work", self._name, self.config["driver_tf_threads"])
+        evaluation_config = self._evaluation_config()
         self._init(self.config)
+        if evaluation_config is not None:
+            try:
+                self.evaluation_workers = self._make_evaluation_workers(evaluation_config)
+            except BaseException:
+                self.stop()
+                raise
         if logdir is not None:
             from tfrl.logging import TensorBoardLogger
 
@@ -129,10 +164,20 @@ class Trainer:
 
     # --- the public API ----------------------------------------------------------------------
     def train(self) -> dict:
-        """Runs one logical training iteration and returns the result dict."""
+        """Runs one logical training iteration and returns the result dict.
+
+        After the iteration the workers' observation filters are synchronised (see the module
+        docstring) and, every `evaluation_interval` iterations, the evaluation workers run their
+        episodes; their metrics are under `result["evaluation"]`.
+        """
         start = time.time()
         result = self._train()
+        if self.config["synchronize_filters"]:
+            self._sync_filters()
         self.iteration += 1
+        interval = self.config["evaluation_interval"]
+        if self.evaluation_workers is not None and self.iteration % interval == 0:
+            result["evaluation"] = self._evaluate()
         time_this_iter = time.time() - start
         self._time_total += time_this_iter
         self._timesteps_total = int(result.get("timesteps_total", self._timesteps_total))
@@ -148,22 +193,118 @@ class Trainer:
             self._tb_logger.log(result)
         return result
 
+    def _sync_filters(self) -> None:
+        """RLlib's classic filter synchronisation: the workers' filter updates since the last
+        call are merged into the driver's (local worker's) filters, the merged filters are sent
+        back to every worker and the workers' update buffers are cleared."""
+        workers = getattr(self, "workers", None)
+        if workers is not None:
+            workers.sync_filters()
+
+    # --- evaluation -------------------------------------------------------------------------
+    def _evaluation_config(self) -> Optional[dict]:
+        """The evaluation workers' config (None without evaluation_interval).
+
+        Raises:
+          InvalidConfigError: a bad evaluation_interval, evaluation_num_episodes or
+            evaluation_num_workers, or an unknown key in evaluation_config.
+        """
+        config = self.config
+        interval = config["evaluation_interval"]
+        if interval in (None, 0):
+            return None
+        for key, low in (("evaluation_interval", 1), ("evaluation_num_episodes", 1),
+                         ("evaluation_num_workers", 0)):
+            value = config[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise errors.InvalidConfigError(
+                    f"{key} must be an integer >= {low}, got {value!r}")
+        overrides = dict(config["evaluation_config"] or {})
+        for key in ("evaluation_config", "evaluation_interval"):
+            if key in overrides:
+                raise errors.InvalidConfigError(
+                    f"evaluation_config cannot set {key!r}; set it in the trainer's config")
+        evaluation = merge_config(config, overrides, path="evaluation_config.")
+        # whole episodes, one at a time per env: each sample() call ends at least one episode
+        evaluation.update(batch_mode="complete_episodes", rollout_fragment_length=1,
+                          num_workers=config["evaluation_num_workers"])
+        return evaluation
+
+    def _make_evaluation_workers(self, evaluation_config: dict):
+        from tfrl.evaluation.worker_set import WorkerSet
+
+        return WorkerSet(env_creator=evaluation_config["env"], policy=self.workers.policy_spec,
+                         config=evaluation_config,
+                         num_workers=evaluation_config["evaluation_num_workers"],
+                         default_policy_class=self.workers.default_policy_class)
+
+    def _evaluate(self) -> dict:
+        """Runs at least `evaluation_num_episodes` episodes on the evaluation workers with the
+        trained policies' current weights, global vars and filters; returns their metrics."""
+        from tfrl.evaluation import collect_episodes, summarize_episodes
+
+        local = self.workers.local_worker()
+        evaluation = self.evaluation_workers
+        evaluation_local = evaluation.local_worker()
+        weights = local.get_weights()
+        filters = local.get_filters()
+        evaluation_local.set_weights(weights, dict(local.global_vars))
+        evaluation_local.set_filters(filters)
+        remote = evaluation.remote_workers()
+        if remote:
+            evaluation.sync_weights(global_vars=dict(local.global_vars))
+            evaluation.call_remote_workers("set_filters", filters)
+        episodes = []
+        wanted = self.config["evaluation_num_episodes"]
+        while len(episodes) < wanted:
+            if remote:
+                # only the count comes back: the evaluation batches are not needed
+                evaluation.foreach_worker(lambda w: w.sample().count, local_worker=False)
+                episodes.extend(collect_episodes(None, evaluation.remote_workers()))
+            else:
+                evaluation_local.sample()
+                episodes.extend(evaluation_local.get_metrics())
+        metrics = summarize_episodes(episodes)
+        metrics["num_episodes"] = len(episodes)
+        return metrics
+
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID):
         return self.workers.local_worker().get_policy(policy_id)
 
     def compute_action(self, observation, policy_id: str = DEFAULT_POLICY_ID, explore: bool = False):
+        """The action the policy takes for one raw observation: the observation goes through the
+        trained (synchronised) filter, and Box actions are adapted as rollout workers send them
+        to their envs (clipped to the bounds with clip_actions, rescaled with normalize_actions).
+        """
+        from tfrl.evaluation.action_adapter import ActionAdapter
+
         policy = self.get_policy(policy_id)
-        obs = self.workers.local_worker().filter_observation(observation, policy_id)
+        local = self.workers.local_worker()
+        obs = local.filter_observation(observation, policy_id)
         actions, _, _ = policy.compute_actions(np.asarray(obs)[None], explore=explore)
-        return actions[0]
+        adapter = ActionAdapter(policy.action_space, local.env_name,
+                                clip_actions=self.config["clip_actions"],
+                                normalize_actions=self.config["normalize_actions"], check=False)
+        return adapter(actions)[0]
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID) -> str:
-        """Writes the policy as a SavedModel for serving (plain `tf.saved_model.load` reads it)."""
-        self.get_policy(policy_id).export_model(export_dir)
+        """Writes the policy as a SavedModel for serving (plain `tf.saved_model.load` reads it).
+
+        Its serving signature takes raw observations: the observation filter's current
+        statistics are part of the model, and Box actions come out as the env receives them
+        (clipped with clip_actions, rescaled with normalize_actions), like `compute_action`.
+        """
+        local = self.workers.local_worker()
+        self.get_policy(policy_id).export_model(
+            export_dir, observation_filter=local.filters[policy_id].serving_parameters(),
+            clip_actions=bool(self.config["clip_actions"]),
+            normalize_actions=bool(self.config["normalize_actions"]))
         return export_dir
 
     # --- checkpoints ------------------------------------------------------------------------
     def get_state(self) -> dict:
+        """Counters, the driver worker's state (weights, optimizer slots, filters) and the
+        optimizer's counters, as plain data (nested dicts and lists, numbers, numpy arrays)."""
         return {
             "name": self._name,
             "config": self.raw_user_config,
@@ -176,51 +317,158 @@ class Trainer:
         }
 
     def set_state(self, state: dict) -> None:
-        self.iteration = state["iteration"]
-        self._time_total = state["time_total"]
-        self._timesteps_total = state["timesteps_total"]
-        self._episodes_total = state["episodes_total"]
-        self.workers.local_worker().restore(state["worker"])
-        self.optimizer.restore(state["optimizer"])
+        """Restores `get_state()`'s output (as `load_checkpoint_state` returns it); when it
+        names a replay checkpoint (`replay_checkpoint_path`), the embedded replay tables are
+        reloaded from it.
+
+        Raises:
+          CheckpointError: state that does not fit this trainer (other policies or model
+            config), or an unreadable replay checkpoint.
+        """
+        try:
+            counters = (int(state["iteration"]), float(state["time_total"]),
+                        int(state["timesteps_total"]), int(state["episodes_total"]))
+            worker_state, optimizer_state = state["worker"], state["optimizer"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise errors.CheckpointError(
+                f"trainer state lacks or has a malformed {exc}; pass what get_state() or "
+                "load_checkpoint_state() returned") from exc
+        self.workers.local_worker().restore(worker_state)
+        replay_path = state.get("replay_checkpoint_path")
+        if replay_path is not None and getattr(self, "replay", None) is not None:
+            self.replay.load_checkpoint(replay_path)
+        self.optimizer.restore(optimizer_state)
+        self.iteration, self._time_total, self._timesteps_total, self._episodes_total = counters
         self.workers.sync_weights()
+        # the restored filters replace the remote workers' ones (their buffers are cleared)
+        if self.workers.num_remote_workers():
+            self.workers.call_remote_workers("set_filters", self.workers.local_worker().get_filters())
 
     def save(self, checkpoint_dir: Optional[str] = None) -> str:
-        """Writes a checkpoint and returns its path: `<dir>/checkpoint_<iteration>/trainer_state.pkl`.
+        """Writes a checkpoint and returns the path of its state file:
+        `<dir>/checkpoint_<iteration>/trainer_state.json` (with `trainer_state.npz` beside it).
 
-        The checkpoint is a file our own process wrote (it never comes from the network); it is
-        written to a temporary name and renamed, so a crash never leaves a half-written file.
+        With `replay_checkpoint: True` the replay tables (items, priorities, counters) are
+        saved too: an embedded server's under `checkpoint_<iteration>/replay/`; an external
+        server writes its own checkpoint (in its --checkpoint-dir) and the state records where.
+
+        Config values that are not data (functions, classes, spaces) cannot be stored; they are
+        left out and listed under `unstored_config_keys` (`restore()` into a trainer built with
+        the full config does not need them).
+
+        Raises:
+          CheckpointError: the directory cannot be written.
+          replay.errors.FailedPreconditionError: an external replay server without
+            --checkpoint-dir, with replay_checkpoint set.
         """
         base = checkpoint_dir or os.path.join(self.logdir or ".", "checkpoints")
         path = os.path.join(base, f"checkpoint_{self.iteration:06d}")
-        os.makedirs(path, exist_ok=True)
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise errors.CheckpointError(f"cannot create checkpoint directory {path!r}: {exc}") from exc
         state = self.get_state()
-        if self.config["replay_checkpoint"] and getattr(self, "replay", None) is not None:
-            state["replay_checkpoint"] = self.replay.checkpoint()
-        tmp = os.path.join(path, "trainer_state.pkl.tmp")
-        with open(tmp, "wb") as f:
-            pickle.dump(state, f)
-        final = os.path.join(path, "trainer_state.pkl")
-        os.replace(tmp, final)
-        return final
+        unstored: list = []
+        state["config"] = _storable(state["config"], "config", unstored)
+        header = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+                  "unstored_config_keys": unstored}
+        replay = getattr(self, "replay", None)
+        if self.config["replay_checkpoint"] and replay is not None:
+            if replay.embedded:
+                if replay.save_checkpoint(os.path.join(path, REPLAY_CHECKPOINT_DIR)) is not None:
+                    header["replay_checkpoint"] = {"embedded": True, "path": REPLAY_CHECKPOINT_DIR}
+            else:
+                header["replay_checkpoint"] = {"embedded": False,
+                                               "path": replay.save_checkpoint(None)}
+        from tfrl.utils.state_files import write_state
+
+        return write_state(os.path.join(path, STATE_FILE_PREFIX), header, state)
 
     @staticmethod
     def load_checkpoint_state(checkpoint_path: str) -> dict:
-        """Reads a checkpoint written by `save` (a directory or the state file itself).
+        """Reads a checkpoint written by `save` (its directory or its state file) without
+        unpickling anything: the state as `set_state` takes it, plus `unstored_config_keys` and,
+        when the checkpoint holds embedded replay tables, `replay_checkpoint_path`.
 
         Raises:
-          CheckpointError: no checkpoint at that path.
+          PickleCheckpointError: a pickle checkpoint of an older version (trainer_state.pkl);
+            it is not opened.
+          CheckpointError: no checkpoint at that path, or files that are not a tfrl checkpoint.
         """
-        if os.path.isdir(checkpoint_path):
-            checkpoint_path = os.path.join(checkpoint_path, "trainer_state.pkl")
-        if not os.path.exists(checkpoint_path):
+        from tfrl.utils.state_files import read_state
+
+        directory, name = ((checkpoint_path, STATE_FILE) if os.path.isdir(checkpoint_path)
+                           else os.path.split(checkpoint_path))
+        if name == LEGACY_STATE_FILE or name.endswith(".pkl") or (
+                name == STATE_FILE and not os.path.exists(os.path.join(directory, STATE_FILE))
+                and os.path.exists(os.path.join(directory, LEGACY_STATE_FILE))):
+            raise errors.PickleCheckpointError(
+                f"{os.path.join(directory, LEGACY_STATE_FILE)!r} is a pickle checkpoint of an "
+                "older tfrl version; it is refused unopened because loading a pickle can run "
+                "code. Checkpoints are now trainer_state.json + trainer_state.npz: retrain and "
+                "save with this version (only if you trust the file's source, load it with the "
+                "tfrl version that wrote it)")
+        if name.endswith(".npz"):
+            name = name[:-len(".npz")] + ".json"
+        if not name.endswith(".json") or not os.path.exists(os.path.join(directory, name)):
             raise errors.CheckpointError(
                 f"no trainer checkpoint at {checkpoint_path!r}; pass a path printed by `save()` or "
-                "`tfrl train` (a checkpoint_NNNNNN directory)")
-        with open(checkpoint_path, "rb") as f:
-            return pickle.load(f)
+                "`tfrl train` (a checkpoint_NNNNNN directory or its trainer_state.json)")
+        document = read_state(os.path.join(directory, name[:-len(".json")]))
+        if document.get("format") != CHECKPOINT_FORMAT or document.get("version") != CHECKPOINT_VERSION:
+            raise errors.CheckpointError(
+                f"{os.path.join(directory, name)!r} is format {document.get('format')!r} version "
+                f"{document.get('version')!r}, not {CHECKPOINT_FORMAT!r} version "
+                f"{CHECKPOINT_VERSION}; restore it with the tfrl version that wrote it")
+        state = document["state"]
+        if not isinstance(state, dict):
+            raise errors.CheckpointError(f"{os.path.join(directory, name)!r} holds no trainer state")
+        state["unstored_config_keys"] = list(document.get("unstored_config_keys") or [])
+        replay = document.get("replay_checkpoint")
+        if isinstance(replay, dict) and replay.get("embedded"):
+            state["replay_checkpoint_path"] = os.path.join(directory, str(replay["path"]))
+        elif isinstance(replay, dict):
+            logger.warning("the checkpoint's replay tables are on an external replay server (%s); "
+                           "that server reloads its latest checkpoint when it starts",
+                           replay.get("path"))
+        return state
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint_path: str, **config_overrides) -> "Trainer":
+        """A trainer of the checkpoint's algorithm, built with its stored config updated by
+        `config_overrides`, with the checkpoint restored (what `tfrl rollout/export` use).
+
+        Raises:
+          CheckpointError: as `load_checkpoint_state`, or a config that needed values the
+            checkpoint could not store (build the trainer in Python and call `restore`).
+        """
+        from tfrl.agents.registry import get_trainer_class
+
+        state = cls.load_checkpoint_state(checkpoint_path)
+        missing = [k for k in state["unstored_config_keys"]
+                   if k.split(".")[1] not in config_overrides]
+        if missing:
+            raise errors.CheckpointError(
+                f"the checkpoint's config held values that are not data ({missing}: functions, "
+                "classes or spaces), which a checkpoint does not store; build the trainer in "
+                "Python with the full config and call trainer.restore(path)")
+        config = dict(state["config"])
+        config.update(config_overrides)
+        trainer = get_trainer_class(state["name"])(config=config)
+        try:
+            trainer.set_state(state)
+        except BaseException:
+            trainer.stop()
+            raise
+        return trainer
 
     def restore(self, checkpoint_path: str) -> None:
-        """Restores weights, optimizer state, filters and counters from `save()`'s output."""
+        """Restores weights, optimizer state, filters, counters and (when saved) the replay
+        tables from `save()`'s output.
+
+        Raises:
+          PickleCheckpointError, CheckpointError: see `load_checkpoint_state` and `set_state`.
+        """
         self.set_state(self.load_checkpoint_state(checkpoint_path))
 
     def stop(self) -> None:
@@ -228,7 +476,7 @@ class Trainer:
             return
         self._stopped = True
         for closer in (getattr(self, "optimizer", None), getattr(self, "workers", None),
-                       getattr(self, "replay", None)):
+                       getattr(self, "evaluation_workers", None), getattr(self, "replay", None)):
             if closer is not None:
                 try:
                     closer.stop()
@@ -254,6 +502,19 @@ class Trainer:
 def with_common_config(extra_config: dict) -> dict:
     """An algorithm's default config: COMMON_CONFIG with the algorithm's own keys added."""
     return merge_config(COMMON_CONFIG, extra_config, allow_new_keys=True)
+
+
+def _storable(value: Any, where: str, unstored: list) -> Any:
+    """`value` with everything that is not plain data (functions, classes, spaces) replaced by
+    None; the replaced paths are appended to `unstored`."""
+    if isinstance(value, (type(None), bool, int, float, str, np.ndarray, np.generic)):
+        return value
+    if isinstance(value, dict):
+        return {k: _storable(v, f"{where}.{k}", unstored) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_storable(v, f"{where}[{i}]", unstored) for i, v in enumerate(value))
+    unstored.append(where)
+    return None
 
 
 TrainerHook = Callable[[Trainer], None]

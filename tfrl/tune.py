@@ -41,10 +41,14 @@ def as_trainable(trainer: Union[str, type]):
             return None
 
         def load_checkpoint(self, checkpoint):
+            from tfrl.trainer import LEGACY_STATE_FILE, STATE_FILE
+
             path = checkpoint if isinstance(checkpoint, str) else checkpoint.path
+            # a legacy pickle is handed to restore() too, which refuses it with a named error
             candidates = [os.path.join(root, name) for root, _, names in os.walk(path)
-                          for name in names if name == "trainer_state.pkl"]
-            self.trainer.restore(sorted(candidates)[-1])
+                          for name in names if name in (STATE_FILE, LEGACY_STATE_FILE)]
+            self.trainer.restore(max(candidates, key=lambda c: (os.path.dirname(c),
+                                                               c.endswith(STATE_FILE))))
 
         def cleanup(self):
             self.trainer.stop()

@@ -67,6 +67,27 @@ class RunningStat:
     def copy(self) -> "RunningStat":
         return copy.deepcopy(self)
 
+    def get_state(self) -> dict:
+        return {"shape": list(self.shape), "count": int(self.count), "mean": self.mean.copy(),
+                "m2": self.m2.copy()}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "RunningStat":
+        """Inverse of `get_state`.
+
+        Raises:
+          CheckpointError: arrays whose shapes disagree with the recorded shape.
+        """
+        stat = cls(tuple(int(d) for d in state["shape"]))
+        mean = np.asarray(state["mean"], np.float64)
+        m2 = np.asarray(state["m2"], np.float64)
+        if mean.shape != stat.shape or m2.shape != stat.shape:
+            raise errors.CheckpointError(
+                f"filter statistics of shape {stat.shape} hold arrays of shapes {mean.shape} and "
+                f"{m2.shape}; the checkpoint is corrupt")
+        stat.count, stat.mean, stat.m2 = int(state["count"]), mean, m2
+        return stat
+
 
 class Filter:
     """Base class: `__call__(obs_batch, update=True)` returns the filtered batch."""
@@ -89,12 +110,24 @@ class Filter:
     def as_serializable(self) -> "Filter":
         return self.copy()
 
+    def get_state(self) -> dict:
+        """The filter as plain data (for checkpoints without pickle); see `filter_from_state`."""
+        raise NotImplementedError
+
+    def serving_parameters(self) -> Optional[dict]:
+        """What an exported model needs to apply this filter to raw observations: None for no
+        change, else {"mean", "std", "demean", "destd", "clip"} (see MeanStdFilter.__call__)."""
+        return None
+
 
 class NoFilter(Filter):
     """Passes observations through unchanged."""
 
     def __call__(self, obs_batch, update=True):
         return obs_batch
+
+    def get_state(self) -> dict:
+        return {"type": "NoFilter"}
 
 
 class MeanStdFilter(Filter):
@@ -142,6 +175,15 @@ class MeanStdFilter(Filter):
     def clear_buffer(self) -> None:
         self.delta = RunningStat(self.shape)
 
+    def get_state(self) -> dict:
+        return {"type": "MeanStdFilter", "shape": list(self.shape), "demean": self.demean,
+                "destd": self.destd, "clip": self.clip,
+                "running_stat": self.running_stat.get_state(), "delta": self.delta.get_state()}
+
+    def serving_parameters(self) -> Optional[dict]:
+        return {"mean": self.running_stat.mean.copy(), "std": self.running_stat.std.copy(),
+                "demean": self.demean, "destd": self.destd, "clip": self.clip}
+
     def __repr__(self):
         return (f"MeanStdFilter(shape={self.shape}, count={self.running_stat.count}, "
                 f"mean={self.running_stat.mean}, std={self.running_stat.std})")
@@ -169,6 +211,32 @@ def make_filter(name: str, observation_space: Any) -> Filter:
         return MeanStdFilter(observation_space.shape)
     raise errors.InvalidConfigError(
         f"unknown observation_filter {name!r}; use one of {FILTER_NAMES}")
+
+
+def filter_from_state(state: dict) -> Filter:
+    """Rebuilds a filter from `Filter.get_state()`.
+
+    Raises:
+      CheckpointError: an unknown filter type or malformed statistics.
+    """
+    try:
+        kind = state["type"]
+        if kind == "NoFilter":
+            return NoFilter()
+        if kind == "MeanStdFilter":
+            f = MeanStdFilter(tuple(int(d) for d in state["shape"]), demean=bool(state["demean"]),
+                              destd=bool(state["destd"]), clip=state["clip"])
+            f.running_stat = RunningStat.from_state(state["running_stat"])
+            f.delta = RunningStat.from_state(state["delta"])
+            if f.running_stat.shape != f.shape or f.delta.shape != f.shape:
+                raise errors.CheckpointError(
+                    f"MeanStdFilter of shape {f.shape} holds statistics of another shape; the "
+                    "checkpoint is corrupt")
+            return f
+    except (KeyError, TypeError, ValueError) as exc:
+        raise errors.CheckpointError(f"malformed filter state in a checkpoint: {exc!r}") from exc
+    raise errors.CheckpointError(
+        f"unknown filter type {state.get('type')!r} in a checkpoint; known: {FILTER_NAMES}")
 
 
 def synchronize_filters(local_filters: Dict[str, Filter], remote_workers: Iterable[Any],

@@ -19,7 +19,6 @@ env_config, explore, check_observations, check_actions, tf_threads_per_worker, m
 from __future__ import annotations
 
 import logging
-import pickle
 import random
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -31,7 +30,7 @@ from tfrl.env.multi_agent_env import MultiAgentEnv
 from tfrl.env.registry import EnvContext, resolve_env_creator
 from tfrl.evaluation.action_adapter import ActionAdapter
 from tfrl.evaluation.callbacks import make_callbacks
-from tfrl.evaluation.filters import make_filter
+from tfrl.evaluation.filters import Filter, filter_from_state, make_filter
 from tfrl.evaluation.metrics import RolloutMetrics
 from tfrl.runtime import configure_tf_threads
 
@@ -394,29 +393,55 @@ class RolloutWorker:
         batch = self.filters[policy_id](np.asarray(observation)[None], update=False)
         return batch[0]
 
-    def save(self) -> bytes:
-        """Filters and policy states (weights, optimizer slots, counters) as bytes.
+    def set_filters(self, filters: Dict[str, Any]) -> None:
+        """Makes this worker's filters exact copies of `filters` (updates not yet flushed are
+        dropped); evaluation workers take the training filters this way."""
+        for pid, f in filters.items():
+            self.filters[pid].clear_buffer()
+            self.filters[pid].sync(f)
 
-        The bytes stay between our own processes (checkpoint files, Ray's object store); they
-        are pickled and must never come from an untrusted source.
-        """
-        return pickle.dumps({
-            "filters": self.get_filters(),
+    def save(self) -> dict:
+        """Filters and policy states (weights, optimizer slots, counters) as plain data: nested
+        dicts and lists of numbers and numpy arrays, which a trainer checkpoint stores as JSON
+        plus npz (no pickle)."""
+        return {
+            "filters": {pid: f.get_state() for pid, f in self.filters.items()},
             "state": {pid: p.get_state() for pid, p in self.policy_map.items()},
-            "num_steps_sampled": self.num_steps_sampled,
-        })
+            "num_steps_sampled": int(self.num_steps_sampled),
+        }
 
-    def restore(self, data: Any) -> None:
-        """Restores what `save()` returned (bytes or the dict they hold)."""
+    def restore(self, data: dict) -> None:
+        """Restores what `save()` returned.
+
+        Raises:
+          PickleCheckpointError: pickled bytes (the format of older versions, refused
+            unopened because unpickling can run code).
+          CheckpointError: state that does not fit this worker's policies.
+        """
         if isinstance(data, (bytes, bytearray)):
-            data = pickle.loads(data)
-        for pid, state in data["state"].items():
+            raise errors.PickleCheckpointError(
+                "this worker state is pickled bytes, the format of older tfrl versions; pickles "
+                "can run code when loaded, so they are refused: pass the dict RolloutWorker.save() "
+                "returns (a checkpoint written by this tfrl version)")
+        try:
+            policy_states, filter_states = data["state"], data["filters"]
+        except (KeyError, TypeError) as exc:
+            raise errors.CheckpointError(
+                f"worker state lacks {exc}; pass what RolloutWorker.save() returned") from exc
+        unknown = sorted(set(policy_states) - set(self.policy_map))
+        if unknown:
+            raise errors.CheckpointError(
+                f"the worker state holds policies {unknown} that this worker does not have "
+                f"({sorted(self.policy_map)}); restore it into a trainer with the same policies")
+        filters = {pid: f if isinstance(f, Filter) else filter_from_state(f)
+                   for pid, f in filter_states.items()}
+        for pid, state in policy_states.items():
             self.policy_map[pid].set_state(state)
-        for pid, f in data["filters"].items():
+        for pid, f in filters.items():
             self.filters[pid] = f.copy()
             self.filters[pid].clear_buffer()
         self.runner.set_filters(self.filters)
-        self.num_steps_sampled = data.get("num_steps_sampled", self.num_steps_sampled)
+        self.num_steps_sampled = int(data.get("num_steps_sampled", self.num_steps_sampled))
 
     # --- helpers for WorkerSet ----------------------------------------------------------
     def foreach_policy(self, func: Callable[[Any, str], Any]) -> List[Any]:

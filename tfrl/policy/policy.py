@@ -106,8 +106,11 @@ class Policy:
         self.global_timestep = int(global_vars.get("timestep", self.global_timestep))
 
     # ----- files -------------------------------------------------------------------------
-    def export_model(self, export_dir: str) -> None:
-        """Write a servable model (TF: a SavedModel)."""
+    def export_model(self, export_dir: str, observation_filter=None, clip_actions: bool = False,
+                     normalize_actions: bool = False) -> None:
+        """Write a servable model (TF: a SavedModel) taking raw observations: the observation
+        filter's parameters (`Filter.serving_parameters()`, None for none) are applied inside
+        it, and Box actions are clipped / rescaled to the action space as requested."""
         raise NotImplementedError
 
     def export_checkpoint(self, export_dir: str) -> str:

@@ -657,10 +657,17 @@ class TFPolicy(Policy):
         self.num_grad_updates = int(state.get("num_grad_updates", 0))
 
     # ----- export ----------------------------------------------------------------------
-    def export_model(self, export_dir: str) -> None:
-        """Write a SavedModel usable with plain `tf.saved_model.load` (see export.py)."""
+    def export_model(self, export_dir: str, observation_filter=None, clip_actions: bool = False,
+                     normalize_actions: bool = False) -> None:
+        """Write a SavedModel usable with plain `tf.saved_model.load` (see export.py).
+
+        `observation_filter` (a filter's `serving_parameters()`) is applied to the raw
+        observations inside the model; `clip_actions` / `normalize_actions` make Box actions
+        come out as a rollout worker sends them to its env.
+        """
         from tfrl.policy.export import export_saved_model
-        export_saved_model(self, export_dir)
+        export_saved_model(self, export_dir, observation_filter=observation_filter,
+                           clip_actions=clip_actions, normalize_actions=normalize_actions)
 
 
 def _is_object_column(value) -> bool:
