@@ -316,6 +316,36 @@ def test_checkpoint_round_trips_items_priorities_counters_and_order(make_item, m
     assert restored.config() == table.config()
 
 
+def test_load_checkpoint_refills_a_live_table_and_wakes_its_blocked_sampler(make_item):
+    import threading
+
+    source = Table("t", Prioritized(1.0, seed=1), Fifo(), 100, MinSize(3))
+    for k in range(5):
+        source.insert_or_assign(make_item(k, 1.0 + k), timeout=5)
+    source.sample(num_samples=2, timeout=5)
+    source.mutate_priorities(updates={3: 9.0})
+    config, items, counters = source.checkpoint()
+
+    live = Table("t", Prioritized(1.0, seed=1), Fifo(), 100, MinSize(3))
+    live.insert_or_assign(make_item(99, 1.0), timeout=5)  # replaced by the checkpoint's items
+    got = []
+    sampler = threading.Thread(target=lambda: got.extend(live.sample(num_samples=1, timeout=10)))
+    sampler.start()  # blocked: one item, the rate limiter wants three
+    live.load_checkpoint(items, counters)
+    sampler.join(10)
+    assert not sampler.is_alive() and got and got[0].item.key in range(5)
+    assert sorted(live.keys()) == list(range(5))
+    for item in items:
+        restored = live.get(item.key)
+        assert restored.priority == item.priority
+        assert restored.times_sampled >= item.times_sampled
+    info = live.info()
+    assert info.num_inserts == source.info().num_inserts and info.num_updates == source.info().num_updates
+    with pytest.raises(errors.InvalidArgumentError, match="repeats item key"):
+        live.load_checkpoint([make_item(1), make_item(1)], {})
+    assert sorted(live.keys()) == list(range(5))  # a refused checkpoint changes nothing
+
+
 def test_checkpoint_preserves_fifo_order(make_item):
     table = Table.queue("q", 10)
     for k in (5, 3, 9, 1):
