@@ -43,8 +43,8 @@ def changed(before, after):
 @pytest.mark.parametrize("algo", ["PPO", "DQN", "A3C"])
 def test_only_the_policies_to_train_learn_and_results_are_per_policy(ray_session, small_config,
                                                                      algo):
-    trainer = get_trainer_class(algo)(config=two_policy_config(small_config(algo)),
-                                      env=TwoCartPoles)
+    config = dict(two_policy_config(small_config(algo)), min_iter_time_s=0)
+    trainer = get_trainer_class(algo)(config=config, env=TwoCartPoles)
     try:
         before = {pid: weights(trainer, pid) for pid in ("p0", "p1")}
         for _ in range(2):
