@@ -49,8 +49,12 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
             ensure_ray(config)
             if before_init:
                 before_init(self)
-            self.workers = WorkerSet(env_creator=config["env"], policy=policy_class, config=config,
-                                     num_workers=config["num_workers"])
+            # multi-agent: the policies of config["multiagent"]; a spec without a class gets the
+            # algorithm's policy
+            policies = (config.get("multiagent") or {}).get("policies") or policy_class
+            self.workers = WorkerSet(env_creator=config["env"], policy=policies, config=config,
+                                     num_workers=config["num_workers"],
+                                     default_policy_class=policy_class)
             self.replay = ReplayService(config)
             self.optimizer = make_policy_optimizer(self.workers, config, self.replay)
             if after_init:

@@ -4,11 +4,13 @@ Rollout workers (tfrl/evaluation) build their environments through this package.
 """
 from tfrl.env.checks import check_actions_in_space, check_env, check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv, make_multi_agent
+from tfrl.env.pettingzoo_env import ParallelPettingZooEnv
 from tfrl.env.registry import (EnvContext, ResolvedEnvCreator, register_env, registered_envs,
                                resolve_env_creator)
 
 __all__ = [
     "ALL_AGENTS", "EnvContext", "MultiAgentEnv", "ResolvedEnvCreator", "check_actions_in_space", "check_env",
-    "check_observations_finite", "make_multi_agent", "register_env", "registered_envs",
+    "check_observations_finite", "make_multi_agent", "ParallelPettingZooEnv", "register_env",
+    "registered_envs",
     "resolve_env_creator",
 ]

@@ -9,6 +9,13 @@ An item's priority is 1.0, or the step's value in the `priorities` column when t
 postprocessing added one. Bulk data goes from the worker to the replay server; the driver only
 sees counts.
 
+Recurrent policies: an item is one *sequence* instead of one step. The fragment is cut into
+sequences of at most `max_seq_len` steps (`rnn_sequencing.pad_batch_to_sequences`: at episode
+and agent boundaries), each zero-padded to `max_seq_len`; the item holds every step column with
+shape [max_seq_len, ...], the recurrent state fed at the sequence's first step (`state_in_i`)
+and the true length (`seq_lens`). A learner that samples items therefore always gets whole
+sequences with the state to start them from, which is what a recurrent loss needs.
+
 `replay_columns` and `replay_signature` derive the columns and the table signature (a dict of
 `replay.specs.TensorSpec`) from a policy by running a two-step dummy trajectory through its
 `compute_actions` and `postprocess_trajectory`: the trainer creates the table with that
@@ -85,11 +92,31 @@ def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatc
     return policy.postprocess_trajectory(SampleBatch(batch), None, None)
 
 
+def sequence_length(policy) -> Optional[int]:
+    """`max_seq_len` of a recurrent policy (its replay items are sequences), else None."""
+    if not policy.is_recurrent():
+        return None
+    return int(policy.config["model"]["max_seq_len"])
+
+
+def _is_sequence_column(name: str) -> bool:
+    """Columns holding one value per sequence rather than one per step."""
+    return name == SampleBatch.SEQ_LENS or name.startswith("state_in_")
+
+
+def _default_columns(policy, batch) -> tuple:
+    columns = BASE_COLUMNS + tuple(c for c in LOSS_COLUMNS + (PRIORITY_COLUMN,) if c in batch)
+    if sequence_length(policy):
+        columns += tuple(SampleBatch.state_in(k) for k in range(len(policy.get_initial_state())))
+        columns += (SampleBatch.SEQ_LENS,)
+    return columns
+
+
 def replay_columns(policy, observation_filter: str = "NoFilter") -> tuple:
     """The default item columns of `policy`: BASE_COLUMNS plus the LOSS_COLUMNS (and
-    `priorities`) its action outputs and postprocessing produce, in that order."""
-    batch = dummy_trajectory(policy, observation_filter)
-    return BASE_COLUMNS + tuple(c for c in LOSS_COLUMNS + (PRIORITY_COLUMN,) if c in batch)
+    `priorities`) its action outputs and postprocessing produce, in that order; for a
+    recurrent policy also `state_in_i` and `seq_lens`."""
+    return _default_columns(policy, dummy_trajectory(policy, observation_filter))
 
 
 def replay_signature(policy, columns: Optional[Sequence[str]] = None,
@@ -103,16 +130,29 @@ def replay_signature(policy, columns: Optional[Sequence[str]] = None,
     from replay.specs import TensorSpec
 
     batch = dummy_trajectory(policy, observation_filter)
-    columns = tuple(columns) if columns is not None else BASE_COLUMNS + tuple(
-        c for c in LOSS_COLUMNS + (PRIORITY_COLUMN,) if c in batch)
-    missing = [c for c in columns if c not in batch]
+    max_seq_len = sequence_length(policy)
+    columns = tuple(columns) if columns is not None else _default_columns(policy, batch)
+    missing = [c for c in columns if c not in batch
+               and not (max_seq_len and c == SampleBatch.SEQ_LENS)]
     if missing:
         raise InvalidBatchError(
             f"the trajectories of {type(policy).__name__} have no column(s) {missing}; choose "
             f"replay columns among {sorted(batch.keys())}")
-    return {c: tree.map_structure(
-        lambda a, c=c: TensorSpec(np.asarray(a).shape[1:], canonical_dtype(np.asarray(a).dtype),
-                                  c), batch[c]) for c in columns}
+
+    def spec(column, array):
+        array = np.asarray(array)
+        shape = array.shape[1:]
+        if max_seq_len and not _is_sequence_column(column):
+            shape = (max_seq_len, *shape)
+        return TensorSpec(shape, canonical_dtype(array.dtype), column)
+
+    signature = {}
+    for c in columns:
+        if c == SampleBatch.SEQ_LENS and max_seq_len:
+            signature[c] = TensorSpec((), np.dtype(np.int64), c)
+        else:
+            signature[c] = tree.map_structure(lambda a, c=c: spec(c, a), batch[c])
+    return signature
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +220,7 @@ class ReplayOutput:
                     f"replay output names unknown policies {unknown}; known: {list(policy_map)}")
             self.tables = dict(spec.table)
         self.signatures = {}
+        self.sequence_lengths = {pid: sequence_length(policy_map[pid]) for pid in self.tables}
         for pid in self.tables:
             columns = spec.columns.get(pid) if isinstance(spec.columns, dict) else spec.columns
             self.signatures[pid] = replay_signature(policy_map[pid], columns, observation_filter)
@@ -224,17 +265,24 @@ class ReplayOutput:
 
     def _write_policy_batch(self, pid: str, batch: SampleBatch) -> int:
         signature = self.signatures[pid]
-        columns = {}
-        for name, spec in signature.items():
-            if name not in batch:
+        max_seq_len = self.sequence_lengths[pid]
+        for name in signature:
+            if name not in batch and not (max_seq_len and name == SampleBatch.SEQ_LENS):
                 raise InvalidBatchError(
                     f"the batch of policy {pid!r} has no column {name!r} that the replay table "
                     f"{self.tables[pid]!r} expects; its columns are {sorted(batch.keys())}")
-            columns[name] = tree.map_structure(lambda a, s: np.asarray(a, dtype=s.dtype),
-                                               batch[name], spec)
-        n = batch.count
-        priorities = (np.asarray(batch[PRIORITY_COLUMN], np.float64) if PRIORITY_COLUMN in batch
-                      else np.ones(n))
+        if max_seq_len:
+            batch = _as_sequences(batch, signature, max_seq_len)
+        columns = {name: tree.map_structure(lambda a, s: np.asarray(a, dtype=s.dtype),
+                                            batch[name], spec)
+                   for name, spec in signature.items()}
+        n = len(tree.flatten(columns[next(iter(columns))])[0])
+        if PRIORITY_COLUMN in batch:
+            priorities = np.asarray(batch[PRIORITY_COLUMN], np.float64)
+            if max_seq_len:  # a sequence is as urgent as its most urgent step
+                priorities = priorities.max(axis=1)
+        else:
+            priorities = np.ones(n)
         writer = self._get_writer()
         table = self.tables[pid]
         names = list(columns)
@@ -263,3 +311,27 @@ class ReplayOutput:
                 self._writer.close()
             finally:
                 self._writer = None
+
+
+def _as_sequences(batch: SampleBatch, signature: Dict[str, Any], max_seq_len: int) -> dict:
+    """The signature's columns of `batch` cut into zero-padded sequences: step columns
+    [num_sequences, max_seq_len, ...], `state_in_i` [num_sequences, ...] (the state fed at each
+    sequence's first step) and `seq_lens` [num_sequences]."""
+    from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
+
+    boundaries = (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX, SampleBatch.T)
+    kept = {c: batch[c] for c in list(signature) + list(boundaries) + [PRIORITY_COLUMN]
+            if c in batch and c != SampleBatch.SEQ_LENS}
+    padded = pad_batch_to_sequences(SampleBatch(kept), max_seq_len)
+    num_sequences = len(padded[SampleBatch.SEQ_LENS])
+    out = {}
+    for name in signature:
+        column = padded[name]
+        if _is_sequence_column(name):
+            out[name] = column
+        else:
+            out[name] = tree.map_structure(
+                lambda a: a.reshape(num_sequences, max_seq_len, *a.shape[1:]), column)
+    if PRIORITY_COLUMN in batch and PRIORITY_COLUMN not in out:
+        out[PRIORITY_COLUMN] = padded[PRIORITY_COLUMN].reshape(num_sequences, max_seq_len)
+    return out

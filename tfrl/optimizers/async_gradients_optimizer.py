@@ -2,13 +2,14 @@
 fragments; the driver applies each gradient as soon as it arrives (`ray.wait`) and sends fresh
 weights back to that worker only, which immediately starts its next fragment.
 
-No replay table is involved: the gradients are the only data that reach the driver.
+No replay table is involved: the gradients are the only data that reach the driver. With
+several policies (multi-agent), a worker returns one gradient per policy in `policies_to_train`
+that acted in its fragment, and each is applied to its own policy.
 """
 from __future__ import annotations
 
 from tfrl import errors
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
 
 
 class AsyncGradientsOptimizer(PolicyOptimizer):
@@ -21,7 +22,9 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
                 "AsyncGradientsOptimizer needs remote workers to compute gradients; set "
                 "num_workers >= 1")
         self.grads_per_step = int(config.get("grads_per_step", 10))
-        self.policy = workers.local_worker().get_policy(DEFAULT_POLICY_ID)
+        local = workers.local_worker()
+        self.policy_ids = list(local.policies_to_train)
+        self.policy = local.get_policy(self.policy_ids[0])
         self._pending = {}
 
     def _launch(self, worker, weights_ref) -> None:
@@ -52,12 +55,17 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
                 if worker is not None:
                     self._launch(worker, ray.put(self.workers.local_worker().get_weights()))
                 continue
+            if not isinstance(grads, dict):  # one policy: its gradients and stats alone
+                grads, info = {self.policy_ids[0]: grads}, {self.policy_ids[0]: info}
+            local = self.workers.local_worker()
             with self.timer("apply"):
-                self.policy.apply_gradients(grads)
+                for pid, policy_grads in grads.items():
+                    local.get_policy(pid).apply_gradients(policy_grads)
             self.num_steps_sampled += count
             self.num_steps_trained += count
-            self.learner_stats = {DEFAULT_POLICY_ID: info}
-            self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
+            self.learner_stats = dict(self.learner_stats, **info)
+            for pid in self.policy_ids:
+                local.get_policy(pid).on_global_var_update({"timestep": self.num_steps_sampled})
             self._launch(worker, ray.put(self.workers.local_worker().get_weights()))
             applied += 1
         return self.learner_stats

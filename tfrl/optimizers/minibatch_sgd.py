@@ -5,6 +5,13 @@ policy's distribution strategy (one shard per replica, each staying on its devic
 pass: the paper's local multi-GPU strategy); each replica shuffles its shard every epoch and
 takes equally many minibatch steps, whose gradients the optimizer all-reduces. With the default
 strategy this is plain single-device minibatch SGD.
+
+Recurrent policies: the train batch holds padded sequences (replay items of
+tfrl/evaluation/replay_output.py: step columns [sequences, max_seq_len, ...], `state_in_i` and
+`seq_lens` one per sequence). Sharding, shuffling and minibatches then work on whole
+sequences (`sgd_minibatch_size` counts steps, so a minibatch holds
+sgd_minibatch_size // max_seq_len sequences); just before the loss, the step columns are
+flattened into the [sequences * max_seq_len, ...] rows the recurrent model expects.
 """
 from __future__ import annotations
 
@@ -17,6 +24,17 @@ import tree
 
 def _leading(nest) -> tf.Tensor:
     return tf.shape(tree.flatten(nest)[0])[0]
+
+
+def _is_sequence_column(name: str) -> bool:
+    return name == "seq_lens" or name.startswith("state_in_")
+
+
+def flatten_sequences(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Step columns [B, T, ...] -> rows [B*T, ...] (batch-major, the layout of
+    tfrl/models/recurrent.py); `seq_lens` and `state_in_i` stay one per sequence."""
+    return {k: v if _is_sequence_column(k) else tree.map_structure(
+        lambda x: tf.reshape(x, [-1, *x.shape[2:]]), v) for k, v in batch.items()}
 
 
 class MinibatchSGD:
@@ -36,7 +54,10 @@ class MinibatchSGD:
         self.num_sgd_iter = int(num_sgd_iter)
         self.minibatch_size = int(minibatch_size)
         self.signature = policy.loss_input_signature
-        self._run = tf.function(self._distributed_sgd)
+        # recurrent policies learn on whole sequences of this many (padded) steps
+        self.max_seq_len = (int(policy.config["model"]["max_seq_len"]) if policy.is_recurrent()
+                            else None)
+        self._run = None  # traced at the first call, for train batches of any size
         self._calls = 0
 
     def _replica_step(self, shard, seed, epoch, m, minibatch_size):
@@ -49,8 +70,10 @@ class MinibatchSGD:
         order = tf.random.experimental.stateless_shuffle(
             tf.range(n), seed=tf.stack([seed + tf.cast(replica, tf.int64), tf.cast(epoch, tf.int64)]))
         idx = order[m * size:(m + 1) * size]
-        stats, _ = self.policy.compute_and_apply_gradients(
-            tree.map_structure(lambda x: tf.gather(x, idx), shard))
+        minibatch = tree.map_structure(lambda x: tf.gather(x, idx), shard)
+        if self.max_seq_len:
+            minibatch = flatten_sequences(minibatch)
+        stats, _ = self.policy.compute_and_apply_gradients(minibatch)
         return stats
 
     def _distributed_sgd(self, batch, num_iter, minibatch_size, seed):
@@ -83,11 +106,23 @@ class MinibatchSGD:
                 for k, spec in self.signature.items()}
 
     def learn(self, columns: Dict[str, tf.Tensor]) -> Dict[str, float]:
-        """Runs the epochs on a train batch (dict of column tensors); returns the learner stats of
-        the last minibatch step, averaged over replicas."""
+        """Runs the epochs on a train batch (dict of column tensors; padded sequences for a
+        recurrent policy); returns the learner stats of the last minibatch step, averaged over
+        replicas."""
         self._calls += 1
-        stats = self._run(self.prepare(columns), tf.constant(self.num_sgd_iter),
-                          tf.constant(self.minibatch_size), tf.constant(self._calls, tf.int64))
+        minibatch = self.minibatch_size
+        if self.max_seq_len:
+            minibatch = max(minibatch // self.max_seq_len, 1)  # in sequences
+        batch = self.prepare(columns)
+        if self._run is None:
+            # The leading dimension stays open: the number of rows (or sequences) of a train
+            # batch varies for multi-agent and recurrent policies, and one trace serves all.
+            spec = tree.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), batch)
+            scalar = tf.TensorSpec([], tf.int32)
+            self._run = tf.function(self._distributed_sgd, input_signature=[
+                spec, scalar, scalar, tf.TensorSpec([], tf.int64)])
+        stats = self._run(batch, tf.constant(self.num_sgd_iter), tf.constant(minibatch),
+                          tf.constant(self._calls, tf.int64))
         self.policy.num_grad_updates += self.num_sgd_iter
         return {k: float(np.asarray(v)) for k, v in stats.items()}
 

@@ -1,60 +1,90 @@
-"""Connecting rollout workers to a replay table, and sampling rounds that write into it.
+"""Connecting rollout workers to replay tables, and sampling rounds that write into them.
 
-The data path of every replay-fed optimizer: the local worker's policy defines the item
-signature (`replay_signature`: one squeezed step per item, TF-Agents style spec-driven), the
-optimizer declares a table with it on the trainer's replay service, and every worker gets a
-`ReplayOutputSpec`, so `sample()` on a worker writes postprocessed steps straight into the table
-and returns only counts and episode metrics to the driver.
+The data path of every replay-fed optimizer: each policy that learns defines its own item
+signature (`replay_signature`: one squeezed step per item, or one padded sequence per item for
+recurrent policies; TF-Agents style spec-driven), the optimizer declares one table per such
+policy on the trainer's replay service (`replay_table_name`: the base name for the default
+policy, `<base>_<policy_id>` for the others), and every worker gets a `ReplayOutputSpec` mapping
+policy ids to tables, so `sample()` on a worker writes postprocessed experience straight into
+the tables and returns only counts and episode metrics to the driver.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from collections import Counter
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
 
+# policy id -> (table name, signature)
+PolicyTables = Dict[str, Tuple[str, dict]]
 
-def declare_replay_table(workers, config: dict, replay, make_table: Callable,
-                         policy_id: str = DEFAULT_POLICY_ID) -> Tuple[str, str, dict]:
-    """Declares the table `make_table(signature)` on `replay`, the signature derived from the
-    local worker's policy, and starts the service. Returns (address, table name, signature)."""
+
+def replay_table_name(base: str, policy_id: str) -> str:
+    """The table of `policy_id`'s experience: `base` for the default policy, else
+    `<base>_<policy_id>` (one table per learning policy)."""
+    return base if policy_id == DEFAULT_POLICY_ID else f"{base}_{policy_id}"
+
+
+def declare_replay_tables(workers, config: dict, replay, make_table: Callable, base: str,
+                          policy_ids: Sequence[str]) -> Tuple[str, PolicyTables]:
+    """Declares one table `make_table(name, signature, policy_id)` per policy id on `replay`,
+    each signature derived from the local worker's policy, and starts the service. Returns
+    (address, {policy_id: (table name, signature)})."""
     from tfrl.evaluation import replay_signature
 
-    policy = workers.local_worker().get_policy(policy_id)
-    signature = replay_signature(policy, observation_filter=config.get("observation_filter", "NoFilter"))
-    table = make_table(signature)
-    replay.add_table(table)
-    return replay.start(), table.name, signature
+    local = workers.local_worker()
+    tables = {}
+    for pid in policy_ids:
+        signature = replay_signature(local.get_policy(pid),
+                                     observation_filter=config.get("observation_filter", "NoFilter"))
+        table = make_table(replay_table_name(base, pid), signature, pid)
+        replay.add_table(table)
+        tables[pid] = (table.name, signature)
+    return replay.start(), tables
 
 
-def point_workers_at_replay(workers, config: dict, address: str, table: str, signature: dict,
+def point_workers_at_replay(workers, config: dict, address: str, tables: PolicyTables,
                             max_unacked_after_write: int = 0) -> None:
-    """Gives every worker a `ReplayOutputSpec` for `table` (see it for
-    `max_unacked_after_write`), so their `sample()` writes into it."""
+    """Gives every worker a `ReplayOutputSpec` for `tables` (see it for
+    `max_unacked_after_write`), so their `sample()` writes each policy's experience into its
+    table."""
     from tfrl.evaluation import ReplayOutputSpec
 
     workers.set_replay_output(ReplayOutputSpec(
-        address, table, columns=list(signature),
+        address, {pid: name for pid, (name, _) in tables.items()},
+        columns={pid: list(signature) for pid, (_, signature) in tables.items()},
         chunk_length=config.get("rollout_fragment_length"),
         max_unacked_after_write=max_unacked_after_write))
 
 
-def connect_workers_to_replay(workers, config: dict, replay, make_table: Callable,
-                              policy_id: str = DEFAULT_POLICY_ID,
-                              max_unacked_after_write: int = 0) -> Tuple[str, str, dict]:
-    """`declare_replay_table`, then `point_workers_at_replay`. Returns (address, table name,
-    signature)."""
-    address, table, signature = declare_replay_table(workers, config, replay, make_table, policy_id)
-    point_workers_at_replay(workers, config, address, table, signature, max_unacked_after_write)
-    return address, table, signature
+def declare_replay_table(workers, config: dict, replay, make_table: Callable,
+                         policy_id: str = DEFAULT_POLICY_ID) -> Tuple[str, str, dict]:
+    """One policy's table `make_table(signature)` (see `declare_replay_tables`). Returns
+    (address, table name, signature)."""
+    address, tables = declare_replay_tables(
+        workers, config, replay, lambda _name, signature, _pid: make_table(signature), "",
+        [policy_id])
+    name, signature = tables[policy_id]
+    return address, name, signature
 
 
-def sample_round(workers) -> Tuple[int, List]:
+def summarize_round(summaries: List[dict]) -> Tuple[int, List, Dict[str, int]]:
+    """(env steps, finished episodes' metrics, {policy_id: items written}) of the workers'
+    `sample()` summaries of one round."""
+    steps = sum(s["env_steps"] for s in summaries)
+    episodes = [e for s in summaries for e in s["episodes"]]
+    items = Counter()
+    for s in summaries:
+        items.update(s.get("items_written") or {})
+    return steps, episodes, dict(items)
+
+
+def sample_round(workers) -> Tuple[int, List, Dict[str, int]]:
     """One `sample()` on every remote worker (or on the local worker when there are none); each
-    writes into replay. Returns (env steps written, finished episodes' metrics)."""
+    writes into replay. Returns (env steps written, finished episodes' metrics,
+    {policy_id: items written})."""
     if workers.remote_workers():
         summaries = workers.call_remote_workers("sample")
     else:
         summaries = [workers.local_worker().sample()]
-    steps = sum(s["env_steps"] for s in summaries)
-    episodes = [e for s in summaries for e in s["episodes"]]
-    return steps, episodes
+    return summarize_round(summaries)

@@ -10,6 +10,11 @@ importance weights (N * P(i))^-beta / max_j w_j are computed in the learner from
 `SampleInfo` (probability, table size), with beta annealed linearly, and |TD error| + eps goes
 back to the table as the new priority (`Client.mutate_priorities`).
 
+Multi-agent: every policy in `policies_to_train` has its own lane: its own table (`replay` for
+the default policy, `replay_<policy_id>` for the others), rate limiter, dataset, learner and
+train-step count, paid for by the items inserted into its own table. Policies outside
+`policies_to_train` get no table and no learner: their weights never change.
+
 The driver loop is pipelined so rollouts and learning overlap: with remote workers, the next
 sampling round is launched (weights first, every `broadcast_interval` rounds, without waiting:
 Ray runs one actor's calls in order) before the learner trains the batches the finished round
@@ -23,13 +28,30 @@ import tree
 
 from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.optimizers.rollout_replay import (declare_replay_table, point_workers_at_replay,
-                                             sample_round)
-from tfrl.policy.sample_batch import DEFAULT_POLICY_ID, SampleBatch
+from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers_at_replay,
+                                             sample_round, summarize_round)
+from tfrl.policy.sample_batch import SampleBatch
 
 REPLAY_TABLE = "replay"
 _PROBABILITY = "_sample_probability"
 _TABLE_SIZE = "_sample_table_size"
+
+
+class _ReplayLane:
+    """What one learning policy has: its table, learner (whose trainee is the policy that
+    learns), dataset iterator, importance-weight exponent and counters."""
+
+    def __init__(self, policy_id: str, table: str, samples_per_insert: float):
+        self.policy_id = policy_id
+        self.table = table
+        self.samples_per_insert = samples_per_insert
+        self.learner = None
+        self.policy = None
+        self.iterator = None
+        self.beta = None
+        self.signature = None
+        self.items_inserted = 0
+        self.num_train_steps = 0
 
 
 class SyncReplayOptimizer(PolicyOptimizer):
@@ -45,13 +67,10 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
-        from replay import (Fifo, Prioritized, ReplayDataset, ReplaySample, SampleToInsertRatio, Table,
-                            Uniform)
+        from replay import Fifo, Prioritized, SampleToInsertRatio, Table, Uniform
 
-        from tfrl.learner import MirroredLearner
         from tfrl.learner.strategy import learner_strategy
 
-        self.policy_id = DEFAULT_POLICY_ID
         self.broadcast_interval = int(config.get("broadcast_interval", 1))
         if self.broadcast_interval < 1:
             raise InvalidConfigError(
@@ -64,37 +83,72 @@ class SyncReplayOptimizer(PolicyOptimizer):
         samplers = max(workers.num_remote_workers(), 1)
         rows_per_round = samplers * int(config["num_envs_per_worker"]) * int(config["rollout_fragment_length"])
         intensity = config.get("training_intensity")
-        self.samples_per_insert = float(intensity) if intensity else self.train_batch_size / rows_per_round
         strategy = strategy or learner_strategy(config.get("num_learner_devices", "auto"))
+        self.strategy = strategy
         replicas = strategy.num_replicas_in_sync
         per_replica_batch = max(self.train_batch_size // replicas, 1)
         in_flight = 2 * per_replica_batch
-        error_buffer = max(2 * (in_flight * replicas + self.train_batch_size + rows_per_round * self.samples_per_insert),
-                           2.0 * max(1.0, self.samples_per_insert))
+        local = workers.local_worker()
+        self.policy_ids = list(local.policies_to_train)
+        self.lanes = {}
+        for pid in self.policy_ids:
+            # items one round inserts into this policy's table: one per env step and agent of it
+            items_per_round = rows_per_round * _agents_of_policy(local, pid)
+            spi = float(intensity) if intensity else self.train_batch_size / items_per_round
+            self.lanes[pid] = _ReplayLane(pid, "", spi)
 
-        def make_table(signature):
+        def make_table(name, signature, pid):
+            spi = self.lanes[pid].samples_per_insert
+            items_per_round = rows_per_round * _agents_of_policy(local, pid)
+            error_buffer = max(2 * (in_flight * replicas + self.train_batch_size + items_per_round * spi),
+                               2.0 * max(1.0, spi))
             sampler = (Prioritized(config.get("prioritized_replay_alpha", 0.6)) if self.prioritized
                        else Uniform())
-            return Table(REPLAY_TABLE, sampler=sampler, remover=Fifo(),
+            return Table(name, sampler=sampler, remover=Fifo(),
                          max_size=int(config.get("buffer_size", 50_000)),
-                         rate_limiter=SampleToInsertRatio(self.samples_per_insert, self.learning_starts,
-                                                          error_buffer),
+                         rate_limiter=SampleToInsertRatio(spi, self.learning_starts, error_buffer),
                          signature=signature)
 
-        local = workers.local_worker()
-        template = local.get_policy(self.policy_id)
-        self.address, self.table, signature = declare_replay_table(workers, config, replay,
-                                                                    make_table, self.policy_id)
-        self.learner = MirroredLearner(
+        self.address, tables = declare_replay_tables(workers, config, replay, make_table,
+                                                     REPLAY_TABLE, self.policy_ids)
+        self._dataset_closers = []
+        for pid, lane in self.lanes.items():
+            lane.table = tables[pid][0]
+            self._build_lane(lane, strategy, per_replica_batch, in_flight)
+        # A worker returns from sample() while the server may still be inserting its round (the
+        # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
+        # server.
+        point_workers_at_replay(workers, config, self.address, tables,
+                                max_unacked_after_write=rows_per_round // samplers)
+        # the single-policy view (the only or first policy that learns)
+        first = self.lanes[self.policy_ids[0]]
+        self.policy_id, self.table = first.policy_id, first.table
+        self.learner, self.policy, self.iterator = first.learner, first.policy, first.iterator
+        self.beta, self.signature = first.beta, first.signature
+        self.samples_per_insert = first.samples_per_insert
+        self._client = None
+        self._pending = None  # refs of the sampling round in flight on the remote workers
+        self._rounds_launched = 0
+
+    def _build_lane(self, lane: _ReplayLane, strategy, per_replica_batch: int, in_flight: int) -> None:
+        """The lane's learner (a policy copy built under `strategy`, swapped into the local
+        worker) and its distributed dataset on the lane's table."""
+        from replay import ReplayDataset, ReplaySample
+
+        from tfrl.learner import MirroredLearner
+
+        local = self.workers.local_worker()
+        template = local.get_policy(lane.policy_id)
+        lane.learner = MirroredLearner(
             lambda: type(template)(template.observation_space, template.action_space, template.config),
-            loss_fn=self._loss, strategy=strategy, steps_per_call=1)
-        self.policy = self.learner.trainee
-        local.set_policy(self.policy_id, self.policy)
+            loss_fn=lambda data: self._loss(lane, data), strategy=strategy, steps_per_call=1)
+        lane.policy = lane.learner.trainee
+        local.set_policy(lane.policy_id, lane.policy)
         with strategy.scope():
-            self.beta = tf.Variable(float(config.get("prioritized_replay_beta", 0.4)), trainable=False,
-                                    name="prioritized_replay_beta")
-        self.signature = self.policy.loss_input_signature
-        address, table = self.address, self.table
+            lane.beta = tf.Variable(float(self.config.get("prioritized_replay_beta", 0.4)),
+                                    trainable=False, name="prioritized_replay_beta")
+        lane.signature = lane.policy.loss_input_signature
+        address, table, closers = self.address, lane.table, self._dataset_closers
 
         def dataset_fn(input_context):
             def with_info(sample):
@@ -108,39 +162,35 @@ class SyncReplayOptimizer(PolicyOptimizer):
             closers.append(dataset.replay_close)
             return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 
-        closers = self._dataset_closers = []
-        self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))
+        lane.iterator = iter(lane.learner.distribute_datasets_from_function(dataset_fn))
         # Traced now, while remote workers are still starting, rather than at the first step.
-        self.learner.build(self.iterator)
-        # A worker returns from sample() while the server may still be inserting its round (the
-        # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
-        # server.
-        point_workers_at_replay(workers, config, self.address, self.table, signature,
-                                max_unacked_after_write=rows_per_round // samplers)
-        self.num_train_steps = 0
-        self._client = None
-        self._pending = None  # refs of the sampling round in flight on the remote workers
-        self._rounds_launched = 0
+        lane.learner.build(lane.iterator)
 
-    def _loss(self, data):
+    @property
+    def num_train_steps(self) -> int:
+        """Train batches learned so far, over all policies."""
+        return sum(lane.num_train_steps for lane in self.lanes.values())
+
+    def _loss(self, lane: _ReplayLane, data):
         data = dict(data)
         probability = data.pop(_PROBABILITY)
         table_size = data.pop(_TABLE_SIZE)
         if self.prioritized:
-            weights = tf.pow(table_size * probability, -self.beta)
+            weights = tf.pow(table_size * probability, -lane.beta)
             weights = weights / tf.reduce_max(weights)
         else:
             weights = tf.ones_like(probability)
         data[SampleBatch.PRIO_WEIGHTS] = weights
         batch = {k: tree.map_structure(lambda spec, x: tf.cast(x, spec.dtype), spec, data[k])
-                 for k, spec in self.signature.items()}
-        return self.policy.loss_and_stats(batch)
+                 for k, spec in lane.signature.items()}
+        return lane.policy.loss_and_stats(batch)
 
-    def _update_priorities(self, outputs) -> None:
-        """One mutate_priorities call for all steps of a learner call (a key sampled twice
-        keeps its latest TD error)."""
+    def _update_priorities(self, outputs, lane: _ReplayLane = None) -> None:
+        """One mutate_priorities call for all steps of a learner call of `lane` (default: the
+        first policy's); a key sampled twice keeps its latest TD error."""
         if not self.prioritized:
             return
+        lane = lane or self.lanes[self.policy_ids[0]]
         keys, td_errors = [], []
         for output in outputs:
             td_error = output.per_sample.get(SampleBatch.TD_ERROR)
@@ -154,14 +204,14 @@ class SyncReplayOptimizer(PolicyOptimizer):
         if self._client is None:
             self._client = self.replay.client()
         self._client.mutate_priorities(
-            self.table, updates=dict(zip(np.concatenate(keys).tolist(), priorities.tolist())))
+            lane.table, updates=dict(zip(np.concatenate(keys).tolist(), priorities.tolist())))
 
-    def _anneal_beta(self) -> None:
+    def _anneal_beta(self, lane: _ReplayLane) -> None:
         start = float(self.config.get("prioritized_replay_beta", 0.4))
         final = float(self.config.get("final_prioritized_replay_beta", start))
         horizon = max(int(self.config.get("prioritized_replay_beta_annealing_timesteps", 20_000)), 1)
         fraction = min(self.num_steps_sampled / horizon, 1.0)
-        self.beta.assign(start + fraction * (final - start))
+        lane.beta.assign(start + fraction * (final - start))
 
     def _launch_round(self) -> None:
         """Starts one sample() on every remote worker, after a weight broadcast every
@@ -172,73 +222,91 @@ class SyncReplayOptimizer(PolicyOptimizer):
         global_vars = {"timestep": self.num_steps_sampled}
         with self.timer("sync_weights"):
             if self._rounds_launched % self.broadcast_interval == 0:
-                weights = ray.put(self.workers.local_worker().get_weights([self.policy_id]))
+                weights = ray.put(self.workers.local_worker().get_weights(self.policy_ids))
                 for worker in workers:
                     worker.set_weights.remote(weights, global_vars)
         self._rounds_launched += 1
         self._pending = [(worker, worker.sample.remote()) for worker in workers]
 
     def _finish_round(self):
-        """Waits for the round in flight; returns (env steps, episodes). Failed workers are
-        recreated by the WorkerSet and left out."""
+        """Waits for the round in flight; returns (env steps, episodes, {policy_id: items
+        inserted}). Failed workers are recreated by the WorkerSet and left out."""
         pending, self._pending = self._pending, None
         summaries = self.workers.gather(pending) if pending else []
-        return (sum(s["env_steps"] for s in summaries),
-                [e for s in summaries for e in s["episodes"]])
+        return summarize_round(summaries)
 
     def _sample(self):
         if not self.workers.remote_workers():
-            steps, episodes = sample_round(self.workers)
+            steps, episodes, items = sample_round(self.workers)
             self.workers.local_worker().set_global_vars(
                 {"timestep": self.num_steps_sampled + steps})
-            return steps, episodes
+            return steps, episodes, items
         if self._pending is None:
             self._launch_round()
-        steps, episodes = self._finish_round()
+        steps, episodes, items = self._finish_round()
         self.workers.local_worker().set_global_vars({"timestep": self.num_steps_sampled + steps})
         self._launch_round()  # sampled while the learner trains on what is already stored
-        return steps, episodes
+        return steps, episodes, items
+
+    def _count_round(self, steps: int, episodes: list, items: dict) -> None:
+        self.num_steps_sampled += steps
+        self._new_episodes.extend(episodes)
+        for pid, n in items.items():
+            if pid in self.lanes:
+                self.lanes[pid].items_inserted += n
 
     def step(self) -> dict:
         with self.timer("sample"):
-            steps, episodes = self._sample()
-        self.num_steps_sampled += steps
-        self._new_episodes.extend(episodes)
-        paid = max(self.num_steps_sampled - self.learning_starts, -1) + 1
-        owed = int(paid * self.samples_per_insert // self.train_batch_size) - self.num_train_steps
-        if owed > 0:
-            self._anneal_beta()
-            outputs = []
-            with self.timer("learn"):
-                while len(outputs) < owed:
-                    taken = self.learner.train(self.iterator, num_steps=owed - len(outputs))
-                    if not taken:
-                        break
-                    outputs.extend(taken)
-            with self.timer("update_priorities"):
-                self._update_priorities(outputs)
-            self.num_train_steps += owed
-            self.num_steps_trained += sum(o.batch_size for o in outputs)
-            if outputs:
-                from tfrl.learner import mean_stats
-
-                self.learner_stats = {self.policy_id: mean_stats(outputs)}
+            self._count_round(*self._sample())
+        for lane in self.lanes.values():
+            self._train_lane(lane)
         return self.learner_stats
+
+    def _train_lane(self, lane: _ReplayLane) -> None:
+        """Trains the batches the items inserted into the lane's table paid for."""
+        paid = max(lane.items_inserted - self.learning_starts, -1) + 1
+        owed = int(paid * lane.samples_per_insert // self.train_batch_size) - lane.num_train_steps
+        if owed <= 0:
+            return
+        self._anneal_beta(lane)
+        outputs = []
+        with self.timer("learn"):
+            while len(outputs) < owed:
+                taken = lane.learner.train(lane.iterator, num_steps=owed - len(outputs))
+                if not taken:
+                    break
+                outputs.extend(taken)
+        with self.timer("update_priorities"):
+            self._update_priorities(outputs, lane)
+        lane.num_train_steps += owed
+        self.num_steps_trained += sum(o.batch_size for o in outputs)
+        if outputs:
+            from tfrl.learner import mean_stats
+
+            self.learner_stats = dict(self.learner_stats, **{lane.policy_id: mean_stats(outputs)})
 
     def drain(self) -> None:
         """Waits for the sampling round in flight and counts its steps and episodes."""
         if self._pending is not None:
-            steps, episodes = self._finish_round()
-            self.num_steps_sampled += steps
-            self._new_episodes.extend(episodes)
+            self._count_round(*self._finish_round())
 
     def save(self) -> dict:
         self.drain()
-        return dict(super().save(), num_train_steps=self.num_train_steps)
+        return dict(super().save(), num_train_steps=self.num_train_steps,
+                    lanes={pid: {"num_train_steps": lane.num_train_steps,
+                                 "items_inserted": lane.items_inserted}
+                           for pid, lane in self.lanes.items()})
 
     def restore(self, state: dict) -> None:
         super().restore(state)
-        self.num_train_steps = state.get("num_train_steps", 0)
+        lanes = state.get("lanes")
+        if lanes is None:  # a checkpoint of one policy, counted in env steps
+            lanes = {self.policy_ids[0]: {"num_train_steps": state.get("num_train_steps", 0),
+                                          "items_inserted": state["num_steps_sampled"]}}
+        for pid, counters in lanes.items():
+            if pid in self.lanes:
+                self.lanes[pid].num_train_steps = int(counters["num_train_steps"])
+                self.lanes[pid].items_inserted = int(counters["items_inserted"])
 
     def stop(self) -> None:
         try:
@@ -248,3 +316,12 @@ class SyncReplayOptimizer(PolicyOptimizer):
         for close in self._dataset_closers:
             close()
         super().stop()
+
+
+def _agents_of_policy(worker, policy_id: str) -> int:
+    """How many of the env's agents map to `policy_id` (at least 1): an upper bound of the
+    items one env step writes into that policy's table."""
+    if not worker.multi_agent:
+        return 1
+    agents = getattr(worker.env, "possible_agents", None) or list(worker.env.observation_spaces)
+    return max(sum(1 for agent in agents if worker.policy_mapping_fn(agent) == policy_id), 1)

@@ -1,19 +1,27 @@
-"""SyncSamplesOptimizer: synchronous sampling into a queue table, then minibatch SGD.
+"""SyncSamplesOptimizer: synchronous sampling into queue tables, then minibatch SGD.
 
 One `step()`: broadcast the weights (one `ray.put`), let every worker sample a fragment and write
-its postprocessed steps into the `rollouts` queue table (repeating rounds until at least
-`train_batch_size` steps are in), read exactly those steps back through `ReplayDataset` as one
-train batch, and run `num_sgd_iter` epochs of `sgd_minibatch_size` minibatches on it. The bulk
-data goes worker -> replay server -> learner; the driver only sees counts and metrics.
+its postprocessed experience into the queue table of each policy that learns (`rollouts` for the
+default policy, `rollouts_<policy_id>` for the others of a multi-agent config; repeating rounds
+until at least `train_batch_size` env steps are in), read exactly the items written back through
+`ReplayDataset` as one train batch per policy, and run `num_sgd_iter` epochs of
+`sgd_minibatch_size` minibatches on it with that policy's own learner. The bulk data goes
+worker -> replay server -> learner; the driver only sees counts and metrics. Policies outside
+`policies_to_train` get no table and no learner: their weights never change.
+
+A recurrent policy's items are padded sequences (see tfrl/evaluation/replay_output.py), so its
+train batch holds whole sequences with their initial states and `seq_lens`.
 """
 from __future__ import annotations
+
+from typing import Dict
 
 import tensorflow as tf
 
 from tfrl.optimizers.minibatch_sgd import MinibatchSGD, RowReader
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.optimizers.rollout_replay import connect_workers_to_replay, sample_round
-from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
+from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers_at_replay,
+                                             sample_round)
 
 ROLLOUTS_TABLE = "rollouts"
 
@@ -26,60 +34,91 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         from replay import ReplayDataset, Table
 
         self.train_batch_size = int(config["train_batch_size"])
-        self.policy_id = DEFAULT_POLICY_ID
         self.strategy = strategy or tf.distribute.get_strategy()
-        self.policy = self._learner_policy()
+        local = workers.local_worker()
+        self.policy_ids = list(local.policies_to_train)
+        self.policies = {pid: self._learner_policy(pid) for pid in self.policy_ids}
         queue_size = 4 * self.train_batch_size + 20_000
-        self.address, self.table, _ = connect_workers_to_replay(
-            workers, config, replay, lambda sig: Table.queue(ROLLOUTS_TABLE, queue_size, signature=sig),
-            self.policy_id)
-        dataset = ReplayDataset.from_table_signature(
-            self.address, self.table, max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
-            num_workers_per_iterator=1)
-        self._close_dataset = dataset.replay_close
-        dataset = dataset.map(lambda sample: sample.data)
-        self.reader = RowReader(dataset, block_rows=self._rows_per_round())
-        self.sgd = MinibatchSGD(self.policy, self.strategy, config.get("num_sgd_iter", 1),
-                                config.get("sgd_minibatch_size") or self.train_batch_size)
+        self.address, self.tables = declare_replay_tables(
+            workers, config, replay,
+            lambda name, signature, _pid: Table.queue(name, queue_size, signature=signature),
+            ROLLOUTS_TABLE, self.policy_ids)
+        point_workers_at_replay(workers, config, self.address, self.tables)
+        self.readers: Dict[str, RowReader] = {}
+        self.sgds: Dict[str, MinibatchSGD] = {}
+        self._closers = []
+        for pid in self.policy_ids:
+            dataset = ReplayDataset.from_table_signature(
+                self.address, self.tables[pid][0],
+                max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
+                num_workers_per_iterator=1)
+            self._closers.append(dataset.replay_close)
+            dataset = dataset.map(lambda sample: sample.data)
+            self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_round(pid))
+            self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
+                                          config.get("num_sgd_iter", 1),
+                                          config.get("sgd_minibatch_size") or self.train_batch_size)
+        # the single-policy view (the only or first policy that learns)
+        self.policy_id = self.policy_ids[0]
+        self.policy = self.policies[self.policy_id]
+        self.table = self.tables[self.policy_id][0]
+        self.sgd = self.sgds[self.policy_id]
+        self.reader = self.readers[self.policy_id]
 
-    def _rows_per_round(self):
-        """Steps one sampling round writes, when that is fixed (truncated fragments), else None."""
+    def _rows_per_round(self, policy_id: str):
+        """Items one sampling round writes for `policy_id`, when that is fixed (one step item
+        per env step: truncated fragments of a single-agent env, feed-forward policy), else
+        None."""
         if self.config.get("batch_mode", "truncate_episodes") != "truncate_episodes":
+            return None
+        local = self.workers.local_worker()
+        if local.multi_agent or local.get_policy(policy_id).is_recurrent():
             return None
         samplers = max(len(self.workers.remote_workers()), 1)
         return samplers * int(self.config["num_envs_per_worker"]) * int(self.config["rollout_fragment_length"])
 
-    def _learner_policy(self):
+    def _learner_policy(self, policy_id: str):
         """The policy that learns: the local worker's own, or (under a strategy other than the
         default) a copy built inside the strategy's scope that replaces it in the local worker."""
         local = self.workers.local_worker()
-        policy = local.get_policy(self.policy_id)
+        policy = local.get_policy(policy_id)
         if self.strategy is tf.distribute.get_strategy():
             return policy
         with self.strategy.scope():
             learner = type(policy)(policy.observation_space, policy.action_space, policy.config)
-        local.set_policy(self.policy_id, learner)
+        local.set_policy(policy_id, learner)
         return learner
 
     def step(self) -> dict:
         with self.timer("sync_weights"):
             self.workers.sync_weights(global_vars={"timestep": self.num_steps_sampled})
         with self.timer("sample"):
-            steps = 0
+            steps, items = 0, {}
             while steps < self.train_batch_size:
-                round_steps, episodes = sample_round(self.workers)
+                round_steps, episodes, written = sample_round(self.workers)
                 steps += round_steps
                 self._new_episodes.extend(episodes)
-        with self.timer("load"):
-            batch = self.reader.read(steps)
-        with self.timer("learn"):
-            stats = self.sgd.learn(batch)
+                for pid, n in written.items():
+                    items[pid] = items.get(pid, 0) + n
+        stats = {}
+        for pid in self.policy_ids:
+            n = items.get(pid, 0)
+            if not n:
+                continue  # no agent of this policy acted in these rounds
+            with self.timer("load"):
+                batch = self.readers[pid].read(n)
+            if n < self.strategy.num_replicas_in_sync:
+                continue  # too few items to give every replica one; read so the queue drains
+            with self.timer("learn"):
+                stats[pid] = self.sgds[pid].learn(batch)
         self.num_steps_sampled += steps
         self.num_steps_trained += steps * self.sgd.num_sgd_iter
-        self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
-        self.learner_stats = {self.policy_id: stats}
+        for policy in self.policies.values():
+            policy.on_global_var_update({"timestep": self.num_steps_sampled})
+        self.learner_stats = stats
         return self.learner_stats
 
     def stop(self) -> None:
-        self._close_dataset()
+        for close in self._closers:
+            close()
         super().stop()

@@ -1,10 +1,13 @@
 """Padding row batches into fixed-length sequences for recurrent models.
 
 Rollout workers record one row per timestep with the recurrent state that was fed in
-(`state_in_i`). Before a recurrent policy learns, rows are cut into sequences (at episode
-boundaries and every `max_seq_len` steps), each padded to `max_seq_len`, with `seq_lens` [B] and
-`state_in_i` holding only each sequence's initial state. Models see the layout described in
-tfrl/models/recurrent.py; losses weight rows with `sequence_mask(train_batch, max_seq_len)`.
+(`state_in_i`). Before a recurrent policy learns, rows are cut into sequences (where the episode,
+the agent or the time step sequence changes, and every `max_seq_len` steps), each padded to
+`max_seq_len`, with `seq_lens` [B] and `state_in_i` holding only each sequence's initial state.
+Replay-fed optimizers store one padded sequence per replay item (see
+tfrl/evaluation/replay_output.py) so that minibatches keep sequences whole. Models see the layout described in
+tfrl/models/recurrent.py; losses average over the real rows only, with
+`mean_over_valid_rows(train_batch)` (built on `sequence_mask`).
 """
 from __future__ import annotations
 
@@ -31,10 +34,18 @@ def pad_batch_to_sequences(batch: SampleBatch, max_seq_len: int) -> SampleBatch:
     if SampleBatch.SEQ_LENS in batch:
         return batch
     starts = []
-    ids = np.asarray(batch[SampleBatch.EPS_ID]) if SampleBatch.EPS_ID in batch else None
+    # A new sequence starts where the episode or the agent changes (several agents of one
+    # episode may share a policy), or where time does not run on by one step.
+    breaks = np.zeros(batch.count, bool)
+    for key in (SampleBatch.EPS_ID, SampleBatch.AGENT_INDEX):
+        if key in batch:
+            ids = np.asarray(batch[key])
+            breaks[1:] |= ids[1:] != ids[:-1]
+    if SampleBatch.T in batch:
+        t = np.asarray(batch[SampleBatch.T])
+        breaks[1:] |= t[1:] != t[:-1] + 1
     for i in range(batch.count):
-        new_episode = i == 0 or (ids is not None and ids[i] != ids[i - 1])
-        if new_episode or i - starts[-1] >= max_seq_len:
+        if i == 0 or breaks[i] or i - starts[-1] >= max_seq_len:
             starts.append(i)
     bounds = starts + [batch.count]
     seq_lens = np.array([b - a for a, b in zip(bounds, bounds[1:])], np.int32)
@@ -76,3 +87,13 @@ def sequence_mask(train_batch, max_seq_len=None):
         else None
     time = rows // tf.shape(seq_lens)[0] if max_seq_len is None else max_seq_len
     return tf.reshape(tf.sequence_mask(seq_lens, time), [-1])
+
+
+def mean_over_valid_rows(train_batch):
+    """A function t -> the mean of t [rows] over the real (non-padding) rows of `train_batch`:
+    plain `tf.reduce_mean` when the batch has no `seq_lens`. Losses use it so that the zero
+    padding of recurrent sequences counts for nothing."""
+    if SampleBatch.SEQ_LENS not in train_batch:
+        return tf.reduce_mean
+    mask = sequence_mask(train_batch)
+    return lambda values: tf.reduce_mean(tf.boolean_mask(values, mask))

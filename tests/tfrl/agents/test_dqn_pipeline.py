@@ -32,9 +32,9 @@ def test_pipelined_rounds_hold_the_replay_ratio_and_update_priorities(ray_sessio
         if prioritized:
             original = optimizer._update_priorities
 
-            def recording(outputs):
+            def recording(outputs, *lane):
                 sent.append(sum(len(o.info.key) for o in outputs))
-                return original(outputs)
+                return original(outputs, *lane)
 
             optimizer._update_priorities = recording
         for _ in range(3):

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from tfrl.policy import (EntropyCoeffSchedule, LearningRateSchedule, Postprocessing,
                          SampleBatch, ValueNetworkMixin, build_tf_policy,
-                         compute_gae_for_sample_batch)
+                         compute_gae_for_sample_batch, mean_over_valid_rows)
 
 
 def a3c_default_config() -> dict:
@@ -40,15 +40,16 @@ def explained_variance(targets, predictions):
 
 
 def actor_critic_loss(policy, model, dist_class, train_batch):
-    """The A2C/A3C loss (module docstring); stores its parts on the policy for the stats."""
+    """The A2C/A3C loss (module docstring; means over real steps only, never over the padding
+    of recurrent sequences); stores its parts on the policy for the stats."""
+    mean = mean_over_valid_rows(train_batch)
     logits, _ = model.from_batch(train_batch)
     values = model.value_function()
     action_dist = dist_class(logits, model)
     log_prob = action_dist.logp(train_batch[SampleBatch.ACTIONS])
-    policy.policy_loss = -tf.reduce_mean(log_prob * train_batch[Postprocessing.ADVANTAGES])
-    policy.vf_loss = 0.5 * tf.reduce_mean(
-        tf.square(values - train_batch[Postprocessing.VALUE_TARGETS]))
-    policy.policy_entropy = tf.reduce_mean(action_dist.entropy())
+    policy.policy_loss = -mean(log_prob * train_batch[Postprocessing.ADVANTAGES])
+    policy.vf_loss = 0.5 * mean(tf.square(values - train_batch[Postprocessing.VALUE_TARGETS]))
+    policy.policy_entropy = mean(action_dist.entropy())
     policy.vf_explained_var = explained_variance(train_batch[Postprocessing.VALUE_TARGETS],
                                                  values)
     return (policy.policy_loss + policy.config["vf_loss_coeff"] * policy.vf_loss

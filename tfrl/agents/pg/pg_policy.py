@@ -12,7 +12,7 @@ import copy
 import tensorflow as tf
 
 from tfrl.policy import (LearningRateSchedule, Postprocessing, SampleBatch, build_tf_policy,
-                         compute_advantages, concat_samples)
+                         compute_advantages, concat_samples, mean_over_valid_rows)
 
 
 def pg_default_config() -> dict:
@@ -42,12 +42,14 @@ def postprocess_pg_returns(policy, sample_batch, other_agent_batches=None, episo
 
 
 def pg_tf_loss(policy, model, dist_class, train_batch):
-    """-mean(log pi(a|s) * return-to-go) over the batch."""
+    """-mean(log pi(a|s) * return-to-go) over the batch (its real steps, for a recurrent
+    model's padded sequences)."""
+    mean = mean_over_valid_rows(train_batch)
     logits, _ = model.from_batch(train_batch)
     action_dist = dist_class(logits, model)
     log_likelihood = action_dist.logp(train_batch[SampleBatch.ACTIONS])
-    policy.policy_loss = -tf.reduce_mean(log_likelihood * train_batch[Postprocessing.ADVANTAGES])
-    policy.policy_entropy = tf.reduce_mean(action_dist.entropy())
+    policy.policy_loss = -mean(log_likelihood * train_batch[Postprocessing.ADVANTAGES])
+    policy.policy_entropy = mean(action_dist.entropy())
     return policy.policy_loss
 
 

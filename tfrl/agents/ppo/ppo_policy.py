@@ -13,7 +13,8 @@ policy's distribution inputs, log-probabilities and value predictions with every
                    - entropy_coeff * mean(entropy)
 
 With `standardize_advantages` the advantages A of each (per-replica) minibatch are shifted to
-mean 0 and scaled to standard deviation 1 first. `kl_coeff` adapts after every optimizer step
+mean 0 and scaled to standard deviation 1 first. With a recurrent model every mean (and the
+standardisation) runs over the real steps only, never over the padding of the sequences. `kl_coeff` adapts after every optimizer step
 (KLCoeffMixin.update_kl, driven by the trainer's after_optimizer_step hook); learning rate and
 entropy coefficient follow their schedules.
 """
@@ -26,7 +27,7 @@ import tensorflow as tf
 from tfrl.agents.a3c.a3c_policy import explained_variance
 from tfrl.policy import (EntropyCoeffSchedule, KLCoeffMixin, LearningRateSchedule,
                          Postprocessing, SampleBatch, ValueNetworkMixin, build_tf_policy,
-                         compute_gae_for_sample_batch)
+                         compute_gae_for_sample_batch, mean_over_valid_rows)
 
 
 def ppo_default_config() -> dict:
@@ -38,29 +39,32 @@ def ppo_default_config() -> dict:
     return config
 
 
-def standardized(values):
-    mean, variance = tf.nn.moments(values, axes=[0])
+def standardized(values, mean_fn=tf.reduce_mean):
+    """(values - mean) / std, the moments taken with `mean_fn` (e.g. over real rows only)."""
+    mean = mean_fn(values)
+    variance = mean_fn(tf.square(values - mean))
     return (values - mean) / (tf.sqrt(variance) + 1e-8)
 
 
 def ppo_surrogate_loss(policy, model, dist_class, train_batch):
     """The PPO loss of the module docstring; stores its parts on the policy for the stats."""
     config = policy.config
+    mean = mean_over_valid_rows(train_batch)
     logits, _ = model.from_batch(train_batch)
     curr_dist = dist_class(logits, model)
     prev_dist = dist_class(train_batch[SampleBatch.ACTION_DIST_INPUTS], model)
     actions = train_batch[SampleBatch.ACTIONS]
     advantages = train_batch[Postprocessing.ADVANTAGES]
     if config.get("standardize_advantages", True):
-        advantages = standardized(advantages)
+        advantages = standardized(advantages, mean)
 
     logp_ratio = tf.exp(curr_dist.logp(actions) - train_batch[SampleBatch.ACTION_LOGP])
     clip = config["clip_param"]
     surrogate = tf.minimum(advantages * logp_ratio,
                            advantages * tf.clip_by_value(logp_ratio, 1.0 - clip, 1.0 + clip))
-    policy.mean_policy_loss = -tf.reduce_mean(surrogate)
-    policy.mean_kl = tf.reduce_mean(prev_dist.kl(curr_dist))
-    policy.mean_entropy = tf.reduce_mean(curr_dist.entropy())
+    policy.mean_policy_loss = -mean(surrogate)
+    policy.mean_kl = mean(prev_dist.kl(curr_dist))
+    policy.mean_entropy = mean(curr_dist.entropy())
 
     total = (policy.mean_policy_loss + policy.kl_coeff * policy.mean_kl
              - policy.entropy_coeff * policy.mean_entropy)
@@ -73,7 +77,7 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
         clipped_values = previous_values + tf.clip_by_value(values - previous_values,
                                                             -vf_clip, vf_clip)
         clipped = tf.square(clipped_values - targets)
-        policy.mean_vf_loss = tf.reduce_mean(tf.maximum(unclipped, clipped))
+        policy.mean_vf_loss = mean(tf.maximum(unclipped, clipped))
         policy.vf_explained_var = explained_variance(targets, values)
         total += config["vf_loss_coeff"] * policy.mean_vf_loss
     else:

@@ -1,0 +1,76 @@
+"""Recurrent (LSTM) policies trained through their trainers: rollout workers write padded
+sequences with their initial states into replay, and the learner trains on whole sequences."""
+import numpy as np
+import pytest
+
+from tfrl.agents.registry import get_trainer_class
+from tfrl.evaluation import ReplayOutputSpec, RolloutWorker
+from tfrl.agents.ppo.ppo_policy import PPOTFPolicy
+
+LSTM = {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 8}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("algo", ["PPO", "A2C"])
+def test_lstm_policy_trains_through_its_trainer(ray_session, small_config, algo):
+    config = dict(small_config(algo), model=dict(LSTM), min_iter_time_s=0)
+    trainer = get_trainer_class(algo)(config=config, env="CartPole-v1")
+    try:
+        policy = trainer.get_policy()
+        assert policy.is_recurrent()
+        lstm_kernels = [v for v in policy.model.trainable_variables if "lstm" in v.name]
+        before = [v.numpy().copy() for v in lstm_kernels]
+        for _ in range(2):
+            result = trainer.train()
+        after = [v.numpy() for v in trainer.get_policy().model.trainable_variables
+                 if "lstm" in v.name]
+    finally:
+        trainer.stop()
+    stats = result["info"]["learner"]["default_policy"]
+    assert np.isfinite(stats["total_loss"] if "total_loss" in stats else stats["policy_loss"])
+    assert all(np.isfinite(v) for v in stats.values())
+    assert lstm_kernels and any(not np.allclose(b, a) for b, a in zip(before, after)), \
+        "the LSTM did not learn"
+    assert result["timesteps_total"] > 0 and result["num_healthy_workers"] == 1
+
+
+def test_replay_items_of_a_recurrent_policy_are_whole_sequences_with_their_start_state(free_port):
+    from replay import Client, Server, Table
+
+    worker = RolloutWorker("CartPole-v1", PPOTFPolicy, {
+        "rollout_fragment_length": 20, "model": dict(LSTM, max_seq_len=6), "seed": 3})
+    from tfrl.evaluation import replay_signature
+
+    signature = replay_signature(worker.get_policy())
+    assert signature["obs"].shape == (6, 4) and signature["seq_lens"].shape == ()
+    assert signature["state_in_0"].shape == (8,)
+    server = Server([Table.queue("rollouts", 1000, signature=signature)], port=free_port)
+    try:
+        worker.set_replay_output(ReplayOutputSpec(f"127.0.0.1:{free_port}", "rollouts"))
+        written = worker.sample()["items_written"]["default_policy"]
+        items = list(Client(f"127.0.0.1:{free_port}").sample("rollouts", written))
+    finally:
+        worker.stop()
+        server.stop()
+    lengths = np.array([int(item.data["seq_lens"]) for item in items])
+    assert lengths.sum() == 20 and (lengths >= 1).all() and (lengths <= 6).all()
+    previous = None
+    for item in items:
+        n = int(item.data["seq_lens"])
+        obs = np.asarray(item.data["obs"])
+        # real steps first, zero padding after them
+        assert not obs[n:].any()
+        if previous is not None and n:
+            prev_obs, prev_len, prev_done = previous
+            if not prev_done:
+                # a sequence cut at max_seq_len continues where the previous one stopped: its
+                # first observation is the previous sequence's last next observation
+                np.testing.assert_allclose(obs[0], prev_obs, rtol=1e-6)
+            else:
+                # a new episode starts from the policy's initial (zero) state
+                assert not np.asarray(item.data["state_in_0"]).any()
+        done = bool(np.asarray(item.data["terminateds"])[n - 1] or
+                    np.asarray(item.data["truncateds"])[n - 1])
+        previous = (np.asarray(item.data["new_obs"])[n - 1], n, done)
+    # sequences that continue an episode start from a state the LSTM produced (not zero)
+    assert any(np.asarray(item.data["state_in_0"]).any() for item in items)
