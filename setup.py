@@ -32,7 +32,11 @@ setup(
             "pytest>=8",
             "pytest-timeout>=2.2",
             "hypothesis>=6.100",
+            "pettingzoo>=1.24",
         ],
+        # multi-agent envs through tfrl.env.ParallelPettingZooEnv (the base package is light:
+        # numpy, gymnasium; its env families have their own pettingzoo extras)
+        "pettingzoo": ["pettingzoo>=1.24"],
         "dev": ["grpcio-tools>=1.85.1"],
     },
     entry_points={

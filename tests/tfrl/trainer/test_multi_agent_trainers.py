@@ -1,28 +1,33 @@
-"""Multi-agent configs through the trainers: several policies, each with its own replay table and
-learner, `policies_to_train` respected, and per-policy results (`policy_reward_mean`,
-`info.learner`). Real Ray rollout workers and the trainer's embedded replay server."""
+"""Multi-agent configs through the trainers, as examples/multi_agent.py uses them: several
+policies, each with its own replay table and learner, `policies_to_train` respected, and
+per-policy results (`policy_reward_mean`, `info.learner`). Real Ray rollout workers and the
+trainer's embedded replay server."""
+import importlib.util
+import pathlib
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 from tfrl.agents.registry import get_trainer_class
-from tfrl.env import ParallelPettingZooEnv, make_multi_agent
 
-TwoCartPoles = make_multi_agent("CartPole-v1", 2)
-
-
-def agent_to_policy(agent_id):
-    return f"p{agent_id}"
+EXAMPLE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "multi_agent.py"
 
 
-def two_policy_config(config, policies_to_train=("p0",)):
-    config["multiagent"] = {
-        # None: the trainer's own policy class, spaces from the env's agents
-        "policies": {"p0": (None, None, None, {}), "p1": (None, None, None, {})},
-        "policy_mapping_fn": agent_to_policy,
-        "policies_to_train": list(policies_to_train) if policies_to_train else None,
-    }
-    return config
+@pytest.fixture(scope="module")
+def example():
+    """examples/multi_agent.py as a module whose functions Ray ships to workers by value."""
+    from ray import cloudpickle
+
+    spec = importlib.util.spec_from_file_location("multi_agent_example", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    yield module
+    cloudpickle.unregister_pickle_by_value(module)
+    del sys.modules[spec.name]
 
 
 def weights(trainer, pid):
@@ -42,86 +47,34 @@ def changed(before, after):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("algo", ["PPO", "DQN", "A3C"])
 def test_only_the_policies_to_train_learn_and_results_are_per_policy(ray_session, small_config,
-                                                                     algo):
-    config = dict(two_policy_config(small_config(algo)), min_iter_time_s=0)
-    trainer = get_trainer_class(algo)(config=config, env=TwoCartPoles)
+                                                                     example, algo):
+    config = dict(small_config(algo), min_iter_time_s=0,
+                  multiagent=example.cartpoles_multiagent(policies_to_train=["learner"]))
+    trainer = get_trainer_class(algo)(config=config, env=example.TwoCartPoles)
     try:
-        before = {pid: weights(trainer, pid) for pid in ("p0", "p1")}
+        before = {pid: weights(trainer, pid) for pid in ("learner", "frozen")}
         for _ in range(2):
             result = trainer.train()
-        after = {pid: weights(trainer, pid) for pid in ("p0", "p1")}
-        remote_p1 = remote_weights(trainer, "p1")
-        tables = set(trainer.replay.client().server_info()) if trainer.replay._server else set()
+        after = {pid: weights(trainer, pid) for pid in ("learner", "frozen")}
+        remote_frozen = remote_weights(trainer, "frozen")
+        tables = set(trainer.replay.client().server_info()) if algo != "A3C" else set()
     finally:
         trainer.stop()
-    assert changed(before["p0"], after["p0"]), "the policy to train did not learn"
-    assert not changed(before["p1"], after["p1"]), "a policy outside policies_to_train changed"
-    assert not changed(before["p1"], remote_p1)
-    assert set(result["policy_reward_mean"]) == {"p0", "p1"}
-    assert set(result["info"]["learner"]) == {"p0"}
-    assert all(np.isfinite(v) for v in result["info"]["learner"]["p0"].values()
+    assert changed(before["learner"], after["learner"]), "the policy to train did not learn"
+    assert not changed(before["frozen"], after["frozen"]), "a policy outside policies_to_train changed"
+    assert not changed(before["frozen"], remote_frozen)
+    assert set(result["policy_reward_mean"]) == {"learner", "frozen"}
+    assert 8 <= result["policy_reward_mean"]["frozen"] <= 500  # CartPole returns
+    assert set(result["info"]["learner"]) == {"learner"}
+    assert all(np.isfinite(v) for v in result["info"]["learner"]["learner"].values()
                if np.ndim(v) == 0)
-    if algo == "PPO":
-        assert tables == {"rollouts_p0"}
-    elif algo == "DQN":
-        assert tables == {"replay_p0"}
+    # one table per policy to train, none for the frozen one
+    assert tables == {"PPO": {"rollouts_learner"}, "DQN": {"replay_learner"}, "A3C": set()}[algo]
 
 
-class TwoSidedCoins:
-    """A PettingZoo parallel env: agents "left" and "right" see a coin side (a one-hot Box);
-    "left" is paid for matching it, "right" for the opposite side; "right" leaves after 3
-    steps, the episode ends (truncated) after 6."""
-
-    metadata = {"name": "two_sided_coins_v0"}
-
-    def __init__(self):
-        self.possible_agents = ["left", "right"]
-        self._rng = np.random.default_rng(0)
-
-    def observation_space(self, agent):
-        return gym.spaces.Box(0.0, 1.0, (2,), np.float32)
-
-    def action_space(self, agent):
-        return gym.spaces.Discrete(2)
-
-    def _coin(self):
-        side = int(self._rng.integers(2))
-        return side, np.eye(2, dtype=np.float32)[side]
-
-    def reset(self, seed=None, options=None):
-        if seed is not None:
-            self._rng = np.random.default_rng(seed)
-        self.agents = list(self.possible_agents)
-        self.t = 0
-        self.side, obs = self._coin()
-        return {a: obs for a in self.agents}, {a: {} for a in self.agents}
-
-    def step(self, actions):
-        self.t += 1
-        rewards = {"left": float(actions["left"] == self.side)}
-        if "right" in actions:
-            rewards["right"] = float(actions["right"] != self.side)
-        terminateds = {a: a == "right" and self.t >= 3 for a in self.agents}
-        truncateds = {a: self.t >= 6 for a in self.agents}
-        self.side, obs = self._coin()
-        observations = {a: obs for a in self.agents}
-        self.agents = [a for a in self.agents if not (terminateds[a] or truncateds[a])]
-        return observations, rewards, terminateds, truncateds, {a: {} for a in observations}
-
-    def close(self):
-        pass
-
-
-def make_coins(env_config):
-    from pettingzoo import ParallelEnv
-
-    env = type("TwoSidedCoinsEnv", (TwoSidedCoins, ParallelEnv), {})()
-    return ParallelPettingZooEnv(env)
-
-
-def test_pettingzoo_adapter_ends_the_episode_for_all_agents():
+def test_pettingzoo_adapter_ends_the_episode_for_all_agents(example):
     pytest.importorskip("pettingzoo")
-    env = make_coins({})
+    env = example.make_coins()
     obs, _ = env.reset(seed=1)
     assert set(obs) == {"left", "right"} and env.get_action_space("right") == gym.spaces.Discrete(2)
     for t in range(1, 7):
@@ -136,13 +89,11 @@ def test_pettingzoo_adapter_ends_the_episode_for_all_agents():
 
 @pytest.mark.timeout(300)
 def test_dqn_trains_two_policies_on_a_pettingzoo_env_each_from_its_own_table(ray_session,
-                                                                             small_config):
+                                                                             small_config,
+                                                                             example):
     pytest.importorskip("pettingzoo")
-    config = small_config("DQN")
-    config["multiagent"] = {"policies": {"left": (None, None, None, {}),
-                                         "right": (None, None, None, {})},
-                            "policy_mapping_fn": lambda agent: agent}
-    trainer = get_trainer_class("DQN")(config=config, env=make_coins)
+    config = dict(small_config("DQN"), multiagent=example.coins_multiagent())
+    trainer = get_trainer_class("DQN")(config=config, env=example.make_coins)
     try:
         before = {pid: weights(trainer, pid) for pid in ("left", "right")}
         for _ in range(2):
@@ -166,3 +117,13 @@ def test_dqn_trains_two_policies_on_a_pettingzoo_env_each_from_its_own_table(ray
         assert lanes[pid].num_train_steps > 0
     # "right" acts half as often as "left", so its table received about half the items
     assert lanes["right"].items_inserted < lanes["left"].items_inserted
+
+
+@pytest.mark.timeout(300)
+def test_example_script_runs_two_policies(ray_session, small_config, example):
+    # 2 iterations of 32 steps per env: random CartPole episodes last about 20 steps, so an
+    # episode of both copies has ended by then
+    results = example.main("PPO", "cartpoles", iterations=2, verbose=False,
+                           config=small_config("PPO"))
+    assert set(results[-1]["policy_reward_mean"]) == {"learner", "frozen"}
+    assert set(results[-1]["info"]["learner"]) == {"learner"}
