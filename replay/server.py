@@ -197,17 +197,22 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             async for request in request_iterator:
                 if request.chunks.keys:
                     incoming = sum(len(data) for data in request.chunks.column_data)
-                    if held + incoming > limit:
-                        raise errors.ResourceExhaustedError(
-                            f"this insert stream would hold {held + incoming} bytes of chunks its writer "
-                            f"has not released, over the server's max_in_flight_bytes_per_stream limit "
-                            f"({limit}); keep fewer steps alive (num_keep_alive_refs), or start the "
-                            "server with a higher limit (replay-server --max-in-flight-bytes-per-stream)")
                     if incoming > _DECODE_IN_POOL_BYTES:
                         chunks = await asyncio.get_running_loop().run_in_executor(
                             self._server._executor, wire.decode_chunks, request.chunks)
                     else:
                         chunks = wire.decode_chunks(request.chunks)
+                    released = set(request.release_chunk_keys)
+                    # What the stream holds once this message is done (its releases included).
+                    after = held + sum(c.nbytes for c in chunks
+                                       if c.key not in keep_alive and c.key not in released)
+                    after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
+                    if after > limit:
+                        raise errors.ResourceExhaustedError(
+                            f"this insert stream would hold {after} bytes of chunks its writer has not "
+                            f"released, over the server's max_in_flight_bytes_per_stream limit ({limit}); "
+                            "keep fewer steps alive (num_keep_alive_refs), or start the server with a "
+                            "higher limit (replay-server --max-in-flight-bytes-per-stream)")
                     for chunk in store.insert(chunks):
                         if chunk.key not in keep_alive:
                             keep_alive[chunk.key] = chunk
