@@ -266,3 +266,25 @@ def test_limits_must_be_positive_integers():
                  "max_message_bytes"):
         with pytest.raises(errors.InvalidArgumentError, match=name):
             Server([_uniform()], **{name: 0})
+
+
+def test_replay_server_flags_set_the_limits(tables_yaml, server_process_factory):
+    from replay.client import Client
+
+    process = server_process_factory(tables_yaml, "--max-sample-batch-size", 8, "--max-concurrent-streams", 1,
+                                     "--max-in-flight-bytes-per-stream", 100_000, "--max-message-bytes", 1_000_000)
+    client = Client(process.address)
+    client.insert(np.float32(5), {"uniform": 1.0}, timeout=10)
+    call, pending = _raw_sample_stream(client, replay_pb2.SampleRequest(
+        table="uniform", num_samples=1, max_batch_size=9))
+    with pytest.raises(grpc.RpcError) as caught:
+        next(call)
+    pending.put(None)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "max_sample_batch_size limit (8)" in caught.value.details()
+    assert next(client.sample("uniform", 1, timeout=10)).data[0] == 5
+    process.terminate()
+    returncode, _ = process.read_until_exit()
+    assert returncode == 0
+    assert any("max_sample_batch_size 8, max_concurrent_streams 1, max_in_flight_bytes_per_stream 100000"
+               in line for line in process.lines)
