@@ -64,6 +64,11 @@ _INSERT_DEADLINE_GUARD_SECONDS = 0.05
 # Insert messages with more chunk bytes than this are decoded (checksums) in the thread pool, so
 # that the event loop stays free for other calls.
 _DECODE_IN_POOL_BYTES = 1024 * 1024
+# How many streams may do a step of work (decode and insert one message, take and encode one
+# sample response) in one turn of the event loop. The others queue in order (fairly), so a turn
+# stays short and unary calls such as server_info are answered promptly however many streams
+# are busy.
+_CONCURRENT_STEPS = 4
 
 
 async def _abort(context, error: errors.ReplayError):
@@ -120,6 +125,11 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         self._server = server
         self._signals: Dict[int, _TableSignals] = {}
         self.open_streams = 0
+        self._steps: Optional[asyncio.Semaphore] = None
+
+    def start(self) -> None:
+        """Called on the event loop's thread before serving."""
+        self._steps = asyncio.Semaphore(_CONCURRENT_STEPS)
 
     def watch(self, table, loop) -> None:
         """Registers the change signal of `table` (on the event loop's thread)."""
@@ -195,33 +205,18 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 return chunk
 
             async for request in request_iterator:
-                if request.chunks.keys:
-                    incoming = sum(len(data) for data in request.chunks.column_data)
-                    if incoming > _DECODE_IN_POOL_BYTES:
-                        chunks = await asyncio.get_running_loop().run_in_executor(
-                            self._server._executor, wire.decode_chunks, request.chunks)
-                    else:
-                        chunks = wire.decode_chunks(request.chunks)
-                    released = set(request.release_chunk_keys)
-                    # What the stream holds once this message is done (its releases included).
-                    after = held + sum(c.nbytes for c in chunks
-                                       if c.key not in keep_alive and c.key not in released)
-                    after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
-                    if after > limit:
-                        raise errors.ResourceExhaustedError(
-                            f"this insert stream would hold {after} bytes of chunks its writer has not "
-                            f"released, over the server's max_in_flight_bytes_per_stream limit ({limit}); "
-                            "keep fewer steps alive (num_keep_alive_refs), or start the server with a "
-                            "higher limit (replay-server --max-in-flight-bytes-per-stream)")
-                    for chunk in store.insert(chunks):
-                        if chunk.key not in keep_alive:
-                            keep_alive[chunk.key] = chunk
-                            held += chunk.nbytes
-                    chunks = None
+                async with self._steps:
+                    if request.chunks.keys:
+                        held = await self._store_chunks(request, keep_alive, held, limit)
+                    pending = None
+                    if request.items.keys:
+                        pairs = wire.decode_items(request.items, resolve)
+                        pending = self._insert_now(self._validated_groups(pairs))
+                        pairs = None
                 if request.items.keys:
-                    pairs = wire.decode_items(request.items, resolve)
-                    await self._insert(pairs, context)
-                    pairs = None
+                    if pending:
+                        await self._insert_waiting(pending, context)
+                    pending = None
                     yield replay_pb2.InsertResponse(item_keys=request.items.keys)
                 for key in request.release_chunk_keys:
                     chunk = keep_alive.pop(key, None)
@@ -239,18 +234,61 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if opened:
                 self.open_streams -= 1
 
-    async def _insert(self, pairs, context) -> None:
+    async def _store_chunks(self, request, keep_alive: Dict[int, object], held: int, limit: int) -> int:
+        """Validates and stores the message's chunks, keeping them alive for the stream; returns
+        the chunk bytes the stream holds once the message's releases are done.
+
+        Raises:
+          ResourceExhaustedError: that is over `limit` (nothing is stored).
+          The validation errors of `wire.decode_chunks`.
+        """
+        incoming = sum(len(data) for data in request.chunks.column_data)
+        if incoming > _DECODE_IN_POOL_BYTES:
+            chunks = await asyncio.get_running_loop().run_in_executor(
+                self._server._executor, wire.decode_chunks, request.chunks)
+        else:
+            chunks = wire.decode_chunks(request.chunks)
+        released = set(request.release_chunk_keys)
+        after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
+        after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
+        if after > limit:
+            raise errors.ResourceExhaustedError(
+                f"this insert stream would hold {after} bytes of chunks its writer has not released, "
+                f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
+                "alive (num_keep_alive_refs), or start the server with a higher limit "
+                "(replay-server --max-in-flight-bytes-per-stream)")
+        for chunk in self._server.chunk_store.insert(chunks):
+            if chunk.key not in keep_alive:
+                keep_alive[chunk.key] = chunk
+                held += chunk.nbytes
+        return held
+
+    def _validated_groups(self, pairs):
+        """The items of a message as (table, items) runs, every item validated first, so a bad
+        item for one table inserts nothing anywhere."""
         groups = []  # consecutive runs of items for the same table
         for name, item in pairs:
             if not groups or groups[-1][0] != name:
                 groups.append((name, []))
             groups[-1][1].append(item)
-        # Validate everything first so a bad item for one table inserts nothing anywhere.
-        tables = [(table, table.validate_items(items))
-                  for table, items in ((self._table(name), items) for name, items in groups)]
-        for table, items in tables:
+        return [(table, table.validate_items(items))
+                for table, items in ((self._table(name), items) for name, items in groups)]
+
+    @staticmethod
+    def _insert_now(groups):
+        """Inserts the runs in order while the rate limiters allow; returns what is left as
+        (table, items, number already inserted) runs, empty when everything went in."""
+        for i, (table, items) in enumerate(groups):
+            done = table.try_insert_many(items)
+            if done < len(items):
+                return [(table, items, done)] + [(t, rest, 0) for t, rest in groups[i + 1:]]
+        return []
+
+    async def _insert_waiting(self, pending, context) -> None:
+        """Inserts what `_insert_now` left, waiting for each table's rate limiter in turn."""
+        for table, items, done in pending:
             signals = self._signals[id(table)]
-            done, waited = 0, False
+            waited = False
             while True:
                 event = signals.events["insert"]
                 if waited:
@@ -260,7 +298,8 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                             f"table {table.name!r}: the insert was still waiting when its call's deadline "
                             f"came ({done} of {len(items)} items of the message were inserted): "
                             f"{table.insert_blocker()}")
-                done += table.try_insert_many(items[done:] if done else items)
+                async with self._steps:
+                    done += table.try_insert_many(items[done:] if done else items)
                 if done == len(items):
                     break
                 await signals.wait(event, "insert", _RECHECK_SECONDS)
@@ -274,7 +313,6 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             self._check_call(context)
             self._open_stream()
             opened = True
-            loop = asyncio.get_running_loop()
             limit = self._server.max_sample_batch_size
             response_bytes = min(_SAMPLE_RESPONSE_BYTES, self._server.max_in_flight_bytes_per_stream)
             credit, table, timeout_ms, max_batch = 0, None, -1, min(_DEFAULT_SAMPLE_BATCH, limit)
@@ -309,16 +347,10 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 want = min(credit, max_batch)
                 if item_bytes:
                     want = max(1, min(want, response_bytes // item_bytes))
-                sampled = table.try_sample(want)
-                if not sampled:
-                    deadline = None if timeout_ms < 0 else loop.time() + timeout_ms / 1000.0
-                    sampled = await self._wait_to_sample(table, want, deadline)
-                    if not sampled:
-                        raise errors.DeadlineExceededError(
-                            f"table {table.name!r}: sample timed out after {timeout_ms / 1000.0:g} s: "
-                            f"{table.sample_blocker()}")
+                sampled = await self._sample(table, want, timeout_ms)
                 credit -= len(sampled)
-                response, nbytes = _sample_response(table.name, sampled, columnar)
+                async with self._steps:
+                    response, nbytes = _sample_response(table.name, sampled, columnar)
                 item_bytes = max(1, nbytes // len(sampled))
                 # Hold no items while waiting: a cancelled stream must not keep chunks alive.
                 sampled = None
@@ -335,23 +367,33 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if opened:
                 self.open_streams -= 1
 
-    async def _wait_to_sample(self, table, want: int, deadline: Optional[float]):
-        """Samples of `table` once its rate limiter allows, or [] at `deadline` (loop time; None
-        waits until the call is cancelled)."""
+    async def _sample(self, table, want: int, timeout_ms: int):
+        """Up to `want` samples of `table` once its rate limiter allows.
+
+        Raises:
+          DeadlineExceededError: none within `timeout_ms` (< 0: waits until the call is cancelled).
+          CancelledError: the table closed.
+        """
         signals = self._signals[id(table)]
         loop = asyncio.get_running_loop()
+        deadline = None
         while True:
             event = signals.events["sample"]
-            sampled = table.try_sample(want)
+            async with self._steps:
+                sampled = table.try_sample(want)
             if sampled:
                 return sampled
-            timeout = _RECHECK_SECONDS
-            if deadline is not None:
+            wait = _RECHECK_SECONDS
+            if timeout_ms >= 0:
+                if deadline is None:
+                    deadline = loop.time() + timeout_ms / 1000.0
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    return []
-                timeout = min(timeout, remaining)
-            await signals.wait(event, "sample", timeout)
+                    raise errors.DeadlineExceededError(
+                        f"table {table.name!r}: sample timed out after {timeout_ms / 1000.0:g} s: "
+                        f"{table.sample_blocker()}")
+                wait = min(wait, remaining)
+            await signals.wait(event, "sample", wait)
 
     # -- unary calls ------------------------------------------------------------------------
 
@@ -614,6 +656,7 @@ class Server:
         if port == 0:
             raise errors.UnavailableError(f"cannot listen on {address} (port in use?)")
         loop = asyncio.get_running_loop()
+        self._servicer.start()
         for table in self.tables.values():
             self._servicer.watch(table, loop)
         await server.start()

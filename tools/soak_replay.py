@@ -71,12 +71,12 @@ def _writer_process(address, writer_ids, payload_floats, stop, results, progress
     last_progress = {w: time.monotonic() for w in writer_ids}
 
     def write(writer_id):
-        acked, error = 0, None
+        acked, error, seq = 0, None, 0
+        started = time.monotonic()
         payload = np.random.default_rng(writer_id).random(payload_floats, dtype=np.float32)
         try:
             client = Client(address)
             with client.trajectory_writer(num_keep_alive_refs=1, max_in_flight_items=64) as writer:
-                seq = 0
                 while not stop.is_set():
                     for _ in range(16):
                         refs = writer.append(_step(writer_id, seq, payload, np))
@@ -90,7 +90,7 @@ def _writer_process(address, writer_ids, payload_floats, stop, results, progress
                 writer.flush(timeout=60)
                 acked = seq
         except Exception as e:  # reported to the coordinator
-            error = repr(e)
+            error = f"{e!r} after {time.monotonic() - started:.1f} s at step {seq}"
         last_progress[writer_id] = float("inf")
         results.put(("writer", writer_id, acked, error))
 
@@ -319,11 +319,12 @@ def run(args) -> int:
         accounting.append(f"{name}: inserted {t.num_inserts} = present {t.size} + evicted {t.num_evictions} "
                           f"+ deleted {t.num_deletes} ({'ok' if balanced else 'MISMATCH'})")
     latencies.sort()
+    p50 = latencies[len(latencies) // 2] if latencies else float("nan")
     p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
     print(f"soak clients {args.clients} samplers {args.samplers} dataset {'yes' if args.dataset else 'no'} "
           f"{elapsed:.0f} s: writes {acked / elapsed:.0f} items/s (acknowledged {acked}), "
           f"samples {sum(samplers) / elapsed:.0f}/s, dataset {dataset / elapsed:.0f} samples/s; "
-          f"server_info p99 {p99 * 1000:.0f} ms max {max(latencies) * 1000:.0f} ms; "
+          f"server_info p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms max {max(latencies) * 1000:.0f} ms; "
           f"slowest writer progress gap {worst_stall:.1f} s; "
           f"insert(timeout=0.3) raised after {timeout_raised_after or float('nan'):.2f} s, late inserts "
           f"{late_inserts}; ledger {len(ledger)} items, lost {lost}, duplicated {duplicated}; "
