@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import collections
 import concurrent.futures
 import hmac
 import logging
 import threading
+import time
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -64,11 +66,10 @@ _INSERT_DEADLINE_GUARD_SECONDS = 0.05
 # Insert messages with more chunk bytes than this are decoded (checksums) in the thread pool, so
 # that the event loop stays free for other calls.
 _DECODE_IN_POOL_BYTES = 1024 * 1024
-# How many streams may do a step of work (decode and insert one message, take and encode one
-# sample response) in one turn of the event loop. The others queue in order (fairly), so a turn
-# stays short and unary calls such as server_info are answered promptly however many streams
-# are busy.
-_CONCURRENT_STEPS = 4
+# The streams' steps of work (store and insert one message, take and encode one sample
+# response) run in arrival order from one queue, for at most this long per turn of the event
+# loop; then the loop serves everything else (new calls, server_info) before the next slice.
+_WORK_SLICE_SECONDS = 0.005
 
 
 async def _abort(context, error: errors.ReplayError):
@@ -117,6 +118,49 @@ class _TableSignals:
             self.waiting[kind] -= 1
 
 
+class _WorkQueue:
+    """Runs the streams' steps of work fairly and in bounded slices of the event loop.
+
+    Without it, a burst of messages on hundreds of streams makes one turn of the loop run all
+    of their steps back to back (hundreds of milliseconds), and a new call or a `server_info`
+    waits for all of them. Here a step is queued; one worker coroutine runs queued steps for
+    at most _WORK_SLICE_SECONDS, then yields the loop. A step whose caller was cancelled
+    before it ran is dropped, so a cancelled call does no further work.
+    """
+
+    def __init__(self):
+        self._queue: "collections.deque" = collections.deque()
+        self._ready = asyncio.Event()
+        self._worker = asyncio.get_running_loop().create_task(self._work())
+
+    async def run(self, step, *args):
+        """`step(*args)` (a plain function), run by the worker; its result or exception."""
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((future, step, args))
+        self._ready.set()
+        return await future
+
+    async def _work(self) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                self._ready.clear()
+                await self._ready.wait()
+            started = time.perf_counter()
+            while queue and time.perf_counter() - started < _WORK_SLICE_SECONDS:
+                future, step, args = queue.popleft()
+                if future.done():  # its call was cancelled
+                    continue
+                try:
+                    future.set_result(step(*args))
+                except BaseException as e:  # handed to the waiting call
+                    future.set_exception(e)
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._worker.cancel()
+
+
 class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     """The RPC handlers (coroutines on the server's event loop). Each converts `ReplayError`s
     into gRPC statuses."""
@@ -125,11 +169,15 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         self._server = server
         self._signals: Dict[int, _TableSignals] = {}
         self.open_streams = 0
-        self._steps: Optional[asyncio.Semaphore] = None
+        self._work: Optional[_WorkQueue] = None
 
     def start(self) -> None:
         """Called on the event loop's thread before serving."""
-        self._steps = asyncio.Semaphore(_CONCURRENT_STEPS)
+        self._work = _WorkQueue()
+
+    def stop(self) -> None:
+        if self._work is not None:
+            self._work.stop()
 
     def watch(self, table, loop) -> None:
         """Registers the change signal of `table` (on the event loop's thread)."""
@@ -205,14 +253,13 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 return chunk
 
             async for request in request_iterator:
-                async with self._steps:
-                    if request.chunks.keys:
-                        held = await self._store_chunks(request, keep_alive, held, limit)
-                    pending = None
-                    if request.items.keys:
-                        pairs = wire.decode_items(request.items, resolve)
-                        pending = self._insert_now(self._validated_groups(pairs))
-                        pairs = None
+                chunks = None
+                if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
+                    chunks = await asyncio.get_running_loop().run_in_executor(
+                        self._server._executor, wire.decode_chunks, request.chunks)
+                held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
+                                                     held, limit, resolve)
+                chunks = None
                 if request.items.keys:
                     if pending:
                         await self._insert_waiting(pending, context)
@@ -234,34 +281,37 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if opened:
                 self.open_streams -= 1
 
-    async def _store_chunks(self, request, keep_alive: Dict[int, object], held: int, limit: int) -> int:
-        """Validates and stores the message's chunks, keeping them alive for the stream; returns
-        the chunk bytes the stream holds once the message's releases are done.
+    def _take_message(self, request, chunks, keep_alive: Dict[int, object], held: int, limit: int,
+                      resolve):
+        """Stores the message's chunks (`chunks` when already decoded) and inserts its items
+        while the rate limiters allow; returns the chunk bytes the stream then holds (before the
+        message's releases) and what is left to insert (see `_insert_now`).
 
         Raises:
-          ResourceExhaustedError: that is over `limit` (nothing is stored).
-          The validation errors of `wire.decode_chunks`.
+          ResourceExhaustedError: the stream would hold more than `limit` chunk bytes once the
+            message's releases are done (nothing is stored).
+          The validation errors of `wire.decode_chunks`, `wire.decode_items` and the tables.
         """
-        incoming = sum(len(data) for data in request.chunks.column_data)
-        if incoming > _DECODE_IN_POOL_BYTES:
-            chunks = await asyncio.get_running_loop().run_in_executor(
-                self._server._executor, wire.decode_chunks, request.chunks)
-        else:
-            chunks = wire.decode_chunks(request.chunks)
-        released = set(request.release_chunk_keys)
-        after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
-        after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
-        if after > limit:
-            raise errors.ResourceExhaustedError(
-                f"this insert stream would hold {after} bytes of chunks its writer has not released, "
-                f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
-                "alive (num_keep_alive_refs), or start the server with a higher limit "
-                "(replay-server --max-in-flight-bytes-per-stream)")
-        for chunk in self._server.chunk_store.insert(chunks):
-            if chunk.key not in keep_alive:
-                keep_alive[chunk.key] = chunk
-                held += chunk.nbytes
-        return held
+        if request.chunks.keys:
+            if chunks is None:
+                chunks = wire.decode_chunks(request.chunks)
+            released = set(request.release_chunk_keys)
+            after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
+            after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
+            if after > limit:
+                raise errors.ResourceExhaustedError(
+                    f"this insert stream would hold {after} bytes of chunks its writer has not released, "
+                    f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
+                    "alive (num_keep_alive_refs), or start the server with a higher limit "
+                    "(replay-server --max-in-flight-bytes-per-stream)")
+            for chunk in self._server.chunk_store.insert(chunks):
+                if chunk.key not in keep_alive:
+                    keep_alive[chunk.key] = chunk
+                    held += chunk.nbytes
+        if not request.items.keys:
+            return held, []
+        pairs = wire.decode_items(request.items, resolve)
+        return held, self._insert_now(self._validated_groups(pairs))
 
     def _validated_groups(self, pairs):
         """The items of a message as (table, items) runs, every item validated first, so a bad
@@ -298,8 +348,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                             f"table {table.name!r}: the insert was still waiting when its call's deadline "
                             f"came ({done} of {len(items)} items of the message were inserted): "
                             f"{table.insert_blocker()}")
-                async with self._steps:
-                    done += table.try_insert_many(items[done:] if done else items)
+                done += await self._work.run(table.try_insert_many, items[done:] if done else items)
                 if done == len(items):
                     break
                 await signals.wait(event, "insert", _RECHECK_SECONDS)
@@ -347,13 +396,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 want = min(credit, max_batch)
                 if item_bytes:
                     want = max(1, min(want, response_bytes // item_bytes))
-                sampled = await self._sample(table, want, timeout_ms)
-                credit -= len(sampled)
-                async with self._steps:
-                    response, nbytes = _sample_response(table.name, sampled, columnar)
-                item_bytes = max(1, nbytes // len(sampled))
-                # Hold no items while waiting: a cancelled stream must not keep chunks alive.
-                sampled = None
+                response, nbytes, count = await self._sample(table, want, timeout_ms, columnar)
+                credit -= count
+                item_bytes = max(1, nbytes // count)
                 yield response
                 response = None
         except errors.ReplayError as e:
@@ -367,8 +412,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if opened:
                 self.open_streams -= 1
 
-    async def _sample(self, table, want: int, timeout_ms: int):
-        """Up to `want` samples of `table` once its rate limiter allows.
+    async def _sample(self, table, want: int, timeout_ms: int, columnar: bool):
+        """A response with up to `want` samples of `table`, once its rate limiter allows: the
+        response, its data bytes and its number of samples.
 
         Raises:
           DeadlineExceededError: none within `timeout_ms` (< 0: waits until the call is cancelled).
@@ -379,10 +425,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         deadline = None
         while True:
             event = signals.events["sample"]
-            async with self._steps:
-                sampled = table.try_sample(want)
-            if sampled:
-                return sampled
+            taken = await self._work.run(_take_samples, table, want, columnar)
+            if taken is not None:
+                return taken
             wait = _RECHECK_SECONDS
             if timeout_ms >= 0:
                 if deadline is None:
@@ -441,6 +486,17 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         except Exception as e:
             log.exception("replay server: unexpected error in Checkpoint")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+
+
+def _take_samples(table, want: int, columnar: bool):
+    """Samples up to `want` items of `table` without waiting and encodes them: (response, data
+    bytes, number of samples), or None when the rate limiter allows none now. The samples are
+    not kept: a cancelled stream holds no items."""
+    sampled = table.try_sample(want)
+    if not sampled:
+        return None
+    response, nbytes = _sample_response(table.name, sampled, columnar)
+    return response, nbytes, len(sampled)
 
 
 def _sample_response(table_name: str, sampled,
@@ -731,6 +787,7 @@ class Server:
         self._executor.shutdown(wait=False)
 
     async def _unwatch_all(self) -> None:
+        self._servicer.stop()
         for table in self.tables.values():
             self._servicer.unwatch(table)
 

@@ -1,11 +1,11 @@
 """Soak test of the replay service: a real `replay-server` process under many writers and readers.
 
     python tools/soak_replay.py --clients N --seconds S [--samplers 16] [--dataset]
-                                [--writer-processes 8] [--payload-bytes 64]
+                                [--writer-rate STEPS_PER_S] [--writer-processes 8] [--payload-bytes 64]
 
 Starts `replay-server` (python -m replay.server_main) with two tables and, for S seconds:
 - N writers (threads spread over --writer-processes processes, each with its own `Client`),
-  each appending steps {"id": [writer, seq], "payload": float32[...]} and creating one item per
+  each appending steps (flat out, or --writer-rate steps per second as an actor would) {"id": [writer, seq], "payload": float32[...]} and creating one item per
   step in both tables: `ledger` (Fifo, each item sampled once) and `replay` (Uniform, max_size
   small enough that items are evicted);
 - --samplers samplers (threads of one process): half drain `ledger` through `sample_stream`,
@@ -61,7 +61,7 @@ def _step(writer_id, seq, payload, np):
     return {"id": np.array([writer_id, seq], np.int64), "payload": payload}
 
 
-def _writer_process(address, writer_ids, payload_floats, stop, results, progress):
+def _writer_process(address, writer_ids, payload_floats, rate, stop, results, progress):
     """Runs one writer thread per id; reports (writer_id, acked, error) per writer and, every
     second, the age of the stalest writer's last progress."""
     import numpy as np
@@ -77,7 +77,11 @@ def _writer_process(address, writer_ids, payload_floats, stop, results, progress
         try:
             client = Client(address)
             with client.trajectory_writer(num_keep_alive_refs=1, max_in_flight_items=64) as writer:
+                next_batch = time.monotonic()
                 while not stop.is_set():
+                    if rate > 0:  # an actor producing `rate` steps per second
+                        next_batch += 16 / rate
+                        time.sleep(max(0.0, next_batch - time.monotonic()))
                     for _ in range(16):
                         refs = writer.append(_step(writer_id, seq, payload, np))
                         writer.create_item("ledger", 1.0, refs)
@@ -216,7 +220,10 @@ def run(args) -> int:
         config_path = os.path.join(tmp, "tables.yaml")
         with open(config_path, "w") as f:
             f.write(CONFIG % {"replay_size": args.replay_size})
-        server, address = _start_server(config_path)
+        if args.address:
+            server, address = None, args.address
+        else:
+            server, address = _start_server(config_path)
         ctx = mp.get_context("spawn")
         stop, drain = ctx.Event(), ctx.Event()
         results, progress = ctx.Queue(), ctx.Queue()
@@ -227,7 +234,7 @@ def run(args) -> int:
             for p in range(num_procs):
                 ids = list(range(p, args.clients, num_procs))
                 processes.append(ctx.Process(target=_writer_process,
-                                             args=(address, ids, payload_floats, stop, results, progress)))
+                                             args=(address, ids, payload_floats, args.writer_rate, stop, results, progress)))
             if args.samplers:
                 processes.append(ctx.Process(target=_sampler_process,
                                              args=(address, args.samplers, stop, drain, results)))
@@ -295,11 +302,12 @@ def run(args) -> int:
                 process.join(timeout=60)
                 if process.is_alive():
                     process.kill()
-            server.terminate()
-            try:
-                server.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            if server is not None:
+                server.terminate()
+                try:
+                    server.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    server.kill()
 
     acked = sum(writers.values())
     expected = {(w, s) for w, n in writers.items() for s in range(n)}
@@ -321,7 +329,8 @@ def run(args) -> int:
     latencies.sort()
     p50 = latencies[len(latencies) // 2] if latencies else float("nan")
     p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
-    print(f"soak clients {args.clients} samplers {args.samplers} dataset {'yes' if args.dataset else 'no'} "
+    print(f"soak clients {args.clients} (rate {args.writer_rate or 'flat out'}) samplers {args.samplers} "
+          f"dataset {'yes' if args.dataset else 'no'} "
           f"{elapsed:.0f} s: writes {acked / elapsed:.0f} items/s (acknowledged {acked}), "
           f"samples {sum(samplers) / elapsed:.0f}/s, dataset {dataset / elapsed:.0f} samples/s; "
           f"server_info p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms max {max(latencies) * 1000:.0f} ms; "
@@ -342,8 +351,13 @@ def main(argv=None) -> int:
     parser.add_argument("--samplers", type=int, default=16, help="sampler threads (half drain the ledger)")
     parser.add_argument("--dataset", action="store_true", help="also read through a ReplayDataset")
     parser.add_argument("--writer-processes", type=int, default=8, help="processes the writers are spread over")
+    parser.add_argument("--writer-rate", type=float, default=0.0,
+                        help="steps per second of each writer, as an actor would produce them (0: flat out)")
     parser.add_argument("--payload-bytes", type=int, default=64, help="float32 payload bytes per step")
     parser.add_argument("--replay-size", type=int, default=20_000, help="max_size of the replay table")
+    parser.add_argument("--address", default=None,
+                        help="soak a running server with the tables of CONFIG (in this file) instead of "
+                             "starting one")
     parser.add_argument("--stall-seconds", type=float, default=20.0,
                         help="a writer without progress for this long is a stall")
     args = parser.parse_args(argv)
