@@ -69,7 +69,7 @@ _DECODE_IN_POOL_BYTES = 1024 * 1024
 # The streams' steps of work (store and insert one message, take and encode one sample
 # response) run in arrival order from one queue, for at most this long per turn of the event
 # loop; then the loop serves everything else (new calls, server_info) before the next slice.
-_WORK_SLICE_SECONDS = 0.005
+_WORK_SLICE_SECONDS = 0.001
 
 
 async def _abort(context, error: errors.ReplayError):
