@@ -13,7 +13,10 @@ of its own; no thread is tied to a stream, so thousands of open streams cost onl
 that waits for a rate limiter does not block anything: it asks the table without waiting
 (`Table.try_insert_many`, `Table.try_sample`) and, when refused, awaits the table's change
 signal (`Table.add_change_listener`). A call the client cancels or lets time out is cancelled
-at its next wait, so an insert whose client gave up never lands later. Work that may block for
+at its next wait, so an insert whose client gave up never lands later. The streams' steps of
+work (storing and inserting one message, taking and encoding one sample response) run in
+arrival order from one queue in short slices of the loop (`_WorkQueue`), so a burst on many
+streams cannot delay new calls or `server_info` by more than a slice. Work that may block for
 long (checkpoints, and decoding very large messages) runs in a small thread pool.
 
 Limits (constructor arguments, `replay-server` flags): the largest message, the most items per

@@ -2,7 +2,9 @@
 
 A `Table` holds `replay.items.Item`s by key. Its sampler selector picks what `sample` returns, its
 remover selector picks what is evicted when the table is over `max_size`, its rate limiter decides
-when inserts and samples may proceed (blocking callers on condition variables), and its extensions
+when inserts and samples may proceed (blocking callers on condition variables, or, for callers that
+must not block such as the replay server's event loop, refusing at once and signalling when to try
+again: `try_insert_many`, `try_sample`, `add_change_listener`), and its extensions
 observe every change inside the same atomic step. The replay server owns one `Table` per name and
 calls it from many threads; everything here is thread-safe and needs no TensorFlow.
 
