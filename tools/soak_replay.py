@@ -331,7 +331,7 @@ def run(args) -> int:
     p99 = latencies[int(0.99 * (len(latencies) - 1))] if latencies else float("nan")
     print(f"soak clients {args.clients} (rate {args.writer_rate or 'flat out'}) samplers {args.samplers} "
           f"dataset {'yes' if args.dataset else 'no'} "
-          f"{elapsed:.0f} s: writes {acked / elapsed:.0f} items/s (acknowledged {acked}), "
+          f"{elapsed:.0f} s: writes {acked / elapsed:.0f} items/s into each table (acknowledged {acked}), "
           f"samples {sum(samplers) / elapsed:.0f}/s, dataset {dataset / elapsed:.0f} samples/s; "
           f"server_info p50 {p50 * 1000:.0f} ms p99 {p99 * 1000:.0f} ms max {max(latencies) * 1000:.0f} ms; "
           f"slowest writer progress gap {worst_stall:.1f} s; "
