@@ -26,30 +26,42 @@ from replay.replay_sample import ReplaySample, SampleInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 _ERROR_CLASS_METADATA_KEY = "replay-error-class"
+# A sample call's gRPC deadline is its timeout plus this, so that the server's own timeout (which
+# says what blocked the sample) arrives before the deadline cuts the call.
+SAMPLE_DEADLINE_ALLOWANCE_SECONDS = 1.0
 # Full method names in replay.proto (as in the generated stub).
 INSERT_STREAM_METHOD = f"/{wire.SERVICE_NAME}/InsertStream"
 SAMPLE_STREAM_METHOD = f"/{wire.SERVICE_NAME}/SampleStream"
+
+
+def _server_error_class(error: grpc.RpcError):
+    """The `replay.errors` class the server named for this failure, or None (gRPC's own errors)."""
+    try:
+        for key, value in error.trailing_metadata() or ():
+            if key == _ERROR_CLASS_METADATA_KEY:
+                candidate = getattr(errors, value, None)
+                if isinstance(candidate, type) and issubclass(candidate, errors.ReplayError):
+                    return candidate
+    except Exception:  # some failures (a dead connection) carry no metadata
+        pass
+    return None
 
 
 def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayError:
     """The `replay.errors` exception matching a failed gRPC call."""
     code = error.code() if hasattr(error, "code") else None
     details = error.details() if hasattr(error, "details") else str(error)
-    cls = None
-    try:
-        for key, value in error.trailing_metadata() or ():
-            if key == _ERROR_CLASS_METADATA_KEY:
-                candidate = getattr(errors, value, None)
-                if isinstance(candidate, type) and issubclass(candidate, errors.ReplayError):
-                    cls = candidate
-    except Exception:  # some failures (a dead connection) carry no metadata
-        pass
+    cls = _server_error_class(error)
     name = code.name if code is not None else "UNKNOWN"
     if cls is None:
         cls = errors.ERRORS_BY_GRPC_CODE.get(name, errors.ReplayError)
     message = details or name
     if name == "UNAVAILABLE":
         message = f"the replay server is unavailable ({details}); check that it runs and the address"
+    elif name == "RESOURCE_EXHAUSTED" and "larger than max" in (details or ""):
+        message = (f"{details}: the message is over the max_message_bytes limit; send smaller messages "
+                   "(smaller chunks or batches) or raise max_message_bytes on both the server "
+                   "(Server(max_message_bytes=...), replay-server --max-message-bytes) and the Client")
     if what:
         message = f"{what}: {message}"
     return cls(message)
@@ -184,6 +196,12 @@ class Client:
         `priorities` (table name -> priority); returns when the server acked them. The chunk is
         sent once however many tables get the item.
 
+        `timeout` (seconds) is the call's gRPC deadline: when it passes (a rate limiter blocks
+        the insert), the call is cancelled on the server too and the item is not inserted later,
+        so retrying cannot duplicate it. An insert that the server makes in the last moments
+        before the deadline is the one exception, as with any RPC: the server makes no insert
+        that had to wait once less than 50 ms are left.
+
         Raises:
           InvalidArgumentError: no tables, or a bad priority; NotFoundError: an unknown table;
           SignatureMismatchError: `data` does not fit a table's signature; DeadlineExceededError:
@@ -191,16 +209,26 @@ class Client:
         """
         if not priorities:
             raise errors.InvalidArgumentError("insert needs at least one table in `priorities`")
+        if timeout is not None and not timeout > 0:
+            raise errors.InvalidArgumentError(f"timeout must be None or a positive number of seconds, got {timeout}")
         from replay.trajectory_writer import TrajectoryWriter
 
-        writer = TrajectoryWriter(self, num_keep_alive_refs=1)
+        writer = TrajectoryWriter(self, num_keep_alive_refs=1, call_timeout=timeout)
+        acked = False
         try:
             refs = writer.append(data)
             for table, priority in priorities.items():
                 writer.create_item(table, priority, refs)
-            writer.flush(timeout=timeout)
+            # The call's deadline ends the wait; the extra second only covers its report arriving.
+            writer.flush(timeout=None if timeout is None else timeout + 1.0)
+            acked = True
+        except errors.DeadlineExceededError as e:
+            raise errors.DeadlineExceededError(
+                f"inserting into {sorted(priorities)}: not acknowledged within {timeout:g} s, so the server "
+                f"cancelled the insert and did not insert the item (a rate limiter may be blocking inserts): "
+                f"{e}") from None
         finally:
-            writer.close(flush=False)
+            writer.close(flush=False, cancel=not acked)
 
     # -- sampling ------------------------------------------------------------------------
 
@@ -210,26 +238,32 @@ class Client:
 
         `data` is a nest of numpy arrays in the table signature's structure when the table has a
         signature, else the item's flat list of columns. `timeout` (seconds) bounds how long
-        each sample may wait for the table's rate limiter; None waits forever.
+        each sample may wait for the table's rate limiter, and the whole call: its gRPC deadline
+        is `timeout` + SAMPLE_DEADLINE_ALLOWANCE_SECONDS, after which the call is cancelled on
+        the server too. None waits forever.
 
         Raises (when iterated):
           NotFoundError: unknown table; DeadlineExceededError: the rate limiter (or an empty
-          table) kept a sample waiting past `timeout`; UnavailableError: no server; CancelledError:
-          the server stopped.
+          table) kept a sample waiting past `timeout`, or the call passed its deadline;
+          UnavailableError: no server; CancelledError: the server stopped.
         """
         if num_samples <= 0:
             raise errors.InvalidArgumentError(f"num_samples must be positive, got {num_samples}")
-        signature = self._signature(table)
+        if timeout is not None and not timeout >= 0:
+            raise errors.InvalidArgumentError(f"timeout must be None or a number >= 0 seconds, got {timeout}")
         timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        call_timeout = None if timeout is None else timeout + SAMPLE_DEADLINE_ALLOWANCE_SECONDS
+        signature = self._signature(table, call_timeout)
         for infos, items, cache in self._sample_responses(table, max_in_flight_samples, timeout_ms,
-                                                          num_samples):
+                                                          num_samples, call_timeout):
             for info, item in zip(infos, items):
                 columns = item.decode(cache)
                 data = columns if signature is None else tree.unflatten_as(signature, columns)
                 yield ReplaySample(info, data)
 
     def sample_stream(self, table: str, max_in_flight_samples: int = 256, rate_limiter_timeout_ms: int = -1,
-                      max_samples: int = -1) -> Iterator[Tuple[Dict[str, np.ndarray], List[Any]]]:
+                      max_samples: int = -1, timeout: Optional[float] = None,
+                      ) -> Iterator[Tuple[Dict[str, np.ndarray], List[Any]]]:
         """The low-overhead sampling path: yields batches of samples as they arrive.
 
         Each yield is `(infos, columns)` for the N items of one server response: `infos` maps
@@ -237,12 +271,13 @@ class Client:
         [N]; `columns` is the flat list of item columns, each stacked to shape [N, ...] when all N
         items share that column's shape, else a list of N arrays. The server keeps up to
         `max_in_flight_samples` samples in flight; `rate_limiter_timeout_ms` < 0 waits forever;
-        `max_samples` < 0 streams until the caller stops iterating.
+        `max_samples` < 0 streams until the caller stops iterating; `timeout` (seconds) is the
+        whole stream's gRPC deadline (None: none).
 
         Raises (when iterated): as `sample`.
         """
         for infos, items, cache in self._sample_responses(table, max_in_flight_samples,
-                                                          rate_limiter_timeout_ms, max_samples):
+                                                          rate_limiter_timeout_ms, max_samples, timeout):
             decoded = [item.decode(cache) for item in items]
             info_arrays = {
                 "key": np.array([i.key for i in infos], dtype=np.uint64),
@@ -258,18 +293,19 @@ class Client:
             yield info_arrays, columns
 
     def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
-                         max_samples: int = -1,
-                         columnar: bool = False) -> Iterator[wire.PackedSampleResponse]:
+                         max_samples: int = -1, columnar: bool = False,
+                         timeout: Optional[float] = None) -> Iterator[wire.PackedSampleResponse]:
         """The raw SampleStream responses of `table` (items with their still-compressed chunks,
         whose bytes are views into the received message), granting the server credit as
         samples arrive so that at most `max_in_flight` are requested ahead of consumption. The
         building block of `sample` and `ReplayDataset`. `close()` ends it from another thread.
         With `columnar`, responses whose items allow it carry `response.columns` (one byte
-        string per column, see `wire.decode_columns`) instead of chunks.
+        string per column, see `wire.decode_columns`) instead of chunks. `timeout` (seconds) is
+        the call's gRPC deadline (None: none); when it passes the call ends on the server too.
 
         Raises (when iterated): InvalidArgumentError for a non-positive budget; the
         `replay.errors` class matching the stream's failure (DeadlineExceededError when
-        `timeout_ms` >= 0 passes without a sample).
+        `timeout_ms` >= 0 passes without a sample, or at the deadline).
         """
         if max_in_flight <= 0:
             raise errors.InvalidArgumentError(f"max_in_flight_samples must be positive, got {max_in_flight}")
@@ -288,7 +324,7 @@ class Client:
                 yield request
 
         self.stub  # noqa: B018 - opens the channel
-        call = self._sample_stream(request_iterator(), metadata=self.metadata)
+        call = self._sample_stream(request_iterator(), metadata=self.metadata, timeout=timeout)
         received = 0
         try:
             for response in call:
@@ -305,14 +341,21 @@ class Client:
                 if 0 <= max_samples <= received:
                     return
         except grpc.RpcError as e:
+            if (timeout is not None and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+                    and _server_error_class(e) is None):
+                raise errors.DeadlineExceededError(
+                    f"sampling table {table!r} at {self.address}: the call passed its deadline of "
+                    f"{timeout:g} s and was cancelled") from None
             raise translate_rpc_error(e, f"sampling table {table!r} at {self.address}") from None
         finally:
             requests.put(done)
             call.cancel()
 
-    def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int):
+    def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int,
+                          timeout: Optional[float] = None):
         """Yields (infos, items, decode cache) per server response."""
-        for packed in self.sample_responses(table, max_in_flight, timeout_ms, max_samples):
+        for packed in self.sample_responses(table, max_in_flight, timeout_ms, max_samples,
+                                            timeout=timeout):
             response = packed.response
             # Uncompressed columns are copied out so that samples do not keep whole responses alive.
             column_data = [c if f & wire.FLAG_COMPRESSED else bytes(c)
@@ -326,9 +369,9 @@ class Client:
                 response.times_sampled)]
             yield infos, items, {}
 
-    def _signature(self, table: str):
+    def _signature(self, table: str, timeout: Optional[float] = None):
         if table not in self._signatures:
-            info = self.server_info()
+            info = self.server_info(timeout=timeout)
             for name, table_info in info.items():
                 self._signatures[name] = table_info.signature
         return self._signatures.get(table)

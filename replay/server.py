@@ -4,9 +4,25 @@ On the design map this is the box between the writers (rollout workers) and the 
 (`Client.sample`, `ReplayDataset`). Writers stream packed batches of chunks and items over
 InsertStream; the server validates the chunks without decompressing them (checksums and
 sizes), stores them in the `ChunkStore`, keeps alive per stream the chunks its writer may still
-reference, inserts the items into their tables (blocking on the tables' rate limiters) and acks
+reference, inserts the items into their tables (waiting for the tables' rate limiters) and acks
 the item keys in batches. Samplers stream items out over SampleStream, many items per response
 with their chunks still compressed, within the credit the client granted.
+
+Concurrency: the calls run as coroutines of grpc's asyncio server on one event loop, in a thread
+of its own; no thread is tied to a stream, so thousands of open streams cost only memory. A call
+that waits for a rate limiter does not block anything: it asks the table without waiting
+(`Table.try_insert_many`, `Table.try_sample`) and, when refused, awaits the table's change
+signal (`Table.add_change_listener`). A call the client cancels or lets time out is cancelled
+at its next wait, so an insert whose client gave up never lands later. The streams' steps of
+work (storing and inserting one message, taking and encoding one sample response) run in
+arrival order from one queue in short slices of the loop (`_WorkQueue`), so a burst on many
+streams cannot delay new calls or `server_info` by more than a slice. Work that may block for
+long (checkpoints, and decoding very large messages) runs in a small thread pool.
+
+Limits (constructor arguments, `replay-server` flags): the largest message, the most items per
+sample response, the most concurrent streams, and the most chunk bytes one insert stream may
+hold. A call over a limit ends with RESOURCE_EXHAUSTED or INVALID_ARGUMENT naming the limit;
+everyone else keeps being served.
 
 Every call is checked for the protocol version and, when the server has one, the access token.
 Errors from `replay.errors` travel as their gRPC status code; the exact class name rides along
@@ -15,16 +31,20 @@ that sent it: the server keeps serving everyone else and nothing stored changes.
 """
 from __future__ import annotations
 
+import asyncio
+import atexit
+import collections
 import concurrent.futures
 import hmac
 import logging
 import threading
 import time
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
 
-from replay import errors, specs, wire
+from replay import errors, wire
 from replay.chunk_store import ChunkStore
 from replay.proto import replay_pb2, replay_pb2_grpc
 
@@ -33,33 +53,154 @@ log = logging.getLogger(__name__)
 ERROR_CLASS_METADATA_KEY = "replay-error-class"
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-# How often a call blocked on a rate limiter wakes to see whether its client is still there.
-_POLL_SECONDS = 0.5
+DEFAULT_MAX_SAMPLE_BATCH_SIZE = 4096
+DEFAULT_MAX_CONCURRENT_STREAMS = 1024
+DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM = 256 * 1024 * 1024
+DEFAULT_MAX_WORKERS = 4
 # Rough upper bound of the chunk bytes put in one sample response.
 _SAMPLE_RESPONSE_BYTES = 4 * 1024 * 1024
 _DEFAULT_SAMPLE_BATCH = 256
+# A waiting call is woken by its table's change signal; it also looks again this often, so a
+# wake-up lost to a race costs at most this long.
+_RECHECK_SECONDS = 1.0
+# An insert that had to wait is not made when less than this is left of its call's deadline:
+# its client is about to give up, and the ack would arrive too late for it to count.
+_INSERT_DEADLINE_GUARD_SECONDS = 0.05
+# Insert messages with more chunk bytes than this are decoded (checksums) in the thread pool, so
+# that the event loop stays free for other calls.
+_DECODE_IN_POOL_BYTES = 1024 * 1024
+# The streams' steps of work (store and insert one message, take and encode one sample
+# response) run in arrival order from one queue, for at most this long per turn of the event
+# loop; then the loop serves everything else (new calls, server_info) before the next slice.
+_WORK_SLICE_SECONDS = 0.001
 
 
-def _abort(context: grpc.ServicerContext, error: errors.ReplayError):
+async def _abort(context, error: errors.ReplayError):
     code = getattr(grpc.StatusCode, error.grpc_code, grpc.StatusCode.UNKNOWN)
     context.set_trailing_metadata(((ERROR_CLASS_METADATA_KEY, type(error).__name__),))
-    context.abort(code, str(error))
+    await context.abort(code, str(error))
+
+
+class _TableSignals:
+    """Wakes the calls waiting on one table when it may let them proceed.
+
+    Registered as the table's change listener; the events live on the server's event loop, and a
+    change made on another thread (an in-process caller, `Server.stop`) is handed over to it.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self.events = {"insert": asyncio.Event(), "sample": asyncio.Event()}
+        self.waiting = {"insert": 0, "sample": 0}
+
+    def on_change(self, kind: str) -> None:
+        if threading.get_ident() == self._loop_thread:
+            if self.waiting[kind]:
+                self._fire(kind)
+        else:
+            try:
+                self._loop.call_soon_threadsafe(self._fire, kind)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+    def _fire(self, kind: str) -> None:
+        event = self.events[kind]
+        self.events[kind] = asyncio.Event()
+        event.set()
+
+    async def wait(self, event: asyncio.Event, kind: str, timeout: float) -> None:
+        """Waits until `event` (taken from `events[kind]` before the refused attempt) fires, or
+        `timeout` seconds."""
+        self.waiting[kind] += 1
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self.waiting[kind] -= 1
+
+
+class _WorkQueue:
+    """Runs the streams' steps of work fairly and in bounded slices of the event loop.
+
+    Without it, a burst of messages on hundreds of streams makes one turn of the loop run all
+    of their steps back to back (hundreds of milliseconds), and a new call or a `server_info`
+    waits for all of them. Here a step is queued; one worker coroutine runs queued steps for
+    at most _WORK_SLICE_SECONDS, then yields the loop. A step whose caller was cancelled
+    before it ran is dropped, so a cancelled call does no further work.
+    """
+
+    def __init__(self):
+        self._queue: "collections.deque" = collections.deque()
+        self._ready = asyncio.Event()
+        self._worker = asyncio.get_running_loop().create_task(self._work())
+
+    async def run(self, step, *args):
+        """`step(*args)` (a plain function), run by the worker; its result or exception."""
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((future, step, args))
+        self._ready.set()
+        return await future
+
+    async def _work(self) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                self._ready.clear()
+                await self._ready.wait()
+            started = time.perf_counter()
+            while queue and time.perf_counter() - started < _WORK_SLICE_SECONDS:
+                future, step, args = queue.popleft()
+                if future.done():  # its call was cancelled
+                    continue
+                try:
+                    future.set_result(step(*args))
+                except BaseException as e:  # handed to the waiting call
+                    future.set_exception(e)
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._worker.cancel()
 
 
 class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
-    """The RPC handlers. Each converts `ReplayError`s into gRPC statuses."""
+    """The RPC handlers (coroutines on the server's event loop). Each converts `ReplayError`s
+    into gRPC statuses."""
 
     def __init__(self, server: "Server"):
         self._server = server
+        self._signals: Dict[int, _TableSignals] = {}
+        self.open_streams = 0
+        self._work: Optional[_WorkQueue] = None
+
+    def start(self) -> None:
+        """Called on the event loop's thread before serving."""
+        self._work = _WorkQueue()
+
+    def stop(self) -> None:
+        if self._work is not None:
+            self._work.stop()
+
+    def watch(self, table, loop) -> None:
+        """Registers the change signal of `table` (on the event loop's thread)."""
+        signals = _TableSignals(loop)
+        self._signals[id(table)] = signals
+        table.add_change_listener(signals.on_change)
+
+    def unwatch(self, table) -> None:
+        signals = self._signals.pop(id(table), None)
+        if signals is not None:
+            table.remove_change_listener(signals.on_change)
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def _check_call(self, context: grpc.ServicerContext) -> None:
-        metadata = dict(context.invocation_metadata())
+    def _check_call(self, context) -> None:
+        metadata = dict(context.invocation_metadata() or ())
         token = self._server._token
         if token is not None:
             given = metadata.get(wire.TOKEN_METADATA_KEY, "")
-            if not hmac.compare_digest(given.encode(), token.encode()):
+            if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
                 raise errors.UnauthenticatedError(
                     "missing or wrong access token; pass the server's token to Client(address, token=...)")
         version = metadata.get(wire.PROTOCOL_METADATA_KEY)
@@ -76,23 +217,37 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 f"no table named {name!r}; this server has tables {sorted(self._server.tables)}")
         return table
 
-    def _unary(self, handler, request, context):
+    def _open_stream(self) -> None:
+        limit = self._server.max_concurrent_streams
+        if self.open_streams >= limit:
+            raise errors.ResourceExhaustedError(
+                f"the server already serves {self.open_streams} streams, its max_concurrent_streams "
+                f"limit ({limit}); close idle writers and samplers, or start the server with a higher "
+                "max_concurrent_streams (replay-server --max-concurrent-streams)")
+        self.open_streams += 1
+
+    async def _unary(self, handler, request, context):
         try:
             self._check_call(context)
             return handler(request)
         except errors.ReplayError as e:
-            _abort(context, e)
+            await _abort(context, e)
         except Exception as e:  # a bug: report it instead of hanging the client
             log.exception("replay server: unexpected error")
-            context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
 
     # -- inserts ----------------------------------------------------------------------------
 
-    def InsertStream(self, request_iterator, context):
+    async def InsertStream(self, request_iterator, context):
         keep_alive: Dict[int, object] = {}
+        opened = False
         try:
             self._check_call(context)
+            self._open_stream()
+            opened = True
             store = self._server.chunk_store
+            limit = self._server.max_in_flight_bytes_per_stream
+            held = 0  # chunk bytes kept alive for this stream's writer
 
             def resolve(key):
                 chunk = keep_alive.get(key)
@@ -100,63 +255,139 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     chunk = store.get([key])[0]
                 return chunk
 
-            for request in request_iterator:
-                if request.chunks.keys:
-                    for chunk in store.insert(wire.decode_chunks(request.chunks)):
-                        keep_alive[chunk.key] = chunk
+            async for request in request_iterator:
+                chunks = None
+                if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
+                    chunks = await asyncio.get_running_loop().run_in_executor(
+                        self._server._executor, wire.decode_chunks, request.chunks)
+                held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
+                                                     held, limit, resolve)
+                chunks = None
                 if request.items.keys:
-                    pairs = wire.decode_items(request.items, resolve)
-                    self._insert(pairs, context)
-                    pairs = None
+                    if pending:
+                        await self._insert_waiting(pending, context)
+                    pending = None
                     yield replay_pb2.InsertResponse(item_keys=request.items.keys)
                 for key in request.release_chunk_keys:
-                    keep_alive.pop(key, None)
+                    chunk = keep_alive.pop(key, None)
+                    if chunk is not None:
+                        held -= chunk.nbytes
         except errors.ReplayError as e:
-            _abort(context, e)
+            await _abort(context, e)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
         except Exception as e:
-            if context.is_active():
-                log.exception("replay server: unexpected error in InsertStream")
-                context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+            log.exception("replay server: unexpected error in InsertStream")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
         finally:
             keep_alive.clear()
+            if opened:
+                self.open_streams -= 1
 
-    def _insert(self, pairs, context) -> None:
+    def _take_message(self, request, chunks, keep_alive: Dict[int, object], held: int, limit: int,
+                      resolve):
+        """Stores the message's chunks (`chunks` when already decoded) and inserts its items
+        while the rate limiters allow; returns the chunk bytes the stream then holds (before the
+        message's releases) and what is left to insert (see `_insert_now`).
+
+        Raises:
+          ResourceExhaustedError: the stream would hold more than `limit` chunk bytes once the
+            message's releases are done (nothing is stored).
+          The validation errors of `wire.decode_chunks`, `wire.decode_items` and the tables.
+        """
+        if request.chunks.keys:
+            if chunks is None:
+                chunks = wire.decode_chunks(request.chunks)
+            released = set(request.release_chunk_keys)
+            after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
+            after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
+            if after > limit:
+                raise errors.ResourceExhaustedError(
+                    f"this insert stream would hold {after} bytes of chunks its writer has not released, "
+                    f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
+                    "alive (num_keep_alive_refs), or start the server with a higher limit "
+                    "(replay-server --max-in-flight-bytes-per-stream)")
+            for chunk in self._server.chunk_store.insert(chunks):
+                if chunk.key not in keep_alive:
+                    keep_alive[chunk.key] = chunk
+                    held += chunk.nbytes
+        if not request.items.keys:
+            return held, []
+        pairs = wire.decode_items(request.items, resolve)
+        return held, self._insert_now(self._validated_groups(pairs))
+
+    def _validated_groups(self, pairs):
+        """The items of a message as (table, items) runs, every item validated first, so a bad
+        item for one table inserts nothing anywhere."""
         groups = []  # consecutive runs of items for the same table
         for name, item in pairs:
             if not groups or groups[-1][0] != name:
                 groups.append((name, []))
             groups[-1][1].append(item)
-        tables = [(self._table(name), items) for name, items in groups]
-        if len(tables) > 1:
-            # Validate everything first so a bad item for one table inserts nothing anywhere.
-            for table, items in tables:
-                for item in items:
-                    item.validate()
-                    if table.signature is not None:
-                        specs.check_flat_columns(table.signature, item.column_specs(), table.name)
-        for table, items in tables:
-            self._blocking(lambda timeout: table.insert_many(items, timeout=timeout), context,
-                           deadline=None, retry_safe=False)
+        return [(table, table.validate_items(items))
+                for table, items in ((self._table(name), items) for name, items in groups)]
+
+    @staticmethod
+    def _insert_now(groups):
+        """Inserts the runs in order while the rate limiters allow; returns what is left as
+        (table, items, number already inserted) runs, empty when everything went in."""
+        for i, (table, items) in enumerate(groups):
+            done = table.try_insert_many(items)
+            if done < len(items):
+                return [(table, items, done)] + [(t, rest, 0) for t, rest in groups[i + 1:]]
+        return []
+
+    async def _insert_waiting(self, pending, context) -> None:
+        """Inserts what `_insert_now` left, waiting for each table's rate limiter in turn."""
+        for table, items, done in pending:
+            signals = self._signals[id(table)]
+            waited = False
+            while True:
+                event = signals.events["insert"]
+                if waited:
+                    remaining = context.time_remaining()
+                    if remaining is not None and remaining < _INSERT_DEADLINE_GUARD_SECONDS:
+                        raise errors.DeadlineExceededError(
+                            f"table {table.name!r}: the insert was still waiting when its call's deadline "
+                            f"came ({done} of {len(items)} items of the message were inserted): "
+                            f"{table.insert_blocker()}")
+                done += await self._work.run(table.try_insert_many, items[done:] if done else items)
+                if done == len(items):
+                    break
+                await signals.wait(event, "insert", _RECHECK_SECONDS)
+                waited = True
 
     # -- samples ----------------------------------------------------------------------------
 
-    def SampleStream(self, request_iterator, context):
+    async def SampleStream(self, request_iterator, context):
+        opened = False
         try:
             self._check_call(context)
-            credit, table, timeout_ms, max_batch = 0, None, -1, _DEFAULT_SAMPLE_BATCH
+            self._open_stream()
+            opened = True
+            limit = self._server.max_sample_batch_size
+            response_bytes = min(_SAMPLE_RESPONSE_BYTES, self._server.max_in_flight_bytes_per_stream)
+            credit, table, timeout_ms, max_batch = 0, None, -1, min(_DEFAULT_SAMPLE_BATCH, limit)
             columnar = False
             item_bytes = 0  # running estimate of one item's chunk bytes, to size responses
-            requests = iter(request_iterator)
+            requests = request_iterator.__aiter__()
             while True:
                 if credit <= 0:
-                    request = next(requests, None)
-                    if request is None:
+                    try:
+                        request = await requests.__anext__()
+                    except StopAsyncIteration:
                         return
                     if table is None or request.table:
                         table = self._table(request.table)
                     if request.num_samples < 0:
                         raise errors.InvalidArgumentError(
                             f"num_samples must be >= 0, got {request.num_samples}")
+                    if request.max_batch_size > limit:
+                        raise errors.InvalidArgumentError(
+                            f"max_batch_size {request.max_batch_size} is over the server's "
+                            f"max_sample_batch_size limit ({limit}); ask for at most {limit} items per "
+                            "response, or start the server with a higher max_sample_batch_size "
+                            "(replay-server --max-sample-batch-size)")
                     credit += request.num_samples
                     if request.table:
                         # Credit top-ups name no table and keep the stream's settings.
@@ -167,49 +398,55 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     continue
                 want = min(credit, max_batch)
                 if item_bytes:
-                    want = max(1, min(want, _SAMPLE_RESPONSE_BYTES // item_bytes))
-                deadline = None if timeout_ms < 0 else time.monotonic() + timeout_ms / 1000.0
-                sampled = self._blocking(lambda timeout: table.sample(want, timeout=timeout), context,
-                                         deadline=deadline, retry_safe=True)
-                credit -= len(sampled)
-                response, nbytes = _sample_response(table.name, sampled, columnar)
-                item_bytes = max(1, nbytes // len(sampled))
-                # Hold no items while waiting: a cancelled stream must not keep chunks alive.
-                sampled = None
+                    want = max(1, min(want, response_bytes // item_bytes))
+                response, nbytes, count = await self._sample(table, want, timeout_ms, columnar)
+                credit -= count
+                item_bytes = max(1, nbytes // count)
                 yield response
                 response = None
         except errors.ReplayError as e:
-            _abort(context, e)
+            await _abort(context, e)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
         except Exception as e:
-            if context.is_active():
-                log.exception("replay server: unexpected error in SampleStream")
-                context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+            log.exception("replay server: unexpected error in SampleStream")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+        finally:
+            if opened:
+                self.open_streams -= 1
 
-    def _blocking(self, call, context, deadline: Optional[float], retry_safe: bool):
-        """Runs `call(timeout)` (a table insert or sample), waking every _POLL_SECONDS to give up
-        when the client went away or the server stops, and raising DeadlineExceededError at
-        `deadline` (monotonic seconds; None waits forever). A wait with a deadline is one call
-        (a client that goes away frees the thread at the deadline at the latest).
+    async def _sample(self, table, want: int, timeout_ms: int, columnar: bool):
+        """A response with up to `want` samples of `table`, once its rate limiter allows: the
+        response, its data bytes and its number of samples.
 
-        Inserts are not retried after a timeout (a retry could insert an item twice), so they
-        wait in one call; they are woken by `Table.close()` when the server stops.
+        Raises:
+          DeadlineExceededError: none within `timeout_ms` (< 0: waits until the call is cancelled).
+          CancelledError: the table closed.
         """
-        if not retry_safe:
-            return call(None)
-        if deadline is not None:
-            # One wait, so the table's timeout message states the caller's timeout.
-            return call(max(0.0, deadline - time.monotonic()))
+        signals = self._signals[id(table)]
+        loop = asyncio.get_running_loop()
+        deadline = None
         while True:
-            try:
-                return call(_POLL_SECONDS)
-            except errors.DeadlineExceededError:
-                if not context.is_active():
-                    raise errors.CancelledError("the client went away") from None
+            event = signals.events["sample"]
+            taken = await self._work.run(_take_samples, table, want, columnar)
+            if taken is not None:
+                return taken
+            wait = _RECHECK_SECONDS
+            if timeout_ms >= 0:
+                if deadline is None:
+                    deadline = loop.time() + timeout_ms / 1000.0
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise errors.DeadlineExceededError(
+                        f"table {table.name!r}: sample timed out after {timeout_ms / 1000.0:g} s: "
+                        f"{table.sample_blocker()}")
+                wait = min(wait, remaining)
+            await signals.wait(event, "sample", wait)
 
     # -- unary calls ------------------------------------------------------------------------
 
-    def MutatePriorities(self, request, context):
-        return self._unary(self._mutate_priorities, request, context)
+    async def MutatePriorities(self, request, context):
+        return await self._unary(self._mutate_priorities, request, context)
 
     def _mutate_priorities(self, request):
         table = self._table(request.table)
@@ -222,15 +459,15 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         table.mutate_priorities(list(zip(keys, priorities)), list(request.delete_keys))
         return replay_pb2.MutatePrioritiesResponse()
 
-    def Reset(self, request, context):
-        return self._unary(self._reset, request, context)
+    async def Reset(self, request, context):
+        return await self._unary(self._reset, request, context)
 
     def _reset(self, request):
         self._table(request.table).reset()
         return replay_pb2.ResetResponse()
 
-    def ServerInfo(self, request, context):
-        return self._unary(self._server_info, request, context)
+    async def ServerInfo(self, request, context):
+        return await self._unary(self._server_info, request, context)
 
     def _server_info(self, request):
         response = replay_pb2.ServerInfoResponse(protocol_version=wire.PROTOCOL_VERSION)
@@ -238,11 +475,31 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             response.tables.append(table_info_to_proto(table))
         return response
 
-    def Checkpoint(self, request, context):
-        return self._unary(self._checkpoint, request, context)
+    async def Checkpoint(self, request, context):
+        try:
+            self._check_call(context)
+            # Writing files can take long: in the pool, so the event loop keeps serving.
+            path = await asyncio.get_running_loop().run_in_executor(
+                self._server._executor, self._server.checkpoint)
+            return replay_pb2.CheckpointResponse(path=path)
+        except errors.ReplayError as e:
+            await _abort(context, e)
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as e:
+            log.exception("replay server: unexpected error in Checkpoint")
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
 
-    def _checkpoint(self, request):
-        return replay_pb2.CheckpointResponse(path=self._server.checkpoint())
+
+def _take_samples(table, want: int, columnar: bool):
+    """Samples up to `want` items of `table` without waiting and encodes them: (response, data
+    bytes, number of samples), or None when the rate limiter allows none now. The samples are
+    not kept: a cancelled stream holds no items."""
+    sampled = table.try_sample(want)
+    if not sampled:
+        return None
+    response, nbytes = _sample_response(table.name, sampled, columnar)
+    return response, nbytes, len(sampled)
 
 
 def _sample_response(table_name: str, sampled,
@@ -308,6 +565,25 @@ def table_info_to_proto(table) -> replay_pb2.TableInfo:
         extensions_info_json=wire.json_dumps(info.extensions))
 
 
+_LIVE_SERVERS: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_servers() -> None:
+    # An event loop thread still serving at interpreter exit would die mid-call.
+    for server in list(_LIVE_SERVERS):
+        try:
+            server.stop(grace=None)
+        except Exception:
+            pass
+
+
+def _positive_limit(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.InvalidArgumentError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
 class Server:
     """Serves `tables` over gRPC.
 
@@ -320,34 +596,99 @@ class Server:
       host: the interface to listen on; 127.0.0.1 unless you mean to serve other machines.
       token: a shared secret every call must carry (see `Client(token=...)`); None for none.
       tls_certificate, tls_private_key: PEM bytes (or str) to serve over TLS.
-      max_workers: threads serving calls; every open stream holds one.
+      max_workers: threads for work that must not run on the event loop (checkpoints, decoding
+        very large messages). Streams do not hold threads.
       max_message_bytes: the largest message accepted or sent; larger ones are refused with
         RESOURCE_EXHAUSTED.
+      max_sample_batch_size: the most items a sampler may ask for in one response (its
+        `max_batch_size`); more is refused with INVALID_ARGUMENT.
+      max_concurrent_streams: the most insert and sample streams open at once; one more is
+        refused with RESOURCE_EXHAUSTED (unary calls such as `server_info` are always served).
+      max_in_flight_bytes_per_stream: the most chunk bytes one insert stream may keep alive for
+        its writer (chunks sent and not yet released), and the target size of a sample
+        response; an insert stream going over it ends with RESOURCE_EXHAUSTED.
 
     Raises:
-      InvalidArgumentError: duplicate table names, or only one of certificate and key.
+      InvalidArgumentError: duplicate table names, only one of certificate and key, or a limit
+        that is not a positive integer.
       UnavailableError: the port cannot be bound.
     """
 
     def __init__(self, tables: Sequence, port: Optional[int] = None, checkpointer=None,
                  host: str = "127.0.0.1", *, token: Optional[str] = None,
                  tls_certificate: Optional[bytes] = None, tls_private_key: Optional[bytes] = None,
-                 max_workers: int = 64, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+                 max_workers: int = DEFAULT_MAX_WORKERS, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_sample_batch_size: int = DEFAULT_MAX_SAMPLE_BATCH_SIZE,
+                 max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
+                 max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM):
+        self._stopped = threading.Event()
+        self._terminated = threading.Event()
         names = [t.name for t in tables]
         if len(set(names)) != len(names):
             raise errors.InvalidArgumentError(f"table names must be unique, got {names}")
         if (tls_certificate is None) != (tls_private_key is None):
             raise errors.InvalidArgumentError("TLS needs both a certificate and a private key")
+        self.max_message_bytes = _positive_limit("max_message_bytes", max_message_bytes)
+        self.max_sample_batch_size = _positive_limit("max_sample_batch_size", max_sample_batch_size)
+        self.max_concurrent_streams = _positive_limit("max_concurrent_streams", max_concurrent_streams)
+        self.max_in_flight_bytes_per_stream = _positive_limit(
+            "max_in_flight_bytes_per_stream", max_in_flight_bytes_per_stream)
+        max_workers = _positive_limit("max_workers", max_workers)
         self.tables = {t.name: t for t in tables}
         self.chunk_store = ChunkStore()
         self.checkpointer = checkpointer
         self.host = host
         self._token = token
         self._tls_certificate = _as_bytes(tls_certificate)
+        self._tls_private_key = _as_bytes(tls_private_key)
         self._checkpoint_lock = threading.Lock()
         if checkpointer is not None:
             self._restore(checkpointer)
-        self.max_message_bytes = int(max_message_bytes)
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="replay-server-pool")
+        self._servicer = _Servicer(self)
+        self._loop = asyncio.new_event_loop()
+        self._grpc_server = None
+        self.port = 0
+        started = threading.Event()
+        failure: List[BaseException] = []
+        self._thread = threading.Thread(target=self._serve, args=(f"{host}:{0 if port is None else int(port)}",
+                                                                  started, failure),
+                                        name="replay-server", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            self._thread.join()
+            self._executor.shutdown(wait=False)
+            self._stopped.set()
+            raise failure[0]
+        _LIVE_SERVERS.add(self)
+        log.info("replay server listening on %s:%d with tables %s", host, self.port, sorted(self.tables))
+
+    # -- the event loop thread ----------------------------------------------------------------
+
+    def _serve(self, address: str, started: threading.Event, failure: list) -> None:
+        loop = self._loop
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._start(address))
+        except BaseException as e:  # reported by the constructor
+            failure.append(e)
+            started.set()
+            loop.close()
+            self._terminated.set()
+            return
+        started.set()
+        try:
+            loop.run_forever()
+        finally:
+            try:
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+                self._terminated.set()
+
+    async def _start(self, address: str) -> None:
         options = [
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.max_send_message_length", self.max_message_bytes),
@@ -358,28 +699,30 @@ class Server:
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ("grpc.http2.max_ping_strikes", 0),
         ]
-        self._executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max_workers, thread_name_prefix="replay-server")
-        self._grpc_server = grpc.server(self._executor, options=options)
-        handlers = _method_handlers(_Servicer(self))
-        self._grpc_server.add_generic_rpc_handlers(
+        server = grpc.aio.server(options=options)
+        handlers = _method_handlers(self._servicer)
+        server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(wire.SERVICE_NAME, handlers),))
-        self._grpc_server.add_registered_method_handlers(wire.SERVICE_NAME, handlers)
-        address = f"{host}:{0 if port is None else int(port)}"
+        server.add_registered_method_handlers(wire.SERVICE_NAME, handlers)
         try:
             if self._tls_certificate is not None:
-                credentials = grpc.ssl_server_credentials(
-                    [(_as_bytes(tls_private_key), self._tls_certificate)])
-                self.port = self._grpc_server.add_secure_port(address, credentials)
+                credentials = grpc.ssl_server_credentials([(self._tls_private_key, self._tls_certificate)])
+                port = server.add_secure_port(address, credentials)
             else:
-                self.port = self._grpc_server.add_insecure_port(address)
+                port = server.add_insecure_port(address)
         except RuntimeError as e:
             raise errors.UnavailableError(f"cannot listen on {address}: {e}") from e
-        if self.port == 0:
+        if port == 0:
             raise errors.UnavailableError(f"cannot listen on {address} (port in use?)")
-        self._stopped = threading.Event()
-        self._grpc_server.start()
-        log.info("replay server listening on %s:%d with tables %s", host, self.port, sorted(self.tables))
+        loop = asyncio.get_running_loop()
+        self._servicer.start()
+        for table in self.tables.values():
+            self._servicer.watch(table, loop)
+        await server.start()
+        self._grpc_server = server
+        self.port = port
+
+    # -- public API ---------------------------------------------------------------------------
 
     def _restore(self, checkpointer) -> None:
         restored = checkpointer.load_latest()
@@ -418,31 +761,48 @@ class Server:
         return Client(f"localhost:{self.port}", **kwargs)
 
     def stop(self, grace: Optional[float] = 1.0) -> None:
-        """Stops serving: calls waiting on a rate limiter end with CANCELLED. Idempotent."""
+        """Stops serving: calls waiting on a rate limiter end with CANCELLED, other calls get
+        `grace` seconds to finish (None: none). Idempotent.
+
+        Raises:
+          RuntimeError: called from one of the server's own calls (it would wait for itself).
+        """
         if self._stopped.is_set():
             return
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("Server.stop() cannot be called from the server's own event loop")
         self._stopped.set()
+        _LIVE_SERVERS.discard(self)
         for table in self.tables.values():
             table.close()
-        self._grpc_server.stop(grace).wait()
+        loop = self._loop
+        try:
+            asyncio.run_coroutine_threadsafe(self._grpc_server.stop(grace), loop).result(
+                timeout=(grace or 0.0) + 30.0)
+        except Exception:
+            log.exception("replay server: stopping the gRPC server failed")
+        try:
+            asyncio.run_coroutine_threadsafe(self._unwatch_all(), loop).result(timeout=30.0)
+            loop.call_soon_threadsafe(loop.stop)
+        except RuntimeError:  # the loop already ended
+            pass
+        self._thread.join(timeout=30.0)
         self._executor.shutdown(wait=False)
+
+    async def _unwatch_all(self) -> None:
+        self._servicer.stop()
+        for table in self.tables.values():
+            self._servicer.unwatch(table)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the server stops (or `timeout` passes); True when it stopped."""
-        return self._grpc_server.wait_for_termination(timeout)
+        return self._terminated.wait(timeout)
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.stop()
-
-    def __del__(self):
-        try:
-            if not self._stopped.is_set():
-                self._grpc_server.stop(None)
-        except Exception:
-            pass
 
 
 def _as_bytes(value) -> Optional[bytes]:

@@ -2,6 +2,8 @@
 
     replay-server --config tables.yaml [--host H] [--port P] [--checkpoint-dir D]
                   [--checkpoint-every SECONDS] [--token-file F] [--tls-cert C --tls-key K]
+                  [--max-message-bytes N] [--max-sample-batch-size N]
+                  [--max-concurrent-streams N] [--max-in-flight-bytes-per-stream N]
 
 Prints the address and one line per table, then serves. With a checkpoint directory the
 server starts from the latest complete checkpoint there, writes one every
@@ -19,6 +21,8 @@ import time
 from typing import Optional, Sequence
 
 from replay import errors
+from replay.server import (DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
+                           DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SAMPLE_BATCH_SIZE, DEFAULT_MAX_WORKERS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,7 +36,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--token-file", default=None, help="file holding the shared access token")
     parser.add_argument("--tls-cert", default=None, help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", default=None, help="PEM private key (with --tls-cert)")
-    parser.add_argument("--max-workers", type=int, default=64, help="threads serving calls")
+    parser.add_argument("--max-workers", type=int, default=DEFAULT_MAX_WORKERS,
+                        help="threads for checkpoints and decoding very large messages (streams hold none)")
+    parser.add_argument("--max-message-bytes", type=int, default=DEFAULT_MAX_MESSAGE_BYTES,
+                        help="largest message accepted or sent (default %(default)s)")
+    parser.add_argument("--max-sample-batch-size", type=int, default=DEFAULT_MAX_SAMPLE_BATCH_SIZE,
+                        help="most items a sampler may ask for in one response (default %(default)s)")
+    parser.add_argument("--max-concurrent-streams", type=int, default=DEFAULT_MAX_CONCURRENT_STREAMS,
+                        help="most insert and sample streams open at once (default %(default)s)")
+    parser.add_argument("--max-in-flight-bytes-per-stream", type=int,
+                        default=DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
+                        help="most chunk bytes one insert stream may hold unreleased (default %(default)s)")
     return parser
 
 
@@ -64,7 +78,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         key = _read(args.tls_key, "TLS key") if args.tls_key else None
         checkpointer = Checkpointer(args.checkpoint_dir) if args.checkpoint_dir else None
         server = Server(tables, port=args.port, checkpointer=checkpointer, host=args.host, token=token,
-                        tls_certificate=cert, tls_private_key=key, max_workers=args.max_workers)
+                        tls_certificate=cert, tls_private_key=key, max_workers=args.max_workers,
+                        max_message_bytes=args.max_message_bytes,
+                        max_sample_batch_size=args.max_sample_batch_size,
+                        max_concurrent_streams=args.max_concurrent_streams,
+                        max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream)
     except errors.ReplayError as e:
         print(f"replay-server: {e}", file=sys.stderr)
         return 2
@@ -82,6 +100,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         info = table.info()
         print(f"  table {info.name!r}: size {info.size}/{info.max_size}, sampler {info.sampler_options}, "
               f"remover {info.remover_options}, rate limiter {table.config()['rate_limiter']}", flush=True)
+    print(f"  limits: max_message_bytes {server.max_message_bytes}, max_sample_batch_size "
+          f"{server.max_sample_batch_size}, max_concurrent_streams {server.max_concurrent_streams}, "
+          f"max_in_flight_bytes_per_stream {server.max_in_flight_bytes_per_stream}", flush=True)
     if checkpointer is not None:
         print(f"  checkpoints in {checkpointer.path}", flush=True)
 

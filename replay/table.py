@@ -2,7 +2,9 @@
 
 A `Table` holds `replay.items.Item`s by key. Its sampler selector picks what `sample` returns, its
 remover selector picks what is evicted when the table is over `max_size`, its rate limiter decides
-when inserts and samples may proceed (blocking callers on condition variables), and its extensions
+when inserts and samples may proceed (blocking callers on condition variables, or, for callers that
+must not block such as the replay server's event loop, refusing at once and signalling when to try
+again: `try_insert_many`, `try_sample`, `add_change_listener`), and its extensions
 observe every change inside the same atomic step. The replay server owns one `Table` per name and
 calls it from many threads; everything here is thread-safe and needs no TensorFlow.
 
@@ -15,7 +17,7 @@ import dataclasses
 import math
 import threading
 import time
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tree
@@ -67,6 +69,9 @@ class TableInfo:
 _COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates")
 
 _SPEC_KEYS = {"shape", "dtype", "name"}
+# The most items one `sample` call takes while holding the table's lock: a caller asking for more
+# gets this many and calls again, so no request can hold the table for long.
+MAX_SAMPLES_PER_CALL = 4096
 # Distinct item column layouts a table remembers as checked against its signature.
 _MAX_FITTING_LAYOUTS = 64
 
@@ -172,6 +177,7 @@ class Table:
         self._closed = False
         self._num_inserts = self._num_samples = self._num_deletes = self._num_evictions = 0
         self._num_updates = 0
+        self._listeners: List[Callable[[str], None]] = []
         for extension in extensions:
             extension.on_register(self)
 
@@ -283,10 +289,31 @@ class Table:
     def _wake_inserters(self):
         if self._insert_waiters:
             self._insert_cv.notify_all()
+        for listener in self._listeners:
+            listener("insert")
 
     def _wake_samplers(self):
         if self._sample_waiters:
             self._sample_cv.notify_all()
+        for listener in self._listeners:
+            listener("sample")
+
+    def add_change_listener(self, listener: Callable[[str], None]) -> None:
+        """Calls `listener("insert")` whenever a waiting insert may now proceed and
+        `listener("sample")` whenever a waiting sample may (and both when the table closes).
+
+        This is how waits that are not threads (the replay server's asynchronous calls, which use
+        `try_insert_many` and `try_sample`) learn when to try again. The listener runs with the
+        table's lock held, on whichever thread changed the table: it must return at once and
+        must not call the table.
+        """
+        with self._lock:
+            self._listeners = self._listeners + [listener]
+
+    def remove_change_listener(self, listener: Callable[[str], None]) -> None:
+        """Stops calling a listener given to `add_change_listener` (unknown ones are ignored)."""
+        with self._lock:
+            self._listeners = [x for x in self._listeners if x is not listener]
 
     # -- internal mutations (lock held) ---------------------------------------------------------
 
@@ -383,10 +410,7 @@ class Table:
         Raises:
           The errors of `insert_or_assign`.
         """
-        items = list(items)
-        priorities = [self._validate_item(item) for item in items]
-        for item, priority in zip(items, priorities):
-            item.priority = priority
+        items = self.validate_items(items)
         deadline = self._deadline(timeout)
         with self._lock:
             self._check_open()
@@ -399,8 +423,74 @@ class Table:
                 finally:
                     self._wake_samplers()
 
+    def validate_items(self, items: Sequence[Item]) -> List[Item]:
+        """Checks items for `try_insert_many` (as `insert_many` does before inserting anything) and
+        stores their normalized priorities; returns them as a list.
+
+        Raises:
+          The validation errors of `insert_or_assign` (InvalidArgumentError,
+          SignatureMismatchError, NotFoundError).
+        """
+        items = list(items)
+        priorities = [self._validate_item(item) for item in items]
+        for item, priority in zip(items, priorities):
+            item.priority = priority
+        return items
+
+    def try_insert_many(self, items: Sequence[Item]) -> int:
+        """Inserts items that passed `validate_items`, in order, while the rate limiter allows it,
+        without waiting; returns how many were inserted (or updated, for present keys). The caller
+        waits (see `add_change_listener`) and calls again with the rest.
+
+        Raises:
+          CancelledError: the table is closed.
+        """
+        done = 0
+        with self._lock:
+            self._check_open()
+            limiter, present = self._rate_limiter, self._items
+            try:
+                for item in items:
+                    existing = present.get(item.key)
+                    if existing is not None:
+                        self._update_locked(existing, item.priority)
+                        self._finish_updates_locked()
+                    elif limiter.can_insert(len(present), 1):
+                        self._add_locked(item)
+                    else:
+                        break
+                    done += 1
+            finally:
+                if done:
+                    self._wake_samplers()
+        return done
+
+    def insert_blocker(self) -> str:
+        """Why an insert waits now, with the rate limiter's numbers (for timeout messages)."""
+        with self._lock:
+            return self._rate_limiter.insert_blocker(len(self._items), 1)
+
+    def sample_blocker(self) -> str:
+        """Why a sample waits now, with the rate limiter's numbers (for timeout messages)."""
+        with self._lock:
+            return self._rate_limiter.sample_blocker(len(self._items), 1)
+
+    def try_sample(self, num_samples: int) -> List[SampledItem]:
+        """Like `sample` without waiting: the samples the rate limiter allows now (at most
+        `num_samples` and `MAX_SAMPLES_PER_CALL`), possibly none.
+
+        Raises:
+          InvalidArgumentError: num_samples < 1; CancelledError: the table is closed.
+        """
+        num_samples = _check_size("num_samples", num_samples, 1, self.name)
+        with self._lock:
+            self._check_open()
+            if not self._rate_limiter.can_sample(len(self._items), 1):
+                return []
+            return self._sample_locked(num_samples)
+
     def sample(self, num_samples: int = 1, timeout: Optional[float] = None) -> List[SampledItem]:
-        """Samples between 1 and `num_samples` items.
+        """Samples between 1 and `num_samples` items (at most `MAX_SAMPLES_PER_CALL` per call).
 
         Blocks (up to `timeout` seconds; None waits forever) until the rate limiter allows one sample,
         then keeps sampling while it allows more without waiting. The same item can appear several
@@ -413,12 +503,19 @@ class Table:
         """
         num_samples = _check_size("num_samples", num_samples, 1, self.name)
         deadline = self._deadline(timeout)
-        result = []
         with self._lock:
             self._check_open()
             self._wait_to_sample(deadline, timeout)
-            limiter, items, sampler = self._rate_limiter, self._items, self._sampler
-            extensions, max_times = self._extensions, self.max_times_sampled
+            return self._sample_locked(num_samples)
+
+    def _sample_locked(self, num_samples: int) -> List[SampledItem]:
+        """Samples at least one item (the rate limiter allows one) and at most
+        min(num_samples, MAX_SAMPLES_PER_CALL), while the rate limiter allows more."""
+        num_samples = min(num_samples, MAX_SAMPLES_PER_CALL)
+        result = []
+        limiter, items, sampler = self._rate_limiter, self._items, self._sampler
+        extensions, max_times = self._extensions, self.max_times_sampled
+        try:
             while True:
                 key, probability = sampler.sample()
                 item = items[key]
@@ -433,7 +530,9 @@ class Table:
                     self._num_deletes += 1
                 if len(result) >= num_samples or not limiter.can_sample(len(items), 1):
                     break
-            self._wake_inserters()
+        finally:
+            if result:
+                self._wake_inserters()
         return result
 
     def mutate_priorities(self, updates: Union[Mapping[int, float], Sequence[Tuple[int, float]]] = (),
@@ -502,6 +601,9 @@ class Table:
             self._closed = True
             self._insert_cv.notify_all()
             self._sample_cv.notify_all()
+            for listener in self._listeners:
+                listener("insert")
+                listener("sample")
 
     def get(self, key: int) -> Item:
         """The item with this key.

@@ -64,9 +64,10 @@ class InsertStream:
     Not a public API: writers own one each.
     """
 
-    def __init__(self, client, max_in_flight_items: int):
+    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None):
         self._client = client
         self._max_in_flight = int(max_in_flight_items)
+        self._timeout = timeout  # the call's gRPC deadline, in seconds from its start
         lock = threading.Lock()
         self._data_ready = threading.Condition(lock)  # the request iterator waits on it
         self._acked = threading.Condition(lock)  # callers waiting for acks wait on it
@@ -90,7 +91,8 @@ class InsertStream:
         raise type(error)(str(error))
 
     def _start(self) -> None:
-        self._call = self._client.insert_stream(self._requests(), metadata=self._client.metadata)
+        self._call = self._client.insert_stream(self._requests(), metadata=self._client.metadata,
+                                                timeout=self._timeout)
         self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
         self._reader.start()
 
@@ -157,11 +159,17 @@ class InsertStream:
                     f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
                     f"{max_unacked}); the tables' rate limiters may be blocking inserts")
 
-    def close(self) -> None:
-        """Ends the stream after everything queued was sent (does not wait for acks)."""
+    def close(self, cancel: bool = False) -> None:
+        """Ends the stream after everything queued was sent (does not wait for acks); with
+        `cancel`, cancels the call at once instead (on the server too: items not acked yet may
+        or may not have been inserted, and none is inserted later)."""
         with self._data_ready:
             self._closing = True
             self._data_ready.notify_all()
+        if cancel:
+            if self._call is not None:
+                self._call.cancel()
+            return
         if self._reader is not None and threading.current_thread() is not self._reader:
             self._reader.join(timeout=5.0)
             if self._reader.is_alive():
@@ -334,13 +342,17 @@ class TrajectoryWriter:
       chunk_length: steps per chunk; None closes a chunk when an item references it.
       delta_encoded: delta-encode integer columns of rank >= 1 per step along time.
       max_in_flight_items: unacknowledged items beyond which calls block.
+      call_timeout: seconds the writer's stream may last (its gRPC deadline; None: no limit).
+        For one-shot writes such as `Client.insert`: when it passes, the stream fails with
+        DeadlineExceededError and the server cancels inserts it has not made yet.
 
     Raises:
       InvalidArgumentError: non-positive num_keep_alive_refs, chunk_length or max_in_flight_items.
     """
 
     def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
-                 delta_encoded: bool = False, max_in_flight_items: int = 1000):
+                 delta_encoded: bool = False, max_in_flight_items: int = 1000,
+                 call_timeout: Optional[float] = None):
         if num_keep_alive_refs <= 0:
             raise errors.InvalidArgumentError(
                 f"num_keep_alive_refs must be positive, got {num_keep_alive_refs}")
@@ -353,7 +365,7 @@ class TrajectoryWriter:
         self._keep = int(num_keep_alive_refs)
         self._chunk_length = chunk_length
         self._delta = bool(delta_encoded)
-        self._stream = InsertStream(client, max_in_flight_items)
+        self._stream = InsertStream(client, max_in_flight_items, timeout=call_timeout)
         self._rng = random.Random(os.urandom(16))
         self._structure = None
         self._dict_keys: Optional[List[Any]] = None
@@ -681,8 +693,10 @@ class TrajectoryWriter:
         self._episode_step = 0
         self._stream.wait(0, timeout)
 
-    def close(self, flush: bool = True) -> None:
-        """Flushes (unless `flush` is False) and ends the stream. Idempotent.
+    def close(self, flush: bool = True, cancel: bool = False) -> None:
+        """Flushes (unless `flush` is False) and ends the stream. Idempotent. With `cancel` (and
+        no flush), the stream is cancelled at once: items not acknowledged yet may or may not
+        have been inserted, and none is inserted later.
 
         Raises: as `flush` (the stream is closed either way).
         """
@@ -694,7 +708,7 @@ class TrajectoryWriter:
                 self._stream.wait(0, None)
         finally:
             self._closed = True
-            self._stream.close()
+            self._stream.close(cancel=cancel and not flush)
 
     def _check_open(self) -> None:
         if self._closed:
