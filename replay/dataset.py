@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, wire
+from replay import errors, specs, wire
 from replay.client import Client
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -219,7 +219,7 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
         chunk_column_start[key] = position
         position += count
     column_data = packed.column_data
-    chunk_dtypes = [np.dtype(d) for d in chunks.dtypes]
+    chunk_dtypes = [specs.parse_dtype(d, 'sampled column dtype') for d in chunks.dtypes]
     dtype_index = list(chunks.dtype_index)
     ranks = list(chunks.ranks)
     dims = list(chunks.shape_dims)
@@ -255,7 +255,11 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
             if flags[column] & wire.FLAG_COMPRESSED:
                 raw = decompressed.get(column)
                 if raw is None:
-                    raw = decompressed[column] = lz4.block.decompress(column_data[column])
+                    try:
+                        raw = decompressed[column] = lz4.block.decompress(column_data[column])
+                    except lz4.block.LZ4BlockError as e:
+                        raise errors.DataLossError(
+                            f"column {leaf} of a sample response is not valid lz4 data: {e}") from None
             start = slice_offsets[j] * step_bytes
             stop = start + slice_lengths[j] * step_bytes
             parts.append(raw if start == 0 and stop == len(raw) else memoryview(raw)[start:stop])
