@@ -11,6 +11,7 @@ truncated or corrupt chunks without decompressing them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from typing import Sequence, Tuple
 
@@ -132,33 +133,44 @@ def decode_column(column: ColumnData, length: int) -> np.ndarray:
 _MAX_LZ4_RATIO = 255
 
 
+@functools.lru_cache(maxsize=1024)
+def _column_layout(dtype: str, shape: Tuple[int, ...], delta_encoded: bool) -> int:
+    """Bytes per step of a column layout, after checking that it can be decoded (cached: the
+    server checks every column it receives and writers send few distinct layouts)."""
+    parsed = specs.parse_dtype(dtype, "dtype")
+    specs.check_shape(shape, parsed.itemsize)
+    if delta_encoded and parsed.kind not in "iu":
+        raise errors.InvalidArgumentError(
+            f"is marked delta-encoded but has dtype {parsed.str}; only integer columns are delta-encoded")
+    step_bytes = parsed.itemsize
+    for d in shape:
+        step_bytes *= d
+    return step_bytes
+
+
 def validate_column(column: ColumnData, length: int, what: str = "column") -> None:
     """Checks that `column` decodes to `length` steps of its dtype and shape (see
     `Chunk.validate`); `what` names the column in messages.
 
     Raises: as `Chunk.validate`.
     """
-    dtype = specs.parse_dtype(column.dtype, f"{what}: dtype")
-    shape = specs.check_shape(column.shape, dtype.itemsize, f"{what}: shape")
-    if column.delta_encoded and dtype.kind not in "iu":
-        raise errors.InvalidArgumentError(
-            f"{what}: is marked delta-encoded but has dtype {dtype.str}; only integer columns are "
-            "delta-encoded")
+    try:
+        step_bytes = _column_layout(column.dtype, tuple(column.shape), column.delta_encoded)
+    except errors.InvalidArgumentError as e:
+        raise errors.InvalidArgumentError(f"{what}: {e}") from None
     data = column.data
     if zlib.crc32(data) != column.crc32:
         raise errors.DataLossError(
             f"{what}: stored bytes do not match their checksum (truncated or corrupt); resend the chunk")
-    expected = dtype.itemsize * length
-    for d in shape:
-        expected *= d
+    expected = step_bytes * length
     if column.compressed:
         declared = int.from_bytes(data[:4], "little") if len(data) >= 4 else -1
     else:
         declared = len(data)
     if declared != expected:
         raise errors.DataLossError(
-            f"{what}: holds {declared} bytes of data but {length} steps of shape {shape} and dtype "
-            f"{column.dtype} need {expected}; resend the chunk")
+            f"{what}: holds {declared} bytes of data but {length} steps of shape {column.shape} and "
+            f"dtype {column.dtype} need {expected}; resend the chunk")
     if column.compressed:
         if expected > _MAX_LZ4_RATIO * len(data) + 64:
             raise errors.InvalidArgumentError(
@@ -252,10 +264,11 @@ class Chunk:
         stores (`specs.parse_dtype`), a decodable shape, bytes matching their checksum and the
         declared size, and for compressed columns a valid lz4 block of exactly that size.
 
-        Compressed columns are decompressed once into a scratch buffer: lz4 decompresses at
-        several GB/s in C, far faster than walking the block's sequences in Python, and only a
-        full decode proves that the data is sampleable (see tools/bench_replay_server.py
-        --validate for the cost).
+        Compressed columns are decompressed once into a scratch buffer (outside the GIL): lz4
+        decodes at several GB/s in C, far faster than walking the block's sequences in Python,
+        and only a full decode proves that the data is sampleable. Most of the cost is the
+        fresh memory of the scratch buffer, as for any decode of the column
+        (`python tools/bench_replay.py --mode validate` measures it).
 
         Raises:
           DataLossError: a column's bytes do not match their checksum or declared size.
