@@ -385,8 +385,13 @@ class Server:
         restored = checkpointer.load_latest()
         if restored is None:
             return
+        from replay.checkpoint import config_override_message
+
         for table in restored:
             if table.name in self.tables:
+                message = config_override_message(table.name, self.tables[table.name].config(), table.config())
+                if message:
+                    log.warning("%s", message)
                 self.tables[table.name] = table
             else:
                 log.warning("checkpoint table %r is not served (not among the given tables); ignored",
