@@ -373,8 +373,10 @@ class _BlockStream:
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
                  metrics: StreamMetrics, structure: Any = None,
-                 closed: Optional[threading.Event] = None, columnar: bool = False):
+                 closed: Optional[threading.Event] = None, columnar: bool = False,
+                 client_options: Optional[Dict[str, Any]] = None):
         self.address = address
+        self.client_options = dict(client_options or {})
         self.columnar = columnar
         self.closed = closed if closed is not None else threading.Event()
         self.structure = structure if structure is not None else [None] * len(flat_dtypes)
@@ -387,7 +389,7 @@ class _BlockStream:
         self.metrics = metrics
 
     def __call__(self):
-        client = Client(self.address)
+        client = Client(self.address, **self.client_options)
         prefetcher = None
         pool = _BlockPool()
         try:
@@ -458,6 +460,14 @@ def _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, nu
             f"dtypes and shapes must have the same nest structure: {e}") from None
 
 
+def _client_options(token, root_certificates, max_message_bytes) -> Dict[str, Any]:
+    """The keyword arguments of `Client` the dataset's clients are built with."""
+    options: Dict[str, Any] = {"token": token, "root_certificates": root_certificates}
+    if max_message_bytes is not None:
+        options["max_message_bytes"] = int(max_message_bytes)
+    return options
+
+
 class ReplayDataset:
     """A `tf.data.Dataset` of `ReplaySample(info, data)` streamed from replay servers.
 
@@ -480,6 +490,11 @@ class ReplayDataset:
       rate_limiter_timeout_ms: -1 waits forever for samples; >= 0 ends the dataset (end of
         sequence, no error) when a stream gets no sample within that many milliseconds.
       metrics: a `StreamMetrics` to count into; a new one when None.
+      token: the servers' access token, when they require one (as `Client(token=...)`).
+      root_certificates: PEM bytes (or str) of the CA or self-signed certificate to trust;
+        given, the streams connect over TLS (as `Client(root_certificates=...)`).
+      max_message_bytes: the largest sample response accepted (as `Client`); None keeps the
+        client's default.
 
     Raises:
       InvalidArgumentError: a bad argument (the message names it and the allowed values).
@@ -488,8 +503,11 @@ class ReplayDataset:
     def __new__(cls, server_address: Union[str, Sequence[str]], table: str, dtypes: Any, shapes: Any,
                 max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
                 max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
-                metrics: Optional[StreamMetrics] = None) -> tf.data.Dataset:
+                metrics: Optional[StreamMetrics] = None, *, token: Optional[str] = None,
+                root_certificates: Optional[Union[bytes, str]] = None,
+                max_message_bytes: Optional[int] = None) -> tf.data.Dataset:
         addresses = _as_addresses(server_address)
+        client_options = _client_options(token, root_certificates, max_message_bytes)
         _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
                          max_samples_per_stream, rate_limiter_timeout_ms)
         dtypes = tree.map_structure(tf.as_dtype, dtypes)
@@ -511,7 +529,7 @@ class ReplayDataset:
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                                 int(max_samples_per_stream), int(rate_limiter_timeout_ms),
                                 tolerate_failure, metrics, structure=dtypes, closed=closed,
-                                columnar=columnar)
+                                columnar=columnar, client_options=client_options)
                    for address in addresses for _ in range(workers)]
 
         def run_stream(index):
@@ -539,9 +557,14 @@ class ReplayDataset:
                              max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
                              max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
                              metrics: Optional[StreamMetrics] = None,
-                             get_signature_timeout_secs: Optional[float] = None) -> tf.data.Dataset:
+                             get_signature_timeout_secs: Optional[float] = None, *,
+                             token: Optional[str] = None,
+                             root_certificates: Optional[Union[bytes, str]] = None,
+                             max_message_bytes: Optional[int] = None) -> tf.data.Dataset:
         """A ReplayDataset whose dtypes and shapes come from the table's signature (read with
-        `server_info` from the first reachable server).
+        `server_info` from the first reachable server). `token`, `root_certificates` and
+        `max_message_bytes` are used for that call and for the dataset's streams (see
+        `ReplayDataset`).
 
         Raises:
           NotFoundError: no server has the table; InvalidArgumentError: the table has no
@@ -549,9 +572,10 @@ class ReplayDataset:
           server could be reached.
         """
         addresses = _as_addresses(server_address)
+        client_options = _client_options(token, root_certificates, max_message_bytes)
         last_error: Optional[Exception] = None
         for address in addresses:
-            client = Client(address)
+            client = Client(address, **client_options)
             try:
                 info = client.server_info(timeout=get_signature_timeout_secs)
             except errors.UnavailableError as e:
@@ -570,6 +594,7 @@ class ReplayDataset:
             dtypes = tree.map_structure(lambda s: tf.as_dtype(s.dtype), signature)
             shapes = tree.map_structure(lambda s: tf.TensorShape(list(s.shape)), signature)
             return cls(addresses, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                       num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, metrics)
+                       num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, metrics,
+                       **client_options)
         raise errors.UnavailableError(
             f"no replay server reachable at {addresses} to read the signature of {table!r}: {last_error}")
