@@ -366,6 +366,36 @@ class _Prefetcher:
         self._stopped.set()
 
 
+class _Closer:
+    """Closes a dataset: sets `event` and closes the clients of its open streams, so a stream
+    waiting on the server (an empty table, a rate limiter) ends now instead of holding
+    tf.data's iterator, and so the process, until more samples arrive."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._clients: set = set()
+
+    def register(self, client) -> bool:
+        """Tracks `client` until `unregister`; False (and nothing tracked) once closed."""
+        with self._lock:
+            if self.event.is_set():
+                return False
+            self._clients.add(client)
+            return True
+
+    def unregister(self, client) -> None:
+        with self._lock:
+            self._clients.discard(client)
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.event.set()
+            clients, self._clients = list(self._clients), set()
+        for client in clients:
+            client.close()
+
+
 class _BlockStream:
     """The generator behind one worker: yields blocks of many items as one ReplaySample of
     [N, ...] arrays in the dataset's structure."""
@@ -373,12 +403,13 @@ class _BlockStream:
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
                  metrics: StreamMetrics, structure: Any = None,
-                 closed: Optional[threading.Event] = None, columnar: bool = False,
+                 closer: Optional[_Closer] = None, columnar: bool = False,
                  client_options: Optional[Dict[str, Any]] = None):
         self.address = address
         self.client_options = dict(client_options or {})
         self.columnar = columnar
-        self.closed = closed if closed is not None else threading.Event()
+        self.closer = closer if closer is not None else _Closer()
+        self.closed = self.closer.event
         self.structure = structure if structure is not None else [None] * len(flat_dtypes)
         self.table = table
         self.flat_dtypes = flat_dtypes
@@ -392,6 +423,8 @@ class _BlockStream:
         client = Client(self.address, **self.client_options)
         prefetcher = None
         pool = _BlockPool()
+        if not self.closer.register(client):
+            return
         try:
             while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
@@ -432,6 +465,7 @@ class _BlockStream:
                     return  # the server closed the stream
                 # max_samples_per_stream reached: open a new stream, as Reverb does.
         finally:
+            self.closer.unregister(client)
             if prefetcher is not None:
                 prefetcher.stop()
             client.close()
@@ -518,7 +552,7 @@ class ReplayDataset:
         signature = _block_signature(dtypes, shapes)
         flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
         tolerate_failure = len(addresses) > 1
-        closed = threading.Event()
+        closer = _Closer()
         # Small items come columnar: the server sends only the steps they reference, laid out
         # as the dataset's arrays. Large ones come with their chunks, whose bytes are copied
         # once, straight from the message into pooled arrays.
@@ -528,7 +562,7 @@ class ReplayDataset:
 
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                                 int(max_samples_per_stream), int(rate_limiter_timeout_ms),
-                                tolerate_failure, metrics, structure=dtypes, closed=closed,
+                                tolerate_failure, metrics, structure=dtypes, closer=closer,
                                 columnar=columnar, client_options=client_options)
                    for address in addresses for _ in range(workers)]
 
@@ -548,8 +582,9 @@ class ReplayDataset:
         # Blocks already have the element structure, so unbatching is the only per-item step.
         dataset = blocks.unbatch()
         dataset.replay_metrics = metrics
-        # Call before stopping the servers: the streams then end quietly instead of failing.
-        dataset.replay_close = closed.set
+        # Ends every stream now (also one waiting for samples that will not come), quietly;
+        # call it before stopping the servers, so the streams do not fail instead.
+        dataset.replay_close = closer
         return dataset
 
     @classmethod

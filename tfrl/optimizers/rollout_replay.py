@@ -8,7 +8,7 @@ and returns only counts and episode metrics to the driver.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
 
@@ -27,15 +27,19 @@ def declare_replay_table(workers, config: dict, replay, make_table: Callable,
 
 
 def point_workers_at_replay(workers, config: dict, address: str, table: str, signature: dict,
-                            max_unacked_after_write: int = 0) -> None:
+                            max_unacked_after_write: int = 0,
+                            client_kwargs: Optional[dict] = None) -> None:
     """Gives every worker a `ReplayOutputSpec` for `table` (see it for
-    `max_unacked_after_write`), so their `sample()` writes into it."""
+    `max_unacked_after_write`), so their `sample()` writes into it; `client_kwargs` are the
+    server's credentials (`ReplayService.client_kwargs`)."""
     from tfrl.evaluation import ReplayOutputSpec
 
+    client_kwargs = client_kwargs or {}
     workers.set_replay_output(ReplayOutputSpec(
         address, table, columns=list(signature),
         chunk_length=config.get("rollout_fragment_length"),
-        max_unacked_after_write=max_unacked_after_write))
+        max_unacked_after_write=max_unacked_after_write, token=client_kwargs.get("token"),
+        root_certificates=client_kwargs.get("root_certificates")))
 
 
 def connect_workers_to_replay(workers, config: dict, replay, make_table: Callable,
@@ -44,7 +48,8 @@ def connect_workers_to_replay(workers, config: dict, replay, make_table: Callabl
     """`declare_replay_table`, then `point_workers_at_replay`. Returns (address, table name,
     signature)."""
     address, table, signature = declare_replay_table(workers, config, replay, make_table, policy_id)
-    point_workers_at_replay(workers, config, address, table, signature, max_unacked_after_write)
+    point_workers_at_replay(workers, config, address, table, signature, max_unacked_after_write,
+                            replay.client_kwargs)
     return address, table, signature
 
 

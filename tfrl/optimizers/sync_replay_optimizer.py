@@ -95,6 +95,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
                                     name="prioritized_replay_beta")
         self.signature = self.policy.loss_input_signature
         address, table = self.address, self.table
+        client_kwargs = replay.client_kwargs
 
         def dataset_fn(input_context):
             def with_info(sample):
@@ -104,7 +105,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
                 return ReplaySample(sample.info, data)
 
             dataset = ReplayDataset.from_table_signature(
-                address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1)
+                address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1,
+                **client_kwargs)
             closers.append(dataset.replay_close)
             return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 
@@ -116,7 +118,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
         # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
         # server.
         point_workers_at_replay(workers, config, self.address, self.table, signature,
-                                max_unacked_after_write=rows_per_round // samplers)
+                                max_unacked_after_write=rows_per_round // samplers,
+                                client_kwargs=replay.client_kwargs)
         self.num_train_steps = 0
         self._client = None
         self._pending = None  # refs of the sampling round in flight on the remote workers

@@ -35,7 +35,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             self.policy_id)
         dataset = ReplayDataset.from_table_signature(
             self.address, self.table, max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
-            num_workers_per_iterator=1)
+            num_workers_per_iterator=1, **replay.client_kwargs)
         self._close_dataset = dataset.replay_close
         dataset = dataset.map(lambda sample: sample.data)
         self.reader = RowReader(dataset, block_rows=self._rows_per_round())

@@ -1,9 +1,7 @@
 """ReplayDataset and ShardedClient against servers that need a token, TLS, or both: the
 credentials reach every channel they open."""
-import datetime
 import pickle
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -12,6 +10,7 @@ from replay.client import Client
 from replay.dataset import ReplayDataset
 from replay.server import Server
 from replay.sharded_client import ShardedClient
+from tests.replay.tls import self_signed_certificate
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -20,25 +19,7 @@ TOKEN = "s3cret-token"
 
 @pytest.fixture(scope="module")
 def tls_pair():
-    """(certificate PEM, private key PEM): a self-signed certificate for localhost."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    certificate = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                   .not_valid_before(now - datetime.timedelta(minutes=5))
-                   .not_valid_after(now + datetime.timedelta(days=1))
-                   .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-                   .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                   .sign(key, hashes.SHA256()))
-    return (certificate.public_bytes(serialization.Encoding.PEM),
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()))
+    return self_signed_certificate()
 
 
 @pytest.fixture
