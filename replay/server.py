@@ -40,6 +40,32 @@ _SAMPLE_RESPONSE_BYTES = 4 * 1024 * 1024
 _DEFAULT_SAMPLE_BATCH = 256
 
 
+class _MalformedRequest:
+    """What a request deserializer returns for bytes that are not the method's message (grpc
+    would answer INTERNAL for a deserializer that raises, and leave a stream's handler waiting)."""
+
+    def __init__(self, method: str, error: Exception):
+        self.method, self.error = method, error
+
+
+def _tolerant_deserializer(method: str, deserializer):
+    def deserialize(data: bytes):
+        try:
+            return deserializer(data)
+        except Exception as e:  # protobuf's DecodeError, or anything else a parser raises
+            return _MalformedRequest(method, e)
+
+    return deserialize
+
+
+def _check_request(request) -> None:
+    """Raises InvalidArgumentError for a request that could not be parsed."""
+    if isinstance(request, _MalformedRequest):
+        raise errors.InvalidArgumentError(
+            f"malformed {request.method} request: the bytes are not a replay.proto message "
+            f"({request.error}); the sender is broken or speaks another protocol")
+
+
 def _abort(context: grpc.ServicerContext, error: errors.ReplayError):
     code = getattr(grpc.StatusCode, error.grpc_code, grpc.StatusCode.UNKNOWN)
     context.set_trailing_metadata(((ERROR_CLASS_METADATA_KEY, type(error).__name__),))
@@ -79,6 +105,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     def _unary(self, handler, request, context):
         try:
             self._check_call(context)
+            _check_request(request)
             return handler(request)
         except errors.ReplayError as e:
             _abort(context, e)
@@ -101,6 +128,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 return chunk
 
             for request in request_iterator:
+                _check_request(request)
                 if request.chunks.keys:
                     for chunk in store.insert(wire.decode_chunks(request.chunks)):
                         keep_alive[chunk.key] = chunk
@@ -152,6 +180,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     request = next(requests, None)
                     if request is None:
                         return
+                    _check_request(request)
                     if table is None or request.table:
                         table = self._table(request.table)
                     if request.num_samples < 0:
@@ -293,7 +322,9 @@ def _method_handlers(servicer: "_Servicer") -> dict:
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
         response_serializer=wire.serialize_sample_response)
-    return recorder.handlers
+    return {name: handler._replace(request_deserializer=_tolerant_deserializer(
+                name, handler.request_deserializer))
+            for name, handler in recorder.handlers.items()}
 
 
 def table_info_to_proto(table) -> replay_pb2.TableInfo:

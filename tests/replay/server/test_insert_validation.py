@@ -161,3 +161,21 @@ def test_valid_columns_of_every_encoding_are_accepted_and_sample_back(server, cl
     data = next(client.sample("uniform", 1, timeout=10)).data
     np.testing.assert_array_equal(data[0], steps)
     assert data[2].tolist() == [b"ab"] * 40
+
+
+@pytest.mark.parametrize("method", ["InsertStream", "SampleStream", "ServerInfo", "Reset", "MutatePriorities",
+                                    "Checkpoint"])
+def test_bytes_that_are_not_a_message_are_invalid_argument(server, client, method):
+    _store_good_items(client)
+    channel = grpc.insecure_channel(f"localhost:{server.port}")
+    garbage = b"\xff\xff\x01 not a protobuf message"
+    with pytest.raises(grpc.RpcError) as caught:
+        if method.endswith("Stream"):
+            list(channel.stream_stream(f"/{wire.SERVICE_NAME}/{method}")(
+                iter([garbage]), metadata=GOOD_METADATA, timeout=30))
+        else:
+            channel.unary_unary(f"/{wire.SERVICE_NAME}/{method}")(garbage, metadata=GOOD_METADATA, timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert f"malformed {method} request" in caught.value.details()
+    channel.close()
+    _assert_everything_sampleable(server, client)
