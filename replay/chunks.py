@@ -11,13 +11,14 @@ truncated or corrupt chunks without decompressing them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import zlib
 from typing import Sequence, Tuple
 
 import lz4.block
 import numpy as np
 
-from replay import errors
+from replay import errors, specs
 
 # Columns smaller than this are stored raw: the few bytes lz4 could save cost a decompression
 # at every sample of every item that references the column (step items of a 16-step chunk
@@ -44,7 +45,10 @@ class ColumnData:
     crc32: int
 
     def raw_size(self, length: int) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize * length
+        size = np.dtype(self.dtype).itemsize * length
+        for d in self.shape:
+            size *= d
+        return size
 
 
 def _can_delta_encode(column: np.ndarray) -> bool:
@@ -98,13 +102,87 @@ def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool
 
 
 def decode_column(column: ColumnData, length: int) -> np.ndarray:
-    """Decodes a column into a read-only array of shape (length, *step_shape)."""
-    raw = lz4.block.decompress(column.data) if column.compressed else column.data
-    array = np.frombuffer(raw, dtype=np.dtype(column.dtype)).reshape((length,) + tuple(column.shape))
+    """Decodes a column into a read-only array of shape (length, *step_shape).
+
+    Raises:
+      DataLossError: the bytes are not what the column declares (only for columns that never
+        went through `Chunk.validate`, which the server runs on every chunk it receives).
+    """
+    if column.compressed:
+        try:
+            raw = lz4.block.decompress(column.data)
+        except lz4.block.LZ4BlockError as e:
+            raise errors.DataLossError(f"a compressed column is not valid lz4 data: {e}") from None
+    else:
+        raw = column.data
+    try:
+        array = np.frombuffer(raw, dtype=specs.parse_dtype(column.dtype)).reshape(
+            (length,) + tuple(column.shape))
+    except ValueError as e:  # InvalidArgumentError is one too: an unusable dtype
+        raise errors.DataLossError(
+            f"a column of {len(raw)} bytes does not hold {length} steps of shape {column.shape} and "
+            f"dtype {column.dtype!r}: {e}") from None
     if column.delta_encoded:
         array = _delta_decode(array)
         array.flags.writeable = False
     return array
+
+
+# lz4 spends at least one byte per 255 bytes of a match, so a valid block never expands by more
+# than this factor (plus a few bytes of sequence headers).
+_MAX_LZ4_RATIO = 255
+
+
+@functools.lru_cache(maxsize=1024)
+def _column_layout(dtype: str, shape: Tuple[int, ...], delta_encoded: bool) -> int:
+    """Bytes per step of a column layout, after checking that it can be decoded (cached: the
+    server checks every column it receives and writers send few distinct layouts)."""
+    parsed = specs.parse_dtype(dtype, "dtype")
+    specs.check_shape(shape, parsed.itemsize)
+    if delta_encoded and parsed.kind not in "iu":
+        raise errors.InvalidArgumentError(
+            f"is marked delta-encoded but has dtype {parsed.str}; only integer columns are delta-encoded")
+    step_bytes = parsed.itemsize
+    for d in shape:
+        step_bytes *= d
+    return step_bytes
+
+
+def validate_column(column: ColumnData, length: int, what: str = "column") -> None:
+    """Checks that `column` decodes to `length` steps of its dtype and shape (see
+    `Chunk.validate`); `what` names the column in messages.
+
+    Raises: as `Chunk.validate`.
+    """
+    try:
+        step_bytes = _column_layout(column.dtype, tuple(column.shape), column.delta_encoded)
+    except errors.InvalidArgumentError as e:
+        raise errors.InvalidArgumentError(f"{what}: {e}") from None
+    data = column.data
+    if zlib.crc32(data) != column.crc32:
+        raise errors.DataLossError(
+            f"{what}: stored bytes do not match their checksum (truncated or corrupt); resend the chunk")
+    expected = step_bytes * length
+    if column.compressed:
+        declared = int.from_bytes(data[:4], "little") if len(data) >= 4 else -1
+    else:
+        declared = len(data)
+    if declared != expected:
+        raise errors.DataLossError(
+            f"{what}: holds {declared} bytes of data but {length} steps of shape {column.shape} and "
+            f"dtype {column.dtype} need {expected}; resend the chunk")
+    if column.compressed:
+        if expected > _MAX_LZ4_RATIO * len(data) + 64:
+            raise errors.InvalidArgumentError(
+                f"{what}: {len(data)} compressed bytes cannot hold the {expected} bytes they declare "
+                "(not lz4 data); compress columns with lz4.block.compress(data, store_size=True)")
+        try:
+            lz4.block.decompress(data)  # the C decoder also checks the size it wrote
+        except lz4.block.LZ4BlockError as e:
+            raise errors.InvalidArgumentError(
+                f"{what}: is marked compressed but its bytes are not a valid lz4 block of {expected} "
+                f"bytes ({e}); compress columns with lz4.block.compress(data, store_size=True)"
+            ) from None
 
 
 class Chunk:
@@ -164,7 +242,8 @@ class Chunk:
             layout = tuple((c.dtype, c.shape) for c in self.columns)
             dtype = _RECORD_DTYPES.get(layout)
             if dtype is None:
-                dtype = np.dtype([(f"c{i}", np.dtype(d), shape) for i, (d, shape) in enumerate(layout)])
+                dtype = np.dtype([(f"c{i}", specs.parse_dtype(d), shape)
+                                  for i, (d, shape) in enumerate(layout)])
                 if len(_RECORD_DTYPES) < 1024:
                     dtype = _RECORD_DTYPES.setdefault(layout, dtype)
             if dtype.itemsize * self.length > _MAX_RECORD_BYTES:
@@ -181,11 +260,20 @@ class Chunk:
         return sum(len(c.data) for c in self.columns)
 
     def validate(self) -> None:
-        """Checks stored bytes against their checksums and declared sizes without decompressing.
+        """Checks that every column decodes to its declared dtype and shape: a dtype replay
+        stores (`specs.parse_dtype`), a decodable shape, bytes matching their checksum and the
+        declared size, and for compressed columns a valid lz4 block of exactly that size.
+
+        Compressed columns are decompressed once into a scratch buffer (outside the GIL): lz4
+        decodes at several GB/s in C, far faster than walking the block's sequences in Python,
+        and only a full decode proves that the data is sampleable. Most of the cost is the
+        fresh memory of the scratch buffer, as for any decode of the column
+        (`python tools/bench_replay.py --mode validate` measures it).
 
         Raises:
-          DataLossError: a column's bytes are truncated or corrupt.
-          InvalidArgumentError: the chunk has no steps or no columns, or an unknown dtype.
+          DataLossError: a column's bytes do not match their checksum or declared size.
+          InvalidArgumentError: no steps or no columns; an unsupported dtype or shape; delta
+            encoding on a non-integer column; a compressed column that is not valid lz4.
         """
         if self.length <= 0 or not self.columns:
             raise errors.InvalidArgumentError(
@@ -193,28 +281,7 @@ class Chunk:
                 f"{len(self.columns)} columns)"
             )
         for i, column in enumerate(self.columns):
-            try:
-                dtype = np.dtype(column.dtype)
-            except TypeError as e:
-                raise errors.InvalidArgumentError(f"chunk {self.key} column {i}: unknown dtype {column.dtype!r}") from e
-            if dtype.hasobject or any(d < 0 for d in column.shape):
-                raise errors.InvalidArgumentError(
-                    f"chunk {self.key} column {i}: unsupported dtype {column.dtype!r} or shape {column.shape}")
-            if zlib.crc32(column.data) != column.crc32:
-                raise errors.DataLossError(
-                    f"chunk {self.key} column {i}: stored bytes do not match their checksum (truncated "
-                    "or corrupt); resend the chunk"
-                )
-            expected = column.raw_size(self.length)
-            if column.compressed:
-                declared = int.from_bytes(column.data[:4], "little") if len(column.data) >= 4 else -1
-            else:
-                declared = len(column.data)
-            if declared != expected:
-                raise errors.DataLossError(
-                    f"chunk {self.key} column {i}: holds {declared} bytes of data but {self.length} steps of "
-                    f"shape {column.shape} and dtype {column.dtype} need {expected}"
-                )
+            validate_column(column, self.length, f"chunk {self.key} column {i}")
 
     def __repr__(self) -> str:
         return (f"Chunk(key={self.key}, episode_id={self.episode_id}, start_index={self.start_index}, "

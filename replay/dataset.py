@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, wire
+from replay import errors, specs, wire
 from replay.client import Client
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -219,7 +219,7 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
         chunk_column_start[key] = position
         position += count
     column_data = packed.column_data
-    chunk_dtypes = [np.dtype(d) for d in chunks.dtypes]
+    chunk_dtypes = [specs.parse_dtype(d, 'sampled column dtype') for d in chunks.dtypes]
     dtype_index = list(chunks.dtype_index)
     ranks = list(chunks.ranks)
     dims = list(chunks.shape_dims)
@@ -255,7 +255,11 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
             if flags[column] & wire.FLAG_COMPRESSED:
                 raw = decompressed.get(column)
                 if raw is None:
-                    raw = decompressed[column] = lz4.block.decompress(column_data[column])
+                    try:
+                        raw = decompressed[column] = lz4.block.decompress(column_data[column])
+                    except lz4.block.LZ4BlockError as e:
+                        raise errors.DataLossError(
+                            f"column {leaf} of a sample response is not valid lz4 data: {e}") from None
             start = slice_offsets[j] * step_bytes
             stop = start + slice_lengths[j] * step_bytes
             parts.append(raw if start == 0 and stop == len(raw) else memoryview(raw)[start:stop])
@@ -362,6 +366,36 @@ class _Prefetcher:
         self._stopped.set()
 
 
+class _Closer:
+    """Closes a dataset: sets `event` and closes the clients of its open streams, so a stream
+    waiting on the server (an empty table, a rate limiter) ends now instead of holding
+    tf.data's iterator, and so the process, until more samples arrive."""
+
+    def __init__(self):
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._clients: set = set()
+
+    def register(self, client) -> bool:
+        """Tracks `client` until `unregister`; False (and nothing tracked) once closed."""
+        with self._lock:
+            if self.event.is_set():
+                return False
+            self._clients.add(client)
+            return True
+
+    def unregister(self, client) -> None:
+        with self._lock:
+            self._clients.discard(client)
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.event.set()
+            clients, self._clients = list(self._clients), set()
+        for client in clients:
+            client.close()
+
+
 class _BlockStream:
     """The generator behind one worker: yields blocks of many items as one ReplaySample of
     [N, ...] arrays in the dataset's structure."""
@@ -369,10 +403,13 @@ class _BlockStream:
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
                  metrics: StreamMetrics, structure: Any = None,
-                 closed: Optional[threading.Event] = None, columnar: bool = False):
+                 closer: Optional[_Closer] = None, columnar: bool = False,
+                 client_options: Optional[Dict[str, Any]] = None):
         self.address = address
+        self.client_options = dict(client_options or {})
         self.columnar = columnar
-        self.closed = closed if closed is not None else threading.Event()
+        self.closer = closer if closer is not None else _Closer()
+        self.closed = self.closer.event
         self.structure = structure if structure is not None else [None] * len(flat_dtypes)
         self.table = table
         self.flat_dtypes = flat_dtypes
@@ -383,9 +420,11 @@ class _BlockStream:
         self.metrics = metrics
 
     def __call__(self):
-        client = Client(self.address)
+        client = Client(self.address, **self.client_options)
         prefetcher = None
         pool = _BlockPool()
+        if not self.closer.register(client):
+            return
         try:
             while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
@@ -426,6 +465,7 @@ class _BlockStream:
                     return  # the server closed the stream
                 # max_samples_per_stream reached: open a new stream, as Reverb does.
         finally:
+            self.closer.unregister(client)
             if prefetcher is not None:
                 prefetcher.stop()
             client.close()
@@ -454,6 +494,14 @@ def _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, nu
             f"dtypes and shapes must have the same nest structure: {e}") from None
 
 
+def _client_options(token, root_certificates, max_message_bytes) -> Dict[str, Any]:
+    """The keyword arguments of `Client` the dataset's clients are built with."""
+    options: Dict[str, Any] = {"token": token, "root_certificates": root_certificates}
+    if max_message_bytes is not None:
+        options["max_message_bytes"] = int(max_message_bytes)
+    return options
+
+
 class ReplayDataset:
     """A `tf.data.Dataset` of `ReplaySample(info, data)` streamed from replay servers.
 
@@ -476,6 +524,11 @@ class ReplayDataset:
       rate_limiter_timeout_ms: -1 waits forever for samples; >= 0 ends the dataset (end of
         sequence, no error) when a stream gets no sample within that many milliseconds.
       metrics: a `StreamMetrics` to count into; a new one when None.
+      token: the servers' access token, when they require one (as `Client(token=...)`).
+      root_certificates: PEM bytes (or str) of the CA or self-signed certificate to trust;
+        given, the streams connect over TLS (as `Client(root_certificates=...)`).
+      max_message_bytes: the largest sample response accepted (as `Client`); None keeps the
+        client's default.
 
     Raises:
       InvalidArgumentError: a bad argument (the message names it and the allowed values).
@@ -484,8 +537,11 @@ class ReplayDataset:
     def __new__(cls, server_address: Union[str, Sequence[str]], table: str, dtypes: Any, shapes: Any,
                 max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
                 max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
-                metrics: Optional[StreamMetrics] = None) -> tf.data.Dataset:
+                metrics: Optional[StreamMetrics] = None, *, token: Optional[str] = None,
+                root_certificates: Optional[Union[bytes, str]] = None,
+                max_message_bytes: Optional[int] = None) -> tf.data.Dataset:
         addresses = _as_addresses(server_address)
+        client_options = _client_options(token, root_certificates, max_message_bytes)
         _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
                          max_samples_per_stream, rate_limiter_timeout_ms)
         dtypes = tree.map_structure(tf.as_dtype, dtypes)
@@ -496,7 +552,7 @@ class ReplayDataset:
         signature = _block_signature(dtypes, shapes)
         flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
         tolerate_failure = len(addresses) > 1
-        closed = threading.Event()
+        closer = _Closer()
         # Small items come columnar: the server sends only the steps they reference, laid out
         # as the dataset's arrays. Large ones come with their chunks, whose bytes are copied
         # once, straight from the message into pooled arrays.
@@ -506,8 +562,8 @@ class ReplayDataset:
 
         streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                                 int(max_samples_per_stream), int(rate_limiter_timeout_ms),
-                                tolerate_failure, metrics, structure=dtypes, closed=closed,
-                                columnar=columnar)
+                                tolerate_failure, metrics, structure=dtypes, closer=closer,
+                                columnar=columnar, client_options=client_options)
                    for address in addresses for _ in range(workers)]
 
         def run_stream(index):
@@ -526,8 +582,9 @@ class ReplayDataset:
         # Blocks already have the element structure, so unbatching is the only per-item step.
         dataset = blocks.unbatch()
         dataset.replay_metrics = metrics
-        # Call before stopping the servers: the streams then end quietly instead of failing.
-        dataset.replay_close = closed.set
+        # Ends every stream now (also one waiting for samples that will not come), quietly;
+        # call it before stopping the servers, so the streams do not fail instead.
+        dataset.replay_close = closer
         return dataset
 
     @classmethod
@@ -535,9 +592,14 @@ class ReplayDataset:
                              max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
                              max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
                              metrics: Optional[StreamMetrics] = None,
-                             get_signature_timeout_secs: Optional[float] = None) -> tf.data.Dataset:
+                             get_signature_timeout_secs: Optional[float] = None, *,
+                             token: Optional[str] = None,
+                             root_certificates: Optional[Union[bytes, str]] = None,
+                             max_message_bytes: Optional[int] = None) -> tf.data.Dataset:
         """A ReplayDataset whose dtypes and shapes come from the table's signature (read with
-        `server_info` from the first reachable server).
+        `server_info` from the first reachable server). `token`, `root_certificates` and
+        `max_message_bytes` are used for that call and for the dataset's streams (see
+        `ReplayDataset`).
 
         Raises:
           NotFoundError: no server has the table; InvalidArgumentError: the table has no
@@ -545,9 +607,10 @@ class ReplayDataset:
           server could be reached.
         """
         addresses = _as_addresses(server_address)
+        client_options = _client_options(token, root_certificates, max_message_bytes)
         last_error: Optional[Exception] = None
         for address in addresses:
-            client = Client(address)
+            client = Client(address, **client_options)
             try:
                 info = client.server_info(timeout=get_signature_timeout_secs)
             except errors.UnavailableError as e:
@@ -566,6 +629,7 @@ class ReplayDataset:
             dtypes = tree.map_structure(lambda s: tf.as_dtype(s.dtype), signature)
             shapes = tree.map_structure(lambda s: tf.TensorShape(list(s.shape)), signature)
             return cls(addresses, table, dtypes, shapes, max_in_flight_samples_per_worker,
-                       num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, metrics)
+                       num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, metrics,
+                       **client_options)
         raise errors.UnavailableError(
             f"no replay server reachable at {addresses} to read the signature of {table!r}: {last_error}")

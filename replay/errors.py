@@ -52,6 +52,11 @@ class DataLossError(ReplayError):
     grpc_code = "DATA_LOSS"
 
 
+class CorruptCheckpointError(DataLossError):
+    """A checkpoint's file fails its checksum, or its manifest lacks or misstates a field; the
+    message names the checkpoint, the file and the field."""
+
+
 class UnavailableError(ReplayError, ConnectionError):
     """The server cannot be reached or went away."""
 

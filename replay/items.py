@@ -12,7 +12,7 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from replay import errors
+from replay import errors, specs
 from replay.chunks import Chunk
 
 
@@ -141,13 +141,13 @@ class Item:
 
     def column_specs(self) -> list:
         """(shape, dtype) of each column as it will be decoded."""
-        specs = []
+        out = []
         for column in self.trajectory:
             squeeze, ((chunk_key, _, _, index), *_) = column
             data = self.chunks[chunk_key].columns[index]
             shape = tuple(data.shape) if squeeze else (column_length(column),) + tuple(data.shape)
-            specs.append((shape, np.dtype(data.dtype)))
-        return specs
+            out.append((shape, specs.parse_dtype(data.dtype)))
+        return out
 
     @property
     def nbytes(self) -> int:

@@ -75,6 +75,32 @@ _DECODE_IN_POOL_BYTES = 1024 * 1024
 _WORK_SLICE_SECONDS = 0.001
 
 
+class _MalformedRequest:
+    """What a request deserializer returns for bytes that are not the method's message (grpc
+    would answer INTERNAL for a deserializer that raises, and leave a stream's handler waiting)."""
+
+    def __init__(self, method: str, error: Exception):
+        self.method, self.error = method, error
+
+
+def _tolerant_deserializer(method: str, deserializer):
+    def deserialize(data: bytes):
+        try:
+            return deserializer(data)
+        except Exception as e:  # protobuf's DecodeError, or anything else a parser raises
+            return _MalformedRequest(method, e)
+
+    return deserialize
+
+
+def _check_request(request) -> None:
+    """Raises InvalidArgumentError for a request that could not be parsed."""
+    if isinstance(request, _MalformedRequest):
+        raise errors.InvalidArgumentError(
+            f"malformed {request.method} request: the bytes are not a replay.proto message "
+            f"({request.error}); the sender is broken or speaks another protocol")
+
+
 async def _abort(context, error: errors.ReplayError):
     code = getattr(grpc.StatusCode, error.grpc_code, grpc.StatusCode.UNKNOWN)
     context.set_trailing_metadata(((ERROR_CLASS_METADATA_KEY, type(error).__name__),))
@@ -229,6 +255,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     async def _unary(self, handler, request, context):
         try:
             self._check_call(context)
+            _check_request(request)
             return handler(request)
         except errors.ReplayError as e:
             await _abort(context, e)
@@ -256,6 +283,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 return chunk
 
             async for request in request_iterator:
+                _check_request(request)
                 chunks = None
                 if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
                     chunks = await asyncio.get_running_loop().run_in_executor(
@@ -377,6 +405,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         request = await requests.__anext__()
                     except StopAsyncIteration:
                         return
+                    _check_request(request)
                     if table is None or request.table:
                         table = self._table(request.table)
                     if request.num_samples < 0:
@@ -550,7 +579,9 @@ def _method_handlers(servicer: "_Servicer") -> dict:
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
         response_serializer=wire.serialize_sample_response)
-    return recorder.handlers
+    return {name: handler._replace(request_deserializer=_tolerant_deserializer(
+                name, handler.request_deserializer))
+            for name, handler in recorder.handlers.items()}
 
 
 def table_info_to_proto(table) -> replay_pb2.TableInfo:
@@ -728,8 +759,13 @@ class Server:
         restored = checkpointer.load_latest()
         if restored is None:
             return
+        from replay.checkpoint import config_override_message
+
         for table in restored:
             if table.name in self.tables:
+                message = config_override_message(table.name, self.tables[table.name].config(), table.config())
+                if message:
+                    log.warning("%s", message)
                 self.tables[table.name] = table
             else:
                 log.warning("checkpoint table %r is not served (not among the given tables); ignored",

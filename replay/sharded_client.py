@@ -44,28 +44,30 @@ class ShardFailures:
 
 
 class ShardedClient:
-    """A client over several replay servers ("host:port" each).
+    """A client over several replay servers ("host:port" each). The other arguments are those
+    of `Client` (token, root_certificates, max_message_bytes), used for every server.
 
     Raises (constructor):
       InvalidArgumentError: no addresses, or the same address twice.
     """
 
-    def __init__(self, addresses: Sequence[str], **client_kwargs):
+    def __init__(self, addresses: Sequence[str], *client_args, **client_kwargs):
         addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         if not addresses:
             raise errors.InvalidArgumentError("ShardedClient needs at least one server address")
         if len(set(addresses)) != len(addresses):
             raise errors.InvalidArgumentError(f"server addresses must be distinct, got {addresses}")
         self.addresses = addresses
+        self._client_args = client_args
         self._client_kwargs = client_kwargs
-        self.clients = {a: Client(a, **client_kwargs) for a in addresses}
+        self.clients = {a: Client(a, *client_args, **client_kwargs) for a in addresses}
         self._lock = threading.Lock()
         self._dead: set = set()
         self._next = 0
         self.metrics = ShardFailures()
 
     def __reduce__(self):  # pickles by addresses, like Client
-        return (_rebuild, (self.addresses, self._client_kwargs))
+        return (_rebuild, (self.addresses, self._client_kwargs, self._client_args))
 
     def __repr__(self) -> str:
         return f"ShardedClient({self.addresses!r})"
@@ -187,8 +189,8 @@ class ShardedClient:
             client.close()
 
 
-def _rebuild(addresses, client_kwargs):
-    return ShardedClient(addresses, **client_kwargs)
+def _rebuild(addresses, client_kwargs, client_args=()):
+    return ShardedClient(addresses, *client_args, **client_kwargs)
 
 
 class ShardedTrajectoryWriter:

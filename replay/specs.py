@@ -7,7 +7,8 @@ against it; `replay.dataset` converts to and from `tf.TensorSpec` (anything with
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional, Tuple
+import functools
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 import tree
@@ -17,10 +18,83 @@ from replay import errors
 Shape = Tuple[Optional[int], ...]
 
 
+# Longer dtype strings are never plain dtypes ('<U1000000' is 9 characters); parsing arbitrary
+# long strings from the network would only cost time.
+_MAX_DTYPE_CHARS = 32
+# numpy's limit on array dimensions (numpy 1.x; numpy 2 allows 64): a column of one more
+# dimension than this (the time axis) could not be decoded.
+MAX_RANK = 31
+# Largest single dimension (numpy's structured dtypes hold dimensions as C ints).
+MAX_DIMENSION = 2**31 - 1
+# Bytes one step of a column may declare. Larger values cannot arrive in one message and would
+# overflow the int64 size arithmetic of decoding.
+MAX_STEP_BYTES = 2**40
+
+
 def _as_numpy_dtype(dtype: Any) -> np.dtype:
     # tf.DType exposes the numpy dtype as `as_numpy_dtype`; strings and numpy types go straight in.
     dtype = getattr(dtype, "as_numpy_dtype", dtype)
     return np.dtype(dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_dtype_string(value: str) -> np.dtype:
+    return np.dtype(value)
+
+
+def parse_dtype(value: Any, what: str = "dtype") -> np.dtype:
+    """The numpy dtype of `value` (a dtype string such as '<f4' received from the network, a
+    checkpoint or a config; or a numpy/TensorFlow dtype), if it is one that replay stores.
+
+    This is the one place where dtypes from outside are parsed: every column is a contiguous
+    array of fixed-size elements, so only plain numeric, bool, bytes and str dtypes of non-zero
+    size qualify, never object, structured ("f4,i4") or subarray ("(3,)f4") dtypes.
+
+    Raises:
+      InvalidArgumentError: `value` is not a dtype numpy understands, or one of the refused
+        kinds; the message starts with `what` and quotes the value.
+    """
+    try:
+        if isinstance(value, str):
+            if len(value) > _MAX_DTYPE_CHARS:
+                raise ValueError(f"longer than {_MAX_DTYPE_CHARS} characters")
+            dtype = _parse_dtype_string(value)
+        else:
+            dtype = _as_numpy_dtype(value)
+    except Exception as e:  # numpy raises TypeError, ValueError or SyntaxError for bad strings
+        raise errors.InvalidArgumentError(
+            f"{what} {value!r} is not a valid numpy dtype ({type(e).__name__}: {e}); use a plain "
+            "dtype string such as '<f4', '<i8', '|b1' or '|S16'") from None
+    if dtype.hasobject or dtype.names is not None or dtype.subdtype is not None or dtype.itemsize == 0:
+        raise errors.InvalidArgumentError(
+            f"{what} {value!r} is not supported: replay stores plain numeric, bool, bytes and str "
+            "dtypes of non-zero size, not object, structured, subarray or zero-size dtypes (put a "
+            "subarray's shape into the column's shape instead)")
+    return dtype
+
+
+def check_shape(shape: Sequence[int], itemsize: int = 1, what: str = "shape") -> Tuple[int, ...]:
+    """`shape` (one step's dimensions) as a tuple of ints, if it can be decoded.
+
+    Raises:
+      InvalidArgumentError: a negative dimension or one over MAX_DIMENSION, more than MAX_RANK
+        dimensions, or more than MAX_STEP_BYTES bytes per step (with `itemsize` bytes per
+        element, zero dimensions counted as one).
+    """
+    shape = tuple(int(d) for d in shape)
+    if len(shape) > MAX_RANK:
+        raise errors.InvalidArgumentError(
+            f"{what} {shape} has {len(shape)} dimensions; at most {MAX_RANK} are supported")
+    size = itemsize
+    for d in shape:
+        if not 0 <= d <= MAX_DIMENSION:
+            raise errors.InvalidArgumentError(
+                f"{what} {shape} has a dimension outside [0, {MAX_DIMENSION}]")
+        size *= d if d else 1  # a zero dimension must not hide an overflowing one
+    if size > MAX_STEP_BYTES:
+        raise errors.InvalidArgumentError(
+            f"{what} {shape} of {itemsize}-byte elements is larger than {MAX_STEP_BYTES} bytes per step")
+    return shape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,8 +106,16 @@ class TensorSpec:
     name: Optional[str] = None
 
     def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in self.shape))
-        object.__setattr__(self, "dtype", _as_numpy_dtype(self.dtype))
+        try:
+            shape = tuple(None if d is None else int(d) for d in self.shape)
+        except (TypeError, ValueError) as e:
+            raise errors.InvalidArgumentError(
+                f"spec shape {self.shape!r} is not a sequence of ints and None") from e
+        if any(d is not None and d < 0 for d in shape) or len(shape) > MAX_RANK:
+            raise errors.InvalidArgumentError(
+                f"spec shape {shape} needs at most {MAX_RANK} dimensions, each None or >= 0")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype, "spec dtype"))
 
     @classmethod
     def from_spec(cls, spec: Any) -> "TensorSpec":
@@ -57,7 +139,19 @@ class TensorSpec:
 
     @classmethod
     def from_dict(cls, d: dict) -> "TensorSpec":
-        return cls(tuple(d["shape"]), np.dtype(d["dtype"]), d.get("name"))
+        """Inverse of `to_dict`.
+
+        Raises:
+          InvalidArgumentError: a missing or malformed shape, dtype or name.
+        """
+        if not isinstance(d, dict) or "shape" not in d or "dtype" not in d:
+            raise errors.InvalidArgumentError(f"a spec needs 'shape' and 'dtype', got {d!r}")
+        shape, name = d["shape"], d.get("name")
+        if not isinstance(shape, (list, tuple)):
+            raise errors.InvalidArgumentError(f"spec shape must be a list, got {shape!r}")
+        if name is not None and not isinstance(name, str):
+            raise errors.InvalidArgumentError(f"spec name must be a string, got {name!r}")
+        return cls(tuple(shape), parse_dtype(d["dtype"], "spec dtype"), name)
 
 
 def as_signature(signature: Any) -> Any:
@@ -82,9 +176,10 @@ def check_flat_columns(signature: Any, columns: list, table: str) -> None:
             "table's structure"
         )
     for (path, spec), (shape, dtype) in zip(paths_and_specs, columns):
-        if not spec.is_compatible_with(tuple(shape), np.dtype(dtype)):
+        dtype = parse_dtype(dtype, f"table {table!r}: column {path or '(root)'} dtype")
+        if not spec.is_compatible_with(tuple(shape), dtype):
             raise errors.SignatureMismatchError(
                 f"table {table!r}: column {path or '(root)'} has shape {tuple(shape)} and dtype "
-                f"{np.dtype(dtype).name}, but the signature expects shape {spec.shape} and dtype "
+                f"{dtype.name}, but the signature expects shape {spec.shape} and dtype "
                 f"{spec.dtype.name}"
             )

@@ -9,10 +9,8 @@ instead of corrupting stored data. Also holds the protocol version and the metad
 """
 from __future__ import annotations
 
-import functools
 import json
 import time
-import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import lz4.block
@@ -115,7 +113,7 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
             return None
         chunk_key, _, length, index = slices[0]
         data = items[0].chunks[chunk_key].columns[index]
-        step_bytes = int(np.prod(data.shape, dtype=np.int64)) * np.dtype(data.dtype).itemsize
+        step_bytes = int(np.prod(data.shape, dtype=np.int64)) * specs.parse_dtype(data.dtype).itemsize
         layout.append((data.dtype, data.shape, length, squeeze, step_bytes))
     num_columns = len(layout)
     parts: List[List[bytes]] = [[] for _ in range(num_columns)]
@@ -202,8 +200,8 @@ def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int) -> List[np.nda
     """The [num_items, ...] arrays of a `ColumnBatch` (read-only views into its bytes).
 
     Raises:
-      InvalidArgumentError: the batch's parallel fields disagree or a dtype is not a plain
-        numeric/bytes dtype.
+      InvalidArgumentError: the batch's parallel fields disagree, a dtype is not one replay
+        stores (`specs.parse_dtype`) or a shape cannot be decoded.
       DataLossError: a column's bytes do not fit num_items values of its shape and dtype.
     """
     _check_lengths("ColumnBatch", len(batch.dtypes), ranks=batch.ranks, data=batch.data)
@@ -216,14 +214,12 @@ def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int) -> List[np.nda
     for c, (dtype_str, rank, data) in enumerate(zip(batch.dtypes, batch.ranks, batch.data)):
         shape = tuple(dims[position:position + rank])
         position += rank
-        try:
-            dtype = np.dtype(dtype_str)
-        except TypeError:
-            dtype = None
-        if dtype is None or dtype.hasobject:
-            raise errors.InvalidArgumentError(f"column {c} has an unusable dtype {dtype_str!r}")
-        expected = num_items * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if any(d < 0 for d in shape) or len(data) != expected:
+        dtype = specs.parse_dtype(dtype_str, f"column {c} has an unusable dtype:")
+        shape = specs.check_shape(shape, dtype.itemsize, f"column {c}: shape")
+        expected = num_items * dtype.itemsize
+        for d in shape:
+            expected *= d
+        if len(data) != expected:
             raise errors.DataLossError(
                 f"column {c} holds {len(data)} bytes, which do not fit {num_items} values of shape "
                 f"{shape} and dtype {dtype.name}")
@@ -404,50 +400,13 @@ def _check_lengths(what: str, expected: int, **fields: Sequence) -> None:
                 "the sender is broken or speaks another protocol version")
 
 
-@functools.lru_cache(maxsize=256)
-def _itemsize(dtype: str) -> int:
-    """Bytes per element of a dtype string; -1 for unknown or object dtypes."""
-    try:
-        parsed = np.dtype(dtype)
-    except TypeError:
-        return -1
-    return -1 if parsed.hasobject else parsed.itemsize
-
-
 def validate_chunk(chunk: Chunk) -> None:
-    """The checks of `Chunk.validate` (checksums and sizes, no decompression), with per-dtype
-    lookups cached because the server runs this for every chunk it receives.
+    """`Chunk.validate`: the server runs it on every chunk it receives, so that everything it
+    stores can be sampled.
 
-    Raises:
-      InvalidArgumentError: no steps or columns, an unknown or object dtype, a negative dimension.
-      DataLossError: a column's bytes are truncated or corrupt.
+    Raises: as `Chunk.validate`.
     """
-    if chunk.length <= 0 or not chunk.columns:
-        chunk.validate()  # raises with the core's message
-    for i, column in enumerate(chunk.columns):
-        itemsize = _itemsize(column.dtype)
-        elements = 1
-        for d in column.shape:
-            if d < 0:
-                itemsize = -1
-            elements *= d
-        if itemsize < 0:
-            raise errors.InvalidArgumentError(
-                f"chunk {chunk.key} column {i}: unsupported dtype {column.dtype!r} or shape {column.shape}")
-        data = column.data
-        if zlib.crc32(data) != column.crc32:
-            _reject(chunk, i, "stored bytes do not match their checksum (truncated or corrupt)")
-        if column.compressed:
-            declared = int.from_bytes(data[:4], "little") if len(data) >= 4 else -1
-        else:
-            declared = len(data)
-        if declared != elements * itemsize * chunk.length:
-            _reject(chunk, i, f"holds {declared} bytes of data but needs {elements * itemsize * chunk.length}")
-
-
-def _reject(chunk: Chunk, column: int, reason: str) -> None:
-    chunk.validate()  # raises with the core's wording
-    raise errors.DataLossError(f"chunk {chunk.key} column {column}: {reason}; resend the chunk")
+    chunk.validate()
 
 
 def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,

@@ -71,6 +71,10 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--experiment", default=None, help="experiment name (default: RUN_ENV_TIME)")
     train.add_argument("--ray-address", default=None)
     train.add_argument("--replay-address", default=None)
+    train.add_argument("--replay-token-file", default=None,
+                       help="file holding the access token of the replay server at --replay-address")
+    train.add_argument("--replay-root-certificates", default=None,
+                       help="PEM certificate to trust for TLS to the replay server at --replay-address")
     train.add_argument("--restore", default=None, help="checkpoint to resume from")
 
     rollout = sub.add_parser("rollout", help="run a trained policy from a checkpoint")
@@ -107,6 +111,10 @@ def cmd_train(args) -> int:
         config["ray_address"] = args.ray_address
     if args.replay_address:
         config["replay_address"] = args.replay_address
+    if args.replay_token_file:
+        config["replay_token_file"] = args.replay_token_file
+    if args.replay_root_certificates:
+        config["replay_root_certificates"] = args.replay_root_certificates
     stop = args.stop if args.stop is not None else experiment.get("stop", {"training_iteration": 100})
 
     name = args.experiment or f"{run}_{env}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"

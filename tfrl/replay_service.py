@@ -4,12 +4,15 @@ Policy optimizers declare the tables they need (`add_table`), then `start()`. Wi
 `replay_address` in the config, the trainer embeds a `replay.Server` on a free loopback port, so
 rollout workers (Ray actors) write experience straight into it and the learner streams it back
 through `ReplayDataset`: the bulk data never passes through the driver's Python code. With
-`replay_address`, the tables must already exist on that server (declared in its YAML config).
+`replay_address`, the tables must already exist on that server (declared in its YAML config);
+`replay_token_file` and `replay_root_certificates` name the files holding its access token and
+the PEM certificate to trust for TLS, and `client_kwargs` carries them to every client the
+optimizers and rollout workers open (`Client`, `ReplayDataset`, `ReplayOutputSpec`).
 """
 from __future__ import annotations
 
 import logging
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from tfrl import errors
 
@@ -22,6 +25,21 @@ class ReplayService:
         self._tables: Dict[str, object] = {}
         self._server = None
         self._client = None
+        self._client_kwargs: Dict[str, Any] = {}
+        token_file = config.get("replay_token_file")
+        certificates_file = config.get("replay_root_certificates")
+        if (token_file or certificates_file) and self.embedded:
+            raise errors.InvalidConfigError(
+                "replay_token_file and replay_root_certificates are the credentials of an external "
+                "replay server; set replay_address too, or drop them to use the embedded server")
+        if token_file:
+            token = _read_file(token_file, "replay_token_file").decode().strip()
+            if not token:
+                raise errors.InvalidConfigError(f"replay_token_file {token_file} is empty")
+            self._client_kwargs["token"] = token
+        if certificates_file:
+            self._client_kwargs["root_certificates"] = _read_file(certificates_file,
+                                                                  "replay_root_certificates")
 
     @property
     def embedded(self) -> bool:
@@ -66,11 +84,17 @@ class ReplayService:
             return f"127.0.0.1:{self._server.port}"
         return self._external_address
 
+    @property
+    def client_kwargs(self) -> Dict[str, Any]:
+        """The credentials every client of the replay server needs (token, root_certificates),
+        as keyword arguments of `Client` and `ReplayDataset`; empty for the embedded server."""
+        return dict(self._client_kwargs)
+
     def client(self):
         if self._client is None:
             from replay import Client
 
-            self._client = Client(self.address)
+            self._client = Client(self.address, **self._client_kwargs)
         return self._client
 
     def checkpoint(self) -> str:
@@ -139,3 +163,11 @@ class ReplayService:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def _read_file(path: str, key: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise errors.InvalidConfigError(f"config key {key}: cannot read {path}: {e}") from e

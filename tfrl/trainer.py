@@ -97,6 +97,10 @@ COMMON_CONFIG: Dict[str, Any] = {
     # === Infrastructure ===
     "ray_address": None,
     "replay_address": None,
+    # credentials of the external replay-server at replay_address: files holding its access token
+    # and the PEM certificate to trust for TLS (as its --token-file and --tls-cert)
+    "replay_token_file": None,
+    "replay_root_certificates": None,
     "replay_checkpoint": False,
     "log_level": "WARN",
     "tf_threads_per_worker": 1,

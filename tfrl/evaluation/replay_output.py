@@ -174,6 +174,7 @@ class ReplayOutputSpec:
         still inserting the previous fragment (replay-fed off-policy learners set one round of
         steps); an error of those items is raised by a later write or by `close`.
       token: the replay server's access token, if it needs one.
+      root_certificates: PEM bytes of the certificate to trust when the server uses TLS.
     """
 
     address: str
@@ -184,6 +185,7 @@ class ReplayOutputSpec:
     flush_timeout: Optional[float] = 60.0
     max_unacked_after_write: int = 0
     token: Optional[str] = None
+    root_certificates: Optional[bytes] = None
 
     def make(self, policy_map: Dict[str, Any], policies_to_train: Sequence[str],
              rollout_fragment_length: int = 200,
@@ -224,7 +226,7 @@ class ReplayOutput:
         for pid in self.tables:
             columns = spec.columns.get(pid) if isinstance(spec.columns, dict) else spec.columns
             self.signatures[pid] = replay_signature(policy_map[pid], columns, observation_filter)
-        self.client = Client(spec.address, token=spec.token) if spec.token else Client(spec.address)
+        self.client = Client(spec.address, token=spec.token, root_certificates=spec.root_certificates)
         self.chunk_length = int(spec.chunk_length or rollout_fragment_length)
         self._writer = None
         self.items_written = 0

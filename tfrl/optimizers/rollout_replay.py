@@ -11,7 +11,7 @@ the tables and returns only counts and episode metrics to the driver.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID
 
@@ -44,17 +44,20 @@ def declare_replay_tables(workers, config: dict, replay, make_table: Callable, b
 
 
 def point_workers_at_replay(workers, config: dict, address: str, tables: PolicyTables,
-                            max_unacked_after_write: int = 0) -> None:
+                            max_unacked_after_write: int = 0,
+                            client_kwargs: Optional[dict] = None) -> None:
     """Gives every worker a `ReplayOutputSpec` for `tables` (see it for
     `max_unacked_after_write`), so their `sample()` writes each policy's experience into its
-    table."""
+    table; `client_kwargs` are the server's credentials (`ReplayService.client_kwargs`)."""
     from tfrl.evaluation import ReplayOutputSpec
 
+    client_kwargs = client_kwargs or {}
     workers.set_replay_output(ReplayOutputSpec(
         address, {pid: name for pid, (name, _) in tables.items()},
         columns={pid: list(signature) for pid, (_, signature) in tables.items()},
         chunk_length=config.get("rollout_fragment_length"),
-        max_unacked_after_write=max_unacked_after_write))
+        max_unacked_after_write=max_unacked_after_write, token=client_kwargs.get("token"),
+        root_certificates=client_kwargs.get("root_certificates")))
 
 
 def declare_replay_table(workers, config: dict, replay, make_table: Callable,

@@ -119,7 +119,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
         # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
         # server.
         point_workers_at_replay(workers, config, self.address, tables,
-                                max_unacked_after_write=rows_per_round // samplers)
+                                max_unacked_after_write=rows_per_round // samplers,
+                                client_kwargs=replay.client_kwargs)
         # the single-policy view (the only or first policy that learns)
         first = self.lanes[self.policy_ids[0]]
         self.policy_id, self.table = first.policy_id, first.table
@@ -149,6 +150,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
                                     trainable=False, name="prioritized_replay_beta")
         lane.signature = lane.policy.loss_input_signature
         address, table, closers = self.address, lane.table, self._dataset_closers
+        client_kwargs = self.replay.client_kwargs
 
         def dataset_fn(input_context):
             def with_info(sample):
@@ -158,7 +160,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
                 return ReplaySample(sample.info, data)
 
             dataset = ReplayDataset.from_table_signature(
-                address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1)
+                address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1,
+                **client_kwargs)
             closers.append(dataset.replay_close)
             return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 

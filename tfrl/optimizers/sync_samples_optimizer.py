@@ -43,7 +43,8 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             workers, config, replay,
             lambda name, signature, _pid: Table.queue(name, queue_size, signature=signature),
             ROLLOUTS_TABLE, self.policy_ids)
-        point_workers_at_replay(workers, config, self.address, self.tables)
+        point_workers_at_replay(workers, config, self.address, self.tables,
+                                client_kwargs=replay.client_kwargs)
         self.readers: Dict[str, RowReader] = {}
         self.sgds: Dict[str, MinibatchSGD] = {}
         self._closers = []
@@ -51,7 +52,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             dataset = ReplayDataset.from_table_signature(
                 self.address, self.tables[pid][0],
                 max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
-                num_workers_per_iterator=1)
+                num_workers_per_iterator=1, **replay.client_kwargs)
             self._closers.append(dataset.replay_close)
             dataset = dataset.map(lambda sample: sample.data)
             self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_round(pid))
