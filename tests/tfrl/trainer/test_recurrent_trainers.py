@@ -106,9 +106,12 @@ def test_lstm_ppo_learns_a_task_that_needs_memory(ray_session):
               "rollout_fragment_length": 32, "train_batch_size": 128, "sgd_minibatch_size": 64,
               "num_sgd_iter": 10, "lr": 3e-3, "gamma": 1.0, "num_learner_devices": 1}
     trainer = get_trainer_class("PPO")(config=config, env=Recall)
+    returns = []
     try:
-        returns = [trainer.train()["episode_reward_mean"] for _ in range(20)]
+        # 0.8 is reached after about 8 iterations here (0.95 after 15); a feed-forward policy
+        # stays near 0.5
+        while len(returns) < 20 and not (returns and returns[-1] >= 0.8):
+            returns.append(trainer.train()["episode_reward_mean"])
     finally:
         trainer.stop()
-    # about 0.95 after 15 iterations here; a feed-forward policy stays near 0.5
-    assert max(returns[-5:]) >= 0.8, returns
+    assert returns[-1] >= 0.8, returns
