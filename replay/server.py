@@ -507,6 +507,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     async def Checkpoint(self, request, context):
         try:
             self._check_call(context)
+            _check_request(request)
             # Writing files can take long: in the pool, so the event loop keeps serving.
             path = await asyncio.get_running_loop().run_in_executor(
                 self._server._executor, self._server.checkpoint)
