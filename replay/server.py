@@ -16,10 +16,12 @@ that sent it: the server keeps serving everyone else and nothing stored changes.
 from __future__ import annotations
 
 import concurrent.futures
+import concurrent.futures.thread
 import hmac
 import logging
 import threading
 import time
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
@@ -38,6 +40,25 @@ _POLL_SECONDS = 0.5
 # Rough upper bound of the chunk bytes put in one sample response.
 _SAMPLE_RESPONSE_BYTES = 4 * 1024 * 1024
 _DEFAULT_SAMPLE_BATCH = 256
+
+
+# Servers not stopped yet. Python joins every thread pool's workers before it runs atexit
+# callbacks, so a server its owner forgot to stop (a script that ends or raises without
+# `stop()`) would keep its handler threads, and the process, alive on open client streams.
+# This hook runs just before those joins (threading's atexit hooks run last-registered first;
+# concurrent.futures registered its join above, on import) and stops such servers.
+_servers_to_stop_at_exit: "weakref.WeakSet[Server]" = weakref.WeakSet()
+
+
+def _stop_servers_at_exit() -> None:
+    for server in list(_servers_to_stop_at_exit):
+        try:
+            server.stop(grace=None)
+        except Exception:  # noqa: BLE001 - the process is exiting; stop the others
+            log.exception("replay server: error while stopping at exit")
+
+
+threading._register_atexit(_stop_servers_at_exit)
 
 
 def _abort(context: grpc.ServicerContext, error: errors.ReplayError):
@@ -379,6 +400,7 @@ class Server:
             raise errors.UnavailableError(f"cannot listen on {address} (port in use?)")
         self._stopped = threading.Event()
         self._grpc_server.start()
+        _servers_to_stop_at_exit.add(self)
         log.info("replay server listening on %s:%d with tables %s", host, self.port, sorted(self.tables))
 
     def _restore(self, checkpointer) -> None:
