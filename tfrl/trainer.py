@@ -114,7 +114,11 @@ class Trainer:
                 "%s: driver_tf_threads=%s not applied: TensorFlow already started in this process "
                 "with other thread pools; set it in the first trainer of the process, before "
                 "other TensorFlow work", self._name, self.config["driver_tf_threads"])
-        self._init(self.config)
+        try:
+            self._init(self.config)
+        except BaseException:
+            self.stop()  # the rollout workers and replay server built before the failure
+            raise
         if logdir is not None:
             from tfrl.logging import TensorBoardLogger
 

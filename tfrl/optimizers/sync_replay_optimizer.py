@@ -45,7 +45,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
-        from replay import (Fifo, Prioritized, ReplayDataset, ReplaySample, SampleToInsertRatio, Table,
+        from replay import (Fifo, Prioritized, ReplaySample, SampleToInsertRatio, Table,
                             Uniform)
 
         from tfrl.learner import MirroredLearner
@@ -94,7 +94,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
             self.beta = tf.Variable(float(config.get("prioritized_replay_beta", 0.4)), trainable=False,
                                     name="prioritized_replay_beta")
         self.signature = self.policy.loss_input_signature
-        address, table = self.address, self.table
+        table = self.table
 
         def dataset_fn(input_context):
             def with_info(sample):
@@ -103,8 +103,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
                 data[_TABLE_SIZE] = tf.cast(sample.info.table_size, tf.float32)
                 return ReplaySample(sample.info, data)
 
-            dataset = ReplayDataset.from_table_signature(
-                address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1)
+            dataset = replay.dataset(table, max_in_flight_samples_per_worker=in_flight,
+                                     num_workers_per_iterator=1)
             closers.append(dataset.replay_close)
             return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 

@@ -23,7 +23,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
-        from replay import ReplayDataset, Table
+        from replay import Table
 
         self.train_batch_size = int(config["train_batch_size"])
         self.policy_id = DEFAULT_POLICY_ID
@@ -33,8 +33,8 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         self.address, self.table, _ = connect_workers_to_replay(
             workers, config, replay, lambda sig: Table.queue(ROLLOUTS_TABLE, queue_size, signature=sig),
             self.policy_id)
-        dataset = ReplayDataset.from_table_signature(
-            self.address, self.table, max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
+        dataset = replay.dataset(
+            self.table, max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
             num_workers_per_iterator=1)
         self._close_dataset = dataset.replay_close
         dataset = dataset.map(lambda sample: sample.data)
