@@ -147,6 +147,10 @@ class Trainer:
             time_total_s=self._time_total,
             episodes_total=self._episodes_total,
             timestamp=time.time(),
+            # RLlib's classic keys: the trainer's config (a copy) and Tune's end-of-trial flag
+            # (a trainer never ends by itself; stop criteria decide).
+            config=dict(self.config),
+            done=False,
         )
         if self._tb_logger is not None:
             self._tb_logger.log(result)
