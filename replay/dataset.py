@@ -328,9 +328,12 @@ class _Prefetcher:
     lets it run ahead of reads by a window) while the consumer decodes. Stop it with `stop()`
     and end the stream itself (closing the client cancels its calls)."""
 
-    def __init__(self, responses, depth: int = 2):
+    def __init__(self, responses, depth: int = 2, closed: Optional[threading.Event] = None):
         self._queue: "queue.Queue" = queue.Queue(depth)
         self._stopped = threading.Event()
+        # The dataset's owner closed it (`replay_close`): stop waiting for responses, which a
+        # server that keeps running (and a table that stays empty) may never send.
+        self._closed = closed if closed is not None else threading.Event()
         self._thread = threading.Thread(target=self._run, args=(responses,), daemon=True,
                                         name="replay-dataset-reader")
         self._thread.start()
@@ -355,7 +358,12 @@ class _Prefetcher:
 
     def __iter__(self):
         while True:
-            response, error = self._queue.get()
+            try:
+                response, error = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                if self._closed.is_set():
+                    return
+                continue
             if error is not None:
                 raise error
             if response is None:
@@ -432,7 +440,7 @@ class _BlockStream:
                 try:
                     prefetcher = _Prefetcher(client.sample_responses(
                         self.table, self.max_in_flight, self.rate_limiter_timeout_ms,
-                        self.max_samples_per_stream, columnar=self.columnar))
+                        self.max_samples_per_stream, columnar=self.columnar), closed=self.closed)
                     for response in prefetcher:
                         count = len(response.response.probabilities)
                         received += count

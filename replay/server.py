@@ -32,7 +32,6 @@ that sent it: the server keeps serving everyone else and nothing stored changes.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import collections
 import concurrent.futures
 import hmac
@@ -600,14 +599,21 @@ def table_info_to_proto(table) -> replay_pb2.TableInfo:
 _LIVE_SERVERS: "weakref.WeakSet[Server]" = weakref.WeakSet()
 
 
-@atexit.register
 def _stop_live_servers() -> None:
-    # An event loop thread still serving at interpreter exit would die mid-call.
+    # A server its owner forgot to stop (a script that ends or raises without `stop()`): an event
+    # loop thread still serving at interpreter exit would die mid-call, and its thread pool's
+    # busy workers would keep the process alive.
     for server in list(_LIVE_SERVERS):
         try:
             server.stop(grace=None)
-        except Exception:
-            pass
+        except Exception:  # noqa: BLE001 - the process is exiting; stop the others
+            log.exception("replay server: error while stopping at exit")
+
+
+# Python joins thread pools' workers before it runs atexit callbacks; threading's own exit
+# hooks run before those joins (last registered first, and concurrent.futures registered its
+# join when it was imported above).
+threading._register_atexit(_stop_live_servers)
 
 
 def _positive_limit(name: str, value) -> int:

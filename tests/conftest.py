@@ -40,11 +40,15 @@ def free_port():
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray, started once for the whole test session with few CPUs."""
+    """A local Ray, started once for the whole test session.
+
+    Six logical CPUs on the 2-core machine: enough for a Tune grid search of two trials that
+    each reserve a trainer and two rollout workers of one CPU (tests/tfrl/trainer/test_tune.py).
+    """
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+        ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, ignore_reinit_error=True)
     yield ray
     ray.shutdown()

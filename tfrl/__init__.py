@@ -5,17 +5,46 @@ numerics; rollout workers on Ray (`tfrl.evaluation`) produce experience into a r
 (the `replay` package); policy optimizers (`tfrl.optimizers`) own the distributed execution;
 trainers (`tfrl.trainer`, `build_trainer`, `tfrl.agents`) drive it all.
 """
+import importlib
+from typing import Any
+
 from tfrl import errors
-from tfrl.models import ModelCatalog, TFModel
-from tfrl.policy import (DEFAULT_POLICY_ID, ComputeTDErrorMixin, EntropyCoeffSchedule,
-                         KLCoeffMixin, LearningRateSchedule, MultiAgentBatch, Policy, SampleBatch,
-                         TargetNetworkMixin, TFPolicy, ValueNetworkMixin, adjust_nstep,
-                         build_tf_policy, compute_advantages, compute_gae_for_sample_batch,
-                         concat_samples)
-from tfrl.utils import LinearSchedule, PiecewiseSchedule
-from tfrl.env import MultiAgentEnv, register_env
-from tfrl.evaluation import (DefaultCallbacks, ReplayOutputSpec, RolloutWorker, WorkerSet,
-                             collect_episodes, replay_signature, summarize_episodes)
+
+# Exported names -> the module defining them. Imported on first use (PEP 562), so `tfrl` and
+# the `tfrl` command start without TensorFlow: the command quiets TensorFlow's start-up
+# messages before anything imports it.
+_EXPORTS = {
+    "ModelCatalog": "tfrl.models", "TFModel": "tfrl.models",
+    **{name: "tfrl.policy" for name in (
+        "DEFAULT_POLICY_ID", "ComputeTDErrorMixin", "EntropyCoeffSchedule", "KLCoeffMixin",
+        "LearningRateSchedule", "MultiAgentBatch", "Policy", "SampleBatch", "TargetNetworkMixin",
+        "TFPolicy", "ValueNetworkMixin", "adjust_nstep", "build_tf_policy", "compute_advantages",
+        "compute_gae_for_sample_batch", "concat_samples")},
+    "LinearSchedule": "tfrl.utils", "PiecewiseSchedule": "tfrl.utils",
+    "MultiAgentEnv": "tfrl.env", "register_env": "tfrl.env",
+    **{name: "tfrl.evaluation" for name in (
+        "DefaultCallbacks", "ReplayOutputSpec", "RolloutWorker", "WorkerSet", "collect_episodes",
+        "replay_signature", "summarize_episodes")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        try:
+            value = importlib.import_module(f"tfrl.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"tfrl.{name}":
+                raise
+            raise AttributeError(f"module 'tfrl' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "errors", "ModelCatalog", "TFModel", "DEFAULT_POLICY_ID", "ComputeTDErrorMixin",

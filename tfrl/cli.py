@@ -57,8 +57,11 @@ def stop_reached(result: Dict[str, Any], stop: Dict[str, Any]) -> Optional[str]:
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfrl", description="Train, roll out and export tfrl policies.")
     sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's, absl's and Ray's start-up messages")
 
-    train = sub.add_parser("train", help="train an algorithm on an environment")
+    train = sub.add_parser("train", parents=[common], help="train an algorithm on an environment")
     train.add_argument("--run", help="algorithm: PG, A2C, A3C, PPO or DQN")
     train.add_argument("--env", help="gymnasium environment id, e.g. CartPole-v1")
     train.add_argument("-f", "--file", help="tuned example YAML (path or shipped name)")
@@ -77,12 +80,12 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="PEM certificate to trust for TLS to the replay server at --replay-address")
     train.add_argument("--restore", default=None, help="checkpoint to resume from")
 
-    rollout = sub.add_parser("rollout", help="run a trained policy from a checkpoint")
+    rollout = sub.add_parser("rollout", parents=[common], help="run a trained policy from a checkpoint")
     rollout.add_argument("checkpoint")
     rollout.add_argument("--episodes", type=int, default=10)
     rollout.add_argument("--explore", action="store_true", help="sample actions instead of the mode")
 
-    export = sub.add_parser("export", help="export a checkpoint's policy as a SavedModel")
+    export = sub.add_parser("export", parents=[common], help="export a checkpoint's policy as a SavedModel")
     export.add_argument("checkpoint")
     export.add_argument("export_dir")
     return parser
@@ -181,7 +184,16 @@ def cmd_export(args) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = _build_parser().parse_args(argv)
-    return {"train": cmd_train, "rollout": cmd_rollout, "export": cmd_export}[args.command](args)
+    stderr_filter = None
+    if not args.verbose:
+        from tfrl.startup_noise import quiet_startup
+
+        stderr_filter = quiet_startup()
+    try:
+        return {"train": cmd_train, "rollout": cmd_rollout, "export": cmd_export}[args.command](args)
+    finally:
+        if stderr_filter is not None:
+            stderr_filter.stop()
 
 
 if __name__ == "__main__":

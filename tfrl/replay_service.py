@@ -1,18 +1,22 @@
 """The trainer's replay service: an embedded replay server, or an external `replay-server`.
 
-Policy optimizers declare the tables they need (`add_table`), then `start()`. Without
-`replay_address` in the config, the trainer embeds a `replay.Server` on a free loopback port, so
-rollout workers (Ray actors) write experience straight into it and the learner streams it back
-through `ReplayDataset`: the bulk data never passes through the driver's Python code. With
-`replay_address`, the tables must already exist on that server (declared in its YAML config);
-`replay_token_file` and `replay_root_certificates` name the files holding its access token and
-the PEM certificate to trust for TLS, and `client_kwargs` carries them to every client the
-optimizers and rollout workers open (`Client`, `ReplayDataset`, `ReplayOutputSpec`).
+Policy optimizers declare the tables they need (`add_table`, each with the signature their
+policy writes and reads), then `start()`. Without `replay_address` in the config, the trainer
+embeds a `replay.Server` on a free loopback port, so rollout workers (Ray actors) write
+experience straight into it and the learner streams it back through `ReplayDataset`: the bulk
+data never passes through the driver's Python code. With `replay_address`, the tables must
+already exist on that server (declared in its YAML config, as in examples/replay_tables.yaml).
+Like a Reverb table, such a table may leave out its signature: the trainer's datasets take their
+dtypes and shapes from the declared table (`dataset`); a signature the server's table does have
+must match the trainer's.
+`replay_token_file` and `replay_root_certificates` name the files holding an external server's
+access token and the PEM certificate to trust for TLS; `client_kwargs` carries them to every
+client the optimizers and rollout workers open (`Client`, `ReplayDataset`, `ReplayOutputSpec`).
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from tfrl import errors
 
@@ -21,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 class ReplayService:
     def __init__(self, config: dict):
+        self._config = config
         self._external_address: Optional[str] = config.get("replay_address")
         self._tables: Dict[str, object] = {}
         self._server = None
@@ -49,8 +54,7 @@ class ReplayService:
         """Declares a table (a `replay.Table`) the optimizer needs.
 
         Raises:
-          InvalidConfigError: the service already started with another table set, or an external
-            server lacks the table (the message shows the YAML entry to add).
+          InvalidConfigError: the service already started with another table set.
         """
         if self._server is not None:
             raise errors.InvalidConfigError(
@@ -58,7 +62,14 @@ class ReplayService:
         self._tables[table.name] = table
 
     def start(self) -> str:
-        """Starts the embedded server (or checks the external one) and returns its address."""
+        """Starts the embedded server (or checks the external one) and returns its address.
+
+        Raises:
+          InvalidConfigError: the external server lacks a declared table, or has one that cannot
+            serve the trainer (another signature; a non-queue or too small table where the
+            trainer needs a queue); the message names the table and the YAML entry to use.
+          UnavailableError (replay.errors): no replay server at `replay_address`.
+        """
         if self.embedded:
             if self._server is None:
                 from replay import Server
@@ -69,12 +80,39 @@ class ReplayService:
             info = self.client().server_info()
             missing = [name for name in self._tables if name not in info]
             if missing:
-                examples = {name: self._tables[name].config() for name in missing}
+                examples = [_yaml_entry(self._tables[name]) for name in missing]
                 raise errors.InvalidConfigError(
-                    f"the replay server at {self._external_address} has no table(s) {missing}; add them "
-                    f"to its --config YAML (tables: {examples}) or drop replay_address to use an "
-                    "embedded server")
+                    f"the replay server at {self._external_address} has no table(s) {missing} "
+                    f"(it has {sorted(info)}); add them to its --config YAML under `tables:` "
+                    f"({'; '.join(examples)}), or drop replay_address to use an embedded server")
+            for name, table in self._tables.items():
+                self._check_external_table(table, info[name])
         return self.address
+
+    def _check_external_table(self, table, info) -> None:
+        problems: List[str] = []
+        if info.signature is not None and table.signature is not None:
+            problems += _signature_differences(table.signature, info.signature)
+        declared = table.config()
+        if declared["rate_limiter"]["kind"] == "Queue":
+            # On-policy optimizers read every step exactly once, in order, one train batch at a
+            # time: the workers write a whole batch (plus the round that crosses it) before the
+            # learner reads, so a smaller queue blocks the workers for good.
+            needed = _on_policy_queue_size(self._config)
+            if info.sampler_options.get("kind") != "Fifo" or info.max_times_sampled != 1:
+                problems.append(
+                    f"it must be a queue (sampler Fifo, max_times_sampled 1), found sampler "
+                    f"{info.sampler_options.get('kind')} with max_times_sampled {info.max_times_sampled}")
+            if info.max_size < needed:
+                problems.append(
+                    f"max_size {info.max_size} is below the {needed} steps of one train batch plus "
+                    "one sampling round, which the trainer writes before it reads")
+        if problems:
+            raise errors.InvalidConfigError(
+                f"table {table.name!r} on the replay server at {self._external_address} cannot "
+                f"serve this trainer: {'; '.join(problems)}. Declare it in the server's --config "
+                f"YAML as {_yaml_entry(table)}, or "
+                "drop replay_address to use an embedded server")
 
     @property
     def address(self) -> str:
@@ -89,6 +127,29 @@ class ReplayService:
         """The credentials every client of the replay server needs (token, root_certificates),
         as keyword arguments of `Client` and `ReplayDataset`; empty for the embedded server."""
         return dict(self._client_kwargs)
+
+    def dataset(self, table: str, max_in_flight_samples_per_worker: int, **kwargs):
+        """A `replay.ReplayDataset` of the declared `table`, typed by its declared signature (so
+        a table on an external server needs no signature of its own). `kwargs` go to
+        ReplayDataset (num_workers_per_iterator, rate_limiter_timeout_ms, ...).
+
+        Raises:
+          InvalidConfigError: `table` was not declared with a signature.
+        """
+        import tensorflow as tf
+        import tree
+        from replay import ReplayDataset
+
+        declared = self._tables.get(table)
+        if declared is None or declared.signature is None:
+            raise errors.InvalidConfigError(
+                f"replay table {table!r} was not declared with a signature on this trainer's "
+                f"replay service (declared: {sorted(self._tables)})")
+        dtypes = tree.map_structure(lambda spec: tf.as_dtype(spec.dtype), declared.signature)
+        shapes = tree.map_structure(lambda spec: tf.TensorShape(list(spec.shape)), declared.signature)
+        return ReplayDataset(self.address, table, dtypes, shapes,
+                             max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+                             **self._client_kwargs, **kwargs)
 
     def client(self):
         if self._client is None:
@@ -171,3 +232,52 @@ def _read_file(path: str, key: str) -> bytes:
             return f.read()
     except OSError as e:
         raise errors.InvalidConfigError(f"config key {key}: cannot read {path}: {e}") from e
+
+
+def _on_policy_queue_size(config: dict) -> int:
+    """Steps an on-policy queue holds at most before the learner reads: one train batch plus
+    the sampling round that crosses it."""
+    samplers = max(int(config.get("num_workers", 0)), 1)
+    round_steps = (samplers * int(config.get("num_envs_per_worker", 1))
+                   * int(config.get("rollout_fragment_length", 1)))
+    return int(config.get("train_batch_size", 0)) + round_steps
+
+
+def _yaml_entry(table) -> str:
+    """The table's entry for a `replay-server --config` YAML, as the embedded server would have
+    it, without a signature (the trainer brings its own)."""
+    config = table.config()
+    if config["rate_limiter"]["kind"] == "Queue":
+        return f"{{name: {table.name}, kind: queue, max_size: {config['max_size']}}}"
+    entry = {k: config[k] for k in ("name", "sampler", "remover", "max_size", "rate_limiter")}
+    return _flow_yaml(entry)
+
+
+def _flow_yaml(value) -> str:
+    import yaml
+
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=10_000).strip()
+
+
+def _signature_differences(declared, served) -> List[str]:
+    """What keeps the items the trainer writes from matching the served table's signature."""
+    import tree
+
+    def flat(signature):
+        return {"/".join(map(str, path)): spec for path, spec in tree.flatten_with_path(signature)}
+
+    want, have = flat(declared), flat(served)
+    problems = []
+    if set(want) - set(have):
+        problems.append(f"its signature lacks the column(s) {sorted(set(want) - set(have))} the trainer writes")
+    if set(have) - set(want):
+        problems.append(f"its signature has column(s) {sorted(set(have) - set(want))} the trainer does not write")
+    for name in sorted(set(want) & set(have)):
+        w, h = want[name], have[name]
+        if not h.is_compatible_with(w.shape, w.dtype):
+            problems.append(f"column {name!r} is {h.dtype.name}{list(h.shape)} there but the trainer "
+                            f"writes {w.dtype.name}{list(w.shape)}")
+    if problems:
+        problems.append("leave the signature out of the YAML entry (the trainer brings its own) or "
+                        "make it match")
+    return problems

@@ -147,13 +147,13 @@ class Trainer:
                 "with other thread pools; set it in the first trainer of the process, before "
                 "other TensorFlow work", self._name, self.config["driver_tf_threads"])
         evaluation_config = self._evaluation_config()
-        self._init(self.config)
-        if evaluation_config is not None:
-            try:
+        try:
+            self._init(self.config)
+            if evaluation_config is not None:
                 self.evaluation_workers = self._make_evaluation_workers(evaluation_config)
-            except BaseException:
-                self.stop()
-                raise
+        except BaseException:
+            self.stop()  # the rollout workers and replay server built before the failure
+            raise
         if logdir is not None:
             from tfrl.logging import TensorBoardLogger
 
@@ -192,6 +192,10 @@ class Trainer:
             time_total_s=self._time_total,
             episodes_total=self._episodes_total,
             timestamp=time.time(),
+            # RLlib's classic keys: the trainer's config (a copy) and Tune's end-of-trial flag
+            # (a trainer never ends by itself; stop criteria decide).
+            config=dict(self.config),
+            done=False,
         )
         if self._tb_logger is not None:
             self._tb_logger.log(result)

@@ -39,7 +39,8 @@ class WorkerSet:
       env_creator: gymnasium id, registered name or callable(env_config) (see RolloutWorker).
       policy: policy class or multi-agent policy dict (see RolloutWorker's policy_spec).
       config: worker config; also read here: num_cpus_per_worker (default 1),
-        num_gpus_per_worker (0), recreate_failed_workers (True).
+        num_gpus_per_worker (0), recreate_failed_workers (True). `trainer_config=` is the same
+        argument under RLlib's name.
       num_workers: remote workers to start (0: only the local worker samples).
       replay_output: a ReplayOutputSpec given to the remote workers (and to the local worker
         when num_workers is 0), so they write into replay.
@@ -47,14 +48,21 @@ class WorkerSet:
 
     Raises:
       UnknownEnvError, InvalidEnvError, UnsupportedSpaceError, InvalidConfigError: from building
-        the local worker (the remote actors, started first, are killed).
+        the local worker (the remote actors, started first, are killed); InvalidConfigError
+        also when both config and trainer_config are given.
       WorkerCrashedError: a remote worker failed to start (raised by the first call that needs
         the remote workers; see `wait_until_started`).
     """
 
     def __init__(self, env_creator: Any, policy: Any, config: Optional[dict] = None,
                  num_workers: int = 0, *, replay_output: Any = None,
-                 default_policy_class: Any = None):
+                 default_policy_class: Any = None, trainer_config: Optional[dict] = None):
+        if trainer_config is not None:
+            if config is not None:
+                raise errors.InvalidConfigError(
+                    "WorkerSet got both config and trainer_config (the same argument under "
+                    "RLlib's name); pass one of them")
+            config = trainer_config
         self.env_creator = resolve_env_creator(env_creator)
         self.policy_spec = policy
         self.config = dict(config or {})

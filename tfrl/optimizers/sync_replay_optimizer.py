@@ -134,7 +134,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
     def _build_lane(self, lane: _ReplayLane, strategy, per_replica_batch: int, in_flight: int) -> None:
         """The lane's learner (a policy copy built under `strategy`, swapped into the local
         worker) and its distributed dataset on the lane's table."""
-        from replay import ReplayDataset, ReplaySample
+        from replay import ReplaySample
 
         from tfrl.learner import MirroredLearner
 
@@ -149,8 +149,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
             lane.beta = tf.Variable(float(self.config.get("prioritized_replay_beta", 0.4)),
                                     trainable=False, name="prioritized_replay_beta")
         lane.signature = lane.policy.loss_input_signature
-        address, table, closers = self.address, lane.table, self._dataset_closers
-        client_kwargs = self.replay.client_kwargs
+        service, table, closers = self.replay, lane.table, self._dataset_closers
 
         def dataset_fn(input_context):
             def with_info(sample):
@@ -159,9 +158,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
                 data[_TABLE_SIZE] = tf.cast(sample.info.table_size, tf.float32)
                 return ReplaySample(sample.info, data)
 
-            dataset = ReplayDataset.from_table_signature(
-                address, table, max_in_flight_samples_per_worker=in_flight, num_workers_per_iterator=1,
-                **client_kwargs)
+            dataset = service.dataset(table, max_in_flight_samples_per_worker=in_flight,
+                                      num_workers_per_iterator=1)
             closers.append(dataset.replay_close)
             return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 

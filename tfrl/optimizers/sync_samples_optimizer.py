@@ -31,7 +31,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
-        from replay import ReplayDataset, Table
+        from replay import Table
 
         self.train_batch_size = int(config["train_batch_size"])
         self.strategy = strategy or tf.distribute.get_strategy()
@@ -49,10 +49,9 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         self.sgds: Dict[str, MinibatchSGD] = {}
         self._closers = []
         for pid in self.policy_ids:
-            dataset = ReplayDataset.from_table_signature(
-                self.address, self.tables[pid][0],
-                max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
-                num_workers_per_iterator=1, **replay.client_kwargs)
+            dataset = replay.dataset(
+                self.tables[pid][0], max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
+                num_workers_per_iterator=1)
             self._closers.append(dataset.replay_close)
             dataset = dataset.map(lambda sample: sample.data)
             self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_round(pid))

@@ -47,6 +47,10 @@ Hooks (all optional except loss_fn), their signatures, and when they run
       Traced after actions are chosen; extra per-row tensors for the trajectory (action_dist
       is None when action_sampler_fn is used). vf_preds is added automatically when the model
       has a value branch.
+  extra_action_fetches_fn(policy) -> dict
+      RLlib's earlier name of extra_action_out_fn, with its one-argument form: traced at the
+      same point, it returns per-row tensors the action hooks stored on the policy (e.g.
+      `policy.q_values`). The five-argument form of extra_action_out_fn is accepted too.
   after_init(policy, observation_space, action_space, config) -> None
       Last step of construction.
   mixins: list of classes placed before TFPolicy in the bases (see mixins.py).
@@ -79,16 +83,26 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
                     before_loss_init=None, after_init=None, make_model=None,
                     action_sampler_fn=None, action_distribution_fn=None,
                     mixins: Optional[Sequence[type]] = None, get_batch_divisibility_req=None,
-                    _module: Optional[str] = None) -> type:
+                    extra_action_fetches_fn=None, _module: Optional[str] = None) -> type:
     """A TFPolicy subclass named `name` whose pieces are the given hooks (module docstring).
 
     Raises:
-        InvalidConfigError: if loss_fn is missing or a hook is not callable.
+        InvalidConfigError: if loss_fn is missing, a hook is not callable, or both
+            extra_action_out_fn and its alias extra_action_fetches_fn are given.
     """
     kwargs = dict(locals())
     kwargs.pop("_module")
     if not callable(loss_fn):
         raise InvalidConfigError(f"build_tf_policy({name!r}) needs a callable loss_fn.")
+    if extra_action_fetches_fn is not None:
+        if extra_action_out_fn is not None:
+            raise InvalidConfigError(
+                f"build_tf_policy({name!r}): extra_action_fetches_fn is another name of "
+                "extra_action_out_fn; give one of them.")
+        if not callable(extra_action_fetches_fn):
+            raise InvalidConfigError(f"build_tf_policy({name!r}): extra_action_fetches_fn must be "
+                                     f"callable, got {extra_action_fetches_fn!r}.")
+        extra_action_out_fn = extra_action_fetches_fn
     for hook in _HOOKS:
         if kwargs[hook] is not None and not callable(kwargs[hook]):
             raise InvalidConfigError(f"build_tf_policy({name!r}): {hook} must be callable, "
@@ -141,8 +155,12 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
             return grad_stats_fn(self, train_batch, grads)
         body["grad_stats"] = grad_stats
     if extra_action_out_fn:
-        def extra_action_out(self, input_dict, state_batches, model, action_dist):
-            return extra_action_out_fn(self, input_dict, state_batches, model, action_dist)
+        if _takes_only_the_policy(extra_action_out_fn):  # RLlib's extra_action_fetches_fn(policy)
+            def extra_action_out(self, input_dict, state_batches, model, action_dist):
+                return extra_action_out_fn(self)
+        else:
+            def extra_action_out(self, input_dict, state_batches, model, action_dist):
+                return extra_action_out_fn(self, input_dict, state_batches, model, action_dist)
         body["extra_action_out"] = extra_action_out
     for hook_name, hook in (("validate_spaces", validate_spaces), ("before_init", before_init),
                             ("before_loss_init", before_loss_init),
@@ -186,7 +204,22 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
                 f"{sorted(kwargs)}.")
         caller = inspect.currentframe().f_back
         module = caller.f_globals.get("__name__", _module) if caller else _module
+        for name, alias in (("extra_action_out_fn", "extra_action_fetches_fn"),
+                            ("extra_action_fetches_fn", "extra_action_out_fn")):
+            if name in overrides and alias not in overrides:
+                overrides = dict(overrides, **{alias: None})  # the new hook replaces the old
         return build_tf_policy(**dict(kwargs, **overrides), _module=module)
 
     policy_cls.with_updates = staticmethod(with_updates)
     return policy_cls
+
+
+def _takes_only_the_policy(fn: Callable) -> bool:
+    """True for a hook declared as fn(policy): one positional parameter, no *args."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    return len(positional) == 1 and positional[0].kind != inspect.Parameter.VAR_POSITIONAL

@@ -294,3 +294,33 @@ def test_block_pool_reuses_a_buffer_only_once_nothing_else_refers_to_it():
     fourth[:] = 2.0
     np.testing.assert_array_equal(adopted.numpy()[0, :3], before)
     np.testing.assert_array_equal(before, [1.0, 1.0, 1.0])
+
+
+def test_closing_ends_a_read_waiting_on_a_server_that_keeps_running(start_server, helpers):
+    """A learner that closes its dataset while the server stays up (an external replay server)
+    must not stay blocked on a table that gets no more items (it used to hang for good, also in
+    the iterator's destructor)."""
+    import threading
+
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(2))
+    dataset = ReplayDataset.from_table_signature(client.address, "queue", 4, num_workers_per_iterator=1)
+    iterator = iter(dataset)
+    assert [int(next(iterator).data["action"]) for _ in range(2)] == [0, 1]
+    ended = []
+
+    def read_on():  # blocks: the queue is empty and the server keeps running
+        try:
+            next(iterator)
+            ended.append("an element")
+        except StopIteration:
+            ended.append("the end")
+
+    reader = threading.Thread(target=read_on, daemon=True)
+    reader.start()
+    reader.join(timeout=1.0)
+    assert reader.is_alive() and not ended  # still waiting for an item
+    dataset.replay_close()
+    reader.join(timeout=30)
+    assert ended == ["the end"]

@@ -143,3 +143,18 @@ def test_a_remote_worker_that_fails_to_start_is_reported_at_first_use(ray_sessio
         assert ws.local_worker().sample().count == 20
     finally:
         ws.stop()
+
+
+def test_trainer_config_is_rllibs_name_of_the_worker_config(ray_session):
+    ws = WorkerSet("CartPole-v1", PGPolicy, trainer_config=dict(BASE, rollout_fragment_length=7),
+                   num_workers=1)
+    try:
+        assert ws.config["rollout_fragment_length"] == 7
+        assert ws.foreach_worker(lambda w: w.config["rollout_fragment_length"]) == [7, 7]
+        assert ws.foreach_worker(lambda w: w.sample().count, local_worker=False) == [7]
+    finally:
+        ws.stop()
+    from tfrl.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError, match="both config and trainer_config"):
+        WorkerSet("CartPole-v1", PGPolicy, BASE, trainer_config=BASE)

@@ -231,3 +231,34 @@ def test_build_tf_policy_rejects_bad_hooks():
         build_tf_policy("Bad", loss_fn=None)
     with pytest.raises(InvalidConfigError):
         build_tf_policy("Bad", loss_fn=actor_critic_loss, stats_fn="not callable")
+
+
+def test_extra_action_fetches_fn_is_rllibs_name_of_extra_action_out_fn():
+    """RLlib's classic `extra_action_fetches_fn(policy)` returns tensors the action hooks stored
+    on the policy; tfrl traces it where it traces extra_action_out_fn."""
+    obs_space, act_space = cartpole_spaces()
+
+    def greedy_on_logits(policy, model, obs, states, explore, timestep, seed):
+        logits, state_out = model({"obs": obs}, states, None)
+        policy.action_logits = logits  # what the fetches hook reads
+        return tf.argmax(logits, axis=-1), None, state_out
+
+    Fetching = ActorCriticPolicy.with_updates(
+        action_sampler_fn=greedy_on_logits,
+        extra_action_fetches_fn=lambda policy: {"max_logit": tf.reduce_max(policy.action_logits, -1)})
+    policy = Fetching(obs_space, act_space, {"seed": 0})
+    obs = np.arange(8, dtype=np.float32).reshape(2, 4)
+    actions, _, extras = policy.compute_actions(obs)
+    logits, _ = policy.model({"obs": tf.constant(obs)}, [], None)
+    np.testing.assert_allclose(extras["max_logit"], np.max(logits.numpy(), -1), rtol=1e-5)
+    np.testing.assert_array_equal(actions, np.argmax(logits.numpy(), -1))
+
+    # the newer name replaces the older one in with_updates; both at once is an error
+    Replaced = Fetching.with_updates(
+        extra_action_out_fn=lambda policy, input_dict, states, model, dist: {
+            "obs_sum": tf.reduce_sum(input_dict["obs"], axis=-1)})
+    _, _, extras = Replaced(obs_space, act_space, {"seed": 0}).compute_actions(obs)
+    assert "obs_sum" in extras and "max_logit" not in extras
+    with pytest.raises(InvalidConfigError, match="extra_action_fetches_fn is another name"):
+        build_tf_policy("Both", loss_fn=actor_critic_loss,
+                        extra_action_out_fn=lambda *a: {}, extra_action_fetches_fn=lambda p: {})

@@ -1,6 +1,7 @@
 """The `tfrl` command: train until a stop criterion, then rollout and export the checkpoint."""
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -44,3 +45,33 @@ def test_unknown_algorithm_is_a_clear_error(tmp_path):
     done = run_tfrl(["train", "--run", "PPOO", "--env", "CartPole-v1"], cwd=tmp_path, timeout=120)
     assert done.returncode != 0
     assert "unknown algorithm 'PPOO'" in done.stderr
+
+
+STARTUP_NOISE = ("onednn", "cuda", "absl", "tf_enable_onednn_opts", "cpu_feature_guard",
+                 "token authentication")
+
+
+@pytest.mark.timeout(600)
+def test_train_output_is_free_of_startup_noise_unless_verbose(tmp_path):
+    env = dict(os.environ)
+    for name in ("TF_CPP_MIN_LOG_LEVEL", "RAY_ADDRESS"):
+        env.pop(name, None)  # the defaults a user has
+    command = [sys.executable, "-m", "tfrl.cli"]
+    done = subprocess.run(
+        command + ["train", "--run", "PG", "--env", "CartPole-v1", "--num-workers", "1",
+                   "--config", '{"train_batch_size": 64, "rollout_fragment_length": 64, '
+                               '"num_cpus_per_worker": 0, "model": {"fcnet_hiddens": [16]}}',
+                   "--stop", '{"training_iteration": 1}', "--logdir", str(tmp_path / "logs"),
+                   "--experiment", "quiet"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped: training_iteration=1" in done.stdout
+    output = (done.stdout + done.stderr).lower()
+    assert not [word for word in STARTUP_NOISE if word in output], done.stderr[-3000:]
+
+    checkpoint = tmp_path / "logs" / "quiet" / "checkpoints" / "checkpoint_000001"
+    verbose = subprocess.run(command + ["export", str(checkpoint), str(tmp_path / "served"), "--verbose"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert verbose.returncode == 0, verbose.stderr[-3000:]
+    # TensorFlow's native start-up log lines (absl's format) come through with --verbose
+    assert re.search(r"^[IWE]\d{4} \d\d:\d\d:", verbose.stderr, re.MULTILINE), verbose.stderr[-3000:]

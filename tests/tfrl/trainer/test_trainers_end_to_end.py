@@ -7,7 +7,8 @@ from tfrl.agents.registry import get_trainer_class
 
 RESULT_KEYS = {"episode_reward_mean", "episode_reward_min", "episode_reward_max", "episode_len_mean",
                "episodes_this_iter", "timesteps_total", "timesteps_this_iter", "time_this_iter_s",
-               "time_total_s", "training_iteration", "num_healthy_workers", "custom_metrics", "info"}
+               "time_total_s", "training_iteration", "num_healthy_workers", "custom_metrics", "info",
+               "config", "done"}
 
 
 @pytest.mark.timeout(240)
@@ -27,6 +28,9 @@ def test_two_iterations_return_the_classic_result_dict(ray_session, small_config
     assert second["info"]["num_steps_sampled"] == second["timesteps_total"]
     assert second["info"]["num_steps_trained"] > 0
     assert second["num_healthy_workers"] == 1
+    assert second["done"] is False
+    assert second["config"]["train_batch_size"] == trainer.config["train_batch_size"]
+    assert second["config"] is not trainer.config  # a copy: editing it leaves the trainer alone
     assert second["info"]["learner"]["default_policy"], "no learner stats reported"
     assert any(not np.allclose(b, a) for b, a in zip(before, after)), "the policy did not learn"
     if second["episodes_this_iter"]:

@@ -1,7 +1,8 @@
-"""Trainers run unchanged as Ray Tune trainables: a small grid search."""
+"""Trainers run unchanged as Ray Tune trainables: grid searches, with and without workers."""
 import pytest
 
-from tfrl.tune import as_trainable
+from tfrl.agents.ppo.ppo import PPOTrainer
+from tfrl.tune import as_trainable, trainer_resources
 
 
 @pytest.mark.timeout(300)
@@ -25,3 +26,52 @@ def test_grid_search_over_the_learning_rate(ray_session, small_config, tmp_path)
         assert r.metrics["training_iteration"] == 2
         assert r.metrics["timesteps_total"] > 0
         assert "episode_reward_mean" in r.metrics
+
+
+def test_a_trial_reserves_its_trainer_and_every_rollout_worker():
+    request = as_trainable("PPO").default_resource_request(
+        {"env": "CartPole-v1", "num_workers": 2, "num_gpus": 1, "num_gpus_per_worker": 0.5})
+    assert request.bundles == [{"CPU": 1.0, "GPU": 1.0},
+                               {"CPU": 1.0, "GPU": 0.5}, {"CPU": 1.0, "GPU": 0.5}]
+    assert request.required_resources == {"CPU": 3.0, "GPU": 2.0}
+    # the algorithm's defaults fill what the trial's config leaves out (PPO: 2 workers)
+    assert trainer_resources(PPOTrainer, {"env": "CartPole-v1"}).bundles == [{"CPU": 1.0}] * 3
+    # workers that ask for nothing get no bundle
+    assert trainer_resources(PPOTrainer, {"num_workers": 3, "num_cpus_per_worker": 0}).bundles == [
+        {"CPU": 1.0}]
+
+
+@pytest.mark.timeout(400)
+def test_readme_tune_example_with_rollout_workers(ray_session, tmp_path):
+    """The README's example (with a small network and two iterations instead of a reward
+    target): two trials of PPO with two rollout workers each, on six logical CPUs."""
+    from ray import tune
+
+    from tfrl.tune import as_trainable
+
+    results = tune.Tuner(as_trainable("PPO"), param_space={"env": "CartPole-v1", "num_workers": 2,
+                         "lr": tune.grid_search([1e-3, 3e-4]),
+                         "train_batch_size": 128, "sgd_minibatch_size": 64, "num_sgd_iter": 2,
+                         "rollout_fragment_length": 32, "model": {"fcnet_hiddens": [16]}},
+                         run_config=tune.RunConfig(stop={"training_iteration": 2}, verbose=0,
+                                                   storage_path=str(tmp_path))).fit()
+    assert not results.errors
+    assert sorted(r.config["lr"] for r in results) == [3e-4, 1e-3]
+    for r in results:
+        assert r.metrics["training_iteration"] == 2
+        assert r.metrics["timesteps_total"] >= 256
+
+
+@pytest.mark.timeout(300)
+def test_algorithm_names_are_tune_trainables(ray_session, small_config, tmp_path):
+    from ray import tune
+
+    import tfrl.tune  # noqa: F401 - registers the names
+
+    config = dict(small_config("PG"), env="CartPole-v1", num_workers=1)
+    results = tune.Tuner("PG", param_space=config,
+                         run_config=tune.RunConfig(stop={"training_iteration": 1}, verbose=0,
+                                                   storage_path=str(tmp_path))).fit()
+    assert not results.errors
+    assert results[0].metrics["training_iteration"] == 1
+    assert results[0].metrics["timesteps_total"] > 0

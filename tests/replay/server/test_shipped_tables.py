@@ -1,0 +1,30 @@
+"""The README's client example, against `replay-server --config examples/replay_tables.yaml`."""
+import os
+
+import numpy as np
+
+import replay
+from tests.replay.server.conftest import REPO_ROOT
+
+
+def test_readme_client_example_runs_against_the_shipped_tables(server_process_factory):
+    server = server_process_factory(os.path.join(REPO_ROOT, "examples", "replay_tables.yaml"))
+    client = replay.Client(server.address)
+    with client.writer(max_sequence_length=3) as writer:
+        for step in range(10):
+            writer.append({"obs": np.zeros(4, np.float32), "action": np.int64(step % 2)})
+            if step >= 2:
+                writer.create_item("trajectories", num_timesteps=3, priority=1.0)
+    samples = list(client.sample("trajectories", num_samples=2))
+    assert [s.data["obs"].shape for s in samples] == [(3, 4), (3, 4)]
+    client.mutate_priorities("trajectories", updates={samples[-1].info.key: 5.0})
+    info = client.server_info()
+    assert info["trajectories"].size == 8
+    assert {"replay", "rollouts"} <= set(info)  # the trainers' tables
+
+    dataset = replay.ReplayDataset.from_table_signature(
+        server.address, "trajectories", max_in_flight_samples_per_worker=64)
+    batch = next(iter(dataset.batch(32)))
+    assert batch.data["obs"].shape == (32, 3, 4) and batch.data["action"].shape == (32, 3)
+    dataset.replay_close()
+    client.close()
