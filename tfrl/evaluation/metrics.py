@@ -4,11 +4,18 @@ A worker turns every finished episode into one `RolloutMetrics` and keeps them u
 (`RolloutWorker.get_metrics()`, or the summary of a replay-writing `sample()`). The driver
 gathers them from all workers (`collect_episodes`) and reduces them to RLlib's classic result
 keys (`summarize_episodes`): episode_reward_mean/min/max, episode_len_mean, episodes_this_iter,
-policy_reward_mean, custom_metrics (<name>_mean/_min/_max) and hist_stats.
+policy_reward_mean, custom_metrics (<name>_mean/_min/_max), hist_stats and sampler_perf.
+
+`sampler_perf` is RLlib's classic split of a sampling step into env stepping (mean_env_wait_ms),
+the policy's `compute_actions` (mean_inference_ms) and the runner's own bookkeeping
+(mean_processing_ms, trajectory postprocessing included), each the mean per batched env step
+since the worker started. A runner keeps the sums in a `SamplerPerfStats`; every finished
+episode carries a snapshot of it, and the driver averages the snapshots over episodes.
 """
 from __future__ import annotations
 
 import collections
+import time
 from typing import Any, Dict, Iterable, List, NamedTuple
 
 import numpy as np
@@ -21,6 +28,57 @@ class RolloutMetrics(NamedTuple):
     custom_metrics: Dict[str, float]
     hist_data: Dict[str, list]
     worker_index: int = 0
+    perf_stats: Dict[str, float] = {}  # the runner's SamplerPerfStats.get() at episode end
+
+
+class SamplerPerfStats:
+    """Running sums of where a runner's sampling time goes (seconds), per batched env step.
+
+    A runner calls `start_step()` when a step begins, reports the time of its `compute_actions`
+    calls with `add_inference(seconds)` and of its env calls with `add_env_wait(seconds)`, and
+    calls `end_step()` when the step's bookkeeping is done; everything in the step that is neither inference nor env time counts
+    as processing. `add_processing(seconds)` adds work done outside a step (postprocessing).
+    """
+
+    def __init__(self):
+        self.iters = 0
+        self.env_wait_time = 0.0
+        self.inference_time = 0.0
+        self.processing_time = 0.0
+        self._step_start = 0.0
+        self._step_env_wait = 0.0
+        self._step_inference = 0.0
+
+    def start_step(self) -> None:
+        self._step_start = time.perf_counter()
+        self._step_env_wait = 0.0
+        self._step_inference = 0.0
+
+    def add_inference(self, seconds: float) -> None:
+        self._step_inference += seconds
+
+    def add_env_wait(self, seconds: float) -> None:
+        self._step_env_wait += seconds
+
+    def end_step(self) -> None:
+        total = time.perf_counter() - self._step_start
+        self.iters += 1
+        self.env_wait_time += self._step_env_wait
+        self.inference_time += self._step_inference
+        self.processing_time += max(0.0, total - self._step_env_wait - self._step_inference)
+
+    def add_processing(self, seconds: float) -> None:
+        self.processing_time += seconds
+
+    def get(self) -> Dict[str, float]:
+        """The mean milliseconds per batched env step ({} before the first step)."""
+        if not self.iters:
+            return {}
+        return {
+            "mean_env_wait_ms": 1000.0 * self.env_wait_time / self.iters,
+            "mean_inference_ms": 1000.0 * self.inference_time / self.iters,
+            "mean_processing_ms": 1000.0 * self.processing_time / self.iters,
+        }
 
 
 def collect_episodes(local_worker: Any = None, remote_workers: Iterable[Any] = (),
@@ -49,6 +107,7 @@ def summarize_episodes(episodes: List[RolloutMetrics]) -> dict:
     lengths = [e.episode_length for e in episodes]
     policy_rewards = collections.defaultdict(list)
     custom = collections.defaultdict(list)
+    perf = collections.defaultdict(list)
     hist_stats = {"episode_reward": rewards, "episode_lengths": lengths}
     for e in episodes:
         for (_, policy_id), value in e.agent_rewards.items():
@@ -57,6 +116,8 @@ def summarize_episodes(episodes: List[RolloutMetrics]) -> dict:
             custom[name].append(value)
         for name, values in e.hist_data.items():
             hist_stats.setdefault(name, []).extend(values)
+        for name, value in e.perf_stats.items():
+            perf[name].append(value)
     custom_metrics = {}
     for name, values in custom.items():
         finite = [v for v in values if v is not None and np.isfinite(v)]
@@ -75,4 +136,5 @@ def summarize_episodes(episodes: List[RolloutMetrics]) -> dict:
         "policy_reward_max": {pid: float(np.max(v)) for pid, v in policy_rewards.items()},
         "custom_metrics": custom_metrics,
         "hist_stats": hist_stats,
+        "sampler_perf": {name: float(np.mean(v)) for name, v in perf.items()},
     }

@@ -10,6 +10,7 @@ is a `MultiAgentBatch` keyed by policy id.
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from typing import Any, Dict, List, Optional
 
@@ -18,7 +19,7 @@ import numpy as np
 from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.evaluation.episode import Episode
-from tfrl.evaluation.metrics import RolloutMetrics
+from tfrl.evaluation.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.evaluation.sampler import _guard_env_call, _row, _Trajectory, _unroll_ids, clip_rewards, \
     stack_rows
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
@@ -58,6 +59,7 @@ class MultiAgentEnvRunner:
         self._states: List[_EnvState] = [None] * len(envs)
         self._agent_indices: Dict[Any, int] = {}  # agent id -> agent_index column, worker-wide
         self.env_steps_sampled = 0
+        self.perf = SamplerPerfStats()
         seeds = env_seeds or [None] * len(envs)
         for i in range(len(envs)):
             self._reset(i, seeds[i])
@@ -85,7 +87,9 @@ class MultiAgentEnvRunner:
         return out
 
     def _reset(self, i: int, seed: Optional[int] = None) -> None:
+        started = time.perf_counter()
         obs, _infos = _guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
+        self.perf.add_env_wait(time.perf_counter() - started)
         episode = Episode(i, policy_mapping_fn=self.policy_mapping_fn)
         state = _EnvState(episode)
         self._states[i] = state
@@ -138,6 +142,13 @@ class MultiAgentEnvRunner:
         return self._postprocess(finished, env_steps)
 
     def _step(self, explore, timestep) -> List[list]:
+        self.perf.start_step()
+        ended = self._step_envs(explore, timestep)
+        self.perf.end_step()
+        return ended
+
+    def _step_envs(self, explore, timestep) -> List[list]:
+        perf = self.perf
         requests = defaultdict(list)  # pid -> [(env index, agent id)]
         for i, state in enumerate(self._states):
             for agent_id in state.obs:
@@ -149,8 +160,10 @@ class MultiAgentEnvRunner:
             n_states = len(self._initial_states[pid])
             state_in = [stack_rows([self._states[i].states[a][k] for i, a in pairs])
                         for k in range(n_states)]
+            started = time.perf_counter()
             actions, state_out, extra = policy.compute_actions(
                 obs, state_batches=state_in or None, explore=explore, timestep=timestep)
+            perf.add_inference(time.perf_counter() - started)
             adapter = self.adapters[pid]
             env_actions = adapter(actions)
             for j, (i, a) in enumerate(pairs):
@@ -169,8 +182,10 @@ class MultiAgentEnvRunner:
         ended = []
         for i, env in enumerate(self.envs):
             state = self._states[i]
+            started = time.perf_counter()
             obs, rewards, terminateds, truncateds, infos = _guard_env_call(
                 self.env_name, "step()", env.step, action_dicts[i])
+            perf.add_env_wait(time.perf_counter() - started)
             self.env_steps_sampled += 1
             episode = state.episode
             episode.length += 1
@@ -212,7 +227,7 @@ class MultiAgentEnvRunner:
                 self._finished_metrics.append(RolloutMetrics(
                     episode.length, episode.total_reward, dict(episode.agent_rewards),
                     dict(episode.custom_metrics), dict(episode.hist_data),
-                    self.worker.worker_index))
+                    self.worker.worker_index, perf.get()))
                 self._reset(i)
             else:
                 self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
@@ -220,6 +235,12 @@ class MultiAgentEnvRunner:
         return ended
 
     def _postprocess(self, groups: List[list], env_steps: int) -> MultiAgentBatch:
+        started = time.perf_counter()
+        batch = self._postprocess_groups(groups, env_steps)
+        self.perf.add_processing(time.perf_counter() - started)
+        return batch
+
+    def _postprocess_groups(self, groups: List[list], env_steps: int) -> MultiAgentBatch:
         unroll_id = next(_unroll_ids)
         per_policy = defaultdict(list)
         for group in groups:

@@ -16,6 +16,7 @@ the middle of an episode: the postprocessor then bootstraps from the value of it
 from __future__ import annotations
 
 import itertools
+import time
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -26,7 +27,7 @@ from tfrl import errors
 from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.evaluation.episode import Episode
-from tfrl.evaluation.metrics import RolloutMetrics
+from tfrl.evaluation.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
 
 _unroll_ids = itertools.count()
@@ -126,6 +127,7 @@ class EnvRunner:
         self._states: List[list] = [list(self._initial_state) for _ in envs]
         self._finished_metrics: List[RolloutMetrics] = []
         self.env_steps_sampled = 0
+        self.perf = SamplerPerfStats()
         raw = [self._reset_env(i, seed) for i, seed in enumerate(env_seeds or [None] * len(envs))]
         self._obs = self._filter(stack_rows(raw), "after reset")
         for i in range(self.num_envs):
@@ -188,14 +190,27 @@ class EnvRunner:
         return self._postprocess(finished)
 
     def _step(self, explore: bool, timestep: Optional[int]) -> List[_Trajectory]:
+        perf = self.perf
+        perf.start_step()
+        finished = self._step_envs(explore, timestep)
+        perf.end_step()
+        return finished
+
+    def _step_envs(self, explore: bool, timestep: Optional[int]) -> List[_Trajectory]:
         policy = self.policy
+        perf = self.perf
         states = [stack_rows([s[k] for s in self._states]) for k in range(len(self._initial_state))]
+        started = time.perf_counter()
         actions, state_outs, extra = policy.compute_actions(
             self._obs, state_batches=states or None, explore=explore, timestep=timestep)
+        inferred = time.perf_counter()
+        perf.add_inference(inferred - started)
         env_actions = self.adapter(actions)
-        results = [_guard_env_call(self.env_name, "step()", env.step,
-                                   self.adapter.env_action(env_actions, i))
+        env_actions = [self.adapter.env_action(env_actions, i) for i in range(self.num_envs)]
+        started = time.perf_counter()
+        results = [_guard_env_call(self.env_name, "step()", env.step, env_actions[i])
                    for i, env in enumerate(self.envs)]
+        perf.add_env_wait(time.perf_counter() - started)
         raw_next = stack_rows([r[0] for r in results])
         rewards = np.asarray([r[1] for r in results], np.float32)
         terminateds = np.asarray([r[2] for r in results], bool)
@@ -236,7 +251,9 @@ class EnvRunner:
                 self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
                                                episode=episode, env_index=i)
         if reset_indices:
+            started = time.perf_counter()
             raw = stack_rows([self._reset_env(i) for i in reset_indices])
+            perf.add_env_wait(time.perf_counter() - started)
             reset_obs = self._filter(raw, "after reset()")
             next_obs = tree.map_structure(np.array, next_obs)  # the rows above keep the old views
             for j, i in enumerate(reset_indices):
@@ -256,9 +273,16 @@ class EnvRunner:
                                       env_index=i)
         self._finished_metrics.append(RolloutMetrics(
             episode.length, episode.total_reward, dict(episode.agent_rewards),
-            dict(episode.custom_metrics), dict(episode.hist_data), self.worker.worker_index))
+            dict(episode.custom_metrics), dict(episode.hist_data), self.worker.worker_index,
+            self.perf.get()))
 
     def _postprocess(self, trajectories: List[_Trajectory]) -> SampleBatch:
+        started = time.perf_counter()
+        batch = self._postprocess_pieces(trajectories)
+        self.perf.add_processing(time.perf_counter() - started)
+        return batch
+
+    def _postprocess_pieces(self, trajectories: List[_Trajectory]) -> SampleBatch:
         from tfrl.policy.sample_batch import concat_samples
 
         unroll_id = next(_unroll_ids)

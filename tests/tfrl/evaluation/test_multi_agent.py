@@ -83,3 +83,14 @@ def test_independent_copies_of_a_gymnasium_env_with_one_shared_policy():
     assert set(np.unique(shared["agent_index"])) == {0, 1, 2}
     for piece in shared.split_by_episode():
         assert piece["terminateds"][-1] or piece["truncateds"][-1]
+
+
+def test_finished_episodes_carry_the_runners_sampler_perf():
+    worker = make_worker(num_envs_per_worker=2)
+    worker.sample()
+    metrics = worker.get_metrics()
+    assert metrics
+    for m in metrics:
+        assert set(m.perf_stats) == {"mean_env_wait_ms", "mean_inference_ms",
+                                     "mean_processing_ms"}
+        assert all(v > 0 for v in m.perf_stats.values()), m.perf_stats
