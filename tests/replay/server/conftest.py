@@ -6,9 +6,12 @@ import subprocess
 import sys
 import textwrap
 
+import grpc
+import numpy as np
 import pytest
 
-from replay import rate_limiters, selectors
+from replay import rate_limiters, selectors, wire
+from replay.proto import replay_pb2_grpc
 from replay.server import Server
 from replay.table import Table
 
@@ -46,6 +49,26 @@ def client(server):
     c = server.localhost_client()
     yield c
     c.close()
+
+
+# Call metadata of a well-behaved client, for tests that speak raw gRPC.
+GOOD_METADATA = ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)),)
+
+
+@pytest.fixture
+def stub(server):
+    """The generated gRPC stub on `server`, for requests no `Client` would send."""
+    channel = grpc.insecure_channel(f"localhost:{server.port}")
+    yield replay_pb2_grpc.ReplayServiceStub(channel)
+    channel.close()
+
+
+def fill_with_priorities(client, table, values):
+    """One single-step float32 item per value, with the value as its priority."""
+    with client.writer(1) as writer:
+        for value in values:
+            writer.append(np.float32(value))
+            writer.create_item(table, 1, priority=float(value))
 
 
 TABLES_YAML = textwrap.dedent("""\

@@ -10,18 +10,10 @@ from replay.chunks import Chunk
 from replay.items import Item, trajectory_from_chunks
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.server import Server
-from tests.replay.server.conftest import make_tables
+from tests.replay.server.conftest import GOOD_METADATA, make_tables
 
 pytestmark = pytest.mark.timeout(120)
 
-GOOD_METADATA = ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)),)
-
-
-@pytest.fixture
-def stub(server):
-    channel = grpc.insecure_channel(f"localhost:{server.port}")
-    yield replay_pb2_grpc.ReplayServiceStub(channel)
-    channel.close()
 
 
 def _request(table="uniform", priority=1.0, key=1, chunk_key=100, send_chunk=True, corrupt=None,

@@ -3,7 +3,6 @@ restart; the rate-limiter restore rule; `replay-server` shutdown with a final ch
 import os
 import signal
 
-import numpy as np
 import pytest
 
 from replay import errors, rate_limiters, selectors
@@ -11,24 +10,17 @@ from replay.checkpoint import Checkpointer
 from replay.client import Client
 from replay.server import Server
 from replay.table import Table
-from tests.replay.server.conftest import make_tables
+from tests.replay.server.conftest import fill_with_priorities, make_tables
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _fill(client, table, values):
-    with client.writer(1) as writer:
-        for value in values:
-            writer.append(np.float32(value))
-            writer.create_item(table, 1, priority=float(value))
 
 
 def test_checkpoint_restores_items_priorities_times_sampled_and_counters(tmp_path):
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(make_tables(), checkpointer=checkpointer) as server:
         client = server.localhost_client()
-        _fill(client, "prioritized", range(1, 11))
-        _fill(client, "queue", range(5))
+        fill_with_priorities(client, "prioritized", range(1, 11))
+        fill_with_priorities(client, "queue", range(5))
         list(client.sample("prioritized", 7, timeout=10))
         list(client.sample("queue", 2, timeout=10))
         keys = server.tables["prioritized"].keys()
@@ -39,7 +31,7 @@ def test_checkpoint_restores_items_priorities_times_sampled_and_counters(tmp_pat
         info_before = client.server_info()
         path = client.checkpoint()
         assert os.path.exists(os.path.join(path, "DONE"))
-        _fill(client, "prioritized", [99])  # after the checkpoint: must not come back
+        fill_with_priorities(client, "prioritized", [99])  # after the checkpoint: must not come back
     with Server(make_tables(), checkpointer=checkpointer) as restored:
         table = restored.tables["prioritized"]
         assert table.keys() == list(before)  # same items in the same (insertion) order
@@ -63,7 +55,7 @@ def test_restored_rate_limiter_does_not_block_samplers_forever(tmp_path):
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(tables(), checkpointer=checkpointer) as server:
         client = server.localhost_client()
-        _fill(client, "ratio", range(6))
+        fill_with_priorities(client, "ratio", range(6))
         # Sample until the rate limiter blocks: without new inserts, samplers now wait.
         with pytest.raises(errors.DeadlineExceededError):
             for _ in client.sample("ratio", 100, timeout=0.3):
@@ -80,16 +72,16 @@ def test_restored_rate_limiter_does_not_block_samplers_forever(tmp_path):
         with pytest.raises(errors.DeadlineExceededError):
             for _ in client.sample("ratio", 100, timeout=0.3):
                 pass
-        _fill(client, "ratio", [7, 8, 9])
+        fill_with_priorities(client, "ratio", [7, 8, 9])
         assert len(list(client.sample("ratio", 1, timeout=5))) == 1
 
 
 def test_incomplete_checkpoints_are_ignored(tmp_path):
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(make_tables(), checkpointer=checkpointer) as server:
-        _fill(server.localhost_client(), "uniform", [1, 2])
+        fill_with_priorities(server.localhost_client(), "uniform", [1, 2])
         good = server.checkpoint()
-        _fill(server.localhost_client(), "uniform", [3])
+        fill_with_priorities(server.localhost_client(), "uniform", [3])
         newer = server.checkpoint()
     os.remove(os.path.join(newer, "DONE"))  # as if the process died before the marker
     assert checkpointer.latest() == good
@@ -101,11 +93,11 @@ def test_kill_9_then_restart_from_checkpoint(tmp_path, tables_yaml, server_proce
     ckpt = tmp_path / "ckpt"
     first = server_process_factory(tables_yaml, "--checkpoint-dir", ckpt)
     client = Client(first.address)
-    _fill(client, "uniform", range(1, 21))
+    fill_with_priorities(client, "uniform", range(1, 21))
     list(client.sample("uniform", 5, timeout=10))
     info_before = client.server_info()["uniform"]
     client.checkpoint()
-    _fill(client, "uniform", range(100, 110))  # not checkpointed
+    fill_with_priorities(client, "uniform", range(100, 110))  # not checkpointed
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(timeout=30)
     assert first.proc.returncode == -signal.SIGKILL
@@ -127,7 +119,7 @@ def test_replay_server_command_prints_tables_and_checkpoints_on_sigterm(tmp_path
     ckpt = tmp_path / "ckpt"
     process = server_process_factory(tables_yaml, "--checkpoint-dir", ckpt)
     client = Client(process.address)
-    _fill(client, "queue", [1, 2, 3])
+    fill_with_priorities(client, "queue", [1, 2, 3])
     process.terminate()
     code, err = process.read_until_exit()
     assert code == 0, err

@@ -13,16 +13,9 @@ from replay import errors, rate_limiters, selectors
 from replay.checkpoint import Checkpointer
 from replay.server import Server
 from replay.table import Table
-from tests.replay.server.conftest import make_tables
+from tests.replay.server.conftest import fill_with_priorities, make_tables
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _fill(client, table, values):
-    with client.writer(1) as writer:
-        for value in values:
-            writer.append(np.float32(value))
-            writer.create_item(table, 1, priority=float(value))
 
 
 def _contents(server, table="prioritized"):
@@ -43,10 +36,10 @@ def _two_checkpoints(tmp_path):
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(make_tables(), checkpointer=checkpointer) as server:
         client = server.localhost_client()
-        _fill(client, "prioritized", range(1, 6))
+        fill_with_priorities(client, "prioritized", range(1, 6))
         older = client.checkpoint()
         contents = _contents(server)
-        _fill(client, "prioritized", range(6, 9))
+        fill_with_priorities(client, "prioritized", range(6, 9))
         client.mutate_priorities("prioritized", updates={server.tables["prioritized"].keys()[0]: 77.0})
         newer = client.checkpoint()
     return checkpointer, older, newer, contents
@@ -151,7 +144,7 @@ def test_another_format_version_is_refused_with_the_version(tmp_path):
 def test_only_incomplete_checkpoints_start_empty_and_say_so(tmp_path, caplog):
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(make_tables(), checkpointer=checkpointer) as server:
-        _fill(server.localhost_client(), "uniform", [1, 2])
+        fill_with_priorities(server.localhost_client(), "uniform", [1, 2])
         path = server.checkpoint()
     os.remove(os.path.join(path, "DONE"))  # as if the process died before the marker
     caplog.set_level(logging.WARNING)
@@ -168,7 +161,7 @@ def test_a_checkpoint_config_that_overrides_the_configured_one_is_logged(tmp_pat
 
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(tables(1000, 1.0), checkpointer=checkpointer) as server:
-        _fill(server.localhost_client(), "prioritized", [1, 2, 3])
+        fill_with_priorities(server.localhost_client(), "prioritized", [1, 2, 3])
         server.checkpoint()
     caplog.set_level(logging.WARNING)
     with Server(tables(1000, 1.0), checkpointer=checkpointer):
@@ -219,7 +212,7 @@ def test_replay_server_command_names_the_bad_manifest_field_instead_of_a_traceba
 
     checkpointer = Checkpointer(str(tmp_path / "ckpt"))
     with Server(make_tables(), checkpointer=checkpointer) as server:
-        _fill(server.localhost_client(), "uniform", [1, 2])
+        fill_with_priorities(server.localhost_client(), "uniform", [1, 2])
         path = server.checkpoint()
     _rewrite_manifest(path, lambda m: m.update(tables="uniform"))
     result = subprocess.run([sys.executable, "-m", "replay.server_main", "--config", str(tables_yaml),

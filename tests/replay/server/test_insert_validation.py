@@ -11,18 +11,11 @@ import pytest
 from replay import wire
 from replay.chunks import Chunk, ColumnData
 from replay.items import Item, trajectory_from_chunks
-from replay.proto import replay_pb2, replay_pb2_grpc
+from replay.proto import replay_pb2
+from tests.replay.server.conftest import GOOD_METADATA
 
 pytestmark = pytest.mark.timeout(120)
 
-GOOD_METADATA = ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)),)
-
-
-@pytest.fixture
-def stub(server):
-    channel = grpc.insecure_channel(f"localhost:{server.port}")
-    yield replay_pb2_grpc.ReplayServiceStub(channel)
-    channel.close()
 
 
 def _column(dtype, shape, data, compressed=False, delta=False):
