@@ -33,6 +33,8 @@ setup(
             "pytest-timeout>=2.2",
             "hypothesis>=6.100",
             "pettingzoo>=1.24",
+            # self-signed certificates for the TLS server tests
+            "cryptography>=42",
         ],
         # multi-agent envs through tfrl.env.ParallelPettingZooEnv (the base package is light:
         # numpy, gymnasium; its env families have their own pettingzoo extras)

@@ -106,6 +106,15 @@ async def _abort(context, error: errors.ReplayError):
     await context.abort(code, str(error))
 
 
+async def _end_failed_call(context, error: Exception, method: str):
+    """Ends a call that raised: a `ReplayError` as its status code, anything else (a bug) as
+    INTERNAL, logged with its traceback, rather than leaving the client hanging."""
+    if isinstance(error, errors.ReplayError):
+        await _abort(context, error)
+    log.error("replay server: unexpected error in %s", method, exc_info=error)
+    await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {error!r}")
+
+
 class _TableSignals:
     """Wakes the calls waiting on one table when it may let them proceed.
 
@@ -256,11 +265,8 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             self._check_call(context)
             _check_request(request)
             return handler(request)
-        except errors.ReplayError as e:
-            await _abort(context, e)
-        except Exception as e:  # a bug: report it instead of hanging the client
-            log.exception("replay server: unexpected error")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+        except Exception as e:
+            await _end_failed_call(context, e, type(request).__name__)
 
     # -- inserts ----------------------------------------------------------------------------
 
@@ -299,13 +305,10 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     chunk = keep_alive.pop(key, None)
                     if chunk is not None:
                         held -= chunk.nbytes
-        except errors.ReplayError as e:
-            await _abort(context, e)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:
-            log.exception("replay server: unexpected error in InsertStream")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+            await _end_failed_call(context, e, "InsertStream")
         finally:
             keep_alive.clear()
             if opened:
@@ -432,13 +435,10 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 item_bytes = max(1, nbytes // count)
                 yield response
                 response = None
-        except errors.ReplayError as e:
-            await _abort(context, e)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:
-            log.exception("replay server: unexpected error in SampleStream")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+            await _end_failed_call(context, e, "SampleStream")
         finally:
             if opened:
                 self.open_streams -= 1
@@ -511,13 +511,10 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             path = await asyncio.get_running_loop().run_in_executor(
                 self._server._executor, self._server.checkpoint)
             return replay_pb2.CheckpointResponse(path=path)
-        except errors.ReplayError as e:
-            await _abort(context, e)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:
-            log.exception("replay server: unexpected error in Checkpoint")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {e!r}")
+            await _end_failed_call(context, e, "Checkpoint")
 
 
 def _take_samples(table, want: int, columnar: bool):
