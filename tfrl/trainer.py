@@ -520,7 +520,8 @@ def _storable(value: Any, where: str, unstored: list) -> Any:
     if isinstance(value, dict):
         return {k: _storable(v, f"{where}.{k}", unstored) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_storable(v, f"{where}[{i}]", unstored) for i, v in enumerate(value))
+        items = [_storable(v, f"{where}[{i}]", unstored) for i, v in enumerate(value)]
+        return items if isinstance(value, list) else tuple(items)
     unstored.append(where)
     return None
 

@@ -38,6 +38,15 @@ def test_mean_std_filter_is_synchronised_saved_and_served(ray_session, small_con
         _, _, extras = trainer.get_policy().compute_actions(filtered, explore=False)
         expected_logits = extras["action_dist_inputs"]
         path = trainer.save(str(tmp_path / "checkpoints"))
+
+        # a recreated worker starts from the driver's filter (plus its own first resets)
+        import ray
+
+        ray.kill(trainer.workers.remote_workers()[0], no_restart=True)
+        assert trainer.workers.probe_workers() == 1
+        recreated = _filter_stat(trainer.workers.foreach_worker(
+            lambda w: w.get_filters(), local_worker=False)[0])
+        assert driver.count <= recreated.count <= driver.count + 2
     finally:
         trainer.stop()
 
