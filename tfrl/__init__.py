@@ -1,7 +1,7 @@
 """tfrl: a TensorFlow 2 reinforcement-learning toolkit.
 
 Policies (`tfrl.policy`, built with `build_tf_policy`) and models (`tfrl.models`) hold the
-numerics; rollout workers on Ray (`tfrl.evaluation`) produce experience into a replay service
+numerics; rollout workers on Ray (`tfrl.rollout`) produce experience into a replay service
 (the `replay` package); policy optimizers (`tfrl.optimizers`) own the distributed execution;
 trainers (`tfrl.trainer`, `build_trainer`, `tfrl.agents`) drive it all.
 """
@@ -22,7 +22,7 @@ _EXPORTS = {
         "compute_gae_for_sample_batch", "concat_samples")},
     "LinearSchedule": "tfrl.utils", "PiecewiseSchedule": "tfrl.utils",
     "MultiAgentEnv": "tfrl.env", "register_env": "tfrl.env",
-    **{name: "tfrl.evaluation" for name in (
+    **{name: "tfrl.rollout" for name in (
         "DefaultCallbacks", "ReplayOutputSpec", "RolloutWorker", "WorkerSet", "collect_episodes",
         "replay_signature", "summarize_episodes")},
 }

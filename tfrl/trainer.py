@@ -239,7 +239,7 @@ class Trainer:
         return evaluation
 
     def _make_evaluation_workers(self, evaluation_config: dict):
-        from tfrl.evaluation.worker_set import WorkerSet
+        from tfrl.rollout.worker_set import WorkerSet
 
         return WorkerSet(env_creator=evaluation_config["env"], policy=self.workers.policy_spec,
                          config=evaluation_config,
@@ -249,7 +249,7 @@ class Trainer:
     def _evaluate(self) -> dict:
         """Runs at least `evaluation_num_episodes` episodes on the evaluation workers with the
         trained policies' current weights, global vars and filters; returns their metrics."""
-        from tfrl.evaluation import collect_episodes, summarize_episodes
+        from tfrl.rollout import collect_episodes, summarize_episodes
 
         local = self.workers.local_worker()
         evaluation = self.evaluation_workers
@@ -284,7 +284,7 @@ class Trainer:
         trained (synchronised) filter, and Box actions are adapted as rollout workers send them
         to their envs (clipped to the bounds with clip_actions, rescaled with normalize_actions).
         """
-        from tfrl.evaluation.action_adapter import ActionAdapter
+        from tfrl.rollout.action_adapter import ActionAdapter
 
         policy = self.get_policy(policy_id)
         local = self.workers.local_worker()

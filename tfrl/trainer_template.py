@@ -38,7 +38,7 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
         _policy = default_policy
 
         def _init(self, config: dict) -> None:
-            from tfrl.evaluation.worker_set import WorkerSet
+            from tfrl.rollout.worker_set import WorkerSet
             from tfrl.replay_service import ReplayService
             from tfrl.runtime import ensure_ray
 

@@ -1,4 +1,4 @@
-"""Benchmark of rollout throughput: env steps/s on CartPole-v1 (tfrl/evaluation).
+"""Benchmark of rollout throughput: env steps/s on CartPole-v1 (tfrl/rollout).
 
 Cases: the bare gymnasium env stepping with random actions (the ceiling), then RolloutWorkers
 as Ray actors with a 64x64 fully connected policy (built with build_tf_policy) for 1 and 2
@@ -48,7 +48,7 @@ def make_policy_class():
 
 
 def worker_rate(num_workers: int, num_envs: int, fragment: int, seconds: float) -> float:
-    from tfrl.evaluation import WorkerSet
+    from tfrl.rollout import WorkerSet
 
     config = {"num_envs_per_worker": num_envs, "rollout_fragment_length": fragment,
               "num_cpus_per_worker": 1, "tf_threads_per_worker": 1}

@@ -1,6 +1,6 @@
 """Environments for tfrl: the env creator registry, the multi-agent env interface, env checks.
 
-Rollout workers (tfrl/evaluation) build their environments through this package.
+Rollout workers (tfrl/rollout) build their environments through this package.
 """
 from tfrl.env.checks import check_actions_in_space, check_env, check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv, make_multi_agent

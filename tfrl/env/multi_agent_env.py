@@ -1,4 +1,4 @@
-"""The multi-agent environment interface used by rollout workers (tfrl/evaluation).
+"""The multi-agent environment interface used by rollout workers (tfrl/rollout).
 
 A `MultiAgentEnv` speaks in dicts keyed by agent id, following gymnasium's step semantics:
 `reset` returns `(obs, infos)`; `step(action_dict)` returns `(obs, rewards, terminateds,

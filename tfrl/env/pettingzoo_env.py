@@ -2,7 +2,7 @@
 
 PettingZoo (the `pettingzoo` extra) is the common API of multi-agent environments. Its parallel
 envs already speak in dicts keyed by agent and follow gymnasium's step semantics; what tfrl's
-multi-agent runner (tfrl/evaluation/multi_agent_sampler.py) needs in addition is the
+multi-agent runner (tfrl/rollout/multi_agent_sampler.py) needs in addition is the
 `"__all__"` key, which ends the episode for every agent. A PettingZoo episode ends when no agent
 is left in `env.agents`; it is "truncated" when any agent was truncated in it, else
 "terminated". Spaces come from the env's `observation_space(agent)` / `action_space(agent)`.

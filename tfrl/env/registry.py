@@ -1,6 +1,6 @@
 """The env creator registry: turns an env name, a gymnasium id or a callable into an env.
 
-Rollout workers (tfrl/evaluation) never construct environments themselves; they resolve an
+Rollout workers (tfrl/rollout) never construct environments themselves; they resolve an
 `env_creator` through `resolve_env_creator`, so a name registered with `register_env` works the
 same in the driver and inside every Ray actor (the registry travels inside the pickled creator,
 not as global state of a remote process).

@@ -1,17 +1,23 @@
-"""Policy evaluation: rollout workers (local or Ray actors), WorkerSet, filters, callbacks,
-episode metrics and writing rollouts straight into a replay table."""
-from tfrl.evaluation.callbacks import DefaultCallbacks, MultiCallbacks
-from tfrl.evaluation.episode import Episode
-from tfrl.evaluation.filters import MeanStdFilter, NoFilter, RunningStat, make_filter
-from tfrl.evaluation.metrics import RolloutMetrics, collect_episodes, summarize_episodes
-from tfrl.evaluation.replay_output import (ReplayOutput, ReplayOutputSpec, replay_columns,
-                                           replay_signature)
-from tfrl.evaluation.rollout_worker import RolloutWorker, SampleSummary
-from tfrl.evaluation.worker_set import WorkerSet, is_worker_failure
+"""Deprecated alias of `tfrl.rollout` (the package was renamed; this alias goes in the next release).
 
-__all__ = [
-    "DefaultCallbacks", "MultiCallbacks", "Episode", "MeanStdFilter", "NoFilter", "RunningStat",
-    "make_filter", "RolloutMetrics", "collect_episodes", "summarize_episodes", "ReplayOutput",
-    "ReplayOutputSpec", "replay_columns", "replay_signature", "RolloutWorker", "SampleSummary",
-    "WorkerSet", "is_worker_failure",
-]
+`import tfrl.evaluation.rollout_worker` and `from tfrl.evaluation import RolloutWorker` keep working and
+return the very same modules and classes as `tfrl.rollout`, with a DeprecationWarning.
+"""
+import importlib
+import sys
+import warnings
+
+import tfrl.rollout as _rollout
+from tfrl.rollout import *  # noqa: F401,F403
+from tfrl.rollout import __all__  # noqa: F401
+
+_SUBMODULES = ("action_adapter", "callbacks", "episode", "filters", "metrics", "multi_agent_sampler",
+               "replay_output", "rollout_worker", "sampler", "worker_set")
+
+warnings.warn("tfrl.evaluation was renamed to tfrl.rollout; import from tfrl.rollout instead",
+              DeprecationWarning, stacklevel=2)
+
+for _name in _SUBMODULES:
+    _module = importlib.import_module(f"{_rollout.__name__}.{_name}")
+    sys.modules[f"{__name__}.{_name}"] = _module
+    globals()[_name] = _module

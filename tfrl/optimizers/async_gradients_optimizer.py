@@ -47,7 +47,7 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
             try:
                 grads, info, count = ray.get(ready[0])
             except Exception as exc:  # noqa: BLE001 - a dead worker is replaced, others re-raise
-                from tfrl.evaluation.worker_set import is_worker_failure
+                from tfrl.rollout.worker_set import is_worker_failure
 
                 if not is_worker_failure(exc) or worker not in self.workers.remote_workers():
                     raise

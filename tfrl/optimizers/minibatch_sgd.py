@@ -7,7 +7,7 @@ takes equally many minibatch steps, whose gradients the optimizer all-reduces. W
 strategy this is plain single-device minibatch SGD.
 
 Recurrent policies: the train batch holds padded sequences (replay items of
-tfrl/evaluation/replay_output.py: step columns [sequences, max_seq_len, ...], `state_in_i` and
+tfrl/rollout/replay_output.py: step columns [sequences, max_seq_len, ...], `state_in_i` and
 `seq_lens` one per sequence). Sharding, shuffling and minibatches then work on whole
 sequences (`sgd_minibatch_size` counts steps, so a minibatch holds
 sgd_minibatch_size // max_seq_len sequences); just before the loss, the step columns are

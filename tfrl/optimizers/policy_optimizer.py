@@ -75,7 +75,7 @@ class PolicyOptimizer:
         """RLlib's classic result dict: episode statistics plus `info` (counters, timings,
         learner stats). When fewer than `smoothing_episodes` episodes ended this iteration, the
         most recent earlier ones fill up the window, so the means move smoothly."""
-        from tfrl.evaluation import collect_episodes, summarize_episodes
+        from tfrl.rollout import collect_episodes, summarize_episodes
 
         episodes = self._new_episodes + collect_episodes(
             self.workers.local_worker(), self.workers.remote_workers())

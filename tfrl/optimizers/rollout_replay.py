@@ -30,7 +30,7 @@ def declare_replay_tables(workers, config: dict, replay, make_table: Callable, b
     """Declares one table `make_table(name, signature, policy_id)` per policy id on `replay`,
     each signature derived from the local worker's policy, and starts the service. Returns
     (address, {policy_id: (table name, signature)})."""
-    from tfrl.evaluation import replay_signature
+    from tfrl.rollout import replay_signature
 
     local = workers.local_worker()
     tables = {}
@@ -49,7 +49,7 @@ def point_workers_at_replay(workers, config: dict, address: str, tables: PolicyT
     """Gives every worker a `ReplayOutputSpec` for `tables` (see it for
     `max_unacked_after_write`), so their `sample()` writes each policy's experience into its
     table; `client_kwargs` are the server's credentials (`ReplayService.client_kwargs`)."""
-    from tfrl.evaluation import ReplayOutputSpec
+    from tfrl.rollout import ReplayOutputSpec
 
     client_kwargs = client_kwargs or {}
     workers.set_replay_output(ReplayOutputSpec(

@@ -9,7 +9,7 @@ until at least `train_batch_size` env steps are in), read exactly the items writ
 worker -> replay server -> learner; the driver only sees counts and metrics. Policies outside
 `policies_to_train` get no table and no learner: their weights never change.
 
-A recurrent policy's items are padded sequences (see tfrl/evaluation/replay_output.py), so its
+A recurrent policy's items are padded sequences (see tfrl/rollout/replay_output.py), so its
 train batch holds whole sequences with their initial states and `seq_lens`.
 """
 from __future__ import annotations

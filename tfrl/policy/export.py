@@ -85,7 +85,7 @@ class _FilterOp(tf.Module):
 
 
 class _ActionOp:
-    """ActionAdapter.__call__ (tfrl.evaluation.action_adapter) in TensorFlow, for Box spaces."""
+    """ActionAdapter.__call__ (tfrl.rollout.action_adapter) in TensorFlow, for Box spaces."""
 
     def __init__(self, action_space, clip_actions: bool, normalize_actions: bool):
         import gymnasium

@@ -5,7 +5,7 @@ Rollout workers record one row per timestep with the recurrent state that was fe
 the agent or the time step sequence changes, and every `max_seq_len` steps), each padded to
 `max_seq_len`, with `seq_lens` [B] and `state_in_i` holding only each sequence's initial state.
 Replay-fed optimizers store one padded sequence per replay item (see
-tfrl/evaluation/replay_output.py) so that minibatches keep sequences whole. Models see the layout described in
+tfrl/rollout/replay_output.py) so that minibatches keep sequences whole. Models see the layout described in
 tfrl/models/recurrent.py; losses average over the real rows only, with
 `mean_over_valid_rows(train_batch)` (built on `sequence_mask`).
 """

@@ -12,7 +12,7 @@ import tensorflow as tf
 from tfrl.agents.dqn import DEFAULT_CONFIG, DQNTFPolicy, QNetwork
 from tfrl.agents.dqn.dqn import update_target_and_exploration, validate_config
 from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
-from tfrl.evaluation.worker_set import WorkerSet
+from tfrl.rollout.worker_set import WorkerSet
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.policy import SampleBatch
 

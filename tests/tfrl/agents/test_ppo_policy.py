@@ -7,7 +7,7 @@ import pytest
 
 from tfrl.agents.ppo import DEFAULT_CONFIG, PPOTFPolicy
 from tfrl.agents.ppo.ppo import update_kl
-from tfrl.evaluation.worker_set import WorkerSet
+from tfrl.rollout.worker_set import WorkerSet
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.policy import SampleBatch
 

@@ -10,7 +10,7 @@ from tests.replay.tls import self_signed_certificate
 from tfrl import errors
 from tfrl.agents.pg.pg import PGTrainer
 from tfrl.agents.pg.pg_policy import PGTFPolicy
-from tfrl.evaluation import RolloutWorker, replay_signature
+from tfrl.rollout import RolloutWorker, replay_signature
 from tfrl.optimizers.sync_samples_optimizer import ROLLOUTS_TABLE
 from tfrl.replay_service import ReplayService
 

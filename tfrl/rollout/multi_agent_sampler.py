@@ -18,9 +18,9 @@ import numpy as np
 
 from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
-from tfrl.evaluation.episode import Episode
-from tfrl.evaluation.metrics import RolloutMetrics, SamplerPerfStats
-from tfrl.evaluation.sampler import _guard_env_call, _row, _Trajectory, _unroll_ids, clip_rewards, \
+from tfrl.rollout.episode import Episode
+from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
+from tfrl.rollout.sampler import _guard_env_call, _row, _Trajectory, _unroll_ids, clip_rewards, \
     stack_rows
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 

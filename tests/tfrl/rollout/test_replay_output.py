@@ -6,7 +6,7 @@ from rollout_test_policies import PGPolicy, PrioritizedPGPolicy
 
 from replay.server import Server
 from replay.table import Table
-from tfrl.evaluation import ReplayOutputSpec, RolloutWorker, replay_columns, replay_signature
+from tfrl.rollout import ReplayOutputSpec, RolloutWorker, replay_columns, replay_signature
 from tfrl.errors import InvalidBatchError
 
 pytestmark = pytest.mark.timeout(120)

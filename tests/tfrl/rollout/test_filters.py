@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tfrl import errors
-from tfrl.evaluation.filters import MeanStdFilter, NoFilter, RunningStat, make_filter
+from tfrl.rollout.filters import MeanStdFilter, NoFilter, RunningStat, make_filter
 
 rows = st.lists(st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3), min_size=0, max_size=40)
 

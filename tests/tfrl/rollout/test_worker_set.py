@@ -11,7 +11,7 @@ from rollout_test_policies import PGPolicy, crash_once_env, local_only_env
 from replay.server import Server
 from replay.table import Table
 from tfrl.errors import WorkerCrashedError
-from tfrl.evaluation import ReplayOutputSpec, WorkerSet, replay_signature
+from tfrl.rollout import ReplayOutputSpec, WorkerSet, replay_signature
 
 pytestmark = pytest.mark.timeout(240)
 

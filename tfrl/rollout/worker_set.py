@@ -15,7 +15,7 @@ from typing import Any, Callable, List, Optional, Sequence
 
 from tfrl import errors
 from tfrl.env.registry import resolve_env_creator
-from tfrl.evaluation.rollout_worker import RolloutWorker
+from tfrl.rollout.rollout_worker import RolloutWorker
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import pytest
 from rollout_test_policies import DiscretePGPolicy, PGPolicy
 
 from tfrl import errors, register_env
-from tfrl.evaluation import DefaultCallbacks, RolloutWorker
+from tfrl.rollout import DefaultCallbacks, RolloutWorker
 from tfrl.policy import SampleBatch
 
 pytestmark = pytest.mark.timeout(120)
@@ -222,7 +222,7 @@ def test_callbacks_see_episodes_fragments_and_custom_metrics_are_reported():
     for m in metrics:
         assert m.custom_metrics["steps_seen"] == m.episode_length
         assert m.hist_data["lengths"] == [m.episode_length]
-    from tfrl.evaluation import summarize_episodes
+    from tfrl.rollout import summarize_episodes
 
     summary = summarize_episodes(metrics)
     assert summary["custom_metrics"]["steps_seen_mean"] == pytest.approx(

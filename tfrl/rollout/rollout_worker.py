@@ -28,10 +28,10 @@ from tfrl import errors
 from tfrl.env.checks import check_env
 from tfrl.env.multi_agent_env import MultiAgentEnv
 from tfrl.env.registry import EnvContext, resolve_env_creator
-from tfrl.evaluation.action_adapter import ActionAdapter
-from tfrl.evaluation.callbacks import make_callbacks
-from tfrl.evaluation.filters import Filter, filter_from_state, make_filter
-from tfrl.evaluation.metrics import RolloutMetrics
+from tfrl.rollout.action_adapter import ActionAdapter
+from tfrl.rollout.callbacks import make_callbacks
+from tfrl.rollout.filters import Filter, filter_from_state, make_filter
+from tfrl.rollout.metrics import RolloutMetrics
 from tfrl.runtime import configure_tf_threads
 
 logger = logging.getLogger(__name__)
@@ -263,12 +263,12 @@ class RolloutWorker:
                                        check=check_actions)
                     for pid, p in self.policy_map.items()}
         if self.multi_agent:
-            from tfrl.evaluation.multi_agent_sampler import MultiAgentEnvRunner
+            from tfrl.rollout.multi_agent_sampler import MultiAgentEnvRunner
 
             return MultiAgentEnvRunner(self, self.envs, self.env_name, self.policy_map,
                                        self.policy_mapping_fn, self.filters, self.callbacks,
                                        seeds, self.config, adapters)
-        from tfrl.evaluation.sampler import EnvRunner
+        from tfrl.rollout.sampler import EnvRunner
 
         pid = next(iter(self.policy_map))
         return EnvRunner(self, self.envs, self.env_name, self.policy_map[pid], pid,

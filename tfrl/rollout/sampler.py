@@ -26,8 +26,8 @@ import tree
 from tfrl import errors
 from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
-from tfrl.evaluation.episode import Episode
-from tfrl.evaluation.metrics import RolloutMetrics, SamplerPerfStats
+from tfrl.rollout.episode import Episode
+from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
 
 _unroll_ids = itertools.count()

@@ -5,7 +5,7 @@ import pytest
 from rollout_test_policies import PGPolicy
 
 from tfrl.env import MultiAgentEnv, make_multi_agent
-from tfrl.evaluation import RolloutWorker
+from tfrl.rollout import RolloutWorker
 from tfrl.policy import MultiAgentBatch
 
 pytestmark = pytest.mark.timeout(120)
