@@ -1,10 +1,11 @@
 """Checkpoints of a replay server's whole state, written atomically to a directory.
 
-On the design map this is how a replay server survives restarts: `Checkpointer.save(tables)`
+This is how a replay server survives restarts: `Checkpointer.save(tables)`
 snapshots every table (`Table.checkpoint()`: config, items in insertion order with priorities,
 times_sampled and inserted_at, counters including the rate limiter's) and the chunks the items
 reference; `load_latest()` rebuilds the tables with `Table.from_checkpoint` (which documents the
 rate-limiter restore rule: a restored table never leaves samplers blocked forever).
+See docs/architecture.md, "Checkpoints".
 
 Layout of one checkpoint (no pickle anywhere; data records are the service's own protobufs):
 

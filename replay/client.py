@@ -1,10 +1,11 @@
 """The replay client: every call a program makes to a replay server goes through `Client`.
 
-On the design map it is what rollout workers write through (`writer`, `trajectory_writer`,
+It is what rollout workers write through (`writer`, `trajectory_writer`,
 `insert`) and what learners read through (`sample`, `sample_stream`, which `ReplayDataset`
 builds on), plus the control calls (`mutate_priorities`, `reset`, `server_info`,
 `checkpoint`). A client pickles by address (token and TLS root certificate included), so it
 can be handed to Ray actors; the gRPC channel is created lazily in each process.
+See docs/architecture.md, "Inside the replay server".
 
 gRPC failures are raised as the matching `replay.errors` class (the exact class the server
 raised when it names one), so callers catch the same exceptions as in-process.

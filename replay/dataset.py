@@ -1,6 +1,6 @@
 """ReplayDataset: a tf.data pipeline that streams samples from replay servers.
 
-On the design map this sits between `replay.Server` and the learner: it is the only module of
+This sits between `replay.Server` and the learner: it is the only module of
 `replay` that imports TensorFlow. Each worker is one SampleStream call whose responses, many
 items each, are read on a reader thread (so gRPC keeps receiving while the worker decodes) with
 their chunk bytes left as views into the received message; the worker copies each item once,
@@ -11,6 +11,7 @@ copy. tf.data then splits these blocks into items in C++ (`unbatch`), so a follo
 server side, which is the prefetch budget. Responses the fast path cannot take (items spanning
 several chunks, delta-encoded columns, items of different shapes) are decoded item by item
 through the replay data model.
+See docs/architecture.md, "Data path" and "Processes and threads".
 
 `ReplayDataset(...)` is a factory: it returns a real `tf.data.Dataset` (subclassing tf.data's
 internal dataset classes is fragile across TensorFlow versions), so `isinstance(ds,

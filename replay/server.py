@@ -1,12 +1,13 @@
 """The replay server: tables behind a gRPC service (replay.proto), on 127.0.0.1 by default.
 
-On the design map this is the box between the writers (rollout workers) and the readers
+This is the box between the writers (rollout workers) and the readers
 (`Client.sample`, `ReplayDataset`). Writers stream packed batches of chunks and items over
 InsertStream; the server validates the chunks without decompressing them (checksums and
 sizes), stores them in the `ChunkStore`, keeps alive per stream the chunks its writer may still
 reference, inserts the items into their tables (waiting for the tables' rate limiters) and acks
 the item keys in batches. Samplers stream items out over SampleStream, many items per response
 with their chunks still compressed, within the credit the client granted.
+See docs/architecture.md, "Inside the replay server" and "Processes and threads".
 
 Concurrency: the calls run as coroutines of grpc's asyncio server on one event loop, in a thread
 of its own; no thread is tied to a stream, so thousands of open streams cost only memory. A call

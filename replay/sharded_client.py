@@ -1,8 +1,9 @@
 """Sharded replay: one client over several independent replay servers.
 
-On the design map this widens the replay box into N servers without replication (the Reverb
+This widens the replay box into N servers without replication (the Reverb
 paper's sharding): writers spread experience over the servers and learners merge the
 servers' sample streams (`ReplayDataset` given several addresses, see `replay.dataset`).
+See docs/architecture.md, "Inside the replay server".
 
 - `ShardedClient(addresses)` keeps one `Client` per server. `insert` goes round robin by item;
   `trajectory_writer` returns a `ShardedTrajectoryWriter`, which writes each episode to one
