@@ -19,7 +19,7 @@ from replay.server import Server
 from replay.specs import TensorSpec
 from replay.table import SampledItem, Table, TableInfo
 from replay.trajectory_writer import CellRef, ColumnRefs, TrajectoryWriter
-from replay.wire import PROTOCOL_VERSION
+from replay.protocol import PROTOCOL_VERSION
 from replay.writer import Writer
 
 

@@ -20,7 +20,7 @@ import grpc
 import numpy as np
 import tree
 
-from replay import errors, wire
+from replay import codec, errors, framing, protocol, validation
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -30,8 +30,8 @@ _ERROR_CLASS_METADATA_KEY = "replay-error-class"
 # says what blocked the sample) arrives before the deadline cuts the call.
 SAMPLE_DEADLINE_ALLOWANCE_SECONDS = 1.0
 # Full method names in replay.proto (as in the generated stub).
-INSERT_STREAM_METHOD = f"/{wire.SERVICE_NAME}/InsertStream"
-SAMPLE_STREAM_METHOD = f"/{wire.SERVICE_NAME}/SampleStream"
+INSERT_STREAM_METHOD = f"/{protocol.SERVICE_NAME}/InsertStream"
+SAMPLE_STREAM_METHOD = f"/{protocol.SERVICE_NAME}/SampleStream"
 
 
 def _server_error_class(error: grpc.RpcError):
@@ -101,9 +101,9 @@ class Client:
         self._stub = None
         self._insert_stream = self._sample_stream = None
         self._signatures: Dict[str, Any] = {}
-        metadata = [(wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION))]
+        metadata = [(protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION))]
         if token is not None:
-            metadata.append((wire.TOKEN_METADATA_KEY, token))
+            metadata.append((protocol.TOKEN_METADATA_KEY, token))
         self.metadata = tuple(metadata)
 
     # -- pickling by address -------------------------------------------------------------
@@ -137,17 +137,17 @@ class Client:
                     self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
                     self._insert_stream = self._channel.stream_stream(
                         INSERT_STREAM_METHOD,
-                        request_serializer=wire.serialize_insert_request,
+                        request_serializer=framing.serialize_insert_request,
                         response_deserializer=replay_pb2.InsertResponse.FromString)
                     self._sample_stream = self._channel.stream_stream(
                         SAMPLE_STREAM_METHOD,
                         request_serializer=replay_pb2.SampleRequest.SerializeToString,
-                        response_deserializer=wire.parse_sample_response)
+                        response_deserializer=framing.parse_sample_response)
         return self._stub
 
     @property
     def insert_stream(self):
-        """The InsertStream call taking `wire.PackedInsertRequest`s (the writers' path: chunk
+        """The InsertStream call taking `framing.PackedInsertRequest`s (the writers' path: chunk
         bytes go into the message without extra copies)."""
         self.stub  # noqa: B018 - opens the channel
         return self._insert_stream
@@ -294,13 +294,13 @@ class Client:
 
     def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
                          max_samples: int = -1, columnar: bool = False,
-                         timeout: Optional[float] = None) -> Iterator[wire.PackedSampleResponse]:
+                         timeout: Optional[float] = None) -> Iterator[framing.PackedSampleResponse]:
         """The raw SampleStream responses of `table` (items with their still-compressed chunks,
         whose bytes are views into the received message), granting the server credit as
         samples arrive so that at most `max_in_flight` are requested ahead of consumption. The
         building block of `sample` and `ReplayDataset`. `close()` ends it from another thread.
         With `columnar`, responses whose items allow it carry `response.columns` (one byte
-        string per column, see `wire.decode_columns`) instead of chunks. `timeout` (seconds) is
+        string per column, see `replay.column_batch.decode_columns`) instead of chunks. `timeout` (seconds) is
         the call's gRPC deadline (None: none); when it passes the call ends on the server too.
 
         Raises (when iterated): InvalidArgumentError for a non-positive budget; the
@@ -358,11 +358,11 @@ class Client:
                                             timeout=timeout):
             response = packed.response
             # Uncompressed columns are copied out so that samples do not keep whole responses alive.
-            column_data = [c if f & wire.FLAG_COMPRESSED else bytes(c)
+            column_data = [c if f & codec.FLAG_COMPRESSED else bytes(c)
                            for c, f in zip(packed.column_data, response.chunks.flags)]
-            chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False,
+            chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
                                                            column_data=column_data)}
-            pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+            pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
             items = [item for _, item in pairs]
             infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
                 items, response.probabilities, response.table_sizes, response.priorities,
@@ -389,7 +389,7 @@ class Client:
         """
         updates = dict(updates or {})
         for key, priority in updates.items():
-            wire.check_priority(key, float(priority))
+            validation.check_priority(key, float(priority))
         request = replay_pb2.MutatePrioritiesRequest(
             table=table,
             updates=replay_pb2.PriorityUpdates(keys=list(updates), priorities=list(updates.values())),
@@ -439,7 +439,7 @@ def table_info_from_proto(proto: replay_pb2.TableInfo):
         sampler_options=config.get("sampler", config.get("sampler_options", {})),
         remover_options=config.get("remover", config.get("remover_options", {})),
         rate_limiter_info=json.loads(proto.rate_limiter_info_json or "{}"),
-        signature=wire.signature_from_json(config.get("signature")),
+        signature=protocol.signature_from_json(config.get("signature")),
         num_inserts=proto.num_inserts, num_samples=proto.num_samples, num_deletes=proto.num_deletes,
         num_evictions=proto.num_evictions,
         extensions=json.loads(proto.extensions_info_json or "[]"))

@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, specs, wire
+from replay import codec, column_batch, errors, framing, specs
 from replay.client import Client
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -179,12 +179,12 @@ class _BlockPool:
         return buffer[start:start + nbytes].view(dtype).reshape(shape)
 
 
-def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype],
+def _decode_block(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtype],
                   pool: Optional[_BlockPool] = None):
     """Decodes one response into (SampleInfo of [N] arrays, flat [N, ...] columns), or None
     when the response needs the general per-item path (multi-slice or delta-encoded columns,
     or items whose shapes differ within a column). A columnar response (the server already
-    laid each column out, see `wire.encode_columns`) costs one `np.frombuffer` per column.
+    laid each column out, see `column_batch.encode_columns`) costs one `np.frombuffer` per column.
 
     The fast path copies each item's bytes once, from the received message into one array per
     column (a `bytes.join` over views for small items; row copies into an aligned pooled array,
@@ -204,14 +204,14 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
             f"sampled items have {sorted(set(items.num_columns))} columns but the dataset declares "
             f"{num_leaves} (dtypes/shapes); use ReplayDataset.from_table_signature or fix dtypes")
     if response.HasField("columns"):
-        out = wire.decode_columns(response.columns, num_items)
+        out = column_batch.decode_columns(response.columns, num_items)
         for leaf, (column, dtype) in enumerate(zip(out, flat_dtypes)):
             _check_dtype(leaf, column.dtype, dtype)
         return _sample_info(response), out
     if len(items.slice_chunk_keys) != num_items * num_leaves:
         return None  # some item column spans several chunks
     flags = list(chunks.flags)
-    if any(f & wire.FLAG_DELTA for f in flags):
+    if any(f & codec.FLAG_DELTA for f in flags):
         return None
     chunk_column_start = {}
     position = 0
@@ -252,7 +252,7 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
                         or tuple(dims[rank_start:rank_start + column_layout[1]]) != step_shape):
                     return None  # items of different shapes in this column
             raw = column_data[column]
-            if flags[column] & wire.FLAG_COMPRESSED:
+            if flags[column] & codec.FLAG_COMPRESSED:
                 raw = decompressed.get(column)
                 if raw is None:
                     try:
@@ -299,12 +299,12 @@ def _sample_info(response) -> SampleInfo:
         times_sampled=np.array(response.times_sampled, dtype=np.int32))
 
 
-def _decode_items_one_by_one(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]):
+def _decode_items_one_by_one(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtype]):
     """The general path: yields one-item blocks decoded through the replay data model."""
     response = packed.response
-    chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False,
+    chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
                                                    column_data=packed.column_data)}
-    pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+    pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
     cache: dict = {}
     for i, (_, item) in enumerate(pairs):
         info = SampleInfo(

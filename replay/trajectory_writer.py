@@ -31,7 +31,7 @@ import grpc
 import numpy as np
 import tree
 
-from replay import errors, wire
+from replay import codec, errors, framing, validation
 from replay.chunks import Chunk, encode_column
 from replay.items import TrajectoryColumn
 from replay.proto import replay_pb2
@@ -96,9 +96,9 @@ class InsertStream:
         self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
         self._reader.start()
 
-    def send(self, chunks: Sequence[Chunk], items: Sequence[wire.ItemRow],
+    def send(self, chunks: Sequence[Chunk], items: Sequence[codec.ItemRow],
              release_keys: Sequence[int] = ()) -> None:
-        """Queues chunks, then items (as `wire.ItemRow`s), then releases; blocks while too many
+        """Queues chunks, then items (as `codec.ItemRow`s), then releases; blocks while too many
         items are unacked.
 
         Raises:
@@ -205,12 +205,12 @@ class InsertStream:
             request = replay_pb2.InsertRequest()
             column_data: List[bytes] = []
             if chunks:
-                wire.encode_chunks(chunks, request.chunks, column_data)
+                codec.encode_chunks(chunks, request.chunks, column_data)
             if items:
-                wire.encode_item_rows(items, request.items)
+                codec.encode_item_rows(items, request.items)
             if releases:
                 request.release_chunk_keys.extend(releases)
-            yield wire.PackedInsertRequest(request, column_data)
+            yield framing.PackedInsertRequest(request, column_data)
 
     def _read_acks(self) -> None:
         error = None
@@ -526,7 +526,7 @@ class TrajectoryWriter:
         self._check_open()
         priority = float(priority)
         key = self._new_key()
-        wire.check_priority(key, priority)
+        validation.check_priority(key, priority)
         columns = []
         for leaf in tree.flatten(trajectory):
             if isinstance(leaf, CellRef):
@@ -548,7 +548,7 @@ class TrajectoryWriter:
         self._check_open()
         priority = float(priority)
         key = self._new_key()
-        wire.check_priority(key, priority)
+        validation.check_priority(key, priority)
         columns = []
         for history in self._history:
             cells = tuple(history)[-num_steps:] if num_steps != 1 else (history[-1],)
