@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
@@ -67,8 +68,33 @@ def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayEr
     return cls(message)
 
 
+def _several_addresses(address) -> bool:
+    return isinstance(address, (list, tuple)) or (isinstance(address, str) and "," in address)
+
+
+def connect(address: Union[str, Sequence[str]], token: Optional[str] = None,
+            root_certificates: Optional[Union[bytes, str]] = None,
+            max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+    """A client of the replay server at `address` ("host:port"): a `Client`; or, given several
+    addresses (a list, or "host:port,host:port"), a `replay.sharded_client.ShardedClient` over
+    those servers. The other arguments are those of `Client`, used for every server.
+
+    Raises:
+      InvalidArgumentError: an empty list of addresses, or the same address twice.
+    """
+    if not _several_addresses(address):
+        return Client(address, token, root_certificates, max_message_bytes)
+    from replay.sharded_client import ShardedClient
+
+    addresses = address.split(",") if isinstance(address, str) else list(address)
+    return ShardedClient([a.strip() for a in addresses], token, root_certificates, max_message_bytes)
+
+
 class Client:
     """A connection to a replay server at `address` ("host:port").
+
+    `replay.connect` picks `Client` or `ShardedClient` from its addresses. `Client` given
+    several addresses still returns a `ShardedClient` for now, with a DeprecationWarning.
 
     Args:
       address: "host:port" of the server.
@@ -79,13 +105,13 @@ class Client:
     """
 
     def __new__(cls, address, *args, **kwargs):
-        # Several addresses (a list or "host:port,host:port") make a client of sharded servers.
-        if cls is Client and (isinstance(address, (list, tuple)) or
-                              (isinstance(address, str) and "," in address)):
-            from replay.sharded_client import ShardedClient
-
-            addresses = address.split(",") if isinstance(address, str) else list(address)
-            return ShardedClient([a.strip() for a in addresses], *args, **kwargs)
+        # Deprecated: several addresses make a `ShardedClient`, which is not a `Client`.
+        if cls is Client and _several_addresses(address):
+            warnings.warn(
+                "Client() given several addresses returns a ShardedClient, which is not a Client; "
+                "call replay.connect(addresses) or replay.ShardedClient(addresses) instead "
+                "(Client(addresses) will accept one address only)", DeprecationWarning, stacklevel=2)
+            return connect(address, *args, **kwargs)
         return super().__new__(cls)
 
     def __init__(self, address: str, token: Optional[str] = None,

@@ -16,8 +16,8 @@ servers' sample streams (`ReplayDataset` given several addresses, see `replay.da
   were not yet acknowledged by the dead server are lost (counted in `lost_items`), and the
   writer starts a new episode on the next server.
 
-Proposal for `replay.Client`: `Client(address)` given a list (or a comma-separated string) of
-addresses returns `ShardedClient(addresses)`; both share the method names used here.
+`replay.connect(addresses)` returns a `ShardedClient` for several addresses (a list, or a
+comma-separated string) and a `Client` for one; both share the method names used here.
 """
 from __future__ import annotations
 
