@@ -354,8 +354,16 @@ class TrajectoryWriter:
             raise errors.InvalidArgumentError("the trajectory has no columns")
         self._add_item(table, priority, key, columns)
 
-    def _create_item_from_last(self, table: str, priority: float, num_steps: int) -> None:
-        """Fast path of the legacy Writer: every leaf's last `num_steps` steps, with time dim."""
+    def create_item_from_last_steps(self, table: str, priority: float, num_steps: int) -> None:
+        """Creates an item of every leaf's last `num_steps` steps (with a time dimension), as
+        `create_item` with `history[leaf][-num_steps:]` for each leaf, without building the
+        references (the legacy `Writer`'s path). The caller checks that `num_steps` steps of
+        this episode are kept alive.
+
+        Raises:
+          InvalidArgumentError: a bad priority, or the writer is closed;
+          any error the stream failed with.
+        """
         self._check_open()
         priority = float(priority)
         key = self._new_key()
