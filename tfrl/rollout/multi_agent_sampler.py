@@ -42,7 +42,7 @@ class MultiAgentEnvRunner:
     policies, filters and action adapters keyed by policy id."""
 
     def __init__(self, worker, envs, env_name, policy_map, policy_mapping_fn, filters, callbacks,
-                 env_seeds, config, adapters):
+                 env_seeds, settings, adapters):
         self.worker = worker
         self.envs = envs
         self.env_name = env_name
@@ -50,9 +50,9 @@ class MultiAgentEnvRunner:
         self.policy_mapping_fn = policy_mapping_fn
         self.filters = filters
         self.callbacks = callbacks
-        self.config = config
+        self.settings = settings
         self.adapters = adapters
-        self.check_obs = config.get("check_observations", True)
+        self.check_obs = settings.check_observations
         self._initial_states = {pid: [np.asarray(s) for s in (p.get_initial_state() or [])]
                                 for pid, p in policy_map.items()}
         self._finished_metrics: List[RolloutMetrics] = []
@@ -114,8 +114,8 @@ class MultiAgentEnvRunner:
     # --- sampling -------------------------------------------------------------------------
     def sample(self, explore: bool = True, timestep: Optional[int] = None) -> MultiAgentBatch:
         """Steps the envs for one fragment and returns the postprocessed MultiAgentBatch."""
-        fragment = int(self.config.get("rollout_fragment_length", 200))
-        complete = self.config.get("batch_mode", "truncate_episodes") == "complete_episodes"
+        fragment = self.settings.rollout_fragment_length
+        complete = self.settings.complete_episodes
         finished: List[tuple] = []  # (episode-group of trajectories)
         env_steps = 0
         collected = 0
@@ -211,7 +211,7 @@ class MultiAgentEnvRunner:
                 row[SampleBatch.TERMINATEDS] = term
                 row[SampleBatch.TRUNCATEDS] = trunc
                 row[SampleBatch.REWARDS] = np.float32(clip_rewards(
-                    np.float32(row[SampleBatch.REWARDS]), self.config.get("clip_rewards")))
+                    np.float32(row[SampleBatch.REWARDS]), self.settings.clip_rewards))
                 cols = state.trajectories[agent_id].columns
                 for key, value in row.items():
                     cols[key].append(value)

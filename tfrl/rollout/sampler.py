@@ -39,13 +39,13 @@ class EnvRunner:
       obs_filter: the worker's observation filter for this policy.
       callbacks: a DefaultCallbacks object.
       env_seeds: per-env seeds for the first reset (None: unseeded).
-      config: the worker config (rollout_fragment_length, batch_mode, clip_rewards, explore,
-        check_observations).
+      settings: the worker's WorkerSettings (rollout_fragment_length, batch_mode,
+        clip_rewards, check_observations).
       action_adapter: an ActionAdapter for the env's action space.
     """
 
     def __init__(self, worker, envs: list, env_name: str, policy, policy_id: str, obs_filter,
-                 callbacks, env_seeds: Optional[List[Optional[int]]], config: dict,
+                 callbacks, env_seeds: Optional[List[Optional[int]]], settings,
                  action_adapter):
         self.worker = worker
         self.envs = envs
@@ -54,10 +54,10 @@ class EnvRunner:
         self.policy_id = policy_id
         self.obs_filter = obs_filter
         self.callbacks = callbacks
-        self.config = config
+        self.settings = settings
         self.adapter = action_adapter
         self.num_envs = len(envs)
-        self.check_obs = config.get("check_observations", True)
+        self.check_obs = settings.check_observations
         self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
         self._episodes: List[Optional[Episode]] = [None] * self.num_envs
         self._trajectories: List[Optional[Trajectory]] = [None] * self.num_envs
@@ -106,8 +106,8 @@ class EnvRunner:
         Raises:
           EnvCrashError, InvalidObservationError, ActionOutOfSpaceError: see tfrl.errors.
         """
-        fragment = int(self.config.get("rollout_fragment_length", 200))
-        complete = self.config.get("batch_mode", "truncate_episodes") == "complete_episodes"
+        fragment = self.settings.rollout_fragment_length
+        complete = self.settings.complete_episodes
         finished: List[Trajectory] = []
         collected = 0
         steps = 0
@@ -153,7 +153,7 @@ class EnvRunner:
         terminateds = np.asarray([r[2] for r in results], bool)
         truncateds = np.asarray([r[3] for r in results], bool)
         next_obs = self._filter(raw_next, "after step()")
-        train_rewards = clip_rewards(rewards, self.config.get("clip_rewards"))
+        train_rewards = clip_rewards(rewards, self.settings.clip_rewards)
         self.env_steps_sampled += self.num_envs
         obs = self._obs
         finished = []
