@@ -24,28 +24,27 @@ def fit_fragments_to_train_batch(config: dict, algorithm: str) -> None:
     train_batch_size.
 
     Raises:
-        InvalidConfigError: train_batch_size or sgd_minibatch_size is not positive, the
-            minibatch is larger than the train batch, or the train batch is not a multiple of
-            one sampling round.
+        InvalidConfigError: an ill-typed or out-of-range batch or rollout setting (see
+            SyncSamplesSettings and WorkerSettings), a minibatch larger than the train batch,
+            or a train batch that is not a multiple of one sampling round.
     """
-    train_batch = int(config["train_batch_size"])
-    if train_batch < 1:
-        raise InvalidConfigError(f"{algorithm}: train_batch_size must be >= 1, got {train_batch}.")
-    if config["sgd_minibatch_size"] is None:
-        config["sgd_minibatch_size"] = train_batch
-    minibatch = int(config["sgd_minibatch_size"])
-    if not 1 <= minibatch <= train_batch:
+    from tfrl.optimizers.settings import SyncSamplesSettings
+    from tfrl.rollout.settings import WorkerSettings
+
+    batch_settings = SyncSamplesSettings.from_config(config)  # types and ranges checked here
+    rounds = WorkerSettings.from_config(config)
+    train_batch = batch_settings.train_batch_size
+    minibatch = batch_settings.minibatch_size
+    config["sgd_minibatch_size"] = minibatch
+    if minibatch > train_batch:
         raise InvalidConfigError(
             f"{algorithm}: sgd_minibatch_size ({minibatch}) must be between 1 and "
             f"train_batch_size ({train_batch}); lower sgd_minibatch_size or raise "
             "train_batch_size.")
-    if int(config["num_sgd_iter"]) < 1:
-        raise InvalidConfigError(
-            f"{algorithm}: num_sgd_iter must be >= 1, got {config['num_sgd_iter']}.")
-    if config["batch_mode"] == "complete_episodes":
+    if rounds.complete_episodes:
         return
-    envs = max(int(config["num_workers"]), 1) * int(config["num_envs_per_worker"])
-    fragment = int(config["rollout_fragment_length"])
+    envs = max(int(config["num_workers"]), 1) * rounds.num_envs_per_worker
+    fragment = rounds.rollout_fragment_length
     if envs * fragment > train_batch:
         shorter = max(train_batch // envs, 1)
         logger.info("%s: rollout_fragment_length %d -> %d so that one sampling round of %d envs "
