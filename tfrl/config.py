@@ -50,3 +50,11 @@ def merge_config(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | Non
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def policy_defaults(algorithm_defaults: Mapping[str, Any]) -> dict:
+    """An algorithm's DEFAULT_CONFIG as its policy's defaults (a policy's `get_default_config`):
+    a deep copy without the `model` section, whose defaults the ModelCatalog supplies."""
+    config = copy.deepcopy(dict(algorithm_defaults))
+    config.pop("model", None)
+    return config

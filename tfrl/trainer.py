@@ -512,6 +512,21 @@ def with_common_config(extra_config: dict) -> dict:
     return merge_config(COMMON_CONFIG, extra_config, allow_new_keys=True)
 
 
+def learner_policies(trainer) -> list:
+    """(policy_id, policy) pairs of every policy copy whose loss learns: the local worker's,
+    plus any copies the optimizer keeps on its devices (`optimizer.learner_policies()`).
+
+    What trainer hooks that change the learning policies use (PPO's KL coefficient update,
+    DQN's target network updates).
+    """
+    worker = trainer.workers.local_worker()
+    pairs = [(pid, worker.get_policy(pid)) for pid in worker.policies_to_train]
+    own = getattr(trainer.optimizer, "learner_policies", None)
+    if callable(own):
+        pairs += [pair for pair in own().items() if all(pair[1] is not p for _, p in pairs)]
+    return pairs
+
+
 def _storable(value: Any, where: str, unstored: list) -> Any:
     """`value` with everything that is not plain data (functions, classes, spaces) replaced by
     None; the replaced paths are appended to `unstored`."""

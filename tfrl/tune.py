@@ -33,9 +33,9 @@ def trainer_resources(trainer_cls: type, config: dict):
     def bundle(cpus, gpus):
         return {key: float(amount) for key, amount in (("CPU", cpus), ("GPU", gpus)) if amount}
 
-    driver = bundle(1, merged.get("num_gpus", 0))
-    worker = bundle(merged.get("num_cpus_per_worker", 1), merged.get("num_gpus_per_worker", 0))
-    num_workers = int(merged.get("num_workers", 0))
+    driver = bundle(1, merged["num_gpus"])
+    worker = bundle(merged["num_cpus_per_worker"], merged["num_gpus_per_worker"])
+    num_workers = int(merged["num_workers"])
     return PlacementGroupFactory([driver] + ([worker] * num_workers if worker else []),
                                  strategy="PACK")
 

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 from tfrl import errors
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
+from tfrl.optimizers.settings import AsyncGradientsSettings
 
 
 class AsyncGradientsOptimizer(PolicyOptimizer):
-    """Config keys: grads_per_step (gradients applied per `step()`, default 10)."""
+    """Config keys: those of AsyncGradientsSettings (read once, here).
+
+    Raises (constructor):
+      InvalidConfigError: no remote workers, or a missing or bad grads_per_step.
+    """
 
     def __init__(self, workers, config: dict, replay=None):
         super().__init__(workers, config, replay)
@@ -21,7 +26,8 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
             raise errors.InvalidConfigError(
                 "AsyncGradientsOptimizer needs remote workers to compute gradients; set "
                 "num_workers >= 1")
-        self.grads_per_step = int(config.get("grads_per_step", 10))
+        self.settings = AsyncGradientsSettings.from_config(config)
+        self.grads_per_step = self.settings.grads_per_step
         local = workers.local_worker()
         self.policy_ids = list(local.policies_to_train)
         self.policy = local.get_policy(self.policy_ids[0])

@@ -12,10 +12,12 @@ from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
 
 
 class LocalMultiDeviceOptimizer(SyncSamplesOptimizer):
-    """Config keys: those of SyncSamplesOptimizer, plus num_learner_devices ("auto" or an int)."""
+    """Config keys: those of SyncSamplesOptimizer, plus LearnerSettings' num_learner_devices."""
 
     def __init__(self, workers, config: dict, replay, strategy=None):
         from tfrl.learner.strategy import learner_strategy
+        from tfrl.optimizers.settings import LearnerSettings
 
-        super().__init__(workers, config, replay,
-                         strategy=strategy or learner_strategy(config.get("num_learner_devices", "auto")))
+        if strategy is None:
+            strategy = learner_strategy(LearnerSettings.from_config(config).num_learner_devices)
+        super().__init__(workers, config, replay, strategy=strategy)

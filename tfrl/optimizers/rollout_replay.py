@@ -25,10 +25,11 @@ def replay_table_name(base: str, policy_id: str) -> str:
     return base if policy_id == DEFAULT_POLICY_ID else f"{base}_{policy_id}"
 
 
-def declare_replay_tables(workers, config: dict, replay, make_table: Callable, base: str,
+def declare_replay_tables(workers, worker_settings, replay, make_table: Callable, base: str,
                           policy_ids: Sequence[str]) -> Tuple[str, PolicyTables]:
     """Declares one table `make_table(name, signature, policy_id)` per policy id on `replay`,
-    each signature derived from the local worker's policy, and starts the service. Returns
+    each signature derived from the local worker's policy (and the observation filter of
+    `worker_settings`, a WorkerSettings), and starts the service. Returns
     (address, {policy_id: (table name, signature)})."""
     from tfrl.rollout import replay_signature
 
@@ -36,36 +37,37 @@ def declare_replay_tables(workers, config: dict, replay, make_table: Callable, b
     tables = {}
     for pid in policy_ids:
         signature = replay_signature(local.get_policy(pid),
-                                     observation_filter=config.get("observation_filter", "NoFilter"))
+                                     observation_filter=worker_settings.observation_filter)
         table = make_table(replay_table_name(base, pid), signature, pid)
         replay.add_table(table)
         tables[pid] = (table.name, signature)
     return replay.start(), tables
 
 
-def point_workers_at_replay(workers, config: dict, address: str, tables: PolicyTables,
+def point_workers_at_replay(workers, worker_settings, address: str, tables: PolicyTables,
                             max_unacked_after_write: int = 0,
                             client_kwargs: Optional[dict] = None) -> None:
     """Gives every worker a `ReplayOutputSpec` for `tables` (see it for
     `max_unacked_after_write`), so their `sample()` writes each policy's experience into its
-    table; `client_kwargs` are the server's credentials (`ReplayService.client_kwargs`)."""
+    table, in chunks of `worker_settings.rollout_fragment_length` rows; `client_kwargs` are the
+    server's credentials (`ReplayService.client_kwargs`)."""
     from tfrl.rollout import ReplayOutputSpec
 
     client_kwargs = client_kwargs or {}
     workers.set_replay_output(ReplayOutputSpec(
         address, {pid: name for pid, (name, _) in tables.items()},
         columns={pid: list(signature) for pid, (_, signature) in tables.items()},
-        chunk_length=config.get("rollout_fragment_length"),
+        chunk_length=worker_settings.rollout_fragment_length,
         max_unacked_after_write=max_unacked_after_write, token=client_kwargs.get("token"),
         root_certificates=client_kwargs.get("root_certificates")))
 
 
-def declare_replay_table(workers, config: dict, replay, make_table: Callable,
+def declare_replay_table(workers, worker_settings, replay, make_table: Callable,
                          policy_id: str = DEFAULT_POLICY_ID) -> Tuple[str, str, dict]:
     """One policy's table `make_table(signature)` (see `declare_replay_tables`). Returns
     (address, table name, signature)."""
     address, tables = declare_replay_tables(
-        workers, config, replay, lambda _name, signature, _pid: make_table(signature), "",
+        workers, worker_settings, replay, lambda _name, signature, _pid: make_table(signature), "",
         [policy_id])
     name, signature = tables[policy_id]
     return address, name, signature

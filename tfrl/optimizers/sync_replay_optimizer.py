@@ -26,11 +26,12 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers_at_replay,
                                              sample_round, summarize_round)
+from tfrl.optimizers.settings import LearnerSettings, SyncReplaySettings
 from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout.settings import WorkerSettings
 
 REPLAY_TABLE = "replay"
 _PROBABILITY = "_sample_probability"
@@ -55,14 +56,11 @@ class _ReplayLane:
 
 
 class SyncReplayOptimizer(PolicyOptimizer):
-    """Config keys: train_batch_size, buffer_size, learning_starts, training_intensity (None:
-    one train batch per sampling round), prioritized_replay, prioritized_replay_alpha,
-    prioritized_replay_beta, final_prioritized_replay_beta,
-    prioritized_replay_beta_annealing_timesteps, prioritized_replay_eps, num_learner_devices,
-    broadcast_interval (sampling rounds between weight broadcasts to remote workers, default 1).
+    """Config keys: those of SyncReplaySettings and LearnerSettings (read once, here).
 
     Raises (constructor):
-      InvalidConfigError: broadcast_interval below 1.
+      InvalidConfigError: a missing, ill-typed or out-of-range key (e.g. broadcast_interval
+        below 1), named in the message.
     """
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
@@ -71,19 +69,19 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
         from tfrl.learner.strategy import learner_strategy
 
-        self.broadcast_interval = int(config.get("broadcast_interval", 1))
-        if self.broadcast_interval < 1:
-            raise InvalidConfigError(
-                f"broadcast_interval must be >= 1 (sampling rounds between weight broadcasts), got "
-                f"{config.get('broadcast_interval')}.")
-        self.train_batch_size = int(config["train_batch_size"])
-        self.learning_starts = max(int(config.get("learning_starts", 1000)), 1)
-        self.prioritized = bool(config.get("prioritized_replay", False))
-        self.priority_eps = float(config.get("prioritized_replay_eps", 1e-6))
+        self.settings = settings = SyncReplaySettings.from_config(config)
+        self.worker_settings = WorkerSettings.from_config(config)
+        learner_settings = LearnerSettings.from_config(config)
+        self.broadcast_interval = settings.broadcast_interval
+        self.train_batch_size = settings.train_batch_size
+        self.learning_starts = max(settings.learning_starts, 1)
+        self.prioritized = settings.prioritized_replay
+        self.priority_eps = settings.prioritized_replay_eps
         samplers = max(workers.num_remote_workers(), 1)
-        rows_per_round = samplers * int(config["num_envs_per_worker"]) * int(config["rollout_fragment_length"])
-        intensity = config.get("training_intensity")
-        strategy = strategy or learner_strategy(config.get("num_learner_devices", "auto"))
+        rows_per_round = (samplers * self.worker_settings.num_envs_per_worker
+                          * self.worker_settings.rollout_fragment_length)
+        intensity = settings.training_intensity
+        strategy = strategy or learner_strategy(learner_settings.num_learner_devices)
         self.strategy = strategy
         replicas = strategy.num_replicas_in_sync
         per_replica_batch = max(self.train_batch_size // replicas, 1)
@@ -102,22 +100,21 @@ class SyncReplayOptimizer(PolicyOptimizer):
             items_per_round = rows_per_round * _agents_of_policy(local, pid)
             error_buffer = max(2 * (in_flight * replicas + self.train_batch_size + items_per_round * spi),
                                2.0 * max(1.0, spi))
-            sampler = (Prioritized(config.get("prioritized_replay_alpha", 0.6)) if self.prioritized
+            sampler = (Prioritized(settings.prioritized_replay_alpha) if self.prioritized
                        else Uniform())
-            return Table(name, sampler=sampler, remover=Fifo(),
-                         max_size=int(config.get("buffer_size", 50_000)),
+            return Table(name, sampler=sampler, remover=Fifo(), max_size=settings.buffer_size,
                          rate_limiter=SampleToInsertRatio(spi, self.learning_starts, error_buffer),
                          signature=signature)
 
-        self.address, tables = declare_replay_tables(workers, config, replay, make_table,
-                                                     REPLAY_TABLE, self.policy_ids)
+        self.address, tables = declare_replay_tables(workers, self.worker_settings, replay,
+                                                     make_table, REPLAY_TABLE, self.policy_ids)
         for pid, lane in self.lanes.items():
             lane.table = tables[pid][0]
             self._build_lane(lane, strategy, per_replica_batch, in_flight)
         # A worker returns from sample() while the server may still be inserting its round (the
         # learner's reads wait for them in the rate limiter), so rollouts do not stall on a busy
         # server.
-        point_workers_at_replay(workers, config, self.address, tables,
+        point_workers_at_replay(workers, self.worker_settings, self.address, tables,
                                 max_unacked_after_write=rows_per_round // samplers,
                                 client_kwargs=replay.client_kwargs)
         # the single-policy view (the only or first policy that learns)
@@ -145,7 +142,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
         lane.policy = lane.learner.trainee
         local.set_policy(lane.policy_id, lane.policy)
         with strategy.scope():
-            lane.beta = tf.Variable(float(self.config.get("prioritized_replay_beta", 0.4)),
+            lane.beta = tf.Variable(self.settings.prioritized_replay_beta,
                                     trainable=False, name="prioritized_replay_beta")
         lane.signature = lane.policy.loss_input_signature
         service, table = self.replay, lane.table
@@ -206,9 +203,9 @@ class SyncReplayOptimizer(PolicyOptimizer):
             lane.table, updates=dict(zip(np.concatenate(keys).tolist(), priorities.tolist())))
 
     def _anneal_beta(self, lane: _ReplayLane) -> None:
-        start = float(self.config.get("prioritized_replay_beta", 0.4))
-        final = float(self.config.get("final_prioritized_replay_beta", start))
-        horizon = max(int(self.config.get("prioritized_replay_beta_annealing_timesteps", 20_000)), 1)
+        start = self.settings.prioritized_replay_beta
+        final = self.settings.final_prioritized_replay_beta
+        horizon = max(self.settings.prioritized_replay_beta_annealing_timesteps, 1)
         fraction = min(self.num_steps_sampled / horizon, 1.0)
         lane.beta.assign(start + fraction * (final - start))
 

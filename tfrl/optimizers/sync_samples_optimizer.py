@@ -22,28 +22,36 @@ from tfrl.optimizers.minibatch_sgd import MinibatchSGD, RowReader
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers_at_replay,
                                              sample_round)
+from tfrl.optimizers.settings import SyncSamplesSettings
+from tfrl.rollout.settings import WorkerSettings
 
 ROLLOUTS_TABLE = "rollouts"
 
 
 class SyncSamplesOptimizer(PolicyOptimizer):
-    """Config keys: train_batch_size, num_sgd_iter (1), sgd_minibatch_size (train_batch_size)."""
+    """Config keys: those of SyncSamplesSettings (read once, here).
+
+    Raises (constructor):
+      InvalidConfigError: a missing, ill-typed or out-of-range key, named in the message.
+    """
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
         from replay import Table
 
-        self.train_batch_size = int(config["train_batch_size"])
+        self.settings = SyncSamplesSettings.from_config(config)
+        self.worker_settings = WorkerSettings.from_config(config)
+        self.train_batch_size = self.settings.train_batch_size
         self.strategy = strategy or tf.distribute.get_strategy()
         local = workers.local_worker()
         self.policy_ids = list(local.policies_to_train)
         self.policies = {pid: self._learner_policy(pid) for pid in self.policy_ids}
         queue_size = 4 * self.train_batch_size + 20_000
         self.address, self.tables = declare_replay_tables(
-            workers, config, replay,
+            workers, self.worker_settings, replay,
             lambda name, signature, _pid: Table.queue(name, queue_size, signature=signature),
             ROLLOUTS_TABLE, self.policy_ids)
-        point_workers_at_replay(workers, config, self.address, self.tables,
+        point_workers_at_replay(workers, self.worker_settings, self.address, self.tables,
                                 client_kwargs=replay.client_kwargs)
         self.readers: Dict[str, RowReader] = {}
         self.sgds: Dict[str, MinibatchSGD] = {}
@@ -54,8 +62,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             dataset = dataset.map(lambda sample: sample.data)
             self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_round(pid))
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
-                                          config.get("num_sgd_iter", 1),
-                                          config.get("sgd_minibatch_size") or self.train_batch_size)
+                                          self.settings.num_sgd_iter, self.settings.minibatch_size)
         # the single-policy view (the only or first policy that learns)
         self.policy_id = self.policy_ids[0]
         self.policy = self.policies[self.policy_id]
@@ -67,13 +74,14 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         """Items one sampling round writes for `policy_id`, when that is fixed (one step item
         per env step: truncated fragments of a single-agent env, feed-forward policy), else
         None."""
-        if self.config.get("batch_mode", "truncate_episodes") != "truncate_episodes":
+        if self.worker_settings.complete_episodes:
             return None
         local = self.workers.local_worker()
         if local.multi_agent or local.get_policy(policy_id).is_recurrent():
             return None
         samplers = max(len(self.workers.remote_workers()), 1)
-        return samplers * int(self.config["num_envs_per_worker"]) * int(self.config["rollout_fragment_length"])
+        return (samplers * self.worker_settings.num_envs_per_worker
+                * self.worker_settings.rollout_fragment_length)
 
     def _learner_policy(self, policy_id: str):
         """The policy that learns: the local worker's own, or (under a strategy other than the

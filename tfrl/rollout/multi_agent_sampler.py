@@ -20,8 +20,8 @@ from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
-from tfrl.rollout.sampler import _guard_env_call, _row, _Trajectory, _unroll_ids, clip_rewards, \
-    stack_rows
+from tfrl.rollout.trajectory import (Trajectory, clip_rewards, guard_env_call, next_unroll_id,
+                                    row_of, stack_rows)
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 
 
@@ -32,7 +32,7 @@ class _EnvState:
         self.episode = episode
         self.obs: Dict[Any, Any] = {}          # filtered observation of each agent due to act
         self.pending: Dict[Any, dict] = {}     # agent -> row waiting for its next observation
-        self.trajectories: Dict[Any, _Trajectory] = {}
+        self.trajectories: Dict[Any, Trajectory] = {}
         self.states: Dict[Any, list] = {}
         self.done_agents = set()
 
@@ -42,7 +42,7 @@ class MultiAgentEnvRunner:
     policies, filters and action adapters keyed by policy id."""
 
     def __init__(self, worker, envs, env_name, policy_map, policy_mapping_fn, filters, callbacks,
-                 env_seeds, config, adapters):
+                 env_seeds, settings, adapters):
         self.worker = worker
         self.envs = envs
         self.env_name = env_name
@@ -50,9 +50,9 @@ class MultiAgentEnvRunner:
         self.policy_mapping_fn = policy_mapping_fn
         self.filters = filters
         self.callbacks = callbacks
-        self.config = config
+        self.settings = settings
         self.adapters = adapters
-        self.check_obs = config.get("check_observations", True)
+        self.check_obs = settings.check_observations
         self._initial_states = {pid: [np.asarray(s) for s in (p.get_initial_state() or [])]
                                 for pid, p in policy_map.items()}
         self._finished_metrics: List[RolloutMetrics] = []
@@ -83,12 +83,12 @@ class MultiAgentEnvRunner:
                 check_observations_finite(raw, self.env_name, f"for agent(s) {agents} {where}")
             filtered = self.filters[pid](raw)
             for j, a in enumerate(agents):
-                out[a] = _row(filtered, j)
+                out[a] = row_of(filtered, j)
         return out
 
     def _reset(self, i: int, seed: Optional[int] = None) -> None:
         started = time.perf_counter()
-        obs, _infos = _guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
+        obs, _infos = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         self.perf.add_env_wait(time.perf_counter() - started)
         episode = Episode(i, policy_mapping_fn=self.policy_mapping_fn)
         state = _EnvState(episode)
@@ -108,14 +108,14 @@ class MultiAgentEnvRunner:
                 raise errors.InvalidConfigError(
                     f"env {self.env_name!r}: policy_mapping_fn mapped agent {agent_id!r} to "
                     f"unknown policy {pid!r}; known policies: {list(self.policy_map)}")
-            state.trajectories[agent_id] = _Trajectory(state.episode, agent_id, pid, 0)
+            state.trajectories[agent_id] = Trajectory(state.episode, agent_id, pid, 0)
             state.states[agent_id] = list(self._initial_states[pid])
 
     # --- sampling -------------------------------------------------------------------------
     def sample(self, explore: bool = True, timestep: Optional[int] = None) -> MultiAgentBatch:
         """Steps the envs for one fragment and returns the postprocessed MultiAgentBatch."""
-        fragment = int(self.config.get("rollout_fragment_length", 200))
-        complete = self.config.get("batch_mode", "truncate_episodes") == "complete_episodes"
+        fragment = self.settings.rollout_fragment_length
+        complete = self.settings.complete_episodes
         finished: List[tuple] = []  # (episode-group of trajectories)
         env_steps = 0
         collected = 0
@@ -133,7 +133,7 @@ class MultiAgentEnvRunner:
                 for agent_id, traj in list(state.trajectories.items()):
                     if len(traj):
                         group.append(traj)
-                        state.trajectories[agent_id] = _Trajectory(
+                        state.trajectories[agent_id] = Trajectory(
                             traj.episode, agent_id, traj.policy_id, traj.start_t + len(traj))
                 if group:
                     finished.append(group)
@@ -169,7 +169,7 @@ class MultiAgentEnvRunner:
             for j, (i, a) in enumerate(pairs):
                 state = self._states[i]
                 action_dicts[i][a] = adapter.env_action(env_actions, j)
-                row = {SampleBatch.OBS: state.obs[a], SampleBatch.ACTIONS: _row(actions, j),
+                row = {SampleBatch.OBS: state.obs[a], SampleBatch.ACTIONS: row_of(actions, j),
                        SampleBatch.REWARDS: 0.0}
                 for key, value in extra.items():
                     row[key] = value[j]
@@ -183,7 +183,7 @@ class MultiAgentEnvRunner:
         for i, env in enumerate(self.envs):
             state = self._states[i]
             started = time.perf_counter()
-            obs, rewards, terminateds, truncateds, infos = _guard_env_call(
+            obs, rewards, terminateds, truncateds, infos = guard_env_call(
                 self.env_name, "step()", env.step, action_dicts[i])
             perf.add_env_wait(time.perf_counter() - started)
             self.env_steps_sampled += 1
@@ -211,7 +211,7 @@ class MultiAgentEnvRunner:
                 row[SampleBatch.TERMINATEDS] = term
                 row[SampleBatch.TRUNCATEDS] = trunc
                 row[SampleBatch.REWARDS] = np.float32(clip_rewards(
-                    np.float32(row[SampleBatch.REWARDS]), self.config.get("clip_rewards")))
+                    np.float32(row[SampleBatch.REWARDS]), self.settings.clip_rewards))
                 cols = state.trajectories[agent_id].columns
                 for key, value in row.items():
                     cols[key].append(value)
@@ -241,7 +241,7 @@ class MultiAgentEnvRunner:
         return batch
 
     def _postprocess_groups(self, groups: List[list], env_steps: int) -> MultiAgentBatch:
-        unroll_id = next(_unroll_ids)
+        unroll_id = next_unroll_id()
         per_policy = defaultdict(list)
         for group in groups:
             raws = {t.agent_id: (t.policy_id, t.build(

@@ -32,12 +32,12 @@ from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.callbacks import make_callbacks
 from tfrl.rollout.filters import Filter, filter_from_state, make_filter
 from tfrl.rollout.metrics import RolloutMetrics
+from tfrl.rollout.settings import WorkerSettings
 from tfrl.runtime import configure_tf_threads
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICY_ID = "default_policy"
-BATCH_MODES = ("truncate_episodes", "complete_episodes")
 # seed offset between the envs of one worker: seeds of different workers and envs never collide
 ENV_SEED_STRIDE = 10_000
 
@@ -107,26 +107,27 @@ class RolloutWorker:
                  policies_to_train: Optional[Sequence[str]] = None,
                  replay_output: Any = None, default_policy_class: Any = None):
         self.config = dict(config or {})
+        # the worker's own keys, checked; keys the config lacks take COMMON_CONFIG's values
+        self.settings = settings = WorkerSettings.from_config(self.config)
         self.worker_index = worker_index
         self.num_workers = num_workers
         if worker_index > 0:
-            configure_tf_threads(self.config.get("tf_threads_per_worker", 1))
-        self._validate_config()
+            configure_tf_threads(settings.tf_threads_per_worker)
         self.env_creator = resolve_env_creator(env_creator)
         self.env_name = self.env_creator.name
-        self.callbacks = make_callbacks(self.config.get("callbacks"))
+        self.callbacks = make_callbacks(settings.callbacks)
         self.worker_seed = None
-        if self.config.get("seed") is not None:
-            self.worker_seed = int(self.config["seed"]) + worker_index
+        if settings.seed is not None:
+            self.worker_seed = settings.seed + worker_index
             self._seed_libraries(self.worker_seed)
 
-        num_envs = int(self.config.get("num_envs_per_worker", 1))
-        env_config = dict(self.config.get("env_config") or {})
-        self.envs = [self._make_env(env_config, j) for j in range(num_envs)]
+        env_config = dict(settings.env_config or {})
+        self.envs = [self._make_env(env_config, j) for j in range(settings.num_envs_per_worker)]
         self.env = self.envs[0]
         self.multi_agent = isinstance(self.env, MultiAgentEnv)
 
-        multiagent = dict(self.config.get("multiagent") or {})
+        # a partial multiagent dict is allowed: see WorkerSettings.multiagent
+        multiagent = dict(settings.multiagent or {})
         if isinstance(policy_spec, dict) and not policy_spec and multiagent.get("policies"):
             policy_spec = multiagent["policies"]
         self.policy_map: Dict[str, Any] = {}
@@ -134,8 +135,7 @@ class RolloutWorker:
         to_train = policies_to_train if policies_to_train is not None else multiagent.get(
             "policies_to_train")
         self.policies_to_train = list(to_train) if to_train else list(self.policy_map)
-        self.filters = {pid: make_filter(self.config.get("observation_filter", "NoFilter"),
-                                         policy.observation_space)
+        self.filters = {pid: make_filter(settings.observation_filter, policy.observation_space)
                         for pid, policy in self.policy_map.items()}
         self.runner = self._make_runner()
         self._metrics_stash: List[RolloutMetrics] = []
@@ -145,18 +145,6 @@ class RolloutWorker:
         self.num_steps_sampled = 0
 
     # --- construction -------------------------------------------------------------------
-    def _validate_config(self) -> None:
-        c = self.config
-        if c.get("batch_mode", "truncate_episodes") not in BATCH_MODES:
-            raise errors.InvalidConfigError(
-                f"batch_mode {c.get('batch_mode')!r} is unknown; use one of {BATCH_MODES}")
-        if int(c.get("rollout_fragment_length", 200)) < 1:
-            raise errors.InvalidConfigError(
-                f"rollout_fragment_length must be >= 1, got {c.get('rollout_fragment_length')}")
-        if int(c.get("num_envs_per_worker", 1)) < 1:
-            raise errors.InvalidConfigError(
-                f"num_envs_per_worker must be >= 1, got {c.get('num_envs_per_worker')}")
-
     def _seed_libraries(self, seed: int) -> None:
         random.seed(seed)
         np.random.seed(seed % 2**32)
@@ -256,23 +244,23 @@ class RolloutWorker:
 
     def _make_runner(self):
         seeds = [self._env_seed(j) for j in range(len(self.envs))]
-        check_actions = self.config.get("check_actions", True)
+        settings = self.settings
         adapters = {pid: ActionAdapter(p.action_space, self.env_name,
-                                       clip_actions=self.config.get("clip_actions", False),
-                                       normalize_actions=self.config.get("normalize_actions", False),
-                                       check=check_actions)
+                                       clip_actions=settings.clip_actions,
+                                       normalize_actions=settings.normalize_actions,
+                                       check=settings.check_actions)
                     for pid, p in self.policy_map.items()}
         if self.multi_agent:
             from tfrl.rollout.multi_agent_sampler import MultiAgentEnvRunner
 
             return MultiAgentEnvRunner(self, self.envs, self.env_name, self.policy_map,
                                        self.policy_mapping_fn, self.filters, self.callbacks,
-                                       seeds, self.config, adapters)
+                                       seeds, settings, adapters)
         from tfrl.rollout.sampler import EnvRunner
 
         pid = next(iter(self.policy_map))
         return EnvRunner(self, self.envs, self.env_name, self.policy_map[pid], pid,
-                         self.filters[pid], self.callbacks, seeds, self.config, adapters[pid])
+                         self.filters[pid], self.callbacks, seeds, settings, adapters[pid])
 
     # --- sampling -----------------------------------------------------------------------
     def sample(self):
@@ -284,7 +272,7 @@ class RolloutWorker:
             non-finite observation, or the policy chose an action outside the action space.
           replay.errors.ReplayError: writing into replay failed.
         """
-        batch = self.runner.sample(explore=self.config.get("explore", True))
+        batch = self.runner.sample(explore=self.settings.explore)
         steps = batch.env_steps() if hasattr(batch, "env_steps") else batch.count
         self.num_steps_sampled += steps
         self.callbacks.on_sample_end(worker=self, samples=batch)
@@ -474,8 +462,7 @@ class RolloutWorker:
         if replay_output is not None:
             self.replay_output = replay_output.make(
                 self.policy_map, self.policies_to_train,
-                int(self.config.get("rollout_fragment_length", 200)),
-                self.config.get("observation_filter", "NoFilter"))
+                self.settings.rollout_fragment_length, self.settings.observation_filter)
 
     def ping(self) -> bool:
         return True

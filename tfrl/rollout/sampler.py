@@ -15,81 +15,18 @@ the middle of an episode: the postprocessor then bootstraps from the value of it
 """
 from __future__ import annotations
 
-import itertools
 import time
-from collections import defaultdict
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 import numpy as np
 import tree
 
-from tfrl import errors
 from tfrl.env.checks import check_observations_finite
-from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
-
-_unroll_ids = itertools.count()
-
-
-def stack_rows(rows: List[Any]) -> Any:
-    """Stacks a list of rows (arrays, scalars or nests of them) along a new first axis."""
-    first = rows[0]
-    if isinstance(first, (dict, tuple)) and not isinstance(first, np.ndarray):
-        return tree.map_structure(lambda *xs: np.stack(xs), *rows)
-    return np.stack(rows) if isinstance(first, np.ndarray) else np.asarray(rows)
-
-
-def _row(batch: Any, i: int) -> Any:
-    if isinstance(batch, np.ndarray):
-        return batch[i]
-    return tree.map_structure(lambda a: a[i], batch)
-
-
-def clip_rewards(rewards: np.ndarray, mode: Any) -> np.ndarray:
-    """Reward clipping of config["clip_rewards"]: None/False none, True sign, a number c: [-c, c]."""
-    if mode is None or mode is False:
-        return rewards
-    if mode is True:
-        return np.sign(rewards)
-    return np.clip(rewards, -float(mode), float(mode))
-
-
-class _Trajectory:
-    """Column buffers of one agent's rows in one episode segment."""
-
-    __slots__ = ("columns", "episode", "agent_id", "policy_id", "start_t")
-
-    def __init__(self, episode: Episode, agent_id: Any, policy_id: str, start_t: int):
-        self.columns: Dict[str, list] = defaultdict(list)
-        self.episode = episode
-        self.agent_id = agent_id
-        self.policy_id = policy_id
-        self.start_t = start_t
-
-    def __len__(self):
-        return len(self.columns[SampleBatch.REWARDS])
-
-    def build(self, agent_index: int, unroll_id: int) -> SampleBatch:
-        n = len(self)
-        batch = {k: stack_rows(v) for k, v in self.columns.items()}
-        batch[SampleBatch.EPS_ID] = np.full(n, self.episode.episode_id, np.int64)
-        batch[SampleBatch.AGENT_INDEX] = np.full(n, agent_index, np.int64)
-        batch[SampleBatch.UNROLL_ID] = np.full(n, unroll_id, np.int64)
-        batch[SampleBatch.T] = np.arange(self.start_t, self.start_t + n, dtype=np.int64)
-        return SampleBatch(batch)
-
-
-def _guard_env_call(env_name: str, what: str, fn: Callable, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except errors.TfrlError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any env failure becomes one named error
-        raise errors.EnvCrashError(
-            f"env {env_name!r} raised {type(exc).__name__} in {what}: {exc}; fix the env (a worker "
-            "whose env crashed is recreated by WorkerSet)") from exc
+from tfrl.rollout.trajectory import (Trajectory, clip_rewards, guard_env_call, next_unroll_id,
+                                    row_of, stack_rows)
 
 
 class EnvRunner:
@@ -102,13 +39,13 @@ class EnvRunner:
       obs_filter: the worker's observation filter for this policy.
       callbacks: a DefaultCallbacks object.
       env_seeds: per-env seeds for the first reset (None: unseeded).
-      config: the worker config (rollout_fragment_length, batch_mode, clip_rewards, explore,
-        check_observations).
+      settings: the worker's WorkerSettings (rollout_fragment_length, batch_mode,
+        clip_rewards, check_observations).
       action_adapter: an ActionAdapter for the env's action space.
     """
 
     def __init__(self, worker, envs: list, env_name: str, policy, policy_id: str, obs_filter,
-                 callbacks, env_seeds: Optional[List[Optional[int]]], config: dict,
+                 callbacks, env_seeds: Optional[List[Optional[int]]], settings,
                  action_adapter):
         self.worker = worker
         self.envs = envs
@@ -117,13 +54,13 @@ class EnvRunner:
         self.policy_id = policy_id
         self.obs_filter = obs_filter
         self.callbacks = callbacks
-        self.config = config
+        self.settings = settings
         self.adapter = action_adapter
         self.num_envs = len(envs)
-        self.check_obs = config.get("check_observations", True)
+        self.check_obs = settings.check_observations
         self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
         self._episodes: List[Optional[Episode]] = [None] * self.num_envs
-        self._trajectories: List[Optional[_Trajectory]] = [None] * self.num_envs
+        self._trajectories: List[Optional[Trajectory]] = [None] * self.num_envs
         self._states: List[list] = [list(self._initial_state) for _ in envs]
         self._finished_metrics: List[RolloutMetrics] = []
         self.env_steps_sampled = 0
@@ -135,7 +72,7 @@ class EnvRunner:
 
     # --- env plumbing ---------------------------------------------------------------------
     def _reset_env(self, i: int, seed: Optional[int] = None):
-        obs, _info = _guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
+        obs, _info = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         return obs
 
     def _filter(self, raw_batch, where: str):
@@ -146,7 +83,7 @@ class EnvRunner:
     def _start_episode(self, i: int) -> None:
         episode = Episode(i, policy_mapping_fn=lambda _agent: self.policy_id)
         self._episodes[i] = episode
-        self._trajectories[i] = _Trajectory(episode, 0, self.policy_id, 0)
+        self._trajectories[i] = Trajectory(episode, 0, self.policy_id, 0)
         self._states[i] = list(self._initial_state)
         self.callbacks.on_episode_start(worker=self.worker, base_env=self.envs,
                                         policies=self.worker.policy_map, episode=episode,
@@ -169,9 +106,9 @@ class EnvRunner:
         Raises:
           EnvCrashError, InvalidObservationError, ActionOutOfSpaceError: see tfrl.errors.
         """
-        fragment = int(self.config.get("rollout_fragment_length", 200))
-        complete = self.config.get("batch_mode", "truncate_episodes") == "complete_episodes"
-        finished: List[_Trajectory] = []
+        fragment = self.settings.rollout_fragment_length
+        complete = self.settings.complete_episodes
+        finished: List[Trajectory] = []
         collected = 0
         steps = 0
         while (collected < fragment) if complete else (steps < fragment):
@@ -185,18 +122,18 @@ class EnvRunner:
             for i, traj in enumerate(self._trajectories):
                 if len(traj):
                     finished.append(traj)
-                    self._trajectories[i] = _Trajectory(traj.episode, 0, self.policy_id,
+                    self._trajectories[i] = Trajectory(traj.episode, 0, self.policy_id,
                                                         traj.start_t + len(traj))
         return self._postprocess(finished)
 
-    def _step(self, explore: bool, timestep: Optional[int]) -> List[_Trajectory]:
+    def _step(self, explore: bool, timestep: Optional[int]) -> List[Trajectory]:
         perf = self.perf
         perf.start_step()
         finished = self._step_envs(explore, timestep)
         perf.end_step()
         return finished
 
-    def _step_envs(self, explore: bool, timestep: Optional[int]) -> List[_Trajectory]:
+    def _step_envs(self, explore: bool, timestep: Optional[int]) -> List[Trajectory]:
         policy = self.policy
         perf = self.perf
         states = [stack_rows([s[k] for s in self._states]) for k in range(len(self._initial_state))]
@@ -208,7 +145,7 @@ class EnvRunner:
         env_actions = self.adapter(actions)
         env_actions = [self.adapter.env_action(env_actions, i) for i in range(self.num_envs)]
         started = time.perf_counter()
-        results = [_guard_env_call(self.env_name, "step()", env.step, env_actions[i])
+        results = [guard_env_call(self.env_name, "step()", env.step, env_actions[i])
                    for i, env in enumerate(self.envs)]
         perf.add_env_wait(time.perf_counter() - started)
         raw_next = stack_rows([r[0] for r in results])
@@ -216,7 +153,7 @@ class EnvRunner:
         terminateds = np.asarray([r[2] for r in results], bool)
         truncateds = np.asarray([r[3] for r in results], bool)
         next_obs = self._filter(raw_next, "after step()")
-        train_rewards = clip_rewards(rewards, self.config.get("clip_rewards"))
+        train_rewards = clip_rewards(rewards, self.settings.clip_rewards)
         self.env_steps_sampled += self.num_envs
         obs = self._obs
         finished = []
@@ -224,10 +161,10 @@ class EnvRunner:
         for i in range(self.num_envs):
             traj = self._trajectories[i]
             cols = traj.columns
-            cols[SampleBatch.OBS].append(_row(obs, i))
-            cols[SampleBatch.ACTIONS].append(_row(actions, i))
+            cols[SampleBatch.OBS].append(row_of(obs, i))
+            cols[SampleBatch.ACTIONS].append(row_of(actions, i))
             cols[SampleBatch.REWARDS].append(train_rewards[i])
-            cols[SampleBatch.NEXT_OBS].append(_row(next_obs, i))
+            cols[SampleBatch.NEXT_OBS].append(row_of(next_obs, i))
             cols[SampleBatch.TERMINATEDS].append(terminateds[i])
             cols[SampleBatch.TRUNCATEDS].append(truncateds[i])
             for key, value in extra.items():
@@ -276,16 +213,16 @@ class EnvRunner:
             dict(episode.custom_metrics), dict(episode.hist_data), self.worker.worker_index,
             self.perf.get()))
 
-    def _postprocess(self, trajectories: List[_Trajectory]) -> SampleBatch:
+    def _postprocess(self, trajectories: List[Trajectory]) -> SampleBatch:
         started = time.perf_counter()
         batch = self._postprocess_pieces(trajectories)
         self.perf.add_processing(time.perf_counter() - started)
         return batch
 
-    def _postprocess_pieces(self, trajectories: List[_Trajectory]) -> SampleBatch:
+    def _postprocess_pieces(self, trajectories: List[Trajectory]) -> SampleBatch:
         from tfrl.policy.sample_batch import concat_samples
 
-        unroll_id = next(_unroll_ids)
+        unroll_id = next_unroll_id()
         pieces = []
         for traj in trajectories:
             raw = traj.build(0, unroll_id)

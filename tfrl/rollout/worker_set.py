@@ -16,6 +16,7 @@ from typing import Any, Callable, List, Optional, Sequence
 from tfrl import errors
 from tfrl.env.registry import resolve_env_creator
 from tfrl.rollout.rollout_worker import RolloutWorker
+from tfrl.rollout.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +39,9 @@ class WorkerSet:
     Args:
       env_creator: gymnasium id, registered name or callable(env_config) (see RolloutWorker).
       policy: policy class or multi-agent policy dict (see RolloutWorker's policy_spec).
-      config: worker config; also read here: num_cpus_per_worker (default 1),
-        num_gpus_per_worker (0), recreate_failed_workers (True). `trainer_config=` is the same
-        argument under RLlib's name.
+      config: worker config (see WorkerSettings); also read here: num_cpus_per_worker,
+        num_gpus_per_worker, recreate_failed_workers. Keys it lacks take COMMON_CONFIG's
+        values. `trainer_config=` is the same argument under RLlib's name.
       num_workers: remote workers to start (0: only the local worker samples).
       replay_output: a ReplayOutputSpec given to the remote workers (and to the local worker
         when num_workers is 0), so they write into replay.
@@ -66,6 +67,7 @@ class WorkerSet:
         self.env_creator = resolve_env_creator(env_creator)
         self.policy_spec = policy
         self.config = dict(config or {})
+        self.settings = WorkerSettings.from_config(self.config)
         self.replay_output = replay_output
         self.default_policy_class = default_policy_class
         self.num_worker_failures = 0
@@ -127,12 +129,10 @@ class WorkerSet:
         return len(self._remote)
 
     def _make_actor(self, worker_index: int):
-        import ray
-
         if self._actor_class is None:
             self._actor_class = RolloutWorker.as_remote(
-                num_cpus=self.config.get("num_cpus_per_worker", 1),
-                num_gpus=self.config.get("num_gpus_per_worker", 0))
+                num_cpus=self.settings.num_cpus_per_worker,
+                num_gpus=self.settings.num_gpus_per_worker)
         return self._actor_class.remote(
             self.env_creator, self.policy_spec, self.config, worker_index=worker_index,
             num_workers=max(self._remote_indices + [worker_index]),
@@ -191,13 +191,13 @@ class WorkerSet:
         index = self._remote_indices[position]
         self.num_worker_failures += 1
         logger.warning("rollout worker %d failed (%s); %s", index, error,
-                       "recreating it" if self.config.get("recreate_failed_workers", True)
+                       "recreating it" if self.settings.recreate_failed_workers
                        else "removing it")
         try:
             ray.kill(worker, no_restart=True)
         except Exception:  # noqa: BLE001 - the actor may already be gone
             pass
-        if not self.config.get("recreate_failed_workers", True):
+        if not self.settings.recreate_failed_workers:
             del self._remote[position]
             del self._remote_indices[position]
             return None

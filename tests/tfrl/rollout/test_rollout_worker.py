@@ -155,6 +155,25 @@ def test_box_actions_are_clipped_or_normalised_for_the_env_but_kept_raw_in_the_b
     np.testing.assert_allclose(sent, expected, rtol=1e-5, atol=1e-7)
 
 
+def test_a_worker_built_without_clip_actions_clips_as_common_config_says():
+    from tfrl.trainer import COMMON_CONFIG
+
+    assert COMMON_CONFIG["clip_actions"] is True
+    worker = RolloutWorker(TinyBoxEnv, PGPolicy, {"rollout_fragment_length": 30})
+    assert worker.settings.clip_actions is True
+    batch = worker.sample()  # the unit Gaussian's actions leave [-0.1, 0.1]: clipped, no error
+    sent = np.concatenate(worker.envs[0].received)
+    assert np.abs(batch["actions"]).max() > 0.1
+    np.testing.assert_allclose(sent, np.clip(batch["actions"][:, 0], -0.1, 0.1), rtol=1e-6)
+
+
+def test_ill_typed_worker_settings_are_refused_at_construction_naming_the_key():
+    with pytest.raises(errors.InvalidConfigError, match="'num_envs_per_worker' must be an int"):
+        RolloutWorker("CartPole-v1", PGPolicy, {"num_envs_per_worker": "2"})
+    with pytest.raises(errors.InvalidConfigError, match="'rollout_fragment_length' must be >= 1"):
+        RolloutWorker("CartPole-v1", PGPolicy, {"rollout_fragment_length": -5})
+
+
 def test_actions_outside_the_space_are_an_error_naming_the_env():
     worker = RolloutWorker(TinyBoxEnv, PGPolicy, {"rollout_fragment_length": 50,
                                                   "clip_actions": False,

@@ -1,5 +1,6 @@
 """WorkerSet on a real local Ray: weight and filter synchronisation, calls on all workers,
 adding workers, replay-writing remote workers, and recovery from killed actors and crashed envs."""
+import dataclasses
 import threading
 import time
 
@@ -91,8 +92,8 @@ def test_actor_killed_in_the_middle_of_sampling_is_recreated_with_current_weight
         replacement = ws.remote_workers()[0]
         assert ray.get(replacement.apply.remote(lambda w: w.worker_index)) == 1
         assert weights_equal(ray.get(replacement.get_weights.remote()), local.get_weights())
-        ws.foreach_worker(lambda w: w.config.update(rollout_fragment_length=10) or
-                          setattr(w.runner, "config", w.config))
+        ws.foreach_worker(lambda w: setattr(w.runner, "settings", dataclasses.replace(
+            w.settings, rollout_fragment_length=10)))
         assert [b.count for b in ws.call_remote_workers("sample")] == [10, 10]
     finally:
         ws.stop()

@@ -9,32 +9,9 @@ See docs/architecture.md, "Adding an algorithm".
 from __future__ import annotations
 
 from tfrl.agents.a3c.a3c_policy import A3CTFPolicy
+from tfrl.agents.a3c.config import DEFAULT_CONFIG
 from tfrl.errors import InvalidConfigError
-from tfrl.trainer import with_common_config
 from tfrl.trainer_template import build_trainer
-
-DEFAULT_CONFIG = with_common_config({
-    # Critic and GAE: advantages are GAE(lambda) estimates bootstrapped from the value head.
-    "use_critic": True,
-    "use_gae": True,
-    "lambda": 1.0,
-    # Clip gradients to this global norm before applying them (None: no clipping).
-    "grad_clip": 40.0,
-    "lr": 0.0001,
-    # [[timestep, lr], ...] piecewise-linear learning rate (None: constant `lr`).
-    "lr_schedule": None,
-    # Weight of the value loss 0.5 * (V - target)^2 in the total loss.
-    "vf_loss_coeff": 0.5,
-    # Entropy bonus weight, and its optional [[timestep, coeff], ...] schedule.
-    "entropy_coeff": 0.01,
-    "entropy_coeff_schedule": None,
-    # Short fragments: each is one gradient computed by a worker.
-    "rollout_fragment_length": 10,
-    # Gradients applied per optimizer step (one step = one call of optimizer.step()).
-    "grads_per_step": 100,
-    # An iteration lasts at least this long, so results are not reported too often.
-    "min_iter_time_s": 5,
-})
 
 
 def check_actor_critic_config(config: dict, algorithm: str) -> None:

@@ -16,29 +16,16 @@ See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 
-import copy
+import functools
 
 import tensorflow as tf
 
+from tfrl.agents.a3c.config import DEFAULT_CONFIG
+from tfrl.config import policy_defaults
 from tfrl.policy import (EntropyCoeffSchedule, LearningRateSchedule, Postprocessing,
                          SampleBatch, ValueNetworkMixin, build_tf_policy,
                          compute_gae_for_sample_batch, mean_over_valid_rows)
-
-
-def a3c_default_config() -> dict:
-    """A3C's trainer DEFAULT_CONFIG without the model section (the catalog supplies it)."""
-    from tfrl.agents.a3c.a3c import DEFAULT_CONFIG
-
-    config = copy.deepcopy(DEFAULT_CONFIG)
-    config.pop("model", None)
-    return config
-
-
-def explained_variance(targets, predictions):
-    """1 - Var[targets - predictions] / Var[targets], floored at -1."""
-    _, target_var = tf.nn.moments(targets, axes=[0])
-    _, diff_var = tf.nn.moments(targets - predictions, axes=[0])
-    return tf.maximum(-1.0, 1.0 - diff_var / (target_var + 1e-8))
+from tfrl.utils.tf_ops import explained_variance
 
 
 def actor_critic_loss(policy, model, dist_class, train_batch):
@@ -73,7 +60,7 @@ def actor_critic_stats(policy, train_batch):
 A3CTFPolicy = build_tf_policy(
     "A3CTFPolicy",
     loss_fn=actor_critic_loss,
-    get_default_config=a3c_default_config,
+    get_default_config=functools.partial(policy_defaults, DEFAULT_CONFIG),
     postprocess_fn=compute_gae_for_sample_batch,
     stats_fn=actor_critic_stats,
     mixins=[ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule],

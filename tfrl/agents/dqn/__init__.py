@@ -1,5 +1,6 @@
 """Deep Q-networks: target network, double Q, dueling heads, n-step returns, prioritized replay."""
-from tfrl.agents.dqn.dqn import DEFAULT_CONFIG, DQNTrainer
+from tfrl.agents.dqn.config import DEFAULT_CONFIG
+from tfrl.agents.dqn.dqn import DQNTrainer
 from tfrl.agents.dqn.dqn_model import QNetwork
 from tfrl.agents.dqn.dqn_policy import DQNTFPolicy
 

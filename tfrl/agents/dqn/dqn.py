@@ -11,70 +11,11 @@ See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 
+from tfrl.agents.dqn.config import DEFAULT_CONFIG
 from tfrl.agents.dqn.dqn_policy import DQNTFPolicy, epsilon_schedule_from_config
-from tfrl.agents.ppo.ppo import learner_policies
 from tfrl.errors import InvalidConfigError
-from tfrl.trainer import with_common_config
+from tfrl.trainer import learner_policies
 from tfrl.trainer_template import build_trainer
-
-DEFAULT_CONFIG = with_common_config({
-    # === Model ===
-    # Dueling head: Q = V(s) + A(s, a) - mean_a A(s, a).
-    "dueling": True,
-    # Dense ReLU layers of each head (after the model's fcnet_hiddens trunk).
-    "hiddens": [256],
-    # Double Q-learning: the online network picks the next action, the target network rates it.
-    "double_q": True,
-    # Rewards summed before bootstrapping (n-step returns).
-    "n_step": 1,
-    # === Exploration ===
-    # Epsilon-greedy: epsilon falls linearly from initial to final over epsilon_timesteps
-    # global env steps, then stays.
-    "exploration_config": {
-        "initial_epsilon": 1.0,
-        "final_epsilon": 0.02,
-        "epsilon_timesteps": 10000,
-    },
-    # === Target network ===
-    # Copy the online weights into the target network every this many sampled env steps.
-    "target_network_update_freq": 500,
-    # 1.0: hard copy; < 1: target <- tau * online + (1 - tau) * target at each update.
-    "tau": 1.0,
-    # === Replay ===
-    # Transitions the replay table holds (oldest evicted first).
-    "buffer_size": 50000,
-    # Prioritized replay (proportional): sampling probability ~ priority**alpha, importance
-    # weights (N * P)**-beta normalised by their max, beta annealed linearly from
-    # prioritized_replay_beta to final_prioritized_replay_beta over
-    # prioritized_replay_beta_annealing_timesteps; new priorities = |td_error| + eps.
-    "prioritized_replay": True,
-    "prioritized_replay_alpha": 0.6,
-    "prioritized_replay_beta": 0.4,
-    "final_prioritized_replay_beta": 0.4,
-    "prioritized_replay_beta_annealing_timesteps": 20000,
-    "prioritized_replay_eps": 1e-6,
-    # Sampled env steps in the table before learning starts.
-    "learning_starts": 1000,
-    # Trained / sampled steps ratio the replay table holds (SampleToInsertRatio). None: one
-    # train batch of train_batch_size per sampling round (num_workers * num_envs_per_worker *
-    # rollout_fragment_length steps), i.e. train_batch_size / round size.
-    "training_intensity": None,
-    # === Optimisation ===
-    "lr": 5e-4,
-    # [[timestep, lr], ...] piecewise-linear learning rate (None: constant `lr`).
-    "lr_schedule": None,
-    # Clip gradients to this global norm (None: no clipping).
-    "grad_clip": 40.0,
-    "train_batch_size": 32,
-    # === Rollouts ===
-    "rollout_fragment_length": 4,
-    "batch_mode": "truncate_episodes",
-    # Report results after at least this many sampled env steps.
-    "timesteps_per_iteration": 1000,
-    # Sampling rounds between weight broadcasts to the remote workers (1: before every round).
-    # Broadcasts never wait: the next round is sampled while the learner trains.
-    "broadcast_interval": 1,
-})
 
 
 def validate_config(config: dict) -> None:

@@ -19,7 +19,7 @@ See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 
-import copy
+import functools
 from typing import Dict
 
 import gymnasium as gym
@@ -27,21 +27,14 @@ import numpy as np
 import tensorflow as tf
 import tree
 
+from tfrl.agents.dqn.config import DEFAULT_CONFIG
 from tfrl.agents.dqn.dqn_model import QNetwork
+from tfrl.config import policy_defaults
 from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
 from tfrl.models.catalog import ModelCatalog
 from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
                          TargetNetworkMixin, adjust_nstep, build_tf_policy)
 from tfrl.utils.schedules import ConstantSchedule, LinearSchedule
-
-
-def dqn_default_config() -> dict:
-    """DQN's trainer DEFAULT_CONFIG without the model section (the catalog supplies it)."""
-    from tfrl.agents.dqn.dqn import DEFAULT_CONFIG
-
-    config = copy.deepcopy(DEFAULT_CONFIG)
-    config.pop("model", None)
-    return config
 
 
 def epsilon_schedule_from_config(exploration_config: Dict):
@@ -240,7 +233,7 @@ def td_error_fetches(policy):
 DQNTFPolicy = build_tf_policy(
     "DQNTFPolicy",
     loss_fn=build_q_losses,
-    get_default_config=dqn_default_config,
+    get_default_config=functools.partial(policy_defaults, DEFAULT_CONFIG),
     validate_spaces=validate_discrete_actions,
     make_model=build_q_models,
     action_sampler_fn=sample_epsilon_greedy,

@@ -8,22 +8,14 @@ See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 
-import copy
+import functools
 
 import tensorflow as tf
 
+from tfrl.agents.pg.config import DEFAULT_CONFIG
+from tfrl.config import policy_defaults
 from tfrl.policy import (LearningRateSchedule, Postprocessing, SampleBatch, build_tf_policy,
                          compute_advantages, concat_samples, mean_over_valid_rows)
-
-
-def pg_default_config() -> dict:
-    """The policy-level defaults: PG's trainer DEFAULT_CONFIG without the model section (the
-    ModelCatalog supplies model defaults)."""
-    from tfrl.agents.pg.pg import DEFAULT_CONFIG
-
-    config = copy.deepcopy(DEFAULT_CONFIG)
-    config.pop("model", None)
-    return config
 
 
 def postprocess_pg_returns(policy, sample_batch, other_agent_batches=None, episode=None):
@@ -37,7 +29,7 @@ def postprocess_pg_returns(policy, sample_batch, other_agent_batches=None, episo
     """
     split = SampleBatch.EPS_ID in sample_batch or SampleBatch.TERMINATEDS in sample_batch
     pieces = sample_batch.split_by_episode() if split else [sample_batch]
-    gamma = policy.config.get("gamma", 0.99)
+    gamma = policy.config["gamma"]
     return concat_samples([compute_advantages(piece.copy(), 0.0, gamma, use_gae=False,
                                               use_critic=False) for piece in pieces])
 
@@ -62,7 +54,7 @@ def pg_loss_stats(policy, train_batch):
 PGTFPolicy = build_tf_policy(
     "PGTFPolicy",
     loss_fn=pg_tf_loss,
-    get_default_config=pg_default_config,
+    get_default_config=functools.partial(policy_defaults, DEFAULT_CONFIG),
     postprocess_fn=postprocess_pg_returns,
     stats_fn=pg_loss_stats,
     mixins=[LearningRateSchedule],

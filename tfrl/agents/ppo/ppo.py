@@ -11,57 +11,19 @@ from __future__ import annotations
 
 import logging
 
-from tfrl.agents.pg.pg import fit_fragments_to_train_batch
+from tfrl.agents.ppo.config import DEFAULT_CONFIG
 from tfrl.agents.ppo.ppo_policy import PPOTFPolicy
 from tfrl.errors import InvalidConfigError
-from tfrl.trainer import DEFAULT_POLICY_ID, with_common_config
+from tfrl.optimizers.train_batch import fit_fragments_to_train_batch
+from tfrl.trainer import DEFAULT_POLICY_ID, learner_policies
 from tfrl.trainer_template import build_trainer
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CONFIG = with_common_config({
-    # Critic and GAE: advantages are GAE(lambda) estimates bootstrapped from the value head.
-    "use_critic": True,
-    "use_gae": True,
-    "lambda": 1.0,
-    # Initial KL penalty coefficient and the KL it adapts towards (0 disables the penalty).
-    "kl_coeff": 0.2,
-    "kl_target": 0.01,
-    # Env steps per fragment written by each env of a worker.
-    "rollout_fragment_length": 200,
-    # Env steps per optimizer step; a multiple of num_workers * num_envs_per_worker *
-    # rollout_fragment_length (validate_config shortens fragments that are too long).
-    "train_batch_size": 4000,
-    # Minibatch size and number of epochs over each train batch.
-    "sgd_minibatch_size": 128,
-    "num_sgd_iter": 30,
-    # Shuffle rows (sequences for recurrent models) between epochs.
-    "shuffle_sequences": True,
-    # Standardize the advantages of each minibatch (mean 0, std 1) inside the loss.
-    "standardize_advantages": True,
-    "lr": 5e-5,
-    # [[timestep, lr], ...] piecewise-linear learning rate (None: constant `lr`).
-    "lr_schedule": None,
-    # Weight of the (clipped) value loss.
-    "vf_loss_coeff": 1.0,
-    # Entropy bonus weight, and its optional [[timestep, coeff], ...] schedule.
-    "entropy_coeff": 0.0,
-    "entropy_coeff_schedule": None,
-    # Surrogate clip range: the probability ratio is clipped to [1 - c, 1 + c].
-    "clip_param": 0.3,
-    # Value predictions move at most this far from the behaviour policy's predictions. It is
-    # in reward units: scale it with the returns of the env.
-    "vf_clip_param": 10.0,
-    # Clip gradients to this global norm (None: no clipping).
-    "grad_clip": None,
-    # True: SyncSamplesOptimizer (single device); False: LocalMultiDeviceOptimizer.
-    "simple_optimizer": False,
-})
-
 
 def validate_config(config: dict) -> None:
     """PPO settings check (may shorten rollout_fragment_length, see
-    pg.fit_fragments_to_train_batch).
+    optimizers.train_batch.fit_fragments_to_train_batch).
 
     Raises:
         InvalidConfigError: sgd_minibatch_size > train_batch_size, a train batch that is not a
@@ -93,17 +55,6 @@ def make_policy_optimizer(workers, config, replay):
     from tfrl.optimizers.multi_device_optimizer import LocalMultiDeviceOptimizer
 
     return LocalMultiDeviceOptimizer(workers, config, replay)
-
-
-def learner_policies(trainer):
-    """(policy_id, policy) pairs of every policy copy whose loss learns: the local worker's,
-    plus any copies the optimizer keeps on its devices (`optimizer.learner_policies()`)."""
-    worker = trainer.workers.local_worker()
-    pairs = [(pid, worker.get_policy(pid)) for pid in worker.policies_to_train]
-    own = getattr(trainer.optimizer, "learner_policies", None)
-    if callable(own):
-        pairs += [pair for pair in own().items() if all(pair[1] is not p for _, p in pairs)]
-    return pairs
 
 
 def update_kl(trainer, fetches):

@@ -22,23 +22,16 @@ See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 
-import copy
+import functools
 
 import tensorflow as tf
 
-from tfrl.agents.a3c.a3c_policy import explained_variance
+from tfrl.agents.ppo.config import DEFAULT_CONFIG
+from tfrl.config import policy_defaults
 from tfrl.policy import (EntropyCoeffSchedule, KLCoeffMixin, LearningRateSchedule,
                          Postprocessing, SampleBatch, ValueNetworkMixin, build_tf_policy,
                          compute_gae_for_sample_batch, mean_over_valid_rows)
-
-
-def ppo_default_config() -> dict:
-    """PPO's trainer DEFAULT_CONFIG without the model section (the catalog supplies it)."""
-    from tfrl.agents.ppo.ppo import DEFAULT_CONFIG
-
-    config = copy.deepcopy(DEFAULT_CONFIG)
-    config.pop("model", None)
-    return config
+from tfrl.utils.tf_ops import explained_variance
 
 
 def standardized(values, mean_fn=tf.reduce_mean):
@@ -57,7 +50,7 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
     prev_dist = dist_class(train_batch[SampleBatch.ACTION_DIST_INPUTS], model)
     actions = train_batch[SampleBatch.ACTIONS]
     advantages = train_batch[Postprocessing.ADVANTAGES]
-    if config.get("standardize_advantages", True):
+    if config["standardize_advantages"]:
         advantages = standardized(advantages, mean)
 
     logp_ratio = tf.exp(curr_dist.logp(actions) - train_batch[SampleBatch.ACTION_LOGP])
@@ -70,7 +63,7 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
 
     total = (policy.mean_policy_loss + policy.kl_coeff * policy.mean_kl
              - policy.entropy_coeff * policy.mean_entropy)
-    if config.get("use_critic", True):
+    if config["use_critic"]:
         values = model.value_function()
         targets = train_batch[Postprocessing.VALUE_TARGETS]
         previous_values = train_batch[SampleBatch.VF_PREDS]
@@ -106,7 +99,7 @@ def kl_and_loss_stats(policy, train_batch):
 PPOTFPolicy = build_tf_policy(
     "PPOTFPolicy",
     loss_fn=ppo_surrogate_loss,
-    get_default_config=ppo_default_config,
+    get_default_config=functools.partial(policy_defaults, DEFAULT_CONFIG),
     postprocess_fn=compute_gae_for_sample_batch,
     stats_fn=kl_and_loss_stats,
     mixins=[ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule, KLCoeffMixin],

@@ -1,0 +1,71 @@
+"""Settings of the policy optimizers and of the learners they build, one dataclass each.
+
+Each optimizer reads its keys once, at construction, with `<Settings>.from_config(config)` from
+the trainer's merged config (see tfrl/settings.py); the keys that shape sampling rounds
+(num_envs_per_worker, rollout_fragment_length, batch_mode, observation_filter) come from the
+rollout workers' `WorkerSettings`. The defaults live in COMMON_CONFIG and in the algorithms'
+DEFAULT_CONFIG, never here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal, Optional, Union
+
+from tfrl.settings import Settings, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerSettings(Settings):
+    """The devices the learner of a replay-fed or multi-device optimizer runs on."""
+
+    num_learner_devices: Union[Literal["auto"], int] = setting(
+        "'auto': a MirroredStrategy over all local GPUs (else all logical CPUs); n: the first n",
+        minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncSamplesSettings(Settings):
+    """SyncSamplesOptimizer (and LocalMultiDeviceOptimizer): minibatch SGD on train batches of
+    synchronous samples."""
+
+    train_batch_size: int = setting("env steps sampled per learn step", minimum=1)
+    num_sgd_iter: int = setting("epochs over each train batch", minimum=1)
+    sgd_minibatch_size: Optional[int] = setting(
+        "rows per minibatch step (None: the whole train batch)", minimum=1)
+
+    @property
+    def minibatch_size(self) -> int:
+        """The minibatch size, the whole train batch when sgd_minibatch_size is None."""
+        return self.sgd_minibatch_size or self.train_batch_size
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncGradientsSettings(Settings):
+    """AsyncGradientsOptimizer: worker gradients applied by the driver as they arrive."""
+
+    grads_per_step: int = setting("worker gradients applied per optimizer step", minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncReplaySettings(Settings):
+    """SyncReplayOptimizer: learning from a uniform or prioritized replay table."""
+
+    train_batch_size: int = setting("rows per learner step (over all replicas)", minimum=1)
+    buffer_size: int = setting("items each replay table holds (oldest evicted first)", minimum=1)
+    learning_starts: int = setting(
+        "items a table must hold before learning starts (at least 1 is used)", minimum=0)
+    training_intensity: Optional[float] = setting(
+        "trained / inserted items ratio (None: one train batch per sampling round)", above=0)
+    prioritized_replay: bool = setting("prioritized (True) or uniform (False) sampling")
+    prioritized_replay_alpha: float = setting(
+        "priority exponent of the prioritized sampler", minimum=0)
+    prioritized_replay_beta: float = setting(
+        "initial importance-weight exponent beta", minimum=0, maximum=1)
+    final_prioritized_replay_beta: float = setting(
+        "beta reached after the annealing timesteps", minimum=0, maximum=1)
+    prioritized_replay_beta_annealing_timesteps: int = setting(
+        "sampled env steps over which beta is annealed linearly", minimum=0)
+    prioritized_replay_eps: float = setting(
+        "added to |TD error| so every new priority is positive", above=0)
+    broadcast_interval: int = setting(
+        "sampling rounds between weight broadcasts to the remote workers", minimum=1)

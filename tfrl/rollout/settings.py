@@ -1,0 +1,58 @@
+"""WorkerSettings: the config keys a rollout worker, its env runner and a WorkerSet read.
+
+Built once per worker (and once per WorkerSet) with `WorkerSettings.from_config(config)`; see
+tfrl/settings.py for how values are read and checked. The worker's whole config is still the
+config of its policies (they read their own keys, e.g. gamma, lr).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, Optional, Union
+
+from tfrl.settings import Settings, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings(Settings):
+    """What a rollout worker does with its envs (module docstring)."""
+
+    num_envs_per_worker: int = setting("envs each worker steps together", minimum=1)
+    rollout_fragment_length: int = setting(
+        "env steps per env in one sample() (truncate_episodes), or at least this many rows in "
+        "whole episodes (complete_episodes)", minimum=1)
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] = setting(
+        "'truncate_episodes': cut episodes at fragment ends; 'complete_episodes': whole "
+        "episodes only")
+    observation_filter: Optional[Literal["NoFilter", "MeanStdFilter"]] = setting(
+        "observation filter of each policy: 'NoFilter' or 'MeanStdFilter'")
+    clip_rewards: Union[None, bool, float] = setting(
+        "training rewards: None/False as they are, True their sign, a number c clipped to "
+        "[-c, c]")
+    clip_actions: bool = setting("clip Box actions to the space's bounds before the env sees them")
+    normalize_actions: bool = setting(
+        "map Box actions from [-1, 1] onto the space's bounds before the env sees them")
+    seed: Optional[int] = setting(
+        "base seed (worker seed = seed + worker_index; env j reset with worker seed + "
+        "10000 * j); None: unseeded")
+    callbacks: Any = setting(
+        "None, a DefaultCallbacks subclass, an instance of one, or a list of them")
+    env_config: Optional[dict] = setting(
+        "options passed to the env creator (as an EnvContext); None: no options")
+    explore: bool = setting("sample with the policy's exploration (False: act greedily)")
+    check_observations: bool = setting("refuse non-finite observations with a named error")
+    check_actions: bool = setting("refuse actions outside the action space with a named error")
+    tf_threads_per_worker: Optional[int] = setting(
+        "TensorFlow intra- and inter-op threads of a remote worker's process (None or 0: "
+        "TensorFlow's default)", minimum=0)
+    multiagent: Optional[dict] = setting(
+        "{policies, policy_mapping_fn, policies_to_train}; None or keys it lacks mean: policies from "
+        "the policy spec, the only policy for every agent, train all")
+    num_cpus_per_worker: float = setting("CPUs Ray reserves for each remote worker", minimum=0)
+    num_gpus_per_worker: float = setting("GPUs Ray reserves for each remote worker", minimum=0)
+    recreate_failed_workers: bool = setting(
+        "replace a remote worker that died or whose env crashed (False: drop it)")
+
+    @property
+    def complete_episodes(self) -> bool:
+        """True in batch_mode 'complete_episodes'."""
+        return self.batch_mode == "complete_episodes"

@@ -1,0 +1,89 @@
+"""The pieces both env runners (sampler.py, multi_agent_sampler.py) build fragments from.
+
+Column buffers of one agent's episode segment (`Trajectory`), stacking rows into batch columns,
+reward clipping, unroll ids, and env calls whose failures become `EnvCrashError`.
+"""
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+import tree
+
+from tfrl import errors
+from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout.episode import Episode
+
+_unroll_ids = itertools.count()
+
+
+def next_unroll_id() -> int:
+    """A process-wide unique id for the pieces of one postprocessed fragment (`unroll_id`)."""
+    return next(_unroll_ids)
+
+
+def stack_rows(rows: List[Any]) -> Any:
+    """Stacks a list of rows (arrays, scalars or nests of them) along a new first axis."""
+    first = rows[0]
+    if isinstance(first, (dict, tuple)) and not isinstance(first, np.ndarray):
+        return tree.map_structure(lambda *xs: np.stack(xs), *rows)
+    return np.stack(rows) if isinstance(first, np.ndarray) else np.asarray(rows)
+
+
+def row_of(batch: Any, i: int) -> Any:
+    """Row `i` of a batch (an array, or a nest of arrays)."""
+    if isinstance(batch, np.ndarray):
+        return batch[i]
+    return tree.map_structure(lambda a: a[i], batch)
+
+
+def clip_rewards(rewards: np.ndarray, mode: Any) -> np.ndarray:
+    """Reward clipping of config["clip_rewards"]: None/False none, True sign, a number c: [-c, c]."""
+    if mode is None or mode is False:
+        return rewards
+    if mode is True:
+        return np.sign(rewards)
+    return np.clip(rewards, -float(mode), float(mode))
+
+
+class Trajectory:
+    """Column buffers of one agent's rows in one episode segment."""
+
+    __slots__ = ("columns", "episode", "agent_id", "policy_id", "start_t")
+
+    def __init__(self, episode: Episode, agent_id: Any, policy_id: str, start_t: int):
+        self.columns: Dict[str, list] = defaultdict(list)
+        self.episode = episode
+        self.agent_id = agent_id
+        self.policy_id = policy_id
+        self.start_t = start_t
+
+    def __len__(self):
+        return len(self.columns[SampleBatch.REWARDS])
+
+    def build(self, agent_index: int, unroll_id: int) -> SampleBatch:
+        n = len(self)
+        batch = {k: stack_rows(v) for k, v in self.columns.items()}
+        batch[SampleBatch.EPS_ID] = np.full(n, self.episode.episode_id, np.int64)
+        batch[SampleBatch.AGENT_INDEX] = np.full(n, agent_index, np.int64)
+        batch[SampleBatch.UNROLL_ID] = np.full(n, unroll_id, np.int64)
+        batch[SampleBatch.T] = np.arange(self.start_t, self.start_t + n, dtype=np.int64)
+        return SampleBatch(batch)
+
+
+def guard_env_call(env_name: str, what: str, fn: Callable, *args, **kwargs):
+    """fn(*args, **kwargs), with any exception but tfrl's own turned into EnvCrashError.
+
+    Raises:
+      EnvCrashError: the env raised; the message names the env and the call.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except errors.TfrlError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any env failure becomes one named error
+        raise errors.EnvCrashError(
+            f"env {env_name!r} raised {type(exc).__name__} in {what}: {exc}; fix the env (a worker "
+            "whose env crashed is recreated by WorkerSet)") from exc
