@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Dict, List, Optional
@@ -29,6 +30,21 @@ def _json_arg(text: str) -> Dict[str, Any]:
     return value
 
 
+class _ExperimentLoader(yaml.SafeLoader):
+    """PyYAML's safe loader reading `1e-4` as a float, as YAML 1.2 and JSON do (PyYAML's YAML 1.1
+    rules need a dot, `1.0e-4`, and would hand the typed settings a string)."""
+
+
+_ExperimentLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                   |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+                   |\.[0-9_]+(?:[eE][-+][0-9]+)?
+                   |[-+]?\.(?:inf|Inf|INF)
+                   |\.(?:nan|NaN|NAN))$""", re.X),
+    list("-+0123456789."))
+
+
 def load_experiment_file(path: str) -> Dict[str, Any]:
     """Reads a tuned-example YAML: {name: {run, env, stop, config}} or the inner dict itself.
     A bare name (e.g. `cartpole-ppo`) is looked up among the shipped tuned examples."""
@@ -39,7 +55,7 @@ def load_experiment_file(path: str) -> Dict[str, Any]:
                              f"{', '.join(sorted(os.listdir(TUNED_EXAMPLES_DIR)))})")
         path = shipped
     with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+        data = yaml.load(f, Loader=_ExperimentLoader)
     if isinstance(data, dict) and len(data) == 1 and "run" not in data:
         data = next(iter(data.values()))
     return data

@@ -75,3 +75,21 @@ def test_train_output_is_free_of_startup_noise_unless_verbose(tmp_path):
     assert verbose.returncode == 0, verbose.stderr[-3000:]
     # TensorFlow's native start-up log lines (absl's format) come through with --verbose
     assert re.search(r"^[IWE]\d{4} \d\d:\d\d:", verbose.stderr, re.MULTILINE), verbose.stderr[-3000:]
+
+
+def test_experiment_files_read_exponent_floats_as_numbers(tmp_path):
+    # PyYAML alone reads `1e-4` as the string "1e-4", which the typed settings refuse.
+    from tfrl.cli import load_experiment_file
+    from tfrl.optimizers.settings import SyncSamplesSettings
+
+    path = tmp_path / "exp.yaml"
+    path.write_text("exp:\n  run: PPO\n  config: {lr: 1e-4, train_batch_size: 2e2, quoted: '1e-4', "
+                    "name: cartpole}\n")
+    config = load_experiment_file(str(path))["config"]
+    assert config["lr"] == pytest.approx(1e-4) and isinstance(config["lr"], float)
+    assert config["train_batch_size"] == 200.0
+    assert config["quoted"] == "1e-4" and config["name"] == "cartpole"
+    from tfrl.agents.ppo import DEFAULT_CONFIG
+    from tfrl.config import merge_config
+    settings = SyncSamplesSettings.from_config(merge_config(DEFAULT_CONFIG, {"train_batch_size": 2e2}))
+    assert settings.train_batch_size == 200
