@@ -25,6 +25,8 @@ import tensorflow as tf
 import tree
 
 from tfrl import errors
+from tfrl.learner.learner import as_trainee
+from tfrl.learner.replica_scaling import scaled_gradients, weight_by_share
 
 logger = logging.getLogger(__name__)
 
@@ -89,20 +91,15 @@ def _split_element(element: Any):
     return (), element  # an empty nest, so the traced outputs hold no None leaf
 
 
-def _leading_dim(nest: Any) -> tf.Tensor:
-    leaves = tree.flatten(nest)
-    if not leaves:
-        raise errors.InvalidConfigError(
-            "the learner got an empty batch structure; the dataset must yield at least one tensor")
-    return tf.shape(leaves[0], out_type=tf.int32)[0]
-
-
 class MirroredLearner:
-    """Trains a model built inside `strategy.scope()` from a distributed dataset.
+    """Trains a model built inside `strategy.scope()` from a distributed dataset (a
+    `DatasetLearner`), or from one loaded batch at a time (`learn_on_batch`).
 
     Args:
-      build_fn: called once inside `strategy.scope()`; returns the trainee, an object with
-        `trainable_variables`, `optimizer` and (unless `loss_fn` is given) `loss_and_stats`.
+      build_fn: called once inside `strategy.scope()`; returns the trainee, a `Trainee` (a tfrl
+        policy) or an object with `trainable_variables`, `optimizer` and (unless `loss_fn` is
+        given) `loss_and_stats`, which `as_trainee` gives tape gradients over
+        `trainable_variables` and `optimizer.apply_gradients`.
       loss_fn: optional per-replica loss `loss_fn(batch) -> (loss, stats, per_sample)`;
         defaults to the trainee's `loss_and_stats`. `loss` and every stat must be means over the
         replica's batch; every `per_sample` value has the batch as leading dimension.
@@ -112,13 +109,12 @@ class MirroredLearner:
       steps_per_call: K, the number of gradient steps one `train` call runs inside one
         `tf.function`.
       on_step: optional hook called with a `StepOutput` for each step, in order, after each
-        `train` call.
+        `train` or `learn_on_batch` call.
       gradient_step_fn: optional `gradient_step_fn(trainee, grads_and_vars)` that applies the
         gradients inside the replica context; defaults to the trainee's
-        `apply_gradients_op(optimizer, grads_and_vars)` when it has one (tfrl policies do), else
-        `trainee.optimizer.apply_gradients(grads_and_vars)`. Gradients come from the trainee's
-        `gradients(optimizer, tape, loss)` when it has one (a policy's clipping applies to each
-        replica's share of the gradient), else from the tape over `trainable_variables`.
+        `apply_gradients_op(optimizer, grads_and_vars)`. Gradients come from
+        `replica_scaling.scaled_gradients`, through the trainee's `gradients` (a policy's
+        clipping applies to each replica's weighted gradient).
 
     Raises:
       InvalidConfigError: `steps_per_call` < 1, or the trainee lacks `trainable_variables`,
@@ -139,20 +135,12 @@ class MirroredLearner:
         self.num_steps = 0
         with self.strategy.scope():
             self.trainee = build_fn()
-            for attribute in ("trainable_variables", "optimizer"):
-                if not hasattr(self.trainee, attribute):
-                    raise errors.InvalidConfigError(
-                        f"the object built by build_fn ({type(self.trainee).__name__}) has no "
-                        f"{attribute!r}; return an object with trainable_variables, optimizer and "
-                        "loss_and_stats (a tfrl policy has all three)")
+            self._trainee = as_trainee(self.trainee, require_loss=loss_fn is None)
             self._build_optimizer_slots()
-        self._loss_fn = loss_fn or getattr(self.trainee, "loss_and_stats", None)
-        if self._loss_fn is None:
-            raise errors.InvalidConfigError(
-                f"{type(self.trainee).__name__} has no loss_and_stats and no loss_fn was given; "
-                "pass loss_fn=lambda batch: (loss, stats, per_sample)")
+        self._loss_fn = loss_fn or self._trainee.loss_and_stats
         self._gradient_step_fn = gradient_step_fn
         self._train_fn = None
+        self._batch_fn = None
         self._output_structure = None
 
     @property
@@ -184,33 +172,14 @@ class MirroredLearner:
 
     def _replica_step(self, element):
         info, data = _split_element(element)
-        replica_context = tf.distribute.get_replica_context()
-        local_size = _leading_dim(data)
-        global_size = replica_context.all_reduce(tf.distribute.ReduceOp.SUM, local_size)
-        # This replica's share of the global batch: the optimizer sums gradients over replicas,
-        # so weighting each replica's mean loss by its share gives the global-batch mean.
-        share = tf.cast(local_size, tf.float32) / tf.cast(tf.maximum(global_size, 1), tf.float32)
-        trainee, optimizer = self.trainee, self.trainee.optimizer
-        with tf.GradientTape() as tape:
-            loss, stats, per_sample = self._loss_fn(data)
-            scaled_loss = tf.cast(loss, tf.float32) * share
-        if callable(getattr(trainee, "gradients", None)):
-            # A tfrl policy's own gradient computation (with its gradient clipping).
-            grads_and_vars = trainee.gradients(optimizer, tape, scaled_loss)
-        else:
-            variables = list(trainee.trainable_variables)
-            grads_and_vars = list(zip(tape.gradient(scaled_loss, variables), variables))
-        grads_and_vars = [(g, v) for g, v in grads_and_vars if g is not None]
+        step = scaled_gradients(self._trainee, data, self._loss_fn)
         if self._gradient_step_fn is not None:
-            self._gradient_step_fn(trainee, grads_and_vars)
-        elif callable(getattr(trainee, "apply_gradients_op", None)):
-            trainee.apply_gradients_op(optimizer, grads_and_vars)
+            self._gradient_step_fn(self.trainee, step.grads_and_vars)
         else:
-            optimizer.apply_gradients(grads_and_vars)
-        weighted_stats = {"loss": scaled_loss}
-        for name, value in (stats or {}).items():
-            weighted_stats[name] = tf.cast(value, tf.float32) * share
-        return weighted_stats, dict(per_sample or {}), info, global_size
+            self._trainee.apply_gradients_op(self._trainee.optimizer, step.grads_and_vars)
+        weighted_stats = {"loss": tf.cast(step.scaled_loss, tf.float32)}
+        weighted_stats.update(weight_by_share(step.stats, step.share))
+        return weighted_stats, step.per_sample, info, step.global_rows
 
     def _distributed_step(self, element):
         stats, per_sample, info, global_size = self.strategy.run(self._replica_step, args=(element,))
@@ -322,9 +291,73 @@ class MirroredLearner:
                 self.on_step(output)
         return outputs
 
+    def learn_on_batch(self, batch: Any) -> Dict[str, Any]:
+        """One gradient step on one global batch (a dict of column arrays or tensors, or a
+        SampleBatch), split across the replicas in contiguous row ranges, the first
+        `rows % replicas` replicas taking one row more. Every replica gets at least one row.
+
+        Returns the step's statistics (floats, means over the batch) plus its per-sample
+        outputs (arrays in batch order) under their own names, and calls `on_step`.
+
+        Raises:
+          InvalidBatchError: the batch holds no column, its columns differ in length, or it
+            has fewer rows than there are replicas.
+        """
+        columns = {name: tree.map_structure(np.asarray, value) for name, value in dict(batch).items()}
+        for name, value in columns.items():
+            if any(leaf.dtype.hasobject for leaf in tree.flatten(value)):
+                raise errors.InvalidBatchError(
+                    f"column {name!r} holds Python objects; pass only the numeric columns the "
+                    "loss reads")
+        lengths = {np.shape(leaf)[0] if np.ndim(leaf) else -1 for leaf in tree.flatten(columns)}
+        if len(lengths) != 1 or -1 in lengths:
+            raise errors.InvalidBatchError(
+                f"learn_on_batch got columns of {len(lengths)} different lengths {sorted(lengths)} "
+                "(-1: a scalar); pass a batch of at least one column, each with one row per sample")
+        rows, replicas = lengths.pop(), self.num_replicas
+        if rows < replicas:
+            raise errors.InvalidBatchError(
+                f"learn_on_batch got {rows} rows for {replicas} replicas; pass at least one row "
+                "per replica")
+        bounds = [i * (rows // replicas) + min(i, rows % replicas) for i in range(replicas + 1)]
+
+        def replica_rows(context):
+            replica = context.replica_id_in_sync_group
+            start, stop = bounds[replica], bounds[replica + 1]
+            return tree.map_structure(lambda column: tf.constant(column[start:stop]), columns)
+
+        values = self.strategy.experimental_distribute_values_from_function(replica_rows)
+        if self._batch_fn is None:
+            self._batch_fn = tf.function(self._distributed_step, reduce_retracing=True)
+        stats, per_sample, info, batch_size = self._batch_fn(values)
+        self.num_steps += 1
+        output = StepOutput(step=self.num_steps, batch_size=int(batch_size),
+                            stats={k: float(v) for k, v in stats.items()},
+                            per_sample={k: v.numpy() for k, v in per_sample.items()})
+        if self.on_step is not None:
+            self.on_step(output)
+        return dict(output.stats, **output.per_sample)
+
     def get_weights(self) -> List[np.ndarray]:
         """The trainable variables as numpy arrays (replica 0's copy; all copies are equal)."""
         return [v.numpy() for v in self.trainee.trainable_variables]
+
+    def set_weights(self, weights: Sequence[np.ndarray]) -> None:
+        """Assigns `get_weights` arrays to the trainable variables (every replica's copy).
+
+        Raises:
+          CheckpointError: their number or shapes do not fit the trainable variables.
+        """
+        variables = list(self.trainee.trainable_variables)
+        weights = list(weights)
+        if len(weights) != len(variables) or any(
+                tuple(np.shape(w)) != tuple(v.shape) for w, v in zip(weights, variables)):
+            raise errors.CheckpointError(
+                f"set_weights got {len(weights)} arrays of shapes {[np.shape(w) for w in weights]} "
+                f"for variables of shapes {[tuple(v.shape) for v in variables]}; pass the list "
+                "get_weights returns for a learner of the same model")
+        for variable, value in zip(variables, weights):
+            variable.assign(value)
 
 
 def mean_stats(outputs: Sequence[StepOutput]) -> Dict[str, float]:

@@ -18,7 +18,8 @@ from typing import Dict
 
 import tensorflow as tf
 
-from tfrl.optimizers.minibatch_sgd import MinibatchSGD, RowReader
+from tfrl.learner.minibatch_sgd import MinibatchSGD
+from tfrl.learner.row_reader import RowReader
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers_at_replay,
                                              sample_round)
@@ -116,7 +117,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             if n < self.strategy.num_replicas_in_sync:
                 continue  # too few items to give every replica one; read so the queue drains
             with self.timer("learn"):
-                stats[pid] = self.sgds[pid].learn(batch)
+                stats[pid] = self.sgds[pid].learn_on_batch(batch)
         self.num_steps_sampled += steps
         self.num_steps_trained += steps * self.sgd.num_sgd_iter
         for policy in self.policies.values():

@@ -43,6 +43,7 @@ import tree
 
 from tfrl.errors import (CheckpointError, InvalidBatchError,
                          NotSupportedError)
+from tfrl.learner.replica_scaling import scaled_gradients, weight_by_share
 from tfrl.models.catalog import ModelCatalog, merge_model_config
 from tfrl.policy.policy import Policy
 from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
@@ -303,17 +304,21 @@ class TFPolicy(Policy):
     def compute_and_apply_gradients(self, batch: Dict[str, tf.Tensor]):
         """One optimizer step on a dict of batch tensors; returns (stats, per_sample).
 
-        Callable eagerly, inside tf.function, and inside `strategy.run` (see the module
-        docstring for how replicas are averaged).
+        Callable eagerly, inside tf.function, and inside `strategy.run` on each replica's own
+        rows. The gradients are weighted by the replica's share of the global batch
+        (`tfrl.learner.replica_scaling`, the rule of every learner), and so are the stats:
+        reduce them over replicas with SUM to get global-batch means (on one device the share
+        is 1 and nothing changes).
+
+        Raises:
+          NotSupportedError: called in a strategy's cross-replica context (outside
+            `strategy.run` but inside `strategy.scope()`).
         """
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        with tf.GradientTape() as tape:
-            loss, stats, per_sample = self._run_loss(batch)
-            scaled_loss = loss / tf.cast(replicas, loss.dtype)
-        grads_and_vars = self.gradients(self.optimizer, tape, scaled_loss)
-        stats.update(self.grad_stats(batch, [g for g, _ in grads_and_vars]))
-        self.apply_gradients_op(self.optimizer, grads_and_vars)
-        return stats, per_sample
+        step = scaled_gradients(self, batch, self._run_loss)
+        stats = dict(step.stats)
+        stats.update(self.grad_stats(batch, [g for g, _ in step.grads_and_vars]))
+        self.apply_gradients_op(self.optimizer, step.grads_and_vars)
+        return weight_by_share(stats, step.share), step.per_sample
 
     def _forward_actions(self, obs, states, explore, timestep, seed):
         """(actions, state_out, extras dict) for raw obs tensors; traced."""

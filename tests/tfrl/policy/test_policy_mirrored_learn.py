@@ -20,7 +20,8 @@ def _batch(policy):
 
 
 @pytest.mark.timeout(120)
-def test_two_replica_step_equals_single_step_on_the_whole_batch():
+@pytest.mark.parametrize("first_replica_rows", [4, 3])  # 3: an uneven split, 3 + 5 rows
+def test_two_replica_step_equals_single_step_on_the_whole_batch(first_replica_rows):
     devices = tf.config.list_logical_devices("CPU")
     assert len(devices) >= 2, "tests/conftest.py should have split the CPU in two"
     strategy = mirrored_strategy([d.name for d in devices[:2]])
@@ -34,9 +35,10 @@ def test_two_replica_step_equals_single_step_on_the_whole_batch():
     before = single.get_weights()
 
     batch = _batch(single)
-    single.compute_and_apply_gradients({k: tf.constant(v) for k, v in batch.items()})
+    single_stats, _ = single.compute_and_apply_gradients({k: tf.constant(v) for k, v in batch.items()})
 
-    halves = [{k: v[:4] for k, v in batch.items()}, {k: v[4:] for k, v in batch.items()}]
+    cut = first_replica_rows
+    halves = [{k: v[:cut] for k, v in batch.items()}, {k: v[cut:] for k, v in batch.items()}]
     per_replica = strategy.experimental_distribute_values_from_function(
         lambda ctx: {k: tf.constant(v) for k, v in halves[ctx.replica_id_in_sync_group].items()})
 
@@ -44,11 +46,13 @@ def test_two_replica_step_equals_single_step_on_the_whole_batch():
     def distributed_step(dist_batch):
         stats, per_sample = strategy.run(mirrored.compute_and_apply_gradients,
                                          args=(dist_batch,))
-        return {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+        return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
                 for k, v in stats.items()}
 
     stats = distributed_step(per_replica)
-    assert np.isfinite(float(stats["total_loss"]))
+    # the replicas' weighted stats sum to the whole batch's (the gradient norm is per replica)
+    for name in ("total_loss", "pi_loss", "vf_loss", "entropy"):
+        np.testing.assert_allclose(float(stats[name]), float(single_stats[name]), rtol=1e-5)
     after_single = single.get_weights()
     after_mirrored = [v.numpy() for v in mirrored.model.variables]
     # the update really moved the weights, and both replicas' mean gradient was applied once
