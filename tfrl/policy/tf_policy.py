@@ -26,10 +26,12 @@ for a small model).
 
 Distributed learning: construct the policy inside `strategy.scope()`; then inside
 `strategy.run` call `loss_and_stats(batch)` (pure) or `compute_and_apply_gradients(batch)`.
-The latter divides the loss by `num_replicas_in_sync` before differentiating, because the
-tf_keras optimizer's `apply_gradients` in a replica context *sums* gradients across replicas:
-the applied update is then the mean over replicas. Stats come back per replica; reduce them with
-MEAN. With `grad_clip` set, clipping acts on each replica's scaled gradients before the sum.
+The latter weights each replica's mean loss by its share of the global batch (local rows /
+global rows, `tfrl.learner.replica_scaling`, the one rule of every gradient step) before
+differentiating, because the tf_keras optimizer's `apply_gradients` in a replica context *sums*
+gradients across replicas: the applied update is then the gradient of the global-batch mean,
+also for an uneven split. Stats are weighted the same way; reduce them with SUM. With
+`grad_clip` set, clipping acts on each replica's scaled gradients before the sum.
 """
 from __future__ import annotations
 
