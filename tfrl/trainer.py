@@ -119,7 +119,7 @@ class Trainer:
       logdir: where TensorBoard events, result.json and checkpoints go; None disables logging.
     """
 
-    _name = "Trainer"
+    trainer_name = "Trainer"  # the registered algorithm name ("PPO"), in checkpoints and logs
     _default_config = COMMON_CONFIG
     _policy = None
 
@@ -131,7 +131,7 @@ class Trainer:
         self.config = merge_config(self._default_config, config)
         if self.config["env"] is None:
             raise errors.InvalidConfigError(
-                f"{self._name}: no environment given; pass env='CartPole-v1' or config['env']")
+                f"{self.trainer_name}: no environment given; pass env='CartPole-v1' or config['env']")
         self.logdir = logdir
         self.iteration = 0
         self._time_total = 0.0
@@ -145,7 +145,7 @@ class Trainer:
             logger.warning(
                 "%s: driver_tf_threads=%s not applied: TensorFlow already started in this process "
                 "with other thread pools; set it in the first trainer of the process, before "
-                "other TensorFlow work", self._name, self.config["driver_tf_threads"])
+                "other TensorFlow work", self.trainer_name, self.config["driver_tf_threads"])
         evaluation_config = self._evaluation_config()
         try:
             self._init(self.config)
@@ -314,7 +314,7 @@ class Trainer:
         """Counters, the driver worker's state (weights, optimizer slots, filters) and the
         optimizer's counters, as plain data (nested dicts and lists, numbers, numpy arrays)."""
         return {
-            "name": self._name,
+            "name": self.trainer_name,
             "config": self.raw_user_config,
             "iteration": self.iteration,
             "time_total": self._time_total,
@@ -504,7 +504,7 @@ class Trainer:
         return copy.deepcopy(cls._default_config)
 
     def __repr__(self) -> str:
-        return f"{self._name}(env={self.config['env']!r}, iteration={self.iteration})"
+        return f"{self.trainer_name}(env={self.config['env']!r}, iteration={self.iteration})"
 
 
 def with_common_config(extra_config: dict) -> dict:

@@ -33,7 +33,7 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     original_kwargs = dict(locals())
 
     class TrainerCls(*(mixins or []), Trainer):
-        _name = name
+        trainer_name = name
         _default_config = default_config or COMMON_CONFIG
         _policy = default_policy
 
@@ -87,7 +87,8 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     TrainerCls.__qualname__ = name
     # Picklable by reference when the calling module binds the class under `name`; otherwise
     # (the shipped XTrainer names) plain pickle fails and cloudpickle/Ray pickle it by value.
-    TrainerCls.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)
+    caller_globals = sys._getframe(1).f_globals  # noqa: SLF001 - the caller's module, as namedtuple finds it
+    TrainerCls.__module__ = caller_globals.get("__name__", __name__)
     return TrainerCls
 
 

@@ -86,7 +86,7 @@ def as_trainable(trainer: Union[str, type]):
         def cleanup(self):
             self.trainer.stop()
 
-    TfrlTrainable.__name__ = f"{trainer_cls._name}Trainable"
+    TfrlTrainable.__name__ = f"{trainer_cls.trainer_name}Trainable"
     return TfrlTrainable
 
 

@@ -120,7 +120,8 @@ class MultiCategorical(ActionDistribution):
     def _sample(self, seed):
         seeds = (tfp.random.split_seed(seed, n=len(self.cats)) if seed is not None
                  else [None] * len(self.cats))
-        return tf.stack([c._sample(s) for c, s in zip(self.cats, seeds)], axis=-1)
+        return tf.stack([c._sample(s) for c, s in zip(self.cats, seeds)],  # noqa: SLF001 - same class family
+                        axis=-1)
 
     def deterministic_sample(self):
         return tf.stack([c.deterministic_sample() for c in self.cats], axis=-1)

@@ -37,13 +37,13 @@ class _ServingModule(tf.Module):
         self.model_variables = list(policy.model.variables)
         self.observation_filter = _FilterOp(observation_filter) if observation_filter else None
         self.action_adapter = _ActionOp(policy.action_space, clip_actions, normalize_actions)
-        obs_spec = policy._obs_spec
+        obs_spec = policy.observation_spec
         paths = [p for p, _ in tree.flatten_with_path(obs_spec)]
         flat_specs = [tf.TensorSpec(s.shape, s.dtype, name=_input_name(p))
                       for p, s in zip(paths, tree.flatten(obs_spec))]
         n_obs = len(flat_specs)
         state_specs = [tf.TensorSpec(s.shape, s.dtype, name=SampleBatch.state_in(i))
-                       for i, s in enumerate(policy._state_specs)]
+                       for i, s in enumerate(policy.state_specs)]
 
         def serve(*inputs):
             flat_obs = list(inputs[:n_obs])

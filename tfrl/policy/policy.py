@@ -138,7 +138,7 @@ class Policy:
                 json.dump({"structure": _to_jsonable(structure), "kinds": kinds,
                            "policy_class": type(self).__name__}, f)
         except OSError as exc:
-            raise CheckpointError(f"Cannot write a policy checkpoint to {export_dir!r}: {exc}")
+            raise CheckpointError(f"Cannot write a policy checkpoint to {export_dir!r}: {exc}") from exc
         return prefix
 
     def import_checkpoint(self, import_dir: str) -> None:
@@ -163,7 +163,7 @@ class Policy:
         try:
             state = tree.unflatten_as(structure, leaves)
         except (ValueError, TypeError) as exc:
-            raise CheckpointError(f"Checkpoint in {import_dir!r} is inconsistent: {exc}")
+            raise CheckpointError(f"Checkpoint in {import_dir!r} is inconsistent: {exc}") from exc
         self.set_state(state)
 
 

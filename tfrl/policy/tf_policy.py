@@ -398,6 +398,17 @@ class TFPolicy(Policy):
             input_signature=[[tf.TensorSpec(v.shape, v.dtype) for v in variables]])
 
     @property
+    def observation_spec(self):
+        """TensorSpec (nest) of one batch of raw observations (batch dimension open), as the
+        preprocessor takes them: the serving signature's observation inputs."""
+        return self._obs_spec
+
+    @property
+    def state_specs(self) -> List[tf.TensorSpec]:
+        """TensorSpecs of the recurrent state inputs (empty for a feed-forward model)."""
+        return list(self._state_specs)
+
+    @property
     def loss_input_signature(self) -> Dict:
         """TensorSpecs of the columns the loss reads (batch dimension open)."""
         return dict(self._learn_signature)
@@ -651,7 +662,7 @@ class TFPolicy(Policy):
                                           "different policy class.")
                 _check_fit(vs, extra[k], k)
         except KeyError as exc:
-            raise CheckpointError(f"Policy state lacks {exc}; pass a dict from get_state().")
+            raise CheckpointError(f"Policy state lacks {exc}; pass a dict from get_state().") from exc
         for v, w in pairs:
             v.assign(w)
         for v, w in zip(opt_vars, state["optimizer_variables"]):

@@ -56,6 +56,14 @@ class Episode:
     def last_action_for(self, agent_id: Hashable = 0) -> Any:
         return self._last_actions.get(agent_id)
 
+    def record_action(self, agent_id: Hashable, action: Any) -> None:
+        """The latest action of `agent_id` (the samplers record it; `last_action_for` reads it)."""
+        self._last_actions[agent_id] = action
+
+    def record_info(self, agent_id: Hashable, info: dict) -> None:
+        """The latest info of `agent_id` (the samplers record it; `last_info_for` reads it)."""
+        self._last_infos[agent_id] = info
+
     def __repr__(self):
         return (f"Episode(id={self.episode_id}, env_index={self.env_index}, length={self.length}, "
                 f"total_reward={self.total_reward:.3f})")

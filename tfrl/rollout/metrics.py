@@ -36,8 +36,9 @@ class SamplerPerfStats:
 
     A runner calls `start_step()` when a step begins, reports the time of its `compute_actions`
     calls with `add_inference(seconds)` and of its env calls with `add_env_wait(seconds)`, and
-    calls `end_step()` when the step's bookkeeping is done; everything in the step that is neither inference nor env time counts
-    as processing. `add_processing(seconds)` adds work done outside a step (postprocessing).
+    calls `end_step()` when the step's bookkeeping is done; everything in the step that is neither
+    inference nor env time counts as processing. `add_processing(seconds)` adds work done outside
+    a step (postprocessing).
     """
 
     def __init__(self):

@@ -74,7 +74,7 @@ class MultiAgentEnvRunner:
     # --- env plumbing ---------------------------------------------------------------------
     def _filter_obs(self, env_state: _EnvState, obs_dict: dict, where: str) -> dict:
         by_policy = defaultdict(list)
-        for agent_id, obs in obs_dict.items():
+        for agent_id in obs_dict:
             by_policy[env_state.episode.policy_for(agent_id)].append(agent_id)
         out = {}
         for pid, agents in by_policy.items():
@@ -178,7 +178,7 @@ class MultiAgentEnvRunner:
                     row[SampleBatch.state_out(k)] = state_out[k][j]
                     state.states[a][k] = state_out[k][j]
                 state.pending[a] = row
-                state.episode._last_actions[a] = row[SampleBatch.ACTIONS]
+                state.episode.record_action(a, row[SampleBatch.ACTIONS])
         ended = []
         for i, env in enumerate(self.envs):
             state = self._states[i]
@@ -196,7 +196,7 @@ class MultiAgentEnvRunner:
                 if agent_id in state.pending:
                     state.pending[agent_id][SampleBatch.REWARDS] += r
             for agent_id, info in infos.items():
-                episode._last_infos[agent_id] = info
+                episode.record_info(agent_id, info)
             filtered = self._filter_obs(state, obs, "after step()")
             all_terminated = bool(terminateds.get(ALL_AGENTS, False))
             all_truncated = bool(truncateds.get(ALL_AGENTS, False))

@@ -176,8 +176,8 @@ class EnvRunner:
             episode.length += 1
             episode.total_reward += float(rewards[i])
             episode.agent_rewards[(0, self.policy_id)] += float(rewards[i])
-            episode._last_infos[0] = results[i][4]
-            episode._last_actions[0] = actions[i] if isinstance(actions, np.ndarray) else None
+            episode.record_info(0, results[i][4])
+            episode.record_action(0, actions[i] if isinstance(actions, np.ndarray) else None)
             if terminateds[i] or truncateds[i]:
                 finished.append(traj)
                 self._end_episode(i)

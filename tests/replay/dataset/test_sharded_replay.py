@@ -3,7 +3,6 @@ and one server killed (SIGKILL) while writing and reading go on with the other t
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest

@@ -94,7 +94,7 @@ def test_ppo_validation_refuses_bad_coefficients():
 def test_with_updates_swaps_a_hook_and_keeps_the_rest():
     ppo = get_trainer_class("PPO")
     variant = ppo.with_updates(name="PPOVariant", make_policy_optimizer=lambda *a: None)
-    assert variant._name == "PPOVariant"
+    assert variant.trainer_name == "PPOVariant"
     assert variant._policy is ppo._policy
     assert variant.default_config() == ppo.default_config()
 

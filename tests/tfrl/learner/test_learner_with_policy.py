@@ -58,6 +58,6 @@ def test_policy_learner_two_replicas_match_one_replica():
         results.append((learner.trainee.get_weights(), [o.stats["policy_loss"] for o in outputs]))
     (weights_2, losses_2), (weights_1, losses_1) = results
     np.testing.assert_allclose(losses_2, losses_1, rtol=1e-4, atol=1e-6)
-    for a, b, start in zip(weights_2, weights_1, initial):
+    for a, b in zip(weights_2, weights_1):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert any(not np.allclose(a, s) for a, s in zip(weights_2, initial))

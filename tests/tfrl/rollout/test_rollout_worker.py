@@ -7,7 +7,6 @@ from rollout_test_policies import DiscretePGPolicy, PGPolicy
 
 from tfrl import errors, register_env
 from tfrl.rollout import DefaultCallbacks, RolloutWorker
-from tfrl.policy import SampleBatch
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -4,7 +4,6 @@ import dataclasses
 import threading
 import time
 
-import gymnasium as gym
 import numpy as np
 import pytest
 from rollout_test_policies import PGPolicy, crash_once_env, local_only_env

@@ -29,7 +29,7 @@ def test_stop_closes_the_datasets_the_service_opened():
             outcome.append(next(iterator))
         except StopIteration:
             outcome.append("ended")
-        except Exception as e:  # reported below
+        except Exception as e:  # noqa: BLE001 - reported below
             outcome.append(e)
 
     reader = threading.Thread(target=read_on, daemon=True)

@@ -14,9 +14,9 @@ policy's distribution inputs, log-probabilities and value predictions with every
 
 With `standardize_advantages` the advantages A of each (per-replica) minibatch are shifted to
 mean 0 and scaled to standard deviation 1 first. With a recurrent model every mean (and the
-standardisation) runs over the real steps only, never over the padding of the sequences. `kl_coeff` adapts after every optimizer step
-(KLCoeffMixin.update_kl, driven by the trainer's after_optimizer_step hook); learning rate and
-entropy coefficient follow their schedules.
+standardisation) runs over the real steps only, never over the padding of the sequences.
+`kl_coeff` adapts after every optimizer step (KLCoeffMixin.update_kl, driven by the trainer's
+after_optimizer_step hook); learning rate and entropy coefficient follow their schedules.
 
 See docs/architecture.md, "Adding an algorithm".
 """
