@@ -66,6 +66,37 @@ def test_value_clipping_takes_the_larger_of_clipped_and_unclipped_errors():
     assert stats["vf_loss"] == pytest.approx(np.mean([6.25, 1.0, 9.0]), rel=1e-4)
 
 
+def test_clip_range_follows_its_schedule():
+    # Stable-Baselines3's `clip_range=lin_0.2` over 1000 steps
+    policy = make_ppo(clip_param=0.2, clip_param_schedule=[[0, 0.2], [1000, 0.0]],
+                      standardize_advantages=False)
+    batch, _, _ = controlled_batch(policy, ratios=[2.0, 0.5], advantages=[1.0, -1.0])
+    assert loss_outputs(policy, batch)[1]["policy_loss"] == pytest.approx(-np.mean([1.2, -0.8]),
+                                                                         rel=1e-4)
+    policy.on_global_var_update({"timestep": 500})  # clip 0.1
+    _, stats, _ = loss_outputs(policy, batch)
+    assert stats["clip_param"] == pytest.approx(0.1)
+    assert stats["policy_loss"] == pytest.approx(-np.mean([1.1, -0.9]), rel=1e-4)
+
+
+def test_value_clipping_off_with_none():
+    policy = make_ppo(vf_clip_param=None)
+    batch, _, values = controlled_batch(policy, ratios=[1.0, 1.0], advantages=[1, -1],
+                                        value_shift=2.0)
+    targets = values + np.array([1.0, -3.0])
+    batch[SampleBatch.VALUE_TARGETS] = targets.astype(np.float32)
+    assert loss_outputs(policy, batch)[1]["vf_loss"] == pytest.approx(np.mean([1.0, 9.0]), rel=1e-4)
+
+
+def test_ill_formed_clip_schedule_is_refused():
+    from tfrl.agents.ppo.ppo import validate_config
+    from tfrl.errors import InvalidConfigError
+    with pytest.raises(InvalidConfigError, match="clip_param_schedule"):
+        validate_config(trainer_config(DEFAULT_CONFIG, clip_param_schedule=0.1))
+    with pytest.raises(InvalidConfigError, match="vf_clip_param"):
+        validate_config(trainer_config(DEFAULT_CONFIG, vf_clip_param=0.0))
+
+
 def test_total_loss_combines_surrogate_kl_value_and_entropy_terms():
     policy = make_ppo(kl_coeff=0.3, vf_loss_coeff=0.7, entropy_coeff=0.05,
                       standardize_advantages=False)

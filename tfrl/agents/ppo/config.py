@@ -35,8 +35,11 @@ DEFAULT_CONFIG = with_common_config({
     "entropy_coeff_schedule": None,
     # Surrogate clip range: the probability ratio is clipped to [1 - c, 1 + c].
     "clip_param": 0.3,
+    # [[timestep, clip], ...] piecewise-linear schedule of the clip range (None: constant
+    # `clip_param`); Stable-Baselines3's `clip_range=lin_0.2` is [[0, 0.2], [n_timesteps, 0]].
+    "clip_param_schedule": None,
     # Value predictions move at most this far from the behaviour policy's predictions. It is
-    # in reward units: scale it with the returns of the env.
+    # in reward units: scale it with the returns of the env. None: no value clipping.
     "vf_clip_param": 10.0,
     # Clip gradients to this global norm (None: no clipping).
     "grad_clip": None,

@@ -28,17 +28,25 @@ def validate_config(config: dict) -> None:
     Raises:
         InvalidConfigError: sgd_minibatch_size > train_batch_size, a train batch that is not a
             multiple of one sampling round, a negative entropy_coeff, kl_coeff or kl_target,
-            clip_param <= 0 or vf_clip_param <= 0, or lambda outside [0, 1].
+            clip_param <= 0 or vf_clip_param <= 0 (None turns value clipping off), a
+            clip_param_schedule that is not [[timestep, value], ...], or lambda outside [0, 1].
     """
     fit_fragments_to_train_batch(config, "PPO")
     for key in ("entropy_coeff", "kl_coeff", "kl_target", "vf_loss_coeff"):
         if config[key] < 0:
             raise InvalidConfigError(f"PPO: {key} must be >= 0, got {config[key]}.")
-    for key in ("clip_param", "vf_clip_param"):
-        if config[key] <= 0:
-            raise InvalidConfigError(
-                f"PPO: {key} must be > 0, got {config[key]}; use a large value to turn "
-                "clipping off.")
+    if config["clip_param"] <= 0:
+        raise InvalidConfigError(f"PPO: clip_param must be > 0, got {config['clip_param']}.")
+    if config["vf_clip_param"] is not None and config["vf_clip_param"] <= 0:
+        raise InvalidConfigError(
+            f"PPO: vf_clip_param must be > 0, got {config['vf_clip_param']}; set it to None to "
+            "turn value clipping off.")
+    schedule = config["clip_param_schedule"]
+    if schedule is not None and not (
+            isinstance(schedule, (list, tuple)) and schedule
+            and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in schedule)):
+        raise InvalidConfigError(
+            f"PPO: clip_param_schedule must be [[timestep, clip], ...] or None, got {schedule!r}.")
     if not 0.0 <= config["lambda"] <= 1.0:
         raise InvalidConfigError(f"PPO: lambda (GAE) must be in [0, 1], got {config['lambda']}.")
     if config["use_gae"] and not config["use_critic"]:
@@ -76,7 +84,7 @@ def warn_about_value_scale(trainer, result):
     """Logs a hint when returns dwarf vf_clip_param (the value loss then barely trains)."""
     mean_return = result.get("episode_reward_mean")
     clip = trainer.config["vf_clip_param"]
-    if trainer.config["use_critic"] and mean_return is not None and abs(mean_return) > 100 * clip:
+    if clip is not None and trainer.config["use_critic"] and mean_return is not None and abs(mean_return) > 100 * clip:
         logger.warning("PPO: mean episode return %.1f is over 100x vf_clip_param %.1f; consider "
                        "raising vf_clip_param or scaling rewards", mean_return, clip)
 

@@ -23,6 +23,7 @@ See docs/architecture.md, "Adding an algorithm".
 from __future__ import annotations
 
 import functools
+from typing import Dict
 
 import tensorflow as tf
 
@@ -31,6 +32,7 @@ from tfrl.config import policy_defaults
 from tfrl.policy import (EntropyCoeffSchedule, KLCoeffMixin, LearningRateSchedule,
                          Postprocessing, SampleBatch, ValueNetworkMixin, build_tf_policy,
                          compute_gae_for_sample_batch, mean_over_valid_rows)
+from tfrl.utils.schedules import make_schedule
 from tfrl.utils.tf_ops import explained_variance
 
 
@@ -54,7 +56,7 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
         advantages = standardized(advantages, mean)
 
     logp_ratio = tf.exp(curr_dist.logp(actions) - train_batch[SampleBatch.ACTION_LOGP])
-    clip = config["clip_param"]
+    clip = policy.clip_param
     surrogate = tf.minimum(advantages * logp_ratio,
                            advantages * tf.clip_by_value(logp_ratio, 1.0 - clip, 1.0 + clip))
     policy.mean_policy_loss = -mean(surrogate)
@@ -69,10 +71,13 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
         previous_values = train_batch[SampleBatch.VF_PREDS]
         unclipped = tf.square(values - targets)
         vf_clip = config["vf_clip_param"]
-        clipped_values = previous_values + tf.clip_by_value(values - previous_values,
-                                                            -vf_clip, vf_clip)
-        clipped = tf.square(clipped_values - targets)
-        policy.mean_vf_loss = mean(tf.maximum(unclipped, clipped))
+        if vf_clip is None:
+            policy.mean_vf_loss = mean(unclipped)
+        else:
+            clipped_values = previous_values + tf.clip_by_value(values - previous_values,
+                                                                -vf_clip, vf_clip)
+            clipped = tf.square(clipped_values - targets)
+            policy.mean_vf_loss = mean(tf.maximum(unclipped, clipped))
         policy.vf_explained_var = explained_variance(targets, values)
         total += config["vf_loss_coeff"] * policy.mean_vf_loss
     else:
@@ -80,6 +85,22 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
         policy.vf_explained_var = tf.constant(0.0)
     policy.total_loss = total
     return total
+
+
+class ClipParamSchedule:
+    """`policy.clip_param` (a non-trainable tf.Variable the loss reads) follows config
+    `clip_param_schedule` ([[t, clip], ...]) or stays at `clip_param`."""
+
+    def _setup_mixin(self):
+        self.clip_param_schedule = make_schedule(self.config["clip_param"],
+                                                 self.config.get("clip_param_schedule"))
+        self.clip_param = tf.Variable(self.clip_param_schedule.value(self.global_timestep),
+                                      trainable=False, dtype=tf.float32, name="clip_param")
+        self._extra_state_variables["clip_param"] = [self.clip_param]
+
+    def on_global_var_update(self, global_vars: Dict) -> None:
+        super().on_global_var_update(global_vars)
+        self.clip_param.assign(self.clip_param_schedule.value(self.global_timestep))
 
 
 def kl_and_loss_stats(policy, train_batch):
@@ -92,6 +113,7 @@ def kl_and_loss_stats(policy, train_batch):
         "entropy": policy.mean_entropy,
         "entropy_coeff": tf.identity(policy.entropy_coeff),
         "cur_kl_coeff": tf.identity(policy.kl_coeff),
+        "clip_param": tf.identity(policy.clip_param),
         "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32),
     }
 
@@ -102,5 +124,6 @@ PPOTFPolicy = build_tf_policy(
     get_default_config=functools.partial(policy_defaults, DEFAULT_CONFIG),
     postprocess_fn=compute_gae_for_sample_batch,
     stats_fn=kl_and_loss_stats,
-    mixins=[ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule, KLCoeffMixin],
+    mixins=[ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule, KLCoeffMixin,
+            ClipParamSchedule],
 )
