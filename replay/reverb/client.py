@@ -98,6 +98,7 @@ class Client(native_client.Client):
 
     def __init__(self, server_address: str, **kwargs):
         super().__init__(server_address, **kwargs)
+        self._server_address = server_address
         self._reverb_signatures: Dict[str, Any] = {}
 
     def __reduce__(self):

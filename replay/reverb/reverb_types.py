@@ -96,6 +96,11 @@ class TableInfo:
     num_deletes: int = 0
     num_evictions: int = 0
     num_updates: int = 0
+    native: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    def __call__(self):
+        # The service calls `table.info()` and reads its own TableInfo (see replay.table).
+        return self.native
 
     @classmethod
     def from_native(cls, info, signature: Any = None) -> "TableInfo":
@@ -108,4 +113,4 @@ class TableInfo:
             current_size=info.size, num_episodes=info.num_episodes,
             num_deleted_episodes=info.num_deleted_episodes, num_unique_samples=info.num_unique_samples,
             num_inserts=info.num_inserts, num_samples=info.num_samples, num_deletes=info.num_deletes,
-            num_evictions=info.num_evictions, num_updates=info.num_updates)
+            num_evictions=info.num_evictions, num_updates=info.num_updates, native=info)

@@ -29,7 +29,8 @@ class TimestepDataset(tf.data.Dataset):
         _check_max_samples(int(_plain(max_samples, "max_samples")))
         dtypes = tree.map_structure(tf.as_dtype, dtypes)
         step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        item_shapes = tree.map_structure(lambda s: tf.TensorShape([None]).concatenate(s), step_shapes)
+        item_shapes = tree.map_structure_up_to(
+            dtypes, lambda s: tf.TensorShape([None]).concatenate(s), step_shapes)
         self._items = TrajectoryDataset(server_address, table, dtypes, item_shapes,
                                         max_in_flight_samples_per_worker, num_workers_per_iterator,
                                         max_samples_per_stream, rate_limiter_timeout_ms, max_samples, **kwargs)
