@@ -43,6 +43,33 @@ def _positive_int(name: str, value, kind: str) -> int:
     return int(value)
 
 
+class _CallStats:
+    """Reverb's per-operation counters of a rate limiter (`insert_stats`, `sample_stats`)."""
+
+    __slots__ = ("completed",)
+
+    def __init__(self, completed: int):
+        self.completed = completed
+
+    def __repr__(self) -> str:
+        return f"CallStats(completed={self.completed})"
+
+
+class RateLimiterInfo(dict):
+    """A rate limiter's settings and counters: a dict (JSON-able) whose keys also read as
+    attributes, plus Reverb's `insert_stats.completed` / `sample_stats.completed`."""
+
+    def __getattr__(self, name: str):
+        if name == "insert_stats":
+            return _CallStats(self.get("insert_count", 0))
+        if name == "sample_stats":
+            return _CallStats(self.get("sample_count", 0))
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"rate limiter info has no field {name!r}") from None
+
+
 class RateLimiter:
     """Keeps inserts * samples_per_insert - samples within [min_diff, max_diff].
 
@@ -121,8 +148,8 @@ class RateLimiter:
 
     # -- description -------------------------------------------------------------------------
 
-    def info(self) -> dict:
-        return {
+    def info(self) -> "RateLimiterInfo":
+        return RateLimiterInfo({
             "samples_per_insert": self.samples_per_insert,
             "min_size_to_sample": self.min_size_to_sample,
             "min_diff": self.min_diff,
@@ -130,7 +157,7 @@ class RateLimiter:
             "insert_count": self.insert_count,
             "sample_count": self.sample_count,
             "delete_count": self.delete_count,
-        }
+        })
 
     def config(self) -> dict:
         """JSON-able arguments; `rate_limiter_from_config` rebuilds an equivalent (fresh) limiter.
@@ -201,6 +228,11 @@ class SampleToInsertRatio(RateLimiter):
                 f"{kind}: the error buffer [{min_diff:g}, {max_diff:g}] is {max_diff - min_diff:g} wide, but it must "
                 f"be at least 2 * max(1, samples_per_insert) = {2 * max(1.0, spi):g} wide; a narrower buffer can "
                 "block inserts and samples forever. Pass a larger error_buffer")
+        if min_diff > spi * min_size:
+            raise errors.InvalidArgumentError(
+                f"{kind}: the error buffer [{min_diff:g}, {max_diff:g}] lies above samples_per_insert * "
+                f"min_size_to_sample = {spi * min_size:g}; sampling would block forever once "
+                f"min_size_to_sample items are in the table. Lower error_buffer's lower bound")
         self.error_buffer = (list(error_buffer) if isinstance(error_buffer, (tuple, list))
                              else float(error_buffer))
         super().__init__(spi, min_size, min_diff, max_diff)

@@ -590,7 +590,10 @@ def table_info_to_proto(table) -> replay_pb2.TableInfo:
         max_times_sampled=info.max_times_sampled, num_inserts=info.num_inserts,
         num_samples=info.num_samples, num_deletes=info.num_deletes, num_evictions=info.num_evictions,
         config_json=protocol.json_dumps(table.config()),
-        rate_limiter_info_json=protocol.json_dumps(info.rate_limiter_info),
+        # Table counters the message has no field for travel with the rate limiter's.
+        rate_limiter_info_json=protocol.json_dumps(dict(
+            info.rate_limiter_info, table_num_unique_samples=info.num_unique_samples,
+            table_num_updates=info.num_updates)),
         extensions_info_json=protocol.json_dumps(info.extensions))
 
 

@@ -64,6 +64,20 @@ class TableInfo:
     num_evictions: int
     extensions: list
     num_updates: int = 0  # priority updates of present items (mutate_priorities, insert_or_assign)
+    num_unique_samples: int = 0  # present items sampled at least once
+    # Reverb's episode counters; items here are not tracked by episode, so these stay 0.
+    num_episodes: int = 0
+    num_deleted_episodes: int = 0
+
+    @property
+    def current_size(self) -> int:
+        """Reverb's name of `size`."""
+        return self.size
+
+    def __call__(self) -> "TableInfo":
+        # `Table.info` was a method before it became a property (as Reverb's); `table.info()`
+        # keeps working.
+        return self
 
 
 _COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates")
@@ -470,6 +484,16 @@ class Table:
         with self._lock:
             return self._rate_limiter.insert_blocker(len(self._items), 1)
 
+    def can_sample(self, num_samples: int = 1) -> bool:
+        """Whether the rate limiter would let `num_samples` samples proceed now (Reverb's name)."""
+        with self._lock:
+            return self._rate_limiter.can_sample(len(self._items), num_samples)
+
+    def can_insert(self, num_inserts: int = 1) -> bool:
+        """Whether the rate limiter would let `num_inserts` inserts proceed now (Reverb's name)."""
+        with self._lock:
+            return self._rate_limiter.can_insert(len(self._items), num_inserts)
+
     def sample_blocker(self) -> str:
         """Why a sample waits now, with the rate limiter's numbers (for timeout messages)."""
         with self._lock:
@@ -622,7 +646,10 @@ class Table:
         with self._lock:
             return list(self._items)
 
+    @property
     def info(self) -> TableInfo:
+        """The table's configuration and counters now (a property, as Reverb's; `table.info()`
+        also works). num_unique_samples is counted over the present items."""
         with self._lock:
             return TableInfo(
                 name=self.name,
@@ -639,6 +666,7 @@ class Table:
                 num_evictions=self._num_evictions,
                 extensions=[extension.info() for extension in self._extensions],
                 num_updates=self._num_updates,
+                num_unique_samples=sum(1 for item in self._items.values() if item.times_sampled),
             )
 
     # -- configuration and checkpoints ----------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""Reverb's `platform` package (`replay.reverb`): checkpointer wrappers."""

@@ -1,0 +1,1 @@
+"""Reverb's default platform modules (`replay.reverb`)."""

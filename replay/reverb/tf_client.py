@@ -1,0 +1,102 @@
+"""Reverb's `TFClient` (`replay.reverb`): insert, sample and update priorities as TF ops.
+
+The ops run the `replay.reverb.Client` calls through `tf.numpy_function`, so they work eagerly,
+inside `tf.function` and in graph mode (TF1 sessions); they are not serializable into a
+SavedModel graph (the call needs the Python client).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from replay import errors
+from replay.replay_sample import ReplaySample, SampleInfo
+
+
+class TFClient:
+    """TensorFlow ops over a replay server at `server_address`."""
+
+    def __init__(self, server_address: str, shared_name: Optional[str] = None, name: str = "reverb"):
+        del shared_name
+        from replay.reverb.client import Client
+
+        self._name = name
+        self._server_address = server_address
+        self._client = Client(server_address)
+
+    @property
+    def server_address(self) -> str:
+        return self._server_address
+
+    def sample(self, table: str, data_dtypes, name: Optional[str] = None) -> ReplaySample:
+        """An op sampling one item of `table`; data is nested as `data_dtypes`.
+
+        Raises (when run): NotFoundError / InvalidArgumentError as tf.errors of the op.
+        """
+        flat_dtypes = [tf.as_dtype(d) for d in tree.flatten(data_dtypes)]
+        info_dtypes = list(SampleInfo.tf_dtypes())
+
+        def sample(table_name):
+            table_name = table_name.decode() if isinstance(table_name, bytes) else str(table_name)
+            sample = next(self._client.sample(table_name, 1, emit_timesteps=False))
+            columns = list(sample.data)
+            if len(columns) != len(flat_dtypes):
+                raise errors.InvalidArgumentError(
+                    f"the sampled item has {len(columns)} columns but data_dtypes has {len(flat_dtypes)}")
+            info = [np.asarray(v, d.as_numpy_dtype) for v, d in zip(sample.info, info_dtypes)]
+            data = [np.asarray(c, d.as_numpy_dtype) for c, d in zip(columns, flat_dtypes)]
+            return info + data
+
+        with tf.name_scope(name or f"{self._name}_sample"):
+            outputs = tf.numpy_function(sample, [table], info_dtypes + flat_dtypes, stateful=True)
+        info = SampleInfo(*[tf.ensure_shape(t, []) for t in outputs[:len(info_dtypes)]])
+        return ReplaySample(info=info, data=tree.unflatten_as(data_dtypes, list(outputs[len(info_dtypes):])))
+
+    def insert(self, data, tables: tf.Tensor, priorities: tf.Tensor, name: Optional[str] = None):
+        """An op inserting `data` (a list of tensors, one step) into `tables[i]` with `priorities[i]`.
+
+        Raises:
+          ValueError: tables not a rank-1 string tensor, priorities not a rank-1 float64 tensor,
+          or their shapes differ.
+        """
+        if tables.dtype != tf.string or tables.shape.rank != 1:
+            raise ValueError("tables must be a string tensor of rank 1")
+        if priorities.dtype != tf.float64 or priorities.shape.rank != 1:
+            raise ValueError("priorities must be a float64 tensor of rank 1")
+        if not tables.shape.is_compatible_with(priorities.shape):
+            raise ValueError("priorities and tables must have the same shape")
+        data = list(data)
+
+        def insert(table_names, priority_values, *columns):
+            names = [t.decode() if isinstance(t, bytes) else str(t) for t in table_names]
+            if len(names) != len(priority_values):
+                raise errors.InvalidArgumentError("tables and priorities must have the same length")
+            self._client.insert(list(columns), dict(zip(names, (float(p) for p in priority_values))))
+            return np.zeros((), np.int32)
+
+        with tf.name_scope(name or f"{self._name}_insert"):
+            done = tf.numpy_function(insert, [tables, priorities] + data, tf.int32, stateful=True)
+            return tf.group(done)
+
+    def update_priorities(self, table: str, keys: tf.Tensor, priorities: tf.Tensor,
+                          name: Optional[str] = None):
+        """An op setting the priorities of items `keys` of `table` (unknown keys are ignored).
+
+        Raises (when run): InvalidArgumentError for a bad priority or keys and priorities of
+        different lengths.
+        """
+        def update(table_name, key_values, priority_values):
+            table_name = table_name.decode() if isinstance(table_name, bytes) else str(table_name)
+            if len(key_values) != len(priority_values):
+                raise errors.InvalidArgumentError(
+                    f"keys ({len(key_values)}) and priorities ({len(priority_values)}) must have the same length")
+            self._client.mutate_priorities(
+                table_name, updates={int(k): float(p) for k, p in zip(key_values, priority_values)})
+            return np.zeros((), np.int32)
+
+        with tf.name_scope(name or f"{self._name}_update_priorities"):
+            done = tf.numpy_function(update, [table, keys, priorities], tf.int32, stateful=True)
+            return tf.group(done)

@@ -1,0 +1,97 @@
+"""Reverb's `TrajectoryDataset` (`replay.reverb`): `replay.dataset.ReplayDataset` with Reverb's
+arguments (`max_samples`; `flexible_batch_size` is accepted and ignored).
+
+Elements are `ReplaySample(info, data)`, one per sampled item, `data` with the nest of
+`dtypes` and `shapes` (the item's whole trajectory, time dimension included).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import tensorflow as tf
+
+from replay import errors
+from replay.dataset import ReplayDataset
+
+
+def _check_max_samples(max_samples: int) -> None:
+    if max_samples < 1 and max_samples != -1:
+        raise errors.InvalidArgumentError(f"max_samples ({max_samples}) must be a positive integer or -1")
+
+
+def _plain(value, what: str):
+    """A Python value from a constant tensor (Reverb accepts tensors for these arguments).
+
+    Raises:
+      InvalidArgumentError: a tensor whose value is not known when the dataset is built.
+    """
+    if isinstance(value, (tf.Tensor, tf.Variable)):
+        constant = tf.get_static_value(value)
+        if constant is None:
+            raise errors.InvalidArgumentError(
+                f"{what} must be a Python value or a constant tensor (its value is needed to build the dataset)")
+        value = constant.item() if hasattr(constant, "item") else constant
+    if isinstance(value, bytes):
+        value = value.decode()
+    return value
+
+
+class TrajectoryDataset(ReplayDataset):
+    """A tf.data dataset of whole sampled items (Reverb's TrajectoryDataset).
+
+    Raises (constructor):
+      InvalidArgumentError (a ValueError): a bad argument, max_samples not positive or -1.
+    """
+
+    def __init__(self, server_address, table, dtypes: Any, shapes: Any, max_in_flight_samples_per_worker: int,
+                 num_workers_per_iterator: int = -1, max_samples_per_stream: int = -1,
+                 rate_limiter_timeout_ms: int = -1, max_samples: int = -1, flexible_batch_size: int = -1,
+                 **kwargs):
+        del flexible_batch_size
+        server_address = _plain(server_address, "server_address")
+        table = _plain(table, "table")
+        max_samples = int(_plain(max_samples, "max_samples"))
+        _check_max_samples(max_samples)
+        super().__init__(server_address, table, dtypes, shapes,
+                         int(_plain(max_in_flight_samples_per_worker, "max_in_flight_samples_per_worker")),
+                         int(_plain(num_workers_per_iterator, "num_workers_per_iterator")),
+                         int(_plain(max_samples_per_stream, "max_samples_per_stream")),
+                         int(_plain(rate_limiter_timeout_ms, "rate_limiter_timeout_ms")), **kwargs)
+        if max_samples > 0:
+            self._pipeline = self._pipeline.take(max_samples)
+            tf.data.Dataset.__init__(self, self._pipeline._variant_tensor)  # noqa: SLF001
+
+    @classmethod
+    def from_table_signature(cls, server_address, table, max_in_flight_samples_per_worker: int,
+                             num_workers_per_iterator: int = -1, max_samples_per_stream: int = -1,
+                             rate_limiter_timeout_ms: int = -1,
+                             get_signature_timeout_secs: Optional[int] = None, max_samples: int = -1,
+                             **kwargs) -> "TrajectoryDataset":
+        """A TrajectoryDataset typed by the table's signature.
+
+        Raises:
+          InvalidArgumentError: the table has no signature; NotFoundError: no such table;
+          DeadlineExceededError: no answer within get_signature_timeout_secs.
+        """
+        from replay.reverb.client import Client
+
+        server_address = _plain(server_address, "server_address")
+        table = _plain(table, "table")
+        client = Client(server_address)
+        try:
+            info = client.server_info(get_signature_timeout_secs)
+        finally:
+            client.close()
+        if table not in info:
+            raise errors.NotFoundError(
+                f"Server at {server_address} does not contain any table named {table}. Found: "
+                f"{', '.join(sorted(info))}.")
+        signature = info[table].signature
+        if not signature:
+            raise errors.InvalidArgumentError(
+                f"Table {table} at {server_address} does not have a signature; pass dtypes and shapes")
+        dtypes = tf.nest.map_structure(lambda s: s.dtype, signature)
+        shapes = tf.nest.map_structure(lambda s: s.shape, signature)
+        return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
+                   num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
+                   **kwargs)

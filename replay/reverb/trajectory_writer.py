@@ -1,0 +1,344 @@
+"""Reverb's `TrajectoryWriter` and `TrajectoryColumn` (`replay.reverb`) over the service's writer.
+
+The service's `replay.trajectory_writer.TrajectoryWriter` does the chunking, sending and acks;
+this module adds what Reverb's Python writer has on top: steps whose leaves may be missing
+(None) or arrive in several `append(..., partial_step=True)` calls, a history whose cells
+remember their values (`TrajectoryColumn.numpy()`), and `squeeze=` columns.
+
+The native writer is given each step as a flat list of leaves in this writer's column order; a
+missing leaf is stored as zeros there and is None in the history, so no item can reference it.
+The set of columns is fixed by the first step (later steps may leave columns out, not add new
+ones); flushing timeouts are in milliseconds, as in Reverb.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Deque, Iterator, List, Optional, Sequence
+
+import numpy as np
+import tree
+
+from replay import errors
+from replay import trajectory_writer as native
+
+
+class CellRef:
+    """One leaf of one appended step: its reference in the stream and its value."""
+
+    __slots__ = ("ref", "value", "_writer")
+
+    def __init__(self, ref: native.CellRef, value: np.ndarray, writer: "TrajectoryWriter"):
+        self.ref = ref
+        self.value = value
+        self._writer = writer
+
+    @property
+    def shape(self):
+        return self.value.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.dtype
+
+    @property
+    def expired(self) -> bool:
+        """Whether the step left the writer's keep-alive window (items can no longer use it)."""
+        return self._writer._expired(self.ref)  # noqa: SLF001 - the writer owns the window
+
+    def numpy(self) -> np.ndarray:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"CellRef(step={self.ref.step}, shape={self.shape}, dtype={self.dtype})"
+
+
+class TrajectoryColumn:
+    """A column of an item: cells of one leaf (from `TrajectoryWriter.history`), with a time
+    dimension unless `squeeze` (which needs exactly one cell).
+
+    Raises (constructor):
+      InvalidArgumentError (a ValueError): a None cell (a step where the leaf was missing), or
+      `squeeze` with other than one cell.
+    """
+
+    def __init__(self, data_references: Sequence[CellRef], *, squeeze: bool = False, path=None):
+        refs = tuple(data_references)
+        for ref in refs:
+            if ref is None:
+                raise errors.InvalidArgumentError(
+                    "TrajectoryColumns cannot contain None references (the leaf was missing in that step)")
+        if squeeze and len(refs) != 1:
+            raise errors.InvalidArgumentError(
+                f"a squeezed column must have exactly one cell, got {len(refs)}")
+        self._refs = refs
+        self.is_squeezed = bool(squeeze)
+        self.path = path
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+    def __iter__(self) -> Iterator[CellRef]:
+        return iter(self._refs)
+
+    def __getitem__(self, val) -> "TrajectoryColumn":
+        if isinstance(val, int):
+            return TrajectoryColumn([self._refs[val]], squeeze=True, path=self.path)
+        if isinstance(val, slice):
+            return TrajectoryColumn(self._refs[val], path=self.path)
+        raise TypeError(f"TrajectoryColumn indices must be int or slice, not {type(val).__name__}")
+
+    @property
+    def shape(self):
+        if not self._refs:
+            return (0,)
+        if self.is_squeezed:
+            return tuple(self._refs[0].shape)
+        return (len(self._refs),) + tuple(self._refs[0].shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._refs[0].dtype
+
+    def numpy(self) -> np.ndarray:
+        """The column's values (stacked along time unless squeezed).
+
+        Raises:
+          InvalidArgumentError: a cell's step left the keep-alive window.
+        """
+        if any(ref.expired for ref in self._refs):
+            raise errors.InvalidArgumentError(
+                "Cannot decode a TrajectoryColumn whose cells are expired (out of the keep-alive window)")
+        if self.is_squeezed:
+            return self._refs[0].value
+        return np.stack([ref.value for ref in self._refs]) if self._refs else np.zeros((0,))
+
+    def native(self):
+        """The column as the service writer takes it."""
+        if self.is_squeezed:
+            return self._refs[0].ref
+        return native.ColumnRefs([ref.ref for ref in self._refs])
+
+    def __repr__(self) -> str:
+        return f"TrajectoryColumn(shape={self.shape}, squeeze={self.is_squeezed})"
+
+
+class _ColumnHistory:
+    """The kept-alive cells of one leaf (None where the leaf was missing), oldest first."""
+
+    def __init__(self, path, cells: Deque[Optional[CellRef]]):
+        self._path = path
+        self._cells = cells
+
+    @property
+    def path(self):
+        return self._path
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __iter__(self):
+        return iter(list(self._cells))
+
+    def __getitem__(self, val) -> TrajectoryColumn:
+        cells = list(self._cells)
+        if isinstance(val, int):
+            try:
+                cell = cells[val]
+            except IndexError:
+                raise IndexError(f"history index {val} is outside the {len(cells)} kept-alive steps") from None
+            return TrajectoryColumn([cell], squeeze=True, path=self._path)
+        if isinstance(val, slice):
+            if val.step is not None and val.step <= 0:
+                raise errors.InvalidArgumentError("history slices need a positive step")
+            return TrajectoryColumn(cells[val], path=self._path)
+        if isinstance(val, (list, tuple)):
+            return TrajectoryColumn([cells[i] for i in val], path=self._path)
+        raise TypeError(f"history indices must be int, slice or a list of ints, not {type(val).__name__}")
+
+    def __repr__(self) -> str:
+        return f"ColumnHistory(path={self._path}, {len(self._cells)} steps)"
+
+
+class TrajectoryWriter:
+    """Writes steps and builds items from any kept-alive cells (Reverb's TrajectoryWriter).
+
+    Create it with `Client.trajectory_writer(num_keep_alive_refs)`.
+    """
+
+    def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
+                 max_in_flight_items: int = 1000):
+        self._client = client
+        self._keep = int(num_keep_alive_refs)
+        self._writer = native.TrajectoryWriter(client, num_keep_alive_refs, chunk_length=chunk_length,
+                                               max_in_flight_items=max_in_flight_items)
+        self._structure = None
+        self._paths: List[tuple] = []
+        self._specs: List[tuple] = []
+        self._history: List[Deque[Optional[CellRef]]] = []
+        self._partial: Optional[dict] = None  # path -> value of the step being built
+        self._closed = False
+
+    def __enter__(self) -> "TrajectoryWriter":
+        return self
+
+    def __exit__(self, exc_type, exc_value, exc_traceback):
+        if exc_type is None:
+            self.flush()
+        self.close()
+
+    @property
+    def episode_steps(self) -> int:
+        """Completed steps appended in the current episode."""
+        return self._writer.episode_steps
+
+    @property
+    def history(self):
+        """The kept-alive steps: a nest (the steps' structure) of column histories.
+
+        Raises:
+          InvalidArgumentError: nothing was appended yet.
+        """
+        if self._structure is None:
+            raise errors.InvalidArgumentError("the writer has no history yet; append a step first")
+        columns = [_ColumnHistory(path, h) for path, h in zip(self._paths, self._history)]
+        return tree.unflatten_as(self._structure, columns)
+
+    def configure(self, path, *, num_keep_alive_refs: int, max_chunk_length: Optional[int]) -> None:
+        """Accepted for Reverb's API; the service writer chunks all columns together, so the
+        per-column settings have no effect beyond validation.
+
+        Raises:
+          InvalidArgumentError: non-positive values, or max_chunk_length > num_keep_alive_refs.
+        """
+        if num_keep_alive_refs < 1 or (max_chunk_length is not None and not
+                                       1 <= max_chunk_length <= num_keep_alive_refs):
+            raise errors.InvalidArgumentError(
+                f"configure({path}): need num_keep_alive_refs >= 1 and 1 <= max_chunk_length <= "
+                f"num_keep_alive_refs, got {num_keep_alive_refs} and {max_chunk_length}")
+
+    def _expired(self, ref: native.CellRef) -> bool:
+        writer = self._writer
+        return (ref.episode_id != writer._episode_id  # noqa: SLF001
+                or ref.step < writer.episode_steps - self._keep)
+
+    def _define_columns(self, data) -> None:
+        self._structure = data
+        flat = tree.flatten_with_path(data)
+        self._paths = [path for path, _ in flat]
+        self._specs = []
+        for path, leaf in flat:
+            if leaf is None:
+                raise errors.InvalidArgumentError(
+                    f"the first step has no value at {path}; the first step defines every column")
+            value = np.asarray(leaf)
+            self._specs.append((value.shape, value.dtype))
+        self._history = [collections.deque(maxlen=self._keep) for _ in self._paths]
+
+    def append(self, data: Any, *, partial_step: bool = False):
+        """Appends a step (a nest of arrays; a None leaf leaves that column out of this step).
+        With `partial_step`, the step stays open and later calls add leaves to it; the step is
+        written when a call without `partial_step` completes it. Returns the step's references
+        (None for missing leaves) once the step is complete, else None.
+
+        Raises:
+          InvalidArgumentError (a ValueError): a leaf given twice in one step, a new column after
+          the first step, or a dtype or shape differing from the column's.
+        """
+        self._check_open()
+        flat = dict(tree.flatten_with_path(data)) if data is not None else {}
+        if self._partial is not None:
+            for path, value in flat.items():
+                if value is not None and self._partial.get(path) is not None:
+                    raise errors.InvalidArgumentError(
+                        f"Field {path} has already been set in the active step.")
+            merged = dict(self._partial)
+            merged.update({p: v for p, v in flat.items() if v is not None})
+            flat = merged
+        if partial_step:
+            self._partial = flat
+            return None
+        self._partial = None
+        if self._structure is None:
+            if data is None or len(tree.flatten(data)) != len(flat):
+                raise errors.InvalidArgumentError(
+                    "the first step must be given whole in its last append() call; it defines the columns")
+            self._define_columns(data)
+        unknown = [p for p in flat if p not in set(self._paths)]
+        if unknown:
+            raise errors.InvalidArgumentError(
+                f"the step has leaves {unknown} that the first step did not have; this writer's "
+                f"columns are fixed by its first step ({self._paths})")
+        values, present = [], []
+        for path, (shape, dtype) in zip(self._paths, self._specs):
+            value = flat.get(path)
+            if value is None:
+                values.append(np.zeros(shape, dtype))
+                present.append(False)
+                continue
+            value = np.asarray(value)
+            if value.shape != shape or value.dtype != dtype:
+                raise errors.InvalidArgumentError(
+                    f"column {path} has shape {shape} and dtype {dtype}, but the step gives "
+                    f"{value.shape} and {value.dtype}")
+            values.append(value)
+            present.append(True)
+        refs = self._writer.append(values)
+        cells = [CellRef(ref, value, self) if ok else None for ref, value, ok in zip(refs, values, present)]
+        for history, cell in zip(self._history, cells):
+            history.append(cell)
+        return tree.unflatten_as(self._structure, cells)
+
+    def create_item(self, table: str, priority: float, trajectory: Any) -> None:
+        """Creates an item for `table` whose columns are the `TrajectoryColumn` leaves of
+        `trajectory` (from slicing `history`).
+
+        Raises:
+          InvalidArgumentError (a ValueError): a leaf that is not a TrajectoryColumn, an empty
+          column, expired cells, a bad priority.
+        """
+        self._check_open()
+        columns = []
+        for leaf in tree.flatten(trajectory):
+            if not isinstance(leaf, TrajectoryColumn):
+                raise errors.InvalidArgumentError(
+                    f"trajectory leaves must be TrajectoryColumns (from history), got {type(leaf).__name__}")
+            if not len(leaf):
+                raise errors.InvalidArgumentError("an item column references no steps")
+            if any(ref.expired for ref in leaf):
+                raise errors.InvalidArgumentError(
+                    "the trajectory references expired cells (no longer kept alive); raise num_keep_alive_refs")
+            columns.append(leaf.native())
+        self._writer.create_item(table, priority, columns)
+
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
+        """Sends every item and waits until at most `block_until_num_items` are unacknowledged.
+
+        Raises:
+          DeadlineExceededError: not within `timeout_ms` milliseconds; errors of the stream.
+        """
+        self._check_open()
+        self._writer.flush(block_until_num_items, None if timeout_ms is None else timeout_ms / 1000)
+
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
+        """Flushes and starts a new episode; later items cannot reference earlier steps.
+
+        Raises:
+          InvalidArgumentError: a partial step is open; as `flush`.
+        """
+        self._check_open()
+        if self._partial:
+            raise errors.InvalidArgumentError(
+                "end_episode() called while a partial step is open; complete it with append()")
+        self._writer.end_episode(clear_buffers, None if timeout_ms is None else timeout_ms / 1000)
+        for history in self._history:
+            history.clear()
+
+    def close(self) -> None:
+        """Closes the stream (without flushing items not yet sent). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._writer.close(flush=False)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.InvalidArgumentError("the writer is closed; create a new one")

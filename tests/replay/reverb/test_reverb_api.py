@@ -1,0 +1,128 @@
+"""replay.reverb, Reverb's Python API, against a real server on loopback."""
+import pickle
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import replay
+import replay.reverb as reverb
+
+
+@pytest.fixture
+def server():
+    tables = [
+        reverb.Table(name="prio", sampler=reverb.selectors.Prioritized(1.0), remover=reverb.selectors.Fifo(),
+                     max_size=100, rate_limiter=reverb.rate_limiters.MinSize(1)),
+        reverb.Table.queue("queue", 10, signature={"a": tf.TensorSpec([3], tf.int64)}),
+    ]
+    srv = reverb.Server(tables=tables)
+    yield srv
+    srv.stop()
+
+
+def test_table_info_is_a_property_with_reverb_fields_and_the_native_call_still_works():
+    table = reverb.Table(name="t", sampler=reverb.selectors.Uniform(), remover=reverb.selectors.Fifo(),
+                         max_size=7, rate_limiter=reverb.rate_limiters.MinSize(2))
+    info = table.info
+    assert (info.name, info.max_size, info.current_size, info.num_episodes, info.num_unique_samples) == \
+        ("t", 7, 0, 0, 0)
+    assert info.sampler_options.uniform and not info.sampler_options.fifo and info.remover_options.fifo
+    assert info.rate_limiter_info.min_size_to_sample == 2 and info.rate_limiter_info.sample_stats.completed == 0
+    assert table.info().size == 0  # the service's own TableInfo
+    native = replay.Table("n", replay.Fifo(), replay.Fifo(), 3, replay.MinSize(1))
+    assert native.info.current_size == native.info().size == 0
+    replaced = table.replace(rate_limiter=reverb.rate_limiters.MinSize(1))
+    assert replaced.info.rate_limiter_info.min_size_to_sample == 1 and replaced.info.max_size == 7
+
+
+def test_server_validates_like_reverb():
+    with pytest.raises(ValueError, match="at least one table"):
+        reverb.Server(tables=[])
+    with pytest.raises(ValueError, match="above"):
+        reverb.rate_limiters.SampleToInsertRatio(1, 10, (11, 15))
+
+
+def test_insert_sample_emits_timesteps_and_server_info(server):
+    client = server.localhost_client()
+    client.insert(np.int64(5), {"prio": 2.0})
+    assert not server.tables["queue"].can_sample(1) and server.tables["prio"].can_sample(1)
+    [steps] = list(client.sample("prio", 1))
+    assert len(steps) == 1 and int(steps[0].data[0]) == 5 and steps[0].info.priority == 2.0
+    whole = next(client.sample("prio", emit_timesteps=False))
+    assert int(whole.data[0]) == 5
+    info = client.server_info()["prio"]
+    assert info.current_size == 1 and info.num_unique_samples == 1
+    assert info.sampler_options.prioritized.priority_exponent == 1.0
+    assert info.rate_limiter_info.sample_stats.completed == 2
+    assert pickle.loads(pickle.dumps(client)).server_address == client.server_address
+
+
+def test_trajectory_writer_columns_squeeze_missing_leaves_and_unpack_as_signature(server):
+    client = server.localhost_client()
+    with client.trajectory_writer(3) as writer:
+        for i in range(3):
+            writer.append({"a": np.int64(i), "b": None if i == 1 else np.float32(i)})
+        column = writer.history["a"][:]
+        assert column.dtype == np.int64 and column.shape == (3,)
+        np.testing.assert_array_equal(column.numpy(), [0, 1, 2])
+        assert writer.history["a"][-1].numpy() == 2
+        with pytest.raises(ValueError, match="None"):
+            reverb.TrajectoryColumn(list(writer.history["b"]))
+        writer.create_item("queue", 1.0, {"a": column})
+    sample = next(client.sample("queue", emit_timesteps=False, unpack_as_table_signature=True))
+    np.testing.assert_array_equal(sample.data["a"], [0, 1, 2])
+
+
+def test_server_info_with_timeout_and_no_server_is_deadline_exceeded():
+    import portpicker
+
+    client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
+    with pytest.raises(reverb.errors.DeadlineExceededError, match="within provided timeout"):
+        client.server_info(timeout=0.3)
+
+
+def test_timestep_dataset_splits_items_into_steps(server):
+    client = server.localhost_client()
+    with client.writer(3) as writer:
+        for i in range(3):
+            writer.append(np.int64(i))
+        writer.create_item("prio", 3, 1.0)
+    ds = reverb.TimestepDataset(server.address, "prio", dtypes={"x": tf.int64}, shapes={"x": tf.TensorShape([])},
+                                max_in_flight_samples_per_worker=1, max_samples=1)
+    steps = [int(s.data["x"]) for s in ds]
+    ds.close()
+    assert steps == [0, 1, 2]
+
+
+def test_tf_client_ops_in_a_tf_function(server):
+    tf_client = reverb.TFClient(server.address)
+
+    @tf.function
+    def insert_then_sample():
+        with tf.control_dependencies([tf_client.insert([tf.constant(7, tf.int64)], tf.constant(["prio"]),
+                                                       tf.constant([1.0], tf.float64))]):
+            sample = tf_client.sample("prio", [tf.int64])
+        with tf.control_dependencies([tf_client.update_priorities(
+                "prio", tf.reshape(sample.info.key, [1]), tf.constant([4.0], tf.float64))]):
+            return sample.info.key, sample.data[0]
+
+    key, value = insert_then_sample()
+    assert int(value) == 7
+    assert server.tables["prio"].get(int(key)).priority == 4.0
+
+
+def test_checkpointer_wrapper_restores_tables(tmp_path):
+    def tables():
+        return [reverb.Table.queue("q", 10)]
+
+    srv = reverb.Server(tables=tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)))
+    client = srv.localhost_client()
+    client.insert(np.int64(3), {"q": 1.0})
+    client.checkpoint()
+    srv.stop()
+    srv = reverb.Server(tables=tables(), checkpointer=reverb.checkpointers.DefaultCheckpointer(str(tmp_path)))
+    try:
+        assert srv.localhost_client().server_info()["q"].current_size == 1
+    finally:
+        srv.stop()
