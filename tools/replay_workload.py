@@ -65,7 +65,7 @@ def _serve(backend: str, port_queue, stop_event) -> None:
     lib = _import_backend(backend)
     if backend == "replay":
         table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), MAX_SIZE, lib.MinSize(1))
-        server = lib.Server([table])
+        server = lib.Server([table], freeze_gc=True)  # as the replay-server command runs it
     else:
         table = lib.Table(TABLE, sampler=lib.selectors.Uniform(), remover=lib.selectors.Fifo(),
                           max_size=MAX_SIZE, rate_limiter=lib.rate_limiters.MinSize(1))
