@@ -9,17 +9,18 @@ samplers (`client`, `writer`, `trajectory_writer`), and learners read through a 
 from replay import errors, extensions, rate_limiters, selectors
 from replay.checkpoint import Checkpointer
 from replay.chunk_store import ChunkStore
-from replay.client import Client
+from replay.client import Client, connect
 from replay.config import load_tables
 from replay.extensions import PriorityDiffusionExtension, StatisticsExtension
+from replay.protocol import PROTOCOL_VERSION
 from replay.rate_limiters import MinSize, Queue, SampleToInsertRatio, Stack
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.selectors import Fifo, Lifo, MaxHeap, MinHeap, Prioritized, Uniform
 from replay.server import Server
+from replay.sharded_client import ShardedClient
 from replay.specs import TensorSpec
 from replay.table import SampledItem, Table, TableInfo
 from replay.trajectory_writer import CellRef, ColumnRefs, TrajectoryWriter
-from replay.wire import PROTOCOL_VERSION
 from replay.writer import Writer
 
 
@@ -35,7 +36,7 @@ def __getattr__(name):
 __all__ = [
     "CellRef", "Checkpointer", "ChunkStore", "ColumnRefs", "PROTOCOL_VERSION", "load_tables", "Client", "Fifo", "Lifo", "MaxHeap", "MinHeap", "MinSize",
     "Prioritized", "PriorityDiffusionExtension", "Queue", "ReplayDataset", "ReplaySample",
-    "SampleInfo", "SampleToInsertRatio", "SampledItem", "Server", "Stack", "StatisticsExtension",
-    "Table", "TableInfo", "TensorSpec", "TrajectoryWriter", "Uniform", "Writer", "errors",
+    "SampleInfo", "SampleToInsertRatio", "SampledItem", "Server", "ShardedClient", "Stack", "StatisticsExtension",
+    "Table", "TableInfo", "TensorSpec", "TrajectoryWriter", "Uniform", "Writer", "connect", "errors",
     "extensions", "rate_limiters", "selectors",
 ]

@@ -1,10 +1,11 @@
 """Checkpoints of a replay server's whole state, written atomically to a directory.
 
-On the design map this is how a replay server survives restarts: `Checkpointer.save(tables)`
+This is how a replay server survives restarts: `Checkpointer.save(tables)`
 snapshots every table (`Table.checkpoint()`: config, items in insertion order with priorities,
 times_sampled and inserted_at, counters including the rate limiter's) and the chunks the items
 reference; `load_latest()` rebuilds the tables with `Table.from_checkpoint` (which documents the
 rate-limiter restore rule: a restored table never leaves samplers blocked forever).
+See docs/architecture.md, "Checkpoints".
 
 Layout of one checkpoint (no pickle anywhere; data records are the service's own protobufs):
 
@@ -41,7 +42,7 @@ import time
 import uuid
 from typing import Any, Dict, List, Optional, Sequence
 
-from replay import errors, wire
+from replay import codec, errors, protocol
 from replay.proto import replay_pb2
 
 log = logging.getLogger(__name__)
@@ -236,11 +237,11 @@ def config_override_message(name: str, configured: dict, restored: dict) -> Opti
     """A sentence for the log when a restored table's config differs from the configured one
     (the YAML file or the constructor), naming the fields; None when they agree."""
     keys = sorted(set(configured) | set(restored))
-    differing = [k for k in keys if wire.json_dumps(configured.get(k)) != wire.json_dumps(restored.get(k))]
+    differing = [k for k in keys if protocol.json_dumps(configured.get(k)) != protocol.json_dumps(restored.get(k))]
     if not differing:
         return None
-    details = "; ".join(f"{k}: checkpoint {wire.json_dumps(restored.get(k))}, configured "
-                        f"{wire.json_dumps(configured.get(k))}" for k in differing)
+    details = "; ".join(f"{k}: checkpoint {protocol.json_dumps(restored.get(k))}, configured "
+                        f"{protocol.json_dumps(configured.get(k))}" for k in differing)
     return (f"table {name!r}: the checkpoint's config replaces the configured one for "
             f"{', '.join(differing)} ({details})")
 
@@ -294,14 +295,14 @@ class Checkpointer:
             def chunk_batches():
                 for start in range(0, len(chunk_list), _CHUNKS_PER_RECORD):
                     batch = replay_pb2.ChunkBatch()
-                    wire.encode_chunks(chunk_list[start:start + _CHUNKS_PER_RECORD], batch)
+                    codec.encode_chunks(chunk_list[start:start + _CHUNKS_PER_RECORD], batch)
                     yield batch
 
             def item_batches():
                 for (config, items, _) in snapshots:
                     for start in range(0, len(items), _ITEMS_PER_RECORD):
                         batch = replay_pb2.ItemBatch()
-                        wire.encode_items([(config["name"], i) for i in items[start:start + _ITEMS_PER_RECORD]],
+                        codec.encode_items([(config["name"], i) for i in items[start:start + _ITEMS_PER_RECORD]],
                                           batch, with_state=True)
                         yield batch
 
@@ -309,7 +310,7 @@ class Checkpointer:
                      "items.bin": _write_records(os.path.join(tmp, "items.bin"), item_batches())}
             manifest = {"format": FORMAT, "version": FORMAT_VERSION, "created": time.time(),
                         "num_chunks": len(chunk_list), "files": files, "tables": manifest_tables}
-            manifest_bytes = wire.json_dumps(manifest).encode()
+            manifest_bytes = protocol.json_dumps(manifest).encode()
             with open(os.path.join(tmp, MANIFEST), "wb") as f:
                 f.write(manifest_bytes)
                 f.flush()
@@ -431,7 +432,7 @@ class Checkpointer:
         chunks = {}
         try:
             for batch in _records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch):
-                for chunk in wire.decode_chunks(batch):
+                for chunk in codec.decode_chunks(batch):
                     if chunk.key in chunks:
                         raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
                     chunks[chunk.key] = chunk
@@ -445,10 +446,10 @@ class Checkpointer:
                 f"{manifest['num_chunks']}")
         where = f"checkpoint {path}: items.bin"
         items_by_table: Dict[str, list] = {t["config"]["name"]: [] for t in manifest["tables"]}
-        resolve = wire.resolver(chunks, f"checkpoint {path}")
+        resolve = codec.resolver(chunks, f"checkpoint {path}")
         try:
             for batch in _records(data.pop("items.bin"), where, replay_pb2.ItemBatch):
-                for name, item in wire.decode_items(batch, resolve, with_state=True):
+                for name, item in codec.decode_items(batch, resolve, with_state=True):
                     table_items = items_by_table.get(name)
                     if table_items is None:
                         raise errors.InvalidArgumentError(

@@ -1,10 +1,11 @@
 """The replay client: every call a program makes to a replay server goes through `Client`.
 
-On the design map it is what rollout workers write through (`writer`, `trajectory_writer`,
+It is what rollout workers write through (`writer`, `trajectory_writer`,
 `insert`) and what learners read through (`sample`, `sample_stream`, which `ReplayDataset`
 builds on), plus the control calls (`mutate_priorities`, `reset`, `server_info`,
 `checkpoint`). A client pickles by address (token and TLS root certificate included), so it
 can be handed to Ray actors; the gRPC channel is created lazily in each process.
+See docs/architecture.md, "Inside the replay server".
 
 gRPC failures are raised as the matching `replay.errors` class (the exact class the server
 raised when it names one), so callers catch the same exceptions as in-process.
@@ -14,13 +15,14 @@ from __future__ import annotations
 import json
 import queue
 import threading
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 import tree
 
-from replay import errors, wire
+from replay import codec, errors, framing, protocol, validation
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -30,8 +32,8 @@ _ERROR_CLASS_METADATA_KEY = "replay-error-class"
 # says what blocked the sample) arrives before the deadline cuts the call.
 SAMPLE_DEADLINE_ALLOWANCE_SECONDS = 1.0
 # Full method names in replay.proto (as in the generated stub).
-INSERT_STREAM_METHOD = f"/{wire.SERVICE_NAME}/InsertStream"
-SAMPLE_STREAM_METHOD = f"/{wire.SERVICE_NAME}/SampleStream"
+INSERT_STREAM_METHOD = f"/{protocol.SERVICE_NAME}/InsertStream"
+SAMPLE_STREAM_METHOD = f"/{protocol.SERVICE_NAME}/SampleStream"
 
 
 def _server_error_class(error: grpc.RpcError):
@@ -67,8 +69,33 @@ def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayEr
     return cls(message)
 
 
+def _several_addresses(address) -> bool:
+    return isinstance(address, (list, tuple)) or (isinstance(address, str) and "," in address)
+
+
+def connect(address: Union[str, Sequence[str]], token: Optional[str] = None,
+            root_certificates: Optional[Union[bytes, str]] = None,
+            max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+    """A client of the replay server at `address` ("host:port"): a `Client`; or, given several
+    addresses (a list, or "host:port,host:port"), a `replay.sharded_client.ShardedClient` over
+    those servers. The other arguments are those of `Client`, used for every server.
+
+    Raises:
+      InvalidArgumentError: an empty list of addresses, or the same address twice.
+    """
+    if not _several_addresses(address):
+        return Client(address, token, root_certificates, max_message_bytes)
+    from replay.sharded_client import ShardedClient
+
+    addresses = address.split(",") if isinstance(address, str) else list(address)
+    return ShardedClient([a.strip() for a in addresses], token, root_certificates, max_message_bytes)
+
+
 class Client:
     """A connection to a replay server at `address` ("host:port").
+
+    `replay.connect` picks `Client` or `ShardedClient` from its addresses. `Client` given
+    several addresses still returns a `ShardedClient` for now, with a DeprecationWarning.
 
     Args:
       address: "host:port" of the server.
@@ -79,13 +106,13 @@ class Client:
     """
 
     def __new__(cls, address, *args, **kwargs):
-        # Several addresses (a list or "host:port,host:port") make a client of sharded servers.
-        if cls is Client and (isinstance(address, (list, tuple)) or
-                              (isinstance(address, str) and "," in address)):
-            from replay.sharded_client import ShardedClient
-
-            addresses = address.split(",") if isinstance(address, str) else list(address)
-            return ShardedClient([a.strip() for a in addresses], *args, **kwargs)
+        # Deprecated: several addresses make a `ShardedClient`, which is not a `Client`.
+        if cls is Client and _several_addresses(address):
+            warnings.warn(
+                "Client() given several addresses returns a ShardedClient, which is not a Client; "
+                "call replay.connect(addresses) or replay.ShardedClient(addresses) instead "
+                "(Client(addresses) will accept one address only)", DeprecationWarning, stacklevel=2)
+            return connect(address, *args, **kwargs)
         return super().__new__(cls)
 
     def __init__(self, address: str, token: Optional[str] = None,
@@ -101,9 +128,9 @@ class Client:
         self._stub = None
         self._insert_stream = self._sample_stream = None
         self._signatures: Dict[str, Any] = {}
-        metadata = [(wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION))]
+        metadata = [(protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION))]
         if token is not None:
-            metadata.append((wire.TOKEN_METADATA_KEY, token))
+            metadata.append((protocol.TOKEN_METADATA_KEY, token))
         self.metadata = tuple(metadata)
 
     # -- pickling by address -------------------------------------------------------------
@@ -137,17 +164,17 @@ class Client:
                     self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
                     self._insert_stream = self._channel.stream_stream(
                         INSERT_STREAM_METHOD,
-                        request_serializer=wire.serialize_insert_request,
+                        request_serializer=framing.serialize_insert_request,
                         response_deserializer=replay_pb2.InsertResponse.FromString)
                     self._sample_stream = self._channel.stream_stream(
                         SAMPLE_STREAM_METHOD,
                         request_serializer=replay_pb2.SampleRequest.SerializeToString,
-                        response_deserializer=wire.parse_sample_response)
+                        response_deserializer=framing.parse_sample_response)
         return self._stub
 
     @property
     def insert_stream(self):
-        """The InsertStream call taking `wire.PackedInsertRequest`s (the writers' path: chunk
+        """The InsertStream call taking `framing.PackedInsertRequest`s (the writers' path: chunk
         bytes go into the message without extra copies)."""
         self.stub  # noqa: B018 - opens the channel
         return self._insert_stream
@@ -294,13 +321,13 @@ class Client:
 
     def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
                          max_samples: int = -1, columnar: bool = False,
-                         timeout: Optional[float] = None) -> Iterator[wire.PackedSampleResponse]:
+                         timeout: Optional[float] = None) -> Iterator[framing.PackedSampleResponse]:
         """The raw SampleStream responses of `table` (items with their still-compressed chunks,
         whose bytes are views into the received message), granting the server credit as
         samples arrive so that at most `max_in_flight` are requested ahead of consumption. The
         building block of `sample` and `ReplayDataset`. `close()` ends it from another thread.
         With `columnar`, responses whose items allow it carry `response.columns` (one byte
-        string per column, see `wire.decode_columns`) instead of chunks. `timeout` (seconds) is
+        string per column, see `replay.column_batch.decode_columns`) instead of chunks. `timeout` (seconds) is
         the call's gRPC deadline (None: none); when it passes the call ends on the server too.
 
         Raises (when iterated): InvalidArgumentError for a non-positive budget; the
@@ -358,11 +385,11 @@ class Client:
                                             timeout=timeout):
             response = packed.response
             # Uncompressed columns are copied out so that samples do not keep whole responses alive.
-            column_data = [c if f & wire.FLAG_COMPRESSED else bytes(c)
+            column_data = [c if f & codec.FLAG_COMPRESSED else bytes(c)
                            for c, f in zip(packed.column_data, response.chunks.flags)]
-            chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False,
+            chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
                                                            column_data=column_data)}
-            pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+            pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
             items = [item for _, item in pairs]
             infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
                 items, response.probabilities, response.table_sizes, response.priorities,
@@ -389,7 +416,7 @@ class Client:
         """
         updates = dict(updates or {})
         for key, priority in updates.items():
-            wire.check_priority(key, float(priority))
+            validation.check_priority(key, float(priority))
         request = replay_pb2.MutatePrioritiesRequest(
             table=table,
             updates=replay_pb2.PriorityUpdates(keys=list(updates), priorities=list(updates.values())),
@@ -439,7 +466,7 @@ def table_info_from_proto(proto: replay_pb2.TableInfo):
         sampler_options=config.get("sampler", config.get("sampler_options", {})),
         remover_options=config.get("remover", config.get("remover_options", {})),
         rate_limiter_info=json.loads(proto.rate_limiter_info_json or "{}"),
-        signature=wire.signature_from_json(config.get("signature")),
+        signature=protocol.signature_from_json(config.get("signature")),
         num_inserts=proto.num_inserts, num_samples=proto.num_samples, num_deletes=proto.num_deletes,
         num_evictions=proto.num_evictions,
         extensions=json.loads(proto.extensions_info_json or "[]"))

@@ -1,6 +1,6 @@
 """ReplayDataset: a tf.data pipeline that streams samples from replay servers.
 
-On the design map this sits between `replay.Server` and the learner: it is the only module of
+This sits between `replay.Server` and the learner: it is the only module of
 `replay` that imports TensorFlow. Each worker is one SampleStream call whose responses, many
 items each, are read on a reader thread (so gRPC keeps receiving while the worker decodes) with
 their chunk bytes left as views into the received message; the worker copies each item once,
@@ -11,13 +11,13 @@ copy. tf.data then splits these blocks into items in C++ (`unbatch`), so a follo
 server side, which is the prefetch budget. Responses the fast path cannot take (items spanning
 several chunks, delta-encoded columns, items of different shapes) are decoded item by item
 through the replay data model.
+See docs/architecture.md, "Data path" and "Processes and threads".
 
-`ReplayDataset(...)` is a factory: it returns a real `tf.data.Dataset` (subclassing tf.data's
-internal dataset classes is fragile across TensorFlow versions), so `isinstance(ds,
-tf.data.Dataset)` holds and every tf.data transformation, `tf.distribute` input function and
-`tf.function` loop accepts it. The returned object carries a `replay_metrics`
-(`StreamMetrics`) attribute with per-server counters and failures; it is not carried through
-later transformations, so keep a reference to it (or pass your own `metrics`).
+`ReplayDataset` is a `tf.data.Dataset` subclass (as Reverb's): it builds that pipeline and
+takes on its variant tensor, so `isinstance(ds, tf.data.Dataset)` holds and every tf.data
+transformation, `tf.distribute` input function and `tf.function` loop accepts it. It owns its
+streams: `ds.metrics` (`StreamMetrics`) counts per server and `ds.close()` ends every stream,
+including those of pipelines built on it (`ds.batch(32)` returns a plain dataset, so keep `ds`).
 
 Given several server addresses the dataset merges their streams (each server gets its own
 workers; blocks come out in the order they are ready). A server that dies ends its streams
@@ -40,7 +40,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, specs, wire
+from replay import codec, column_batch, errors, framing, specs
 from replay.client import Client
 from replay.replay_sample import ReplaySample, SampleInfo
 
@@ -179,12 +179,12 @@ class _BlockPool:
         return buffer[start:start + nbytes].view(dtype).reshape(shape)
 
 
-def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype],
+def _decode_block(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtype],
                   pool: Optional[_BlockPool] = None):
     """Decodes one response into (SampleInfo of [N] arrays, flat [N, ...] columns), or None
     when the response needs the general per-item path (multi-slice or delta-encoded columns,
     or items whose shapes differ within a column). A columnar response (the server already
-    laid each column out, see `wire.encode_columns`) costs one `np.frombuffer` per column.
+    laid each column out, see `column_batch.encode_columns`) costs one `np.frombuffer` per column.
 
     The fast path copies each item's bytes once, from the received message into one array per
     column (a `bytes.join` over views for small items; row copies into an aligned pooled array,
@@ -204,14 +204,14 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
             f"sampled items have {sorted(set(items.num_columns))} columns but the dataset declares "
             f"{num_leaves} (dtypes/shapes); use ReplayDataset.from_table_signature or fix dtypes")
     if response.HasField("columns"):
-        out = wire.decode_columns(response.columns, num_items)
+        out = column_batch.decode_columns(response.columns, num_items)
         for leaf, (column, dtype) in enumerate(zip(out, flat_dtypes)):
             _check_dtype(leaf, column.dtype, dtype)
         return _sample_info(response), out
     if len(items.slice_chunk_keys) != num_items * num_leaves:
         return None  # some item column spans several chunks
     flags = list(chunks.flags)
-    if any(f & wire.FLAG_DELTA for f in flags):
+    if any(f & codec.FLAG_DELTA for f in flags):
         return None
     chunk_column_start = {}
     position = 0
@@ -252,7 +252,7 @@ def _decode_block(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]
                         or tuple(dims[rank_start:rank_start + column_layout[1]]) != step_shape):
                     return None  # items of different shapes in this column
             raw = column_data[column]
-            if flags[column] & wire.FLAG_COMPRESSED:
+            if flags[column] & codec.FLAG_COMPRESSED:
                 raw = decompressed.get(column)
                 if raw is None:
                     try:
@@ -299,12 +299,12 @@ def _sample_info(response) -> SampleInfo:
         times_sampled=np.array(response.times_sampled, dtype=np.int32))
 
 
-def _decode_items_one_by_one(packed: wire.PackedSampleResponse, flat_dtypes: List[np.dtype]):
+def _decode_items_one_by_one(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtype]):
     """The general path: yields one-item blocks decoded through the replay data model."""
     response = packed.response
-    chunks = {c.key: c for c in wire.decode_chunks(response.chunks, validate=False,
+    chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
                                                    column_data=packed.column_data)}
-    pairs = wire.decode_items(response.items, wire.resolver(chunks, "the sample response"))
+    pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
     cache: dict = {}
     for i, (_, item) in enumerate(pairs):
         info = SampleInfo(
@@ -331,7 +331,7 @@ class _Prefetcher:
     def __init__(self, responses, depth: int = 2, closed: Optional[threading.Event] = None):
         self._queue: "queue.Queue" = queue.Queue(depth)
         self._stopped = threading.Event()
-        # The dataset's owner closed it (`replay_close`): stop waiting for responses, which a
+        # The dataset's owner closed it (`ReplayDataset.close`): stop waiting for responses, which a
         # server that keeps running (and a table that stays empty) may never send.
         self._closed = closed if closed is not None else threading.Event()
         self._thread = threading.Thread(target=self._run, args=(responses,), daemon=True,
@@ -510,12 +510,57 @@ def _client_options(token, root_certificates, max_message_bytes) -> Dict[str, An
     return options
 
 
-class ReplayDataset:
-    """A `tf.data.Dataset` of `ReplaySample(info, data)` streamed from replay servers.
+def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
+                     max_in_flight_samples_per_worker: int, num_workers_per_iterator: int,
+                     max_samples_per_stream: int, rate_limiter_timeout_ms: int,
+                     metrics: StreamMetrics, closer: _Closer,
+                     client_options: Dict[str, Any]) -> tf.data.Dataset:
+    """The tf.data pipeline of a `ReplayDataset`: per-stream generators of blocks, merged and
+    unbatched into single samples. Arguments are checked and converted by the caller."""
+    workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
+    signature = _block_signature(dtypes, shapes)
+    flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
+    tolerate_failure = len(addresses) > 1
+    # Small items come columnar: the server sends only the steps they reference, laid out
+    # as the dataset's arrays. Large ones come with their chunks, whose bytes are copied
+    # once, straight from the message into pooled arrays.
+    flat_shapes = tree.flatten_up_to(dtypes, shapes)
+    columnar = all(s.is_fully_defined() for s in flat_shapes) and sum(
+        s.num_elements() * d.itemsize for s, d in zip(flat_shapes, flat_dtypes)) < _LARGE_ITEM_BYTES
 
-    `ReplayDataset(...)` returns a `tf.data.Dataset` (see the module docstring for why a
-    factory). Elements: `info` is a `SampleInfo` of scalars (dtypes `INFO_DTYPES`); `data` has
-    the nest structure of `dtypes`/`shapes`.
+    streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
+                            int(max_samples_per_stream), int(rate_limiter_timeout_ms),
+                            tolerate_failure, metrics, structure=dtypes, closer=closer,
+                            columnar=columnar, client_options=client_options)
+               for address in addresses for _ in range(workers)]
+
+    def run_stream(index):
+        return streams[int(index)]()
+
+    def stream_dataset(index):
+        return tf.data.Dataset.from_generator(run_stream, args=(index,), output_signature=signature)
+
+    if len(streams) == 1:
+        blocks = stream_dataset(0).prefetch(1)
+    else:
+        # Each stream is pulled by its own tf.data thread; blocks come out as they are ready.
+        blocks = tf.data.Dataset.range(len(streams)).interleave(
+            stream_dataset, cycle_length=len(streams), block_length=1,
+            num_parallel_calls=len(streams), deterministic=False)
+    # Blocks already have the element structure, so unbatching is the only per-item step.
+    return blocks.unbatch()
+
+
+class ReplayDataset(tf.data.Dataset):
+    """A `tf.data.Dataset` of `ReplaySample(info, data)` streamed from replay servers, which
+    owns its sample streams (as Reverb's ReplayDataset, a `tf.data.Dataset` subclass).
+
+    Elements: `info` is a `SampleInfo` of scalars (dtypes `INFO_DTYPES`); `data` has the nest
+    structure of `dtypes`/`shapes`. Every tf.data transformation, `tf.distribute` input
+    function and `tf.function` loop accepts it. Transformations return plain datasets, so keep
+    the `ReplayDataset` itself to read its `metrics` and to `close()` it; closing ends the
+    streams of every pipeline built on it (`ds.batch(32).map(f)` included). Used as a context
+    manager (`with ReplayDataset(...) as ds:`) it closes at the end of the block.
 
     Args:
       server_address: "host:port", or a list of them to merge several (sharded) servers.
@@ -542,12 +587,12 @@ class ReplayDataset:
       InvalidArgumentError: a bad argument (the message names it and the allowed values).
     """
 
-    def __new__(cls, server_address: Union[str, Sequence[str]], table: str, dtypes: Any, shapes: Any,
-                max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
-                max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
-                metrics: Optional[StreamMetrics] = None, *, token: Optional[str] = None,
-                root_certificates: Optional[Union[bytes, str]] = None,
-                max_message_bytes: Optional[int] = None) -> tf.data.Dataset:
+    def __init__(self, server_address: Union[str, Sequence[str]], table: str, dtypes: Any, shapes: Any,
+                 max_in_flight_samples_per_worker: int, num_workers_per_iterator: int = -1,
+                 max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
+                 metrics: Optional[StreamMetrics] = None, *, token: Optional[str] = None,
+                 root_certificates: Optional[Union[bytes, str]] = None,
+                 max_message_bytes: Optional[int] = None):
         addresses = _as_addresses(server_address)
         client_options = _client_options(token, root_certificates, max_message_bytes)
         _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
@@ -555,45 +600,56 @@ class ReplayDataset:
         dtypes = tree.map_structure(tf.as_dtype, dtypes)
         # Shapes may be lists, so they are read only down to the leaves of `dtypes`.
         shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        metrics = metrics if metrics is not None else StreamMetrics()
-        workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
-        signature = _block_signature(dtypes, shapes)
-        flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
-        tolerate_failure = len(addresses) > 1
-        closer = _Closer()
-        # Small items come columnar: the server sends only the steps they reference, laid out
-        # as the dataset's arrays. Large ones come with their chunks, whose bytes are copied
-        # once, straight from the message into pooled arrays.
-        flat_shapes = tree.flatten_up_to(dtypes, shapes)
-        columnar = all(s.is_fully_defined() for s in flat_shapes) and sum(
-            s.num_elements() * d.itemsize for s, d in zip(flat_shapes, flat_dtypes)) < _LARGE_ITEM_BYTES
+        self._metrics = metrics if metrics is not None else StreamMetrics()
+        self._closer = _Closer()
+        self._pipeline = _sample_pipeline(
+            addresses, table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
+            max_samples_per_stream, rate_limiter_timeout_ms, self._metrics, self._closer, client_options)
+        super().__init__(self._pipeline._variant_tensor)  # noqa: SLF001 - how tf.data subclasses are built
 
-        streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
-                                int(max_samples_per_stream), int(rate_limiter_timeout_ms),
-                                tolerate_failure, metrics, structure=dtypes, closer=closer,
-                                columnar=columnar, client_options=client_options)
-                   for address in addresses for _ in range(workers)]
+    # -- tf.data.Dataset ----------------------------------------------------------------------
 
-        def run_stream(index):
-            return streams[int(index)]()
+    def _inputs(self):
+        return [self._pipeline]
 
-        def stream_dataset(index):
-            return tf.data.Dataset.from_generator(run_stream, args=(index,), output_signature=signature)
+    @property
+    def element_spec(self):
+        return self._pipeline.element_spec
 
-        if len(streams) == 1:
-            blocks = stream_dataset(0).prefetch(1)
-        else:
-            # Each stream is pulled by its own tf.data thread; blocks come out as they are ready.
-            blocks = tf.data.Dataset.range(len(streams)).interleave(
-                stream_dataset, cycle_length=len(streams), block_length=1,
-                num_parallel_calls=len(streams), deterministic=False)
-        # Blocks already have the element structure, so unbatching is the only per-item step.
-        dataset = blocks.unbatch()
-        dataset.replay_metrics = metrics
-        # Ends every stream now (also one waiting for samples that will not come), quietly;
-        # call it before stopping the servers, so the streams do not fail instead.
-        dataset.replay_close = closer
-        return dataset
+    # -- the streams ----------------------------------------------------------------------------
+
+    @property
+    def metrics(self) -> StreamMetrics:
+        """Per-server counters and failures of this dataset's streams."""
+        return self._metrics
+
+    @property
+    def closed(self) -> bool:
+        return self._closer.event.is_set()
+
+    def close(self) -> None:
+        """Ends every stream of this dataset now, quietly (also one waiting for samples that will
+        not come), and any stream an iterator would open later: iterators of this dataset and of
+        datasets built on it reach their end. Call it before stopping the servers, so the
+        streams do not fail instead. Idempotent."""
+        self._closer()
+
+    def __enter__(self) -> "ReplayDataset":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    # The names of `metrics` and `close` when `ReplayDataset(...)` returned a plain tf.data
+    # dataset carrying them as attributes; kept for code written against them.
+
+    @property
+    def replay_metrics(self) -> StreamMetrics:
+        return self._metrics
+
+    @property
+    def replay_close(self):
+        return self.close
 
     @classmethod
     def from_table_signature(cls, server_address: Union[str, Sequence[str]], table: str,
@@ -603,7 +659,7 @@ class ReplayDataset:
                              get_signature_timeout_secs: Optional[float] = None, *,
                              token: Optional[str] = None,
                              root_certificates: Optional[Union[bytes, str]] = None,
-                             max_message_bytes: Optional[int] = None) -> tf.data.Dataset:
+                             max_message_bytes: Optional[int] = None) -> "ReplayDataset":
         """A ReplayDataset whose dtypes and shapes come from the table's signature (read with
         `server_info` from the first reachable server). `token`, `root_certificates` and
         `max_message_bytes` are used for that call and for the dataset's streams (see

@@ -1,12 +1,13 @@
 """The replay server: tables behind a gRPC service (replay.proto), on 127.0.0.1 by default.
 
-On the design map this is the box between the writers (rollout workers) and the readers
+This is the box between the writers (rollout workers) and the readers
 (`Client.sample`, `ReplayDataset`). Writers stream packed batches of chunks and items over
 InsertStream; the server validates the chunks without decompressing them (checksums and
 sizes), stores them in the `ChunkStore`, keeps alive per stream the chunks its writer may still
 reference, inserts the items into their tables (waiting for the tables' rate limiters) and acks
 the item keys in batches. Samplers stream items out over SampleStream, many items per response
 with their chunks still compressed, within the credit the client granted.
+See docs/architecture.md, "Inside the replay server" and "Processes and threads".
 
 Concurrency: the calls run as coroutines of grpc's asyncio server on one event loop, in a thread
 of its own; no thread is tied to a stream, so thousands of open streams cost only memory. A call
@@ -43,7 +44,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
 
-from replay import errors, wire
+from replay import codec, column_batch, errors, framing, protocol, validation
 from replay.chunk_store import ChunkStore
 from replay.gc_freeze import GcFreezer
 from replay.proto import replay_pb2, replay_pb2_grpc
@@ -234,15 +235,15 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         metadata = dict(context.invocation_metadata() or ())
         token = self._server._token
         if token is not None:
-            given = metadata.get(wire.TOKEN_METADATA_KEY, "")
+            given = metadata.get(protocol.TOKEN_METADATA_KEY, "")
             if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
                 raise errors.UnauthenticatedError(
                     "missing or wrong access token; pass the server's token to Client(address, token=...)")
-        version = metadata.get(wire.PROTOCOL_METADATA_KEY)
-        if version != str(wire.PROTOCOL_VERSION):
+        version = metadata.get(protocol.PROTOCOL_METADATA_KEY)
+        if version != str(protocol.PROTOCOL_VERSION):
             raise errors.FailedPreconditionError(
                 f"protocol version mismatch: the client speaks version {version or 'unknown'} and this "
-                f"server speaks version {wire.PROTOCOL_VERSION}; install the same replay version on "
+                f"server speaks version {protocol.PROTOCOL_VERSION}; install the same replay version on "
                 "both sides")
 
     def _table(self, name: str):
@@ -293,7 +294,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 chunks = None
                 if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
                     chunks = await asyncio.get_running_loop().run_in_executor(
-                        self._server._executor, wire.decode_chunks, request.chunks)
+                        self._server._executor, codec.decode_chunks, request.chunks)
                 held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
                                                      held, limit, resolve)
                 chunks = None
@@ -324,11 +325,11 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         Raises:
           ResourceExhaustedError: the stream would hold more than `limit` chunk bytes once the
             message's releases are done (nothing is stored).
-          The validation errors of `wire.decode_chunks`, `wire.decode_items` and the tables.
+          The validation errors of `codec.decode_chunks`, `codec.decode_items` and the tables.
         """
         if request.chunks.keys:
             if chunks is None:
-                chunks = wire.decode_chunks(request.chunks)
+                chunks = codec.decode_chunks(request.chunks)
             released = set(request.release_chunk_keys)
             after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
             after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
@@ -344,7 +345,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     held += chunk.nbytes
         if not request.items.keys:
             return held, []
-        pairs = wire.decode_items(request.items, resolve)
+        pairs = codec.decode_items(request.items, resolve)
         return held, self._insert_now(self._validated_groups(pairs))
 
     def _validated_groups(self, pairs):
@@ -484,7 +485,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             raise errors.InvalidArgumentError(
                 f"priority update lists {len(keys)} keys but {len(priorities)} priorities")
         for key, priority in zip(keys, priorities):
-            wire.check_priority(key, priority)
+            validation.check_priority(key, priority)
         table.mutate_priorities(list(zip(keys, priorities)), list(request.delete_keys))
         return replay_pb2.MutatePrioritiesResponse()
 
@@ -499,7 +500,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         return await self._unary(self._server_info, request, context)
 
     def _server_info(self, request):
-        response = replay_pb2.ServerInfoResponse(protocol_version=wire.PROTOCOL_VERSION)
+        response = replay_pb2.ServerInfoResponse(protocol_version=protocol.PROTOCOL_VERSION)
         for table in list(self._server.tables.values()):
             response.tables.append(table_info_to_proto(table))
         return response
@@ -530,9 +531,9 @@ def _take_samples(table, want: int, columnar: bool):
 
 
 def _sample_response(table_name: str, sampled,
-                     columnar: bool = False) -> Tuple[wire.PackedSampleResponse, int]:
+                     columnar: bool = False) -> Tuple[framing.PackedSampleResponse, int]:
     """The response carrying `sampled` and the bytes of their data: columnar when asked for and
-    the items allow it (`wire.encode_columns`), else with their chunks (chunk bytes outside the
+    the items allow it (`column_batch.encode_columns`), else with their chunks (chunk bytes outside the
     message)."""
     response = replay_pb2.SampleResponse()
     response.probabilities.extend([s.probability for s in sampled])
@@ -540,23 +541,23 @@ def _sample_response(table_name: str, sampled,
     response.priorities.extend([s.priority for s in sampled])
     response.times_sampled.extend([s.times_sampled for s in sampled])
     if columnar:
-        nbytes = wire.encode_columns([s.item for s in sampled], response.columns)
+        nbytes = column_batch.encode_columns([s.item for s in sampled], response.columns)
         if nbytes is not None:
-            wire.encode_items([(table_name, s.item) for s in sampled], response.items,
+            codec.encode_items([(table_name, s.item) for s in sampled], response.items,
                               with_slices=False)
-            return wire.PackedSampleResponse(response, []), nbytes
+            return framing.PackedSampleResponse(response, []), nbytes
     chunks = {}
     for s in sampled:
         chunks.update(s.item.chunks)
-    wire.encode_items([(table_name, s.item) for s in sampled], response.items)
+    codec.encode_items([(table_name, s.item) for s in sampled], response.items)
     column_data: List[bytes] = []
-    wire.encode_chunks(chunks.values(), response.chunks, column_data)
-    return wire.PackedSampleResponse(response, column_data), sum(c.nbytes for c in chunks.values())
+    codec.encode_chunks(chunks.values(), response.chunks, column_data)
+    return framing.PackedSampleResponse(response, column_data), sum(c.nbytes for c in chunks.values())
 
 
 def _method_handlers(servicer: "_Servicer") -> dict:
     """The service's generated method handlers, with SampleStream sending
-    `wire.PackedSampleResponse`s (its chunk bytes are never copied into a protobuf object)."""
+    `framing.PackedSampleResponse`s (its chunk bytes are never copied into a protobuf object)."""
 
     class _Recorder:
         def __init__(self):
@@ -576,7 +577,7 @@ def _method_handlers(servicer: "_Servicer") -> dict:
                            "replay.proto; regenerate it with tools/gen_proto.py")
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
-        response_serializer=wire.serialize_sample_response)
+        response_serializer=framing.serialize_sample_response)
     return {name: handler._replace(request_deserializer=_tolerant_deserializer(
                 name, handler.request_deserializer))
             for name, handler in recorder.handlers.items()}
@@ -589,9 +590,9 @@ def table_info_to_proto(table) -> replay_pb2.TableInfo:
         name=info.name, size=info.size, max_size=info.max_size,
         max_times_sampled=info.max_times_sampled, num_inserts=info.num_inserts,
         num_samples=info.num_samples, num_deletes=info.num_deletes, num_evictions=info.num_evictions,
-        config_json=wire.json_dumps(table.config()),
-        rate_limiter_info_json=wire.json_dumps(info.rate_limiter_info),
-        extensions_info_json=wire.json_dumps(info.extensions))
+        config_json=protocol.json_dumps(table.config()),
+        rate_limiter_info_json=protocol.json_dumps(info.rate_limiter_info),
+        extensions_info_json=protocol.json_dumps(info.extensions))
 
 
 _LIVE_SERVERS: "weakref.WeakSet[Server]" = weakref.WeakSet()
@@ -746,8 +747,8 @@ class Server:
         server = grpc.aio.server(options=options)
         handlers = _method_handlers(self._servicer)
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(wire.SERVICE_NAME, handlers),))
-        server.add_registered_method_handlers(wire.SERVICE_NAME, handlers)
+            (grpc.method_handlers_generic_handler(protocol.SERVICE_NAME, handlers),))
+        server.add_registered_method_handlers(protocol.SERVICE_NAME, handlers)
         try:
             if self._tls_certificate is not None:
                 credentials = grpc.ssl_server_credentials([(self._tls_private_key, self._tls_certificate)])

@@ -1,8 +1,9 @@
 """Sharded replay: one client over several independent replay servers.
 
-On the design map this widens the replay box into N servers without replication (the Reverb
+This widens the replay box into N servers without replication (the Reverb
 paper's sharding): writers spread experience over the servers and learners merge the
 servers' sample streams (`ReplayDataset` given several addresses, see `replay.dataset`).
+See docs/architecture.md, "Inside the replay server".
 
 - `ShardedClient(addresses)` keeps one `Client` per server. `insert` goes round robin by item;
   `trajectory_writer` returns a `ShardedTrajectoryWriter`, which writes each episode to one
@@ -16,8 +17,8 @@ servers' sample streams (`ReplayDataset` given several addresses, see `replay.da
   were not yet acknowledged by the dead server are lost (counted in `lost_items`), and the
   writer starts a new episode on the next server.
 
-Proposal for `replay.Client`: `Client(address)` given a list (or a comma-separated string) of
-addresses returns `ShardedClient(addresses)`; both share the method names used here.
+`replay.connect(addresses)` returns a `ShardedClient` for several addresses (a list, or a
+comma-separated string) and a `Client` for one; both share the method names used here.
 """
 from __future__ import annotations
 
@@ -93,6 +94,11 @@ class ShardedClient:
             self.metrics.lost_items += lost_items
         log.warning("replay shard %s failed (%s); %d item(s) lost; going on with %s", address, error,
                     lost_items, self.live_addresses)
+
+    def count_lost_items(self, count: int) -> None:
+        """Adds `count` items that were written but will never be stored to `metrics.lost_items`."""
+        with self._lock:
+            self.metrics.lost_items += count
 
     def next_address(self) -> str:
         """The next live server in round-robin order.
@@ -218,10 +224,7 @@ class ShardedTrajectoryWriter:
         self.address = address
 
     def _fail_over(self, error: BaseException) -> None:
-        lost = 0
-        stream = getattr(self._writer, "_stream", None)
-        if stream is not None:
-            lost = int(getattr(stream, "num_unacked", 0))
+        lost = self._writer.num_unacked_items
         try:
             self._writer.close(flush=False)
         except errors.ReplayError:
@@ -260,16 +263,14 @@ class ShardedTrajectoryWriter:
           `TrajectoryWriter.create_item`.
         """
         if self._last_append_writer is not self._writer:
-            with self.client._lock:
-                self.client.metrics.lost_items += 1
+            self.client.count_lost_items(1)
             return False
         writer = self._writer
         try:
             writer.create_item(table, priority, trajectory)
         except _SERVER_GONE as e:
             self._fail_over(e)
-            with self.client._lock:
-                self.client.metrics.lost_items += 1
+            self.client.count_lost_items(1)
             return False
         self.items_per_server[self.address] = self.items_per_server.get(self.address, 0) + 1
         return True

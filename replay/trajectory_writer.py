@@ -7,10 +7,11 @@ be any slice of them (`writer.history['obs'][-3:]`), for any table, overlapping 
 Steps are grouped into chunks (column-wise, lz4-compressed, see `replay.chunks`); every chunk
 is sent once, with the first item that needs it, however many items and tables reference it.
 
-Sending is asynchronous: items and chunks go into a queue that a gRPC request iterator drains,
-many per message, while a background thread counts the server's batched acks. A call blocks
-only when more than `max_in_flight_items` items are unacknowledged; `flush` waits for acks. If
-the stream fails (bad item, server gone), the next call raises the error.
+Sending is asynchronous (`replay.insert_stream.InsertStream`): items and chunks go into a
+queue that a gRPC request iterator drains, many per message, while a background thread counts
+the server's batched acks. A call blocks only when more than `max_in_flight_items` items are
+unacknowledged; `flush` waits for acks. If the stream fails (bad item, server gone), the next
+call raises the error.
 
 Chunking: with `chunk_length=None` a chunk is closed as soon as an item references one of its
 steps (items go out immediately, chunks hold the steps since the previous chunk). With a
@@ -24,220 +25,25 @@ from __future__ import annotations
 import collections
 import os
 import random
-import threading
 from typing import Any, Deque, List, Optional, Sequence, Tuple
 
-import grpc
 import numpy as np
 import tree
 
-from replay import errors, wire
+from replay import errors, validation
 from replay.chunks import Chunk, encode_column
+from replay.insert_stream import InsertStream
 from replay.items import TrajectoryColumn
-from replay.proto import replay_pb2
 
-_MAX_BATCH_BYTES = 4 * 1024 * 1024
 # Adaptive compression: after this many chunks in a row where lz4 did not shrink a leaf's column
 # (random or already-compressed data), that leaf is stored raw for the next _INCOMPRESSIBLE_SKIP
 # chunks, then lz4 is tried again.
 _INCOMPRESSIBLE_TRIES = 8
 _INCOMPRESSIBLE_SKIP = 64
 _ADAPTIVE_MIN_BYTES = 64
-_MAX_BATCH_ITEMS = 2048
-_TARGET_BATCH_ITEMS = 256
-_LINGER_SECONDS = 0.002
-# Bytes a message needs on top of its chunk data (headers, keys, shapes), for the size check.
-_MESSAGE_OVERHEAD_BYTES = 64 * 1024
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
-
-
-class InsertStream:
-    """One InsertStream call: an ordered queue of chunks, items and chunk releases, drained in
-    batches by gRPC's request iterator, with the server's acks counted by a reader thread.
-
-    Batching: when the queue holds fewer than _TARGET_BATCH_ITEMS items, the request iterator
-    lingers up to _LINGER_SECONDS for more (unless a flush or close wants everything out now),
-    so a busy writer sends few large messages and a quiet one adds at most that latency.
-
-    Not a public API: writers own one each.
-    """
-
-    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None):
-        self._client = client
-        self._max_in_flight = int(max_in_flight_items)
-        self._timeout = timeout  # the call's gRPC deadline, in seconds from its start
-        lock = threading.Lock()
-        self._data_ready = threading.Condition(lock)  # the request iterator waits on it
-        self._acked = threading.Condition(lock)  # callers waiting for acks wait on it
-        self._queue: Deque[Tuple[str, Any]] = collections.deque()
-        self._queued_items = 0
-        self._iterator_waiting = False
-        self._urgent = False  # a flush or close wants the queue sent without lingering
-        self._unacked = 0
-        self._error: Optional[errors.ReplayError] = None
-        self._closing = False
-        self._call = None
-        self._reader: Optional[threading.Thread] = None
-        self._max_chunk_bytes = client.max_message_bytes - _MESSAGE_OVERHEAD_BYTES
-
-    @property
-    def num_unacked(self) -> int:
-        return self._unacked
-
-    def _raise_error(self) -> None:
-        error = self._error
-        raise type(error)(str(error))
-
-    def _start(self) -> None:
-        self._call = self._client.insert_stream(self._requests(), metadata=self._client.metadata,
-                                                timeout=self._timeout)
-        self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
-        self._reader.start()
-
-    def send(self, chunks: Sequence[Chunk], items: Sequence[wire.ItemRow],
-             release_keys: Sequence[int] = ()) -> None:
-        """Queues chunks, then items (as `wire.ItemRow`s), then releases; blocks while too many
-        items are unacked.
-
-        Raises:
-          ResourceExhaustedError: a chunk is larger than the largest message.
-          FailedPreconditionError: the stream is closed.
-          Any error the stream failed with (for example UnavailableError).
-        """
-        for chunk in chunks:
-            if chunk.nbytes > self._max_chunk_bytes:
-                raise errors.ResourceExhaustedError(
-                    f"chunk {chunk.key} holds {chunk.nbytes} bytes, more than one message may carry "
-                    f"({self._client.max_message_bytes} bytes); use a smaller chunk_length or raise "
-                    "max_message_bytes on both client and server")
-        with self._data_ready:
-            if self._error is not None:
-                self._raise_error()
-            if self._closing:
-                raise errors.FailedPreconditionError("the writer is closed; create a new writer")
-            if self._call is None:
-                self._start()
-            queue = self._queue
-            for chunk in chunks:
-                queue.append(("c", chunk))
-            for pair in items:
-                queue.append(("i", pair))
-            for key in release_keys:
-                queue.append(("r", key))
-            self._queued_items += len(items)
-            self._unacked += len(items)
-            if self._iterator_waiting and (self._queued_items >= _TARGET_BATCH_ITEMS or len(queue) == len(chunks)
-                                           + len(items) + len(release_keys)):
-                self._data_ready.notify()
-            if self._unacked > self._max_in_flight:
-                self._urgent = True
-                self._data_ready.notify()
-                while self._unacked > self._max_in_flight and self._error is None:
-                    self._acked.wait()
-            if self._error is not None:
-                self._raise_error()
-
-    def wait(self, max_unacked: int = 0, timeout: Optional[float] = None) -> None:
-        """Sends everything queued now and blocks until at most `max_unacked` items are
-        unacknowledged.
-
-        Raises:
-          DeadlineExceededError: not within `timeout` seconds; any error the stream failed with.
-        """
-        with self._data_ready:
-            if self._queue:
-                self._urgent = True
-                self._data_ready.notify()
-            done = self._acked.wait_for(lambda: self._unacked <= max_unacked or self._error is not None,
-                                        timeout)
-            if self._error is not None:
-                self._raise_error()
-            if not done:
-                raise errors.DeadlineExceededError(
-                    f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
-                    f"{max_unacked}); the tables' rate limiters may be blocking inserts")
-
-    def close(self, cancel: bool = False) -> None:
-        """Ends the stream after everything queued was sent (does not wait for acks); with
-        `cancel`, cancels the call at once instead (on the server too: items not acked yet may
-        or may not have been inserted, and none is inserted later)."""
-        with self._data_ready:
-            self._closing = True
-            self._data_ready.notify_all()
-        if cancel:
-            if self._call is not None:
-                self._call.cancel()
-            return
-        if self._reader is not None and threading.current_thread() is not self._reader:
-            self._reader.join(timeout=5.0)
-            if self._reader.is_alive():
-                self._call.cancel()
-
-    def _requests(self):
-        ready, queue = self._data_ready, self._queue
-        while True:
-            with ready:
-                self._iterator_waiting = True
-                while not queue and not self._closing and self._error is None:
-                    ready.wait()
-                if queue and self._queued_items < _TARGET_BATCH_ITEMS and not self._urgent:
-                    ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
-                                   or self._queued_items >= _TARGET_BATCH_ITEMS, _LINGER_SECONDS)
-                self._iterator_waiting = False
-                if self._error is not None or (not queue and self._closing):
-                    return
-                chunks, items, releases = [], [], []
-                size = 0
-                while queue and size < _MAX_BATCH_BYTES and len(items) < _MAX_BATCH_ITEMS:
-                    kind, value = queue.popleft()
-                    if kind == "c":
-                        chunks.append(value)
-                        size += value.nbytes
-                    elif kind == "i":
-                        items.append(value)
-                    else:
-                        releases.append(value)
-                self._queued_items -= len(items)
-                if not queue:
-                    self._urgent = False
-            request = replay_pb2.InsertRequest()
-            column_data: List[bytes] = []
-            if chunks:
-                wire.encode_chunks(chunks, request.chunks, column_data)
-            if items:
-                wire.encode_item_rows(items, request.items)
-            if releases:
-                request.release_chunk_keys.extend(releases)
-            yield wire.PackedInsertRequest(request, column_data)
-
-    def _read_acks(self) -> None:
-        error = None
-        try:
-            for response in self._call:
-                with self._acked:
-                    self._unacked -= len(response.item_keys)
-                    self._acked.notify_all()
-        except grpc.RpcError as e:
-            if e.code() != grpc.StatusCode.CANCELLED or not self._closing:
-                error = _translate(e)
-        with self._acked:
-            if error is None and (self._unacked > 0 or not self._closing):
-                error = errors.UnavailableError(
-                    "the replay server ended the insert stream before acknowledging "
-                    f"{self._unacked} items; check the server")
-            if error is not None:
-                self._error = error
-            self._closing = True
-            self._acked.notify_all()
-            self._data_ready.notify_all()
-
-
-def _translate(error: grpc.RpcError) -> errors.ReplayError:
-    from replay.client import translate_rpc_error
-
-    return translate_rpc_error(error, "writing to the replay server")
 
 
 class CellRef:
@@ -394,7 +200,12 @@ class TrajectoryWriter:
 
     @property
     def max_in_flight_items(self) -> int:
-        return self._stream._max_in_flight
+        return self._stream.max_in_flight_items
+
+    @property
+    def num_unacked_items(self) -> int:
+        """Items sent (or queued) that the server has not acknowledged yet."""
+        return self._stream.num_unacked
 
     def append(self, data: Any) -> Any:
         """Appends one step (a nest of arrays; the first step fixes structure, dtypes and shapes).
@@ -529,7 +340,7 @@ class TrajectoryWriter:
         self._check_open()
         priority = float(priority)
         key = self._new_key()
-        wire.check_priority(key, priority)
+        validation.check_priority(key, priority)
         columns = []
         leaf_type = type(trajectory)
         # A lone reference (a one-leaf step) needs no structure walk.
@@ -549,12 +360,20 @@ class TrajectoryWriter:
             raise errors.InvalidArgumentError("the trajectory has no columns")
         self._add_item(table, priority, key, columns)
 
-    def _create_item_from_last(self, table: str, priority: float, num_steps: int) -> None:
-        """Fast path of the legacy Writer: every leaf's last `num_steps` steps, with time dim."""
+    def create_item_from_last_steps(self, table: str, priority: float, num_steps: int) -> None:
+        """Creates an item of every leaf's last `num_steps` steps (with a time dimension), as
+        `create_item` with `history[leaf][-num_steps:]` for each leaf, without building the
+        references (the legacy `Writer`'s path). The caller checks that `num_steps` steps of
+        this episode are kept alive.
+
+        Raises:
+          InvalidArgumentError: a bad priority, or the writer is closed;
+          any error the stream failed with.
+        """
         self._check_open()
         priority = float(priority)
         key = self._new_key()
-        wire.check_priority(key, priority)
+        validation.check_priority(key, priority)
         columns = []
         for history in self._history:
             cells = tuple(history)[-num_steps:] if num_steps != 1 else (history[-1],)

@@ -86,7 +86,7 @@ class Writer:
             raise errors.InvalidArgumentError(
                 f"num_timesteps={num_timesteps} but only {self._writer.episode_steps} steps were "
                 "appended in this episode")
-        self._writer._create_item_from_last(table, priority, num_timesteps)
+        self._writer.create_item_from_last_steps(table, priority, num_timesteps)
 
     def flush(self, timeout: Optional[float] = None) -> None:
         """Sends everything and waits until the server acknowledged every item.

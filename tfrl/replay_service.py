@@ -31,6 +31,7 @@ class ReplayService:
         self._server = None
         self._client = None
         self._client_kwargs: Dict[str, Any] = {}
+        self._datasets: List[Any] = []  # the ReplayDatasets `dataset` opened, closed by `close_datasets`
         token_file = config.get("replay_token_file")
         certificates_file = config.get("replay_root_certificates")
         if (token_file or certificates_file) and self.embedded:
@@ -131,7 +132,8 @@ class ReplayService:
     def dataset(self, table: str, max_in_flight_samples_per_worker: int, **kwargs):
         """A `replay.ReplayDataset` of the declared `table`, typed by its declared signature (so
         a table on an external server needs no signature of its own). `kwargs` go to
-        ReplayDataset (num_workers_per_iterator, rate_limiter_timeout_ms, ...).
+        ReplayDataset (num_workers_per_iterator, rate_limiter_timeout_ms, ...). The service owns
+        it: `close_datasets` (and `stop`) close it, ending the pipelines built on it.
 
         Raises:
           InvalidConfigError: `table` was not declared with a signature.
@@ -147,9 +149,18 @@ class ReplayService:
                 f"replay service (declared: {sorted(self._tables)})")
         dtypes = tree.map_structure(lambda spec: tf.as_dtype(spec.dtype), declared.signature)
         shapes = tree.map_structure(lambda spec: tf.TensorShape(list(spec.shape)), declared.signature)
-        return ReplayDataset(self.address, table, dtypes, shapes,
-                             max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
-                             **self._client_kwargs, **kwargs)
+        dataset = ReplayDataset(self.address, table, dtypes, shapes,
+                                max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+                                **self._client_kwargs, **kwargs)
+        self._datasets.append(dataset)
+        return dataset
+
+    def close_datasets(self) -> None:
+        """Closes every dataset `dataset` opened: their streams end now, quietly, also those
+        waiting for samples, so learners' iterators can be released before the server stops."""
+        datasets, self._datasets = self._datasets, []
+        for dataset in datasets:
+            dataset.close()
 
     def client(self):
         if self._client is None:
@@ -221,6 +232,7 @@ class ReplayService:
         return self._server
 
     def stop(self) -> None:
+        self.close_datasets()  # before the server goes, so the streams end instead of failing
         if self._server is not None:
             self._server.stop()
             self._server = None

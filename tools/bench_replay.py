@@ -19,7 +19,7 @@ Modes:
              tensor per item. Options: --dataset-payloads 400 40000 --dataset-workers -1
              --duration 10
 
-  validate   what the server's check of each received chunk costs (`wire.decode_chunks` with
+  validate   what the server's check of each received chunk costs (`codec.decode_chunks` with
              validation: dtype and shape parsing, CRC32, sizes and, for compressed columns, an lz4
              decode into a scratch buffer), per workload of typical columns; one line per workload
              with chunks/s, raw MB/s and the share of the time spent decoding lz4 (best of 5 runs).
@@ -137,14 +137,14 @@ def _decompress_each(blobs) -> None:
 
 
 def run_validate(args) -> None:
-    from replay import wire
+    from replay import codec
     from replay.proto import replay_pb2
 
     rng = np.random.default_rng(0)
     for name, (columns, delta) in _validate_workloads(rng).items():
         chunks = [Chunk.from_columns(i, columns, delta_encode=delta) for i in range(64)]
         batch = replay_pb2.ChunkBatch()
-        wire.encode_chunks(chunks, batch)
+        codec.encode_chunks(chunks, batch)
         raw_bytes = sum(c.columns[i].raw_size(c.length) for c in chunks for i in range(len(c.columns)))
         compressed = [c.data for chunk in chunks for c in chunk.columns if c.compressed]
         rounds = max(1, args.ops // len(chunks) // 5)
@@ -158,8 +158,8 @@ def run_validate(args) -> None:
                 best = min(best, time.perf_counter() - start)
             return best
 
-        validate_seconds = best_of_5(lambda: wire.decode_chunks(batch, validate=True))
-        build_seconds = best_of_5(lambda: wire.decode_chunks(batch, validate=False))
+        validate_seconds = best_of_5(lambda: codec.decode_chunks(batch, validate=True))
+        build_seconds = best_of_5(lambda: codec.decode_chunks(batch, validate=False))
         lz4_seconds = best_of_5(lambda: _decompress_each(compressed))
         n = rounds * len(chunks)
         print(f"validate workload={name} chunks_per_s={n / validate_seconds:.0f} "

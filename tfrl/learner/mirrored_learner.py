@@ -1,11 +1,12 @@
 """The MirroredStrategy learner: K synchronous gradient steps per call on every local device.
 
-On the design map this is the last stage of the data path: `replay.ReplayDataset` (or any
+This is the last stage of the data path: `replay.ReplayDataset` (or any
 tf.data pipeline) feeds a distributed dataset; each call of `MirroredLearner.train` runs one
 `tf.function` that takes K steps, each step running the loss on every replica's own batch
 (`strategy.run`) and applying the all-reduced gradients. After the call, a hook receives every
 step's per-sample `SampleInfo` and per-sample outputs (for example TD errors, which become
 priority updates via `Client.mutate_priorities`), and the reduced statistics.
+See docs/architecture.md, "Data path".
 
 What the learner trains is anything built inside `strategy.scope()` by a factory that exposes
 `trainable_variables`, `optimizer` and `loss_and_stats(batch) -> (loss, stats, per_sample)`:

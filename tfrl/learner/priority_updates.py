@@ -1,10 +1,11 @@
 """Turning a learner step's per-sample TD errors into replay priority updates.
 
-On the design map this is the feedback arrow "priorities -> Client.mutate_priorities": a
+This is the feedback arrow "priorities -> Client.mutate_priorities": a
 `PriorityUpdater` is a `MirroredLearner` `on_step` hook. For each step it reads the sampled
 items' keys from the step's `SampleInfo` and their TD errors from the loss's per-sample
 outputs, and sends `priority = |td_error| + epsilon` for every key to the replay table (as in
 prioritized experience replay; the table's sampler applies its priority exponent).
+See docs/architecture.md, "Data path".
 """
 from __future__ import annotations
 

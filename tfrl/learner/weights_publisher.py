@@ -1,12 +1,13 @@
 """Publishing the learner's weights to rollout actors: through Ray's object store or through a
 replay table of size 1 (Reverb's variable-container pattern).
 
-On the design map this is the last arrow, "new weights -> actors". `RayWeightsPublisher` puts
+This is the last arrow, "new weights -> actors". `RayWeightsPublisher` puts
 each version in the object store once (`ray.put`) so any number of actors fetch it without the
 driver copying it again. `ReplayWeightsPublisher` inserts each version into a replay table that
 holds one item (`variable_container_table`: max_size 1, Fifo remover, MinSize(1), never deleted
 by sampling), so actors that only have a replay address read the newest weights with
 `ReplayWeightsReader` and never block once a first version exists.
+See docs/architecture.md, "Policy copies and weights".
 """
 from __future__ import annotations
 

@@ -111,7 +111,6 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
         self.address, tables = declare_replay_tables(workers, config, replay, make_table,
                                                      REPLAY_TABLE, self.policy_ids)
-        self._dataset_closers = []
         for pid, lane in self.lanes.items():
             lane.table = tables[pid][0]
             self._build_lane(lane, strategy, per_replica_batch, in_flight)
@@ -149,7 +148,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
             lane.beta = tf.Variable(float(self.config.get("prioritized_replay_beta", 0.4)),
                                     trainable=False, name="prioritized_replay_beta")
         lane.signature = lane.policy.loss_input_signature
-        service, table, closers = self.replay, lane.table, self._dataset_closers
+        service, table = self.replay, lane.table
 
         def dataset_fn(input_context):
             def with_info(sample):
@@ -160,7 +159,6 @@ class SyncReplayOptimizer(PolicyOptimizer):
 
             dataset = service.dataset(table, max_in_flight_samples_per_worker=in_flight,
                                       num_workers_per_iterator=1)
-            closers.append(dataset.replay_close)
             return dataset.batch(per_replica_batch, drop_remainder=True).map(with_info)
 
         lane.iterator = iter(lane.learner.distribute_datasets_from_function(dataset_fn))
@@ -314,8 +312,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
             self.drain()
         except Exception:  # noqa: BLE001 - stopping must not fail on a worker that died
             pass
-        for close in self._dataset_closers:
-            close()
+        self.replay.close_datasets()
         super().stop()
 
 

@@ -47,12 +47,10 @@ class SyncSamplesOptimizer(PolicyOptimizer):
                                 client_kwargs=replay.client_kwargs)
         self.readers: Dict[str, RowReader] = {}
         self.sgds: Dict[str, MinibatchSGD] = {}
-        self._closers = []
         for pid in self.policy_ids:
             dataset = replay.dataset(
                 self.tables[pid][0], max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
                 num_workers_per_iterator=1)
-            self._closers.append(dataset.replay_close)
             dataset = dataset.map(lambda sample: sample.data)
             self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_round(pid))
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
@@ -119,6 +117,5 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         return self.learner_stats
 
     def stop(self) -> None:
-        for close in self._closers:
-            close()
+        self.replay.close_datasets()
         super().stop()

@@ -39,3 +39,40 @@ def test_replay_close_ends_a_stream_waiting_on_an_empty_table(start_server, help
     # The server was not stopped and still serves others.
     helpers.write_steps(client, "queue", [7])
     assert client.server_info(timeout=10)["queue"].num_inserts == 4
+
+
+def test_close_ends_the_streams_of_pipelines_built_on_the_dataset(start_server, helpers):
+    """`ReplayDataset` is a tf.data.Dataset that owns its streams: `.batch().map()` pipelines
+    built on it lose nothing of tf.data, and closing the dataset (here by leaving its `with`
+    block) ends their iterators too, while they wait on an empty table."""
+    import tensorflow as tf
+
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(4))
+    outcome = []
+    with ReplayDataset.from_table_signature(client.address, "queue",
+                                            max_in_flight_samples_per_worker=4) as dataset:
+        assert isinstance(dataset, tf.data.Dataset)
+        iterator = iter(dataset.batch(2).map(lambda sample: sample.data["action"]))
+        assert [next(iterator).numpy().tolist() for _ in range(2)] == [[0, 1], [2, 3]]
+
+        def read_on():
+            try:
+                outcome.append(next(iterator))
+            except StopIteration:
+                outcome.append("ended")
+            except Exception as e:  # reported below
+                outcome.append(e)
+
+        reader = threading.Thread(target=read_on, daemon=True)
+        reader.start()
+        reader.join(timeout=1.0)
+        assert reader.is_alive() and not dataset.closed  # waiting for samples that will not come
+    reader.join(timeout=60)
+    assert outcome == ["ended"]
+    assert dataset.closed and dataset.metrics.total_samples == 4
+    # A closed dataset opens no new streams: a new iterator ends at once, though items wait.
+    helpers.write_steps(client, "queue", [9])
+    assert list(dataset.batch(1)) == []
+    assert client.server_info(timeout=10)["queue"].size == 1

@@ -136,3 +136,25 @@ def test_sharded_client_arguments():
         ShardedClient([])
     with pytest.raises(errors.InvalidArgumentError, match="distinct"):
         ShardedClient(["127.0.0.1:1", "127.0.0.1:1"])
+
+
+def test_connect_picks_a_client_or_a_sharded_client_and_client_of_several_is_deprecated():
+    import warnings
+
+    import replay
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one address: a plain Client, no warning
+        single = replay.connect("127.0.0.1:1", token="t")
+        assert type(single) is replay.Client and single.address == "127.0.0.1:1"
+        assert type(replay.Client("127.0.0.1:1")) is replay.Client
+        sharded = replay.connect("127.0.0.1:1, 127.0.0.1:2", token="t")
+    assert isinstance(sharded, replay.ShardedClient)
+    assert sharded.addresses == ["127.0.0.1:1", "127.0.0.1:2"]
+    assert all(c.metadata == single.metadata for c in sharded.clients.values())  # the token reached each
+    assert isinstance(replay.connect(("127.0.0.1:1",)), replay.ShardedClient)
+    with pytest.raises(errors.InvalidArgumentError, match="at least one"):
+        replay.connect([])
+    with pytest.warns(DeprecationWarning, match="replay.connect"):
+        legacy = replay.Client(["127.0.0.1:1", "127.0.0.1:2"])
+    assert isinstance(legacy, replay.ShardedClient) and legacy.addresses == sharded.addresses

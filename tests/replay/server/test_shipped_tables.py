@@ -22,9 +22,10 @@ def test_readme_client_example_runs_against_the_shipped_tables(server_process_fa
     assert info["trajectories"].size == 8
     assert {"replay", "rollouts"} <= set(info)  # the trainers' tables
 
-    dataset = replay.ReplayDataset.from_table_signature(
-        server.address, "trajectories", max_in_flight_samples_per_worker=64)
-    batch = next(iter(dataset.batch(32)))
-    assert batch.data["obs"].shape == (32, 3, 4) and batch.data["action"].shape == (32, 3)
-    dataset.replay_close()
+    with replay.ReplayDataset.from_table_signature(
+            server.address, "trajectories", max_in_flight_samples_per_worker=64) as dataset:
+        batches = list(dataset.batch(32).take(10))
+    assert dataset.closed and len(batches) == 10
+    assert all(b.data["obs"].shape == (32, 3, 4) and b.data["action"].shape == (32, 3) for b in batches)
+    assert dataset.metrics.total_samples >= 320
     client.close()

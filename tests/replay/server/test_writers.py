@@ -1,4 +1,6 @@
 """Writer and TrajectoryWriter behaviour: chunking, keep-alive, episodes, argument errors."""
+import time
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,26 @@ def test_legacy_writer_append_sequence_and_argument_checks(server, client):
         writer.append(np.float32(0))
         with pytest.raises(errors.InvalidArgumentError, match="only 1 steps"):
             writer.create_item("queue", 2, 1.0)
+
+
+def test_writer_counts_items_the_server_has_not_acknowledged(client):
+    """`num_unacked_items` (what a sharded writer counts as lost when its server dies) follows
+    the server's acks: items a full queue table holds back stay unacknowledged until sampled."""
+    from replay.insert_stream import InsertStream
+    from replay.trajectory_writer import InsertStream as InsertStreamFromItsOldModule
+
+    assert InsertStreamFromItsOldModule is InsertStream
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for t in range(103):  # the "queue" table holds 100 items
+        writer.append(np.float32(t))
+        writer.create_item("queue", 1.0, writer.history[-1])
+        if t == 99:
+            writer.flush(timeout=10)
+            assert writer.num_unacked_items == 0
+    writer.flush(block_until_num_items=3, timeout=10)
+    time.sleep(0.2)  # time for an ack that must not come
+    assert writer.num_unacked_items == 3
+    assert len(list(client.sample("queue", 3, timeout=10))) == 3
+    writer.flush(timeout=10)
+    assert writer.num_unacked_items == 0
+    writer.close()

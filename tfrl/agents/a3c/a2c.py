@@ -1,9 +1,10 @@
 """A2C trainer: A2C_DEFAULT_CONFIG and A2CTrainer (synchronous advantage actor-critic).
 
-On the design map this is an algorithm's trainer declaration: the policy is A3CTFPolicy
+This is an algorithm's trainer declaration: the policy is A3CTFPolicy
 (a3c_policy.py), as in A3C, but the policy optimizer is SyncSamplesOptimizer: all workers'
 fragments form one train batch, and the learner takes one gradient step on the whole batch
 (sgd_minibatch_size = train_batch_size, num_sgd_iter = 1, unless set otherwise).
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

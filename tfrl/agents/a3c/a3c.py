@@ -1,9 +1,10 @@
 """A3C trainer: DEFAULT_CONFIG and A3CTrainer (asynchronous advantage actor-critic).
 
-On the design map this is an algorithm's trainer declaration: the policy is A3CTFPolicy
+This is an algorithm's trainer declaration: the policy is A3CTFPolicy
 (a3c_policy.py); the policy optimizer is AsyncGradientsOptimizer: each rollout worker computes
 gradients on its own fragment, the driver applies them as they arrive and sends fresh weights
 back to that worker. The synchronous variant is A2C (a2c.py).
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

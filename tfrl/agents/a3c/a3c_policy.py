@@ -1,6 +1,6 @@
 """A3CTFPolicy: advantage actor-critic (used by both A3C and A2C) declared with build_tf_policy.
 
-On the design map this is an algorithm's policy: rollout workers add GAE advantages and value
+This is an algorithm's policy: rollout workers add GAE advantages and value
 targets (`compute_gae_for_sample_batch`, bootstrapping cut fragments from the critic); the
 learner minimises `actor_critic_loss`:
 
@@ -11,6 +11,8 @@ learner minimises `actor_critic_loss`:
 Gradients are clipped by global norm `grad_clip`. The entropy coefficient and learning rate
 follow their schedules (EntropyCoeffSchedule, LearningRateSchedule). Whether gradients are
 applied asynchronously (A3C) or on synchronous batches (A2C) is the trainer's choice.
+
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 """DQN trainer: DEFAULT_CONFIG and DQNTrainer.
 
-On the design map this is an algorithm's trainer declaration: the policy is DQNTFPolicy
+This is an algorithm's trainer declaration: the policy is DQNTFPolicy
 (dqn_policy.py); the policy optimizer is SyncReplayOptimizer: workers write n-step transitions
 into a uniform or prioritized replay table, the learner samples train batches from it (with
 importance weights in the `weights` column when prioritized) and returns |td_error| + eps as new
 priorities. After every optimizer step `update_target_and_exploration` refreshes the target
 network every `target_network_update_freq` sampled steps and then sends the global timestep to
 every worker, which moves their epsilon schedules.
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """QNetwork: the Q-value model of DQN, with an optional dueling head.
 
-On the design map this is a model (a TFModel, like tfrl/models/fcnet.py) that DQNTFPolicy
+This is a model (a TFModel, like tfrl/models/fcnet.py) that DQNTFPolicy
 builds twice (online and target network). A trunk feeds either one linear layer of Q-values, or
 with `dueling` two streams
 (each with `hiddens` dense ReLU layers): a state value V(s) and advantages A(s, a), combined as
@@ -13,6 +13,8 @@ The trunk is dense (`fcnet_hiddens`, `fcnet_activation` of the model config) for
 observations, and for images (rank-3 Box, e.g. 84x84x3 frames) the convolution stack of the
 vision network (`conv_filters`, `conv_activation`; tfrl/models/visionnet.py), flattened; uint8
 frames are scaled to [0, 1] first.
+
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

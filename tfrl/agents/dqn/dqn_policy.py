@@ -1,6 +1,6 @@
 """DQNTFPolicy: deep Q-learning declared with build_tf_policy.
 
-On the design map this is an algorithm's policy. Acting is epsilon-greedy over the Q-network
+This is an algorithm's policy. Acting is epsilon-greedy over the Q-network
 (`sample_epsilon_greedy`, epsilon from a LinearSchedule of the global timestep; explore=False
 and the exported SavedModel act greedily). Rollout workers rewrite fragments into n-step
 transitions (`postprocess_nstep_and_prio`). The learner minimises `build_q_losses`:
@@ -14,6 +14,8 @@ where k <= n_step is the number of rewards summed into R_n (shorter at episode e
 *terminated* transition has no bootstrap; a truncated one bootstraps from s'. Per-sample
 `td_error` is returned from every learn step for priority updates. The target network
 (TargetNetworkMixin) is refreshed by the trainer (dqn.py).
+
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

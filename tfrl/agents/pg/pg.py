@@ -1,9 +1,10 @@
 """PG trainer: DEFAULT_CONFIG and PGTrainer (vanilla policy gradient, synchronous sampling).
 
-On the design map this is an algorithm's trainer declaration: the policy is PGTFPolicy
+This is an algorithm's trainer declaration: the policy is PGTFPolicy
 (pg_policy.py); the policy optimizer is SyncSamplesOptimizer (workers write postprocessed
 fragments into a queue table, the learner takes one step on each train batch).
 `fit_fragments_to_train_batch` is shared with the other on-policy trainers (A2C, PPO).
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

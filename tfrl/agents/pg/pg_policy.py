@@ -1,9 +1,10 @@
 """PGTFPolicy: vanilla policy gradient (REINFORCE) declared with build_tf_policy.
 
-On the design map this is an algorithm's policy (tfrl/agents/<algo>/): rollout workers call
+This is an algorithm's policy (tfrl/agents/<algo>/): rollout workers call
 `postprocess_pg_returns` on each trajectory fragment (discounted returns-to-go, no critic, no
 bootstrap), and the learner minimises `pg_tf_loss`, the negative mean of
 log pi(a|s) * return-to-go. The trainer is declared in pg.py.
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

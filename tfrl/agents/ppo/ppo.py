@@ -1,10 +1,11 @@
 """PPO trainer: DEFAULT_CONFIG and PPOTrainer.
 
-On the design map this is an algorithm's trainer declaration: the policy is PPOTFPolicy
+This is an algorithm's trainer declaration: the policy is PPOTFPolicy
 (ppo_policy.py); the policy optimizer is LocalMultiDeviceOptimizer (minibatch SGD under
 MirroredStrategy over all local devices, the batch loaded once for all epochs), or
 SyncSamplesOptimizer with `simple_optimizer: True`. After every optimizer step `update_kl`
 adapts the KL penalty coefficient to the KL the learner measured.
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """PPOTFPolicy: proximal policy optimisation declared with build_tf_policy.
 
-On the design map this is an algorithm's policy. Rollout workers record the behaviour
+This is an algorithm's policy. Rollout workers record the behaviour
 policy's distribution inputs, log-probabilities and value predictions with every action, and
 `compute_gae_for_sample_batch` adds GAE advantages and value targets. The learner minimises
 `ppo_surrogate_loss` on minibatches:
@@ -17,6 +17,8 @@ mean 0 and scaled to standard deviation 1 first. With a recurrent model every me
 standardisation) runs over the real steps only, never over the padding of the sequences. `kl_coeff` adapts after every optimizer step
 (KLCoeffMixin.update_kl, driven by the trainer's after_optimizer_step hook); learning rate and
 entropy coefficient follow their schedules.
+
+See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 

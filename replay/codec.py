@@ -1,0 +1,294 @@
+"""Conversion between the replay data model (Chunk, Item) and the packed wire batches.
+
+Sits between `replay.proto` (the service definition) and the server, client, writers and
+checkpoints, which all speak the same packed `ChunkBatch` / `ItemBatch` messages (the columnar
+`ColumnBatch` of sample responses is `replay.column_batch`; the hand-written framing that keeps
+chunk bytes outside the messages is `replay.framing`). Encoding appends to plain lists and sets
+each repeated field once, so the per-item cost is a few list appends; decoding validates every
+incoming message's structure (`replay.validation`) before building anything, so a malformed
+message raises a named error (and is rejected with the matching gRPC status) instead of
+corrupting stored data.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from replay import errors
+from replay.chunks import Chunk, ColumnData
+from replay.items import Item, TrajectoryColumn
+from replay.proto import replay_pb2
+from replay.validation import check_field_lengths, validate_chunk
+
+# Bits of ChunkBatch.flags.
+FLAG_COMPRESSED = 1
+FLAG_DELTA = 2
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunks
+
+
+def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch,
+                  column_data: Optional[List[bytes]] = None) -> None:
+    """Appends `chunks` to an empty `batch` (fields are set once, at the end).
+
+    With a `column_data` list, the columns' bytes are appended to it instead of to
+    `batch.column_data` (see `PackedInsertRequest`), which saves copying them into the message.
+    """
+    keys, episode_ids, start_indices, lengths, num_columns = [], [], [], [], []
+    dtype_index, ranks, shape_dims, flags, crcs, blobs = [], [], [], [], [], []
+    dtypes: Dict[str, int] = {}
+    for chunk in chunks:
+        keys.append(chunk.key)
+        episode_ids.append(chunk.episode_id)
+        start_indices.append(chunk.start_index)
+        lengths.append(chunk.length)
+        num_columns.append(len(chunk.columns))
+        for column in chunk.columns:
+            index = dtypes.get(column.dtype)
+            if index is None:
+                index = dtypes[column.dtype] = len(dtypes)
+            dtype_index.append(index)
+            ranks.append(len(column.shape))
+            shape_dims.extend(column.shape)
+            flags.append((FLAG_COMPRESSED if column.compressed else 0)
+                         | (FLAG_DELTA if column.delta_encoded else 0))
+            crcs.append(column.crc32)
+            blobs.append(column.data)
+    if not keys:
+        return
+    batch.keys.extend(keys)
+    batch.episode_ids.extend(episode_ids)
+    batch.start_indices.extend(start_indices)
+    batch.lengths.extend(lengths)
+    batch.num_columns.extend(num_columns)
+    batch.dtypes.extend(dtypes)
+    batch.dtype_index.extend(dtype_index)
+    batch.ranks.extend(ranks)
+    batch.shape_dims.extend(shape_dims)
+    batch.flags.extend(flags)
+    batch.crc32.extend(crcs)
+    if column_data is None:
+        batch.column_data.extend(blobs)
+    else:
+        column_data.extend(blobs)
+
+
+def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
+                  column_data: Optional[Sequence] = None) -> List[Chunk]:
+    """Builds the chunks of a `ChunkBatch` without decompressing them; `column_data` replaces
+    `batch.column_data` when the bytes travelled outside the message (`PackedSampleResponse`).
+
+    Raises:
+      InvalidArgumentError: the batch's parallel fields disagree, or a chunk is malformed.
+      DataLossError: a column's bytes do not match its checksum or declared size (with `validate`).
+    """
+    keys = list(batch.keys)
+    if not keys:
+        return []
+    n = len(keys)
+    num_columns = list(batch.num_columns)
+    episode_ids, start_indices, lengths = batch.episode_ids, batch.start_indices, batch.lengths
+    check_field_lengths("chunk batch", n, episode_ids=episode_ids, start_indices=start_indices,
+                   lengths=lengths, num_columns=num_columns)
+    total_columns = sum(num_columns)
+    if any(c <= 0 for c in num_columns):
+        raise errors.InvalidArgumentError("malformed chunk batch: a chunk has no columns")
+    dtype_index, ranks, flags = list(batch.dtype_index), list(batch.ranks), list(batch.flags)
+    crcs = list(batch.crc32)
+    blobs = list(batch.column_data if column_data is None else column_data)
+    check_field_lengths("chunk batch", total_columns, dtype_index=dtype_index, ranks=ranks, flags=flags,
+                   crc32=crcs, column_data=blobs)
+    dtypes = list(batch.dtypes)
+    if any(not 0 <= i < len(dtypes) for i in dtype_index) or any(r < 0 for r in ranks):
+        raise errors.InvalidArgumentError("malformed chunk batch: a dtype index or a rank is out of range")
+    shape_dims = list(batch.shape_dims)
+    check_field_lengths("chunk batch", sum(ranks), shape_dims=shape_dims)
+    chunks = []
+    column_i = dim_i = 0
+    for i in range(n):
+        columns = []
+        for _ in range(num_columns[i]):
+            rank, flag = ranks[column_i], flags[column_i]
+            columns.append(ColumnData(
+                dtypes[dtype_index[column_i]], tuple(shape_dims[dim_i:dim_i + rank]), blobs[column_i],
+                bool(flag & FLAG_COMPRESSED), bool(flag & FLAG_DELTA), crcs[column_i]))
+            column_i += 1
+            dim_i += rank
+        chunk = Chunk(keys[i], columns, lengths[i], episode_ids[i], start_indices[i])
+        if validate:
+            validate_chunk(chunk)
+        chunks.append(chunk)
+    return chunks
+
+
+# ---------------------------------------------------------------------------------------------
+# Items
+
+
+ItemRow = Tuple[str, int, float, Sequence[TrajectoryColumn]]
+"""One new item for `encode_item_rows`: (table, key, priority, columns)."""
+
+
+def _encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch,
+                      with_slices: bool = True) -> bool:
+    """Writes `rows` into the packed per-item, per-column and per-slice lists of an empty
+    `batch`; without `with_slices` only the column counts. Returns whether there was a row."""
+    tables: Dict[str, int] = {}
+    table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
+    slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
+    for table, key, priority, columns in rows:
+        index = tables.get(table)
+        if index is None:
+            index = tables[table] = len(tables)
+        table_index.append(index)
+        keys.append(key)
+        priorities.append(priority)
+        num_columns.append(len(columns))
+        for column_squeeze, slices in columns if with_slices else ():
+            squeeze.append(column_squeeze)
+            num_slices.append(len(slices))
+            for chunk_key, offset, length, column_index in slices:
+                slice_keys.append(chunk_key)
+                slice_offsets.append(offset)
+                slice_lengths.append(length)
+                slice_indices.append(column_index)
+    if not keys:
+        return False
+    batch.tables.extend(tables)
+    batch.table_index.extend(table_index)
+    batch.keys.extend(keys)
+    batch.priorities.extend(priorities)
+    batch.num_columns.extend(num_columns)
+    batch.squeeze.extend(squeeze)
+    batch.num_slices.extend(num_slices)
+    batch.slice_chunk_keys.extend(slice_keys)
+    batch.slice_offsets.extend(slice_offsets)
+    batch.slice_lengths.extend(slice_lengths)
+    batch.slice_indices.extend(slice_indices)
+    return True
+
+
+def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:
+    """Appends new items given as plain tuples (see `ItemRow`) to an empty `batch`.
+
+    The writers' path: it encodes the same message as `encode_items` without building `Item`
+    objects that only the receiving side needs.
+    """
+    _encode_item_rows(rows, batch)
+
+
+def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,
+                 with_state: bool = False, with_slices: bool = True) -> None:
+    """Appends (table name, item) pairs to an empty `batch`; `with_state` also writes
+    times_sampled and inserted_at (checkpoints and sample responses); without `with_slices`
+    the columns' squeeze flags and slices are left out (columnar sample responses)."""
+    items = list(items)
+    rows = ((table, item.key, item.priority, item.trajectory) for table, item in items)
+    if _encode_item_rows(rows, batch, with_slices) and with_state:
+        batch.times_sampled.extend([item.times_sampled for _, item in items])
+        batch.inserted_at.extend([item.inserted_at for _, item in items])
+
+
+def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chunk],
+                 with_state: bool = False) -> List[Tuple[str, Item]]:
+    """Builds (table name, Item) pairs; `resolve_chunk(key)` returns the chunk for a key.
+
+    Only the message's structure is checked here; `Item.validate` (run by the table) checks the
+    priorities and slices.
+
+    Raises:
+      InvalidArgumentError: the batch's parallel fields disagree, or a table index is out of range.
+      NotFoundError: from `resolve_chunk`, for a chunk that was never sent or was released.
+    """
+    keys = list(batch.keys)
+    if not keys:
+        return []
+    n = len(keys)
+    tables = list(batch.tables)
+    table_index, priorities = list(batch.table_index), list(batch.priorities)
+    num_columns = list(batch.num_columns)
+    check_field_lengths("item batch", n, table_index=table_index, priorities=priorities,
+                   num_columns=num_columns)
+    if any(not 0 <= t < len(tables) for t in table_index):
+        raise errors.InvalidArgumentError("malformed item batch: a table index is out of range")
+    if any(c <= 0 for c in num_columns):
+        raise errors.InvalidArgumentError("malformed item batch: an item has no columns")
+    squeeze, num_slices = list(batch.squeeze), list(batch.num_slices)
+    check_field_lengths("item batch", sum(num_columns), squeeze=squeeze, num_slices=num_slices)
+    if any(s <= 0 for s in num_slices):
+        raise errors.InvalidArgumentError("malformed item batch: an item column has no chunk slices")
+    slice_keys, slice_offsets = list(batch.slice_chunk_keys), list(batch.slice_offsets)
+    slice_lengths, slice_indices = list(batch.slice_lengths), list(batch.slice_indices)
+    check_field_lengths("item batch", sum(num_slices), slice_offsets=slice_offsets,
+                   slice_lengths=slice_lengths, slice_indices=slice_indices, slice_chunk_keys=slice_keys)
+    if with_state:
+        times_sampled, inserted_at = list(batch.times_sampled), list(batch.inserted_at)
+        check_field_lengths("item batch", n, times_sampled=times_sampled, inserted_at=inserted_at)
+    # Build every slice and column of the message in one pass each (list comprehensions over
+    # the parallel fields), then cut them per item: per-item Python work is what limits the
+    # server's insert rate for small items.
+    all_slices = list(zip(slice_keys, slice_offsets, slice_lengths, slice_indices))
+    one_slice_per_column = len(all_slices) == len(squeeze)  # (num_slices are all >= 1)
+    if one_slice_per_column:
+        all_columns = [(q, (s,)) for s, q in zip(all_slices, squeeze)]
+    else:
+        all_columns, slice_i = [], 0
+        for count, q in zip(num_slices, squeeze):
+            all_columns.append((q, tuple(all_slices[slice_i:slice_i + count])))
+            slice_i += count
+    resolved: Dict[int, Chunk] = {}  # each chunk key is resolved once per message
+    single_chunk: Dict[int, Dict[int, Chunk]] = {}
+
+    def chunks_of(keys) -> Dict[int, Chunk]:
+        item_chunks = {}
+        for chunk_key in keys:
+            if chunk_key not in item_chunks:
+                chunk = resolved.get(chunk_key)
+                if chunk is None:
+                    chunk = resolved[chunk_key] = resolve_chunk(chunk_key)
+                item_chunks[chunk_key] = chunk
+        return item_chunks
+
+    out = []
+    column_i = slice_i = 0
+    now = time.time()  # one insertion time per message: Item() would call time.time() per item
+    for i in range(n):
+        columns_end = column_i + num_columns[i]
+        trajectory = all_columns[column_i:columns_end]
+        slices_end = columns_end if one_slice_per_column else slice_i + sum(
+            num_slices[column_i:columns_end])
+        item_keys = slice_keys[slice_i:slices_end]
+        first_key = item_keys[0]
+        if item_keys.count(first_key) == len(item_keys):  # the usual case: one chunk
+            item_chunks = single_chunk.get(first_key)
+            if item_chunks is None:
+                chunk = resolved.get(first_key)
+                if chunk is None:
+                    chunk = resolved[first_key] = resolve_chunk(first_key)
+                # shared by this message's items of the chunk: one tracked dict, not one per item
+                item_chunks = single_chunk[first_key] = {first_key: chunk}
+        else:
+            item_chunks = chunks_of(item_keys)
+        column_i, slice_i = columns_end, slices_end
+        if with_state:
+            item = Item(keys[i], priorities[i], trajectory, item_chunks, times_sampled[i], inserted_at[i])
+        else:
+            item = Item(keys[i], priorities[i], trajectory, item_chunks, 0, now)
+        out.append((tables[table_index[i]], item))
+    return out
+
+
+def resolver(chunks: Dict[int, Chunk], what: str = "this message") -> Callable[[int], Chunk]:
+    """A `resolve_chunk` over a dict, raising NotFoundError naming the missing key."""
+
+    def resolve(key: int) -> Chunk:
+        chunk = chunks.get(key)
+        if chunk is None:
+            raise errors.NotFoundError(
+                f"an item references chunk {key}, which is not in {what}; send every chunk before or "
+                "with the first item that references it")
+        return chunk
+
+    return resolve

@@ -1,0 +1,220 @@
+"""InsertStream: one InsertStream call of a writer, with batching and flow control.
+
+Each `TrajectoryWriter` (and so each `Writer`, and `Client.insert`) sends its chunks, items and
+chunk releases through one `InsertStream`: a queue that gRPC's request iterator drains, many
+entries per message (packed with `replay.codec` and framed by `replay.framing`, so chunk bytes
+are not copied into the message), while a reader thread counts the server's batched acks. A
+caller blocks only when more than `max_in_flight_items` items are unacknowledged; if the call
+fails (bad item, server gone), the next call raises the error.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Deque, List, Optional, Sequence, Tuple
+
+import grpc
+
+from replay import codec, errors, framing
+from replay.chunks import Chunk
+from replay.proto import replay_pb2
+
+_MAX_BATCH_BYTES = 4 * 1024 * 1024
+_MAX_BATCH_ITEMS = 2048
+_TARGET_BATCH_ITEMS = 256
+_LINGER_SECONDS = 0.002
+# Bytes a message needs on top of its chunk data (headers, keys, shapes), for the size check.
+_MESSAGE_OVERHEAD_BYTES = 64 * 1024
+
+
+class InsertStream:
+    """One InsertStream call: an ordered queue of chunks, items and chunk releases, drained in
+    batches by gRPC's request iterator, with the server's acks counted by a reader thread.
+
+    Batching: when the queue holds fewer than _TARGET_BATCH_ITEMS items, the request iterator
+    lingers up to _LINGER_SECONDS for more (unless a flush or close wants everything out now),
+    so a busy writer sends few large messages and a quiet one adds at most that latency.
+
+    Writers own one each; programs write through a writer, not through this class.
+    """
+
+    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None):
+        self._client = client
+        self._max_in_flight = int(max_in_flight_items)
+        self._timeout = timeout  # the call's gRPC deadline, in seconds from its start
+        lock = threading.Lock()
+        self._data_ready = threading.Condition(lock)  # the request iterator waits on it
+        self._acked = threading.Condition(lock)  # callers waiting for acks wait on it
+        self._queue: Deque[Tuple[str, Any]] = collections.deque()
+        self._queued_items = 0
+        self._iterator_waiting = False
+        self._urgent = False  # a flush or close wants the queue sent without lingering
+        self._unacked = 0
+        self._error: Optional[errors.ReplayError] = None
+        self._closing = False
+        self._call = None
+        self._reader: Optional[threading.Thread] = None
+        self._max_chunk_bytes = client.max_message_bytes - _MESSAGE_OVERHEAD_BYTES
+
+    @property
+    def max_in_flight_items(self) -> int:
+        """Unacknowledged items beyond which `send` blocks."""
+        return self._max_in_flight
+
+    @property
+    def num_unacked(self) -> int:
+        """Items queued or sent that the server has not acknowledged yet."""
+        return self._unacked
+
+    def _raise_error(self) -> None:
+        error = self._error
+        raise type(error)(str(error))
+
+    def _start(self) -> None:
+        self._call = self._client.insert_stream(self._requests(), metadata=self._client.metadata,
+                                                timeout=self._timeout)
+        self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
+        self._reader.start()
+
+    def send(self, chunks: Sequence[Chunk], items: Sequence[codec.ItemRow],
+             release_keys: Sequence[int] = ()) -> None:
+        """Queues chunks, then items (as `codec.ItemRow`s), then releases; blocks while too many
+        items are unacked.
+
+        Raises:
+          ResourceExhaustedError: a chunk is larger than the largest message.
+          FailedPreconditionError: the stream is closed.
+          Any error the stream failed with (for example UnavailableError).
+        """
+        for chunk in chunks:
+            if chunk.nbytes > self._max_chunk_bytes:
+                raise errors.ResourceExhaustedError(
+                    f"chunk {chunk.key} holds {chunk.nbytes} bytes, more than one message may carry "
+                    f"({self._client.max_message_bytes} bytes); use a smaller chunk_length or raise "
+                    "max_message_bytes on both client and server")
+        with self._data_ready:
+            if self._error is not None:
+                self._raise_error()
+            if self._closing:
+                raise errors.FailedPreconditionError("the writer is closed; create a new writer")
+            if self._call is None:
+                self._start()
+            queue = self._queue
+            for chunk in chunks:
+                queue.append(("c", chunk))
+            for pair in items:
+                queue.append(("i", pair))
+            for key in release_keys:
+                queue.append(("r", key))
+            self._queued_items += len(items)
+            self._unacked += len(items)
+            if self._iterator_waiting and (self._queued_items >= _TARGET_BATCH_ITEMS or len(queue) == len(chunks)
+                                           + len(items) + len(release_keys)):
+                self._data_ready.notify()
+            if self._unacked > self._max_in_flight:
+                self._urgent = True
+                self._data_ready.notify()
+                while self._unacked > self._max_in_flight and self._error is None:
+                    self._acked.wait()
+            if self._error is not None:
+                self._raise_error()
+
+    def wait(self, max_unacked: int = 0, timeout: Optional[float] = None) -> None:
+        """Sends everything queued now and blocks until at most `max_unacked` items are
+        unacknowledged.
+
+        Raises:
+          DeadlineExceededError: not within `timeout` seconds; any error the stream failed with.
+        """
+        with self._data_ready:
+            if self._queue:
+                self._urgent = True
+                self._data_ready.notify()
+            done = self._acked.wait_for(lambda: self._unacked <= max_unacked or self._error is not None,
+                                        timeout)
+            if self._error is not None:
+                self._raise_error()
+            if not done:
+                raise errors.DeadlineExceededError(
+                    f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
+                    f"{max_unacked}); the tables' rate limiters may be blocking inserts")
+
+    def close(self, cancel: bool = False) -> None:
+        """Ends the stream after everything queued was sent (does not wait for acks); with
+        `cancel`, cancels the call at once instead (on the server too: items not acked yet may
+        or may not have been inserted, and none is inserted later)."""
+        with self._data_ready:
+            self._closing = True
+            self._data_ready.notify_all()
+        if cancel:
+            if self._call is not None:
+                self._call.cancel()
+            return
+        if self._reader is not None and threading.current_thread() is not self._reader:
+            self._reader.join(timeout=5.0)
+            if self._reader.is_alive():
+                self._call.cancel()
+
+    def _requests(self):
+        ready, queue = self._data_ready, self._queue
+        while True:
+            with ready:
+                self._iterator_waiting = True
+                while not queue and not self._closing and self._error is None:
+                    ready.wait()
+                if queue and self._queued_items < _TARGET_BATCH_ITEMS and not self._urgent:
+                    ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
+                                   or self._queued_items >= _TARGET_BATCH_ITEMS, _LINGER_SECONDS)
+                self._iterator_waiting = False
+                if self._error is not None or (not queue and self._closing):
+                    return
+                chunks, items, releases = [], [], []
+                size = 0
+                while queue and size < _MAX_BATCH_BYTES and len(items) < _MAX_BATCH_ITEMS:
+                    kind, value = queue.popleft()
+                    if kind == "c":
+                        chunks.append(value)
+                        size += value.nbytes
+                    elif kind == "i":
+                        items.append(value)
+                    else:
+                        releases.append(value)
+                self._queued_items -= len(items)
+                if not queue:
+                    self._urgent = False
+            request = replay_pb2.InsertRequest()
+            column_data: List[bytes] = []
+            if chunks:
+                codec.encode_chunks(chunks, request.chunks, column_data)
+            if items:
+                codec.encode_item_rows(items, request.items)
+            if releases:
+                request.release_chunk_keys.extend(releases)
+            yield framing.PackedInsertRequest(request, column_data)
+
+    def _read_acks(self) -> None:
+        error = None
+        try:
+            for response in self._call:
+                with self._acked:
+                    self._unacked -= len(response.item_keys)
+                    self._acked.notify_all()
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED or not self._closing:
+                error = _translate(e)
+        with self._acked:
+            if error is None and (self._unacked > 0 or not self._closing):
+                error = errors.UnavailableError(
+                    "the replay server ended the insert stream before acknowledging "
+                    f"{self._unacked} items; check the server")
+            if error is not None:
+                self._error = error
+            self._closing = True
+            self._acked.notify_all()
+            self._data_ready.notify_all()
+
+
+def _translate(error: grpc.RpcError) -> errors.ReplayError:
+    from replay.client import translate_rpc_error
+
+    return translate_rpc_error(error, "writing to the replay server")

@@ -1,0 +1,42 @@
+"""The trainer's replay service owns the datasets it opens: stopping it ends their streams (and
+the pipelines built on them) before the embedded server goes, instead of leaving a learner's
+iterator waiting on an empty table or failing on a vanished server."""
+import threading
+
+import numpy as np
+import pytest
+
+from replay.specs import TensorSpec
+from replay.table import Table
+from tfrl.replay_service import ReplayService
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_stop_closes_the_datasets_the_service_opened():
+    service = ReplayService({})
+    service.add_table(Table.queue("rollouts", 100, signature={"x": TensorSpec((2,), np.float32)}))
+    service.start()
+    client = service.client()
+    client.insert({"x": np.ones(2, np.float32)}, {"rollouts": 1.0}, timeout=10)
+    dataset = service.dataset("rollouts", max_in_flight_samples_per_worker=4)
+    iterator = iter(dataset.batch(1).map(lambda sample: sample.data["x"]))
+    assert next(iterator).numpy().tolist() == [[1.0, 1.0]]
+    outcome = []
+
+    def read_on():
+        try:
+            outcome.append(next(iterator))
+        except StopIteration:
+            outcome.append("ended")
+        except Exception as e:  # reported below
+            outcome.append(e)
+
+    reader = threading.Thread(target=read_on, daemon=True)
+    reader.start()
+    reader.join(timeout=1.0)
+    assert reader.is_alive()  # the queue is drained: the stream waits for a sample
+    service.stop()
+    reader.join(timeout=60)
+    assert outcome == ["ended"]  # closed before the server stopped: an end, not UnavailableError
+    assert dataset.closed

@@ -1,0 +1,135 @@
+"""PPO on CartPole-v1, this project against Stable-Baselines3, side by side in one run.
+
+    python tools/compare_sb3.py --sb3-python PATH/TO/venv/bin/python [--runs 3] [--max-seconds 300]
+
+Stable-Baselines3 is not a dependency: it runs in its own virtualenv (for example
+`python -m venv V && V/bin/pip install stable-baselines3 torch==2.13.0`), whose Python is passed by
+path. Both sides train to the same criterion: the mean return of the last 100 finished episodes first
+reaches 450, wall clock counted from the construction of the trainer (ours: the `cartpole-ppo` tuned
+example through the full path of Ray rollout workers, the embedded replay server, ReplayDataset and
+the learner; theirs: rl-zoo's CartPole-v1 PPO settings in one process). Runs alternate between the two
+sides so that a change of load on the machine hits both. Prints one line per run and a median line:
+
+    run=1 ours_seconds=.. ours_env_steps=.. sb3_seconds=.. sb3_env_steps=.. seconds_ratio=.. steps_ratio=..
+
+A ratio below 1.0 means this project needed less (time or env steps) than Stable-Baselines3.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TARGET_RETURN = 450.0
+
+OURS_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {root!r})
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from tfrl.runtime import ensure_ray
+    from tfrl.agents.registry import get_trainer_class
+    from tfrl.cli import load_experiment_file
+    ensure_ray({{}})
+    experiment = load_experiment_file("cartpole-ppo")
+    built = time.time()
+    trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
+    try:
+        while True:
+            result = trainer.train()
+            if result["episode_reward_mean"] >= {target}:
+                print("RESULT", time.time() - built, result["timesteps_total"], flush=True)
+                break
+            if time.time() - built > {max_seconds} or result["timesteps_total"] >= {max_steps}:
+                print("RESULT_NOT_REACHED", time.time() - built, result["timesteps_total"], flush=True)
+                break
+    finally:
+        trainer.stop()
+""")
+
+# rl-zoo's hyperparameters for PPO on CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml).
+SB3_SCRIPT = textwrap.dedent("""
+    import time
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    def linear(start):
+        return lambda progress_remaining: progress_remaining * start
+
+    class StopAtReturn(BaseCallback):
+        def _on_step(self):
+            buffer = self.model.ep_info_buffer  # the last 100 finished episodes
+            if len(buffer) >= 100 and np.mean([info["r"] for info in buffer]) >= {target}:
+                return False
+            return time.time() - built < {max_seconds}
+
+    built = time.time()
+    env = make_vec_env("CartPole-v1", n_envs=8, seed=None)
+    model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                ent_coef=0.0, learning_rate=linear(0.001), clip_range=linear(0.2), device="cpu", verbose=0)
+    model.learn(total_timesteps={max_steps}, callback=StopAtReturn())
+    buffer = model.ep_info_buffer
+    reached = len(buffer) >= 100 and np.mean([info["r"] for info in buffer]) >= {target}
+    print("RESULT" if reached else "RESULT_NOT_REACHED", time.time() - built, model.num_timesteps, flush=True)
+""")
+
+
+def run_side(python: str, script: str, timeout: float) -> tuple[float, int, bool]:
+    """Runs one training script in a fresh process; returns (seconds, env steps, reached)."""
+    completed = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=timeout,
+                               cwd=PROJECT_ROOT, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    for line in completed.stdout.splitlines():
+        if line.startswith("RESULT"):
+            tag, seconds, steps = line.split()
+            return float(seconds), int(float(steps)), tag == "RESULT"
+    raise RuntimeError(f"{python} produced no result (exit {completed.returncode}):\n"
+                       f"{completed.stdout[-2000:]}\n{completed.stderr[-4000:]}")
+
+
+def sb3_available(python: str) -> bool:
+    if not python or not os.path.exists(python):
+        return False
+    probe = subprocess.run([python, "-c", "import stable_baselines3, torch"], capture_output=True)
+    return probe.returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sb3-python", default="", help="a Python with stable-baselines3 and torch")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-seconds", type=float, default=300.0)
+    parser.add_argument("--max-steps", type=int, default=200_000)
+    args = parser.parse_args()
+    limits = dict(target=TARGET_RETURN, max_seconds=args.max_seconds, max_steps=args.max_steps)
+    ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, **limits)
+    sb3_script = SB3_SCRIPT.format(**limits)
+    have_sb3 = sb3_available(args.sb3_python)
+    if not have_sb3:
+        print("sb3 not available: pass --sb3-python with a Python that imports stable_baselines3 and torch")
+    timeout = args.max_seconds + 120
+    ours_runs, sb3_runs = [], []
+    for run in range(1, args.runs + 1):
+        ours = run_side(sys.executable, ours_script, timeout)
+        ours_runs.append(ours)
+        line = f"run={run} ours_seconds={ours[0]:.1f} ours_env_steps={ours[1]} ours_reached={ours[2]}"
+        if have_sb3:
+            theirs = run_side(args.sb3_python, sb3_script, timeout)
+            sb3_runs.append(theirs)
+            line += (f" sb3_seconds={theirs[0]:.1f} sb3_env_steps={theirs[1]} sb3_reached={theirs[2]}"
+                     f" seconds_ratio={ours[0] / theirs[0]:.2f} steps_ratio={ours[1] / theirs[1]:.2f}")
+        print(line, flush=True)
+    median = f"median ours_seconds={statistics.median(r[0] for r in ours_runs):.1f}" \
+             f" ours_env_steps={statistics.median(r[1] for r in ours_runs):.0f}"
+    if sb3_runs:
+        ours_s, sb3_s = statistics.median(r[0] for r in ours_runs), statistics.median(r[0] for r in sb3_runs)
+        ours_n, sb3_n = statistics.median(r[1] for r in ours_runs), statistics.median(r[1] for r in sb3_runs)
+        median += (f" sb3_seconds={sb3_s:.1f} sb3_env_steps={sb3_n:.0f}"
+                   f" seconds_ratio={ours_s / sb3_s:.2f} steps_ratio={ours_n / sb3_n:.2f}")
+    print(median, flush=True)
+
+
+if __name__ == "__main__":
+    main()
