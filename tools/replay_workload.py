@@ -113,7 +113,7 @@ def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, s
         elapsed = time.perf_counter() - start
         writer.close()
         results.put((count, elapsed, None))
-    except BaseException:  # reported by the parent
+    except BaseException:  # noqa: BLE001 - reported by the parent
         results.put((0, 0.0, traceback.format_exc()))
         barrier.abort()
 
@@ -137,7 +137,7 @@ def _sample_worker(backend, address, seconds, barrier, results) -> None:
             for _ in sample(SAMPLE_BATCH):
                 count += 1
         results.put((count, time.perf_counter() - start, None))
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - reported by the parent
         results.put((0, 0.0, traceback.format_exc()))
         barrier.abort()
 
@@ -165,7 +165,7 @@ def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results) 
         while time.perf_counter() - start < seconds:
             count += int(next(iterator).info.key.shape[0])
         results.put((count, time.perf_counter() - start, None))
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - reported by the parent
         results.put((0, 0.0, traceback.format_exc()))
         barrier.abort()
 
@@ -234,7 +234,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         result = run(args.backend, args.case, args.payload, args.clients, args.seconds)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - reported by the parent
         result = {"error": traceback.format_exc()}
     print(json.dumps(result), flush=True)
     return 0 if "error" not in result else 1
