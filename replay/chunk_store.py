@@ -16,12 +16,24 @@ from replay import errors
 from replay.chunks import Chunk
 
 
+# The store sweeps out the entries of dead chunks once it holds this many more entries than
+# live chunks at its last sweep (and at least _MIN_SWEEP_ENTRIES), so a sweep costs O(1) per insert.
+_SWEEP_FACTOR = 2
+_MIN_SWEEP_ENTRIES = 4096
+
+
 class ChunkStore:
-    """Key -> live `Chunk`, by weak reference."""
+    """Key -> live `Chunk`, by weak reference.
+
+    Entries are plain weak references without callbacks (a `WeakValueDictionary` runs Python code
+    to create every entry and again when its chunk dies, which cost the server microseconds per
+    chunk); the entries of dead chunks are dropped in amortised sweeps.
+    """
 
     def __init__(self):
-        self._chunks = weakref.WeakValueDictionary()
+        self._chunks = {}  # key -> weakref.ref(chunk)
         self._lock = threading.Lock()
+        self._sweep_at = _MIN_SWEEP_ENTRIES
 
     def insert(self, chunks: Iterable[Chunk]) -> List[Chunk]:
         """Stores chunks and returns the stored objects, in order.
@@ -31,15 +43,25 @@ class ChunkStore:
         caller must hold the returned chunks (normally through items) to keep them alive.
         """
         stored = []
+        ref = weakref.ref
         with self._lock:
             table = self._chunks
             for chunk in chunks:
-                existing = table.get(chunk.key)
+                key = chunk.key
+                entry = table.get(key)
+                existing = None if entry is None else entry()
                 if existing is None:
-                    table[chunk.key] = chunk
+                    table[key] = ref(chunk)
                     existing = chunk
                 stored.append(existing)
+            if len(table) >= self._sweep_at:
+                self._sweep_locked()
         return stored
+
+    def _sweep_locked(self) -> None:
+        live = {key: entry for key, entry in self._chunks.items() if entry() is not None}
+        self._chunks = live
+        self._sweep_at = max(_MIN_SWEEP_ENTRIES, _SWEEP_FACTOR * len(live))
 
     def get(self, keys: Iterable[int]) -> List[Chunk]:
         """The live chunks with these keys, in order.
@@ -49,8 +71,10 @@ class ChunkStore:
         """
         found, missing = [], []
         with self._lock:
+            table = self._chunks
             for key in keys:
-                chunk = self._chunks.get(key)
+                entry = table.get(key)
+                chunk = None if entry is None else entry()
                 if chunk is None:
                     missing.append(key)
                 else:
@@ -64,13 +88,14 @@ class ChunkStore:
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._chunks)
+            return sum(1 for entry in self._chunks.values() if entry() is not None)
 
     def __contains__(self, key) -> bool:
         with self._lock:
-            return self._chunks.get(key) is not None
+            entry = self._chunks.get(key)
+            return entry is not None and entry() is not None
 
     def keys(self) -> List[int]:
         """Keys of the live chunks (a snapshot)."""
         with self._lock:
-            return list(self._chunks.keys())
+            return [key for key, entry in self._chunks.items() if entry() is not None]

@@ -33,7 +33,7 @@ _MAX_RECORD_BYTES = 16 * 1024
 _RECORD_DTYPES: dict = {}  # column layout -> structured dtype, so equal layouts share one object
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ColumnData:
     """One leaf of a chunk: `length` steps of a `shape`-shaped `dtype` array, as stored bytes."""
 
@@ -85,7 +85,7 @@ def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool
     delta = bool(delta_encode and _can_delta_encode(column))
     if delta:
         column = _delta_encode(column)
-    raw = np.ascontiguousarray(column).tobytes()
+    raw = column.tobytes()  # C order, whatever the array's layout
     data, compressed = raw, False
     if compress and len(raw) >= _MIN_COMPRESS_BYTES:
         packed = lz4.block.compress(raw, store_size=True)
@@ -93,7 +93,7 @@ def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool
             data, compressed = packed, True
     return ColumnData(
         dtype=column.dtype.str,
-        shape=tuple(int(d) for d in column.shape[1:]),
+        shape=column.shape[1:],
         data=data,
         compressed=compressed,
         delta_encoded=delta,

@@ -57,6 +57,9 @@ def trajectory_from_chunks(chunks: Sequence[Chunk], offset: int, length: int) ->
     return tuple(columns)
 
 
+_UNKNOWN = object()
+
+
 def _whole_chunk_span(trajectory, chunks) -> Optional[Tuple[int, int, int, int]]:
     """`Item.span` of a trajectory (None when it does not have that layout)."""
     if not trajectory or len(trajectory[0][1]) != 1:
@@ -85,7 +88,7 @@ class Item:
     flag), else None. Columnar sample responses use it to copy an item's steps in one slice.
     """
 
-    __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at", "span")
+    __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at", "_span")
 
     def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
                  chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None):
@@ -95,7 +98,16 @@ class Item:
         self.chunks = chunks
         self.times_sampled = int(times_sampled)
         self.inserted_at = time.time() if inserted_at is None else float(inserted_at)
-        self.span = _whole_chunk_span(self.trajectory, chunks)
+        self._span = _UNKNOWN
+
+    @property
+    def span(self) -> Optional[Tuple[int, int, int, int]]:
+        # Worked out on first use (the first columnar sample), not per insert: most items of a
+        # table that is written fast are evicted before anyone samples them.
+        span = self._span
+        if span is _UNKNOWN:
+            span = self._span = _whole_chunk_span(self.trajectory, self.chunks)
+        return span
 
     def validate(self) -> None:
         """Checks the key, the priority and that every slice lies inside a chunk the item holds.

@@ -46,6 +46,7 @@ import grpc
 
 from replay import codec, column_batch, errors, framing, protocol, validation
 from replay.chunk_store import ChunkStore
+from replay.gc_freeze import GcFreezer
 from replay.proto import replay_pb2, replay_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -646,6 +647,11 @@ class Server:
       max_in_flight_bytes_per_stream: the most chunk bytes one insert stream may keep alive for
         its writer (chunks sent and not yet released), and the target size of a sample
         response; an insert stream going over it ends with RESOURCE_EXHAUSTED.
+      freeze_gc: run the garbage-collection policy of `replay.gc_freeze` (every second, the
+        objects alive leave the collector's view; a full collection once a minute). It spares
+        the server the collector's walks over every stored item, a large share of its CPU time
+        under fast inserts, but it changes the collector of the whole process: use it when the
+        server has its process to itself (the `replay-server` command does).
 
     Raises:
       InvalidArgumentError: duplicate table names, only one of certificate and key, or a limit
@@ -659,8 +665,11 @@ class Server:
                  max_workers: int = DEFAULT_MAX_WORKERS, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                  max_sample_batch_size: int = DEFAULT_MAX_SAMPLE_BATCH_SIZE,
                  max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
-                 max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM):
+                 max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
+                 freeze_gc: bool = False):
         self._stopped = threading.Event()
+        self._freeze_gc = bool(freeze_gc)
+        self._gc_freezer: Optional[GcFreezer] = None
         self._terminated = threading.Event()
         names = [t.name for t in tables]
         if len(set(names)) != len(names):
@@ -760,6 +769,9 @@ class Server:
         await server.start()
         self._grpc_server = server
         self.port = port
+        if self._freeze_gc:
+            self._gc_freezer = GcFreezer(loop)
+            self._gc_freezer.start()
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -834,6 +846,8 @@ class Server:
         self._executor.shutdown(wait=False)
 
     async def _unwatch_all(self) -> None:
+        if self._gc_freezer is not None:
+            self._gc_freezer.stop()
         self._servicer.stop()
         for table in self.tables.values():
             self._servicer.unwatch(table)

@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-in-flight-bytes-per-stream", type=int,
                         default=DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
                         help="most chunk bytes one insert stream may hold unreleased (default %(default)s)")
+    parser.add_argument("--no-freeze-gc", dest="freeze_gc", action="store_false",
+                        help="keep Python's default garbage collection (by default the server, alone in "
+                             "its process, freezes surviving objects every second and collects fully "
+                             "once a minute; see replay.gc_freeze)")
     return parser
 
 
@@ -82,7 +86,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         max_message_bytes=args.max_message_bytes,
                         max_sample_batch_size=args.max_sample_batch_size,
                         max_concurrent_streams=args.max_concurrent_streams,
-                        max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream)
+                        max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream,
+                        freeze_gc=args.freeze_gc)
     except errors.ReplayError as e:
         print(f"replay-server: {e}", file=sys.stderr)
         return 2

@@ -181,6 +181,9 @@ class TrajectoryWriter:
         self._window: Deque[_ChunkBuilder] = collections.deque()  # one entry per kept step
         self._open: Optional[_ChunkBuilder] = None
         self._pending: Deque[Tuple[str, float, int, list, list]] = collections.deque()
+        # Keys of sent chunks no item will reference again; they go out with the next message
+        # rather than as a message of their own.
+        self._releases: List[int] = []
         self._episode_id = self._new_key()
         self._episode_step = 0
         self._closed = False
@@ -339,7 +342,10 @@ class TrajectoryWriter:
         key = self._new_key()
         validation.check_priority(key, priority)
         columns = []
-        for leaf in tree.flatten(trajectory):
+        leaf_type = type(trajectory)
+        # A lone reference (a one-leaf step) needs no structure walk.
+        leaves = (trajectory,) if leaf_type is CellRef or leaf_type is ColumnRefs else tree.flatten(trajectory)
+        for leaf in leaves:
             if isinstance(leaf, CellRef):
                 columns.append(((leaf,), True))
             elif isinstance(leaf, ColumnRefs):
@@ -406,7 +412,8 @@ class TrajectoryWriter:
             self._send_ready()
 
     def _send_ready(self) -> None:
-        chunks, items, releases = [], [], []
+        chunks, items = [], []
+        releases, self._releases = self._releases, []
         pending = self._pending
         while pending:
             table, priority, key, columns, builders = pending[0]
@@ -452,10 +459,13 @@ class TrajectoryWriter:
 
     def _maybe_release(self, builder: _ChunkBuilder) -> None:
         if builder.pending_items == 0:
-            releases = []
-            self._release(builder, releases)
-            if releases:
-                self._stream.send((), (), releases)
+            self._release(builder, self._releases)
+
+    def _send_releases(self) -> None:
+        """Sends the deferred chunk releases that no item carried out."""
+        if self._releases:
+            releases, self._releases = self._releases, []
+            self._stream.send((), (), releases)
 
     def _release(self, builder: _ChunkBuilder, releases: list) -> None:
         if builder.released:
@@ -486,6 +496,7 @@ class TrajectoryWriter:
             self._finalize(self._open)
         elif self._pending:
             self._send_ready()
+        self._send_releases()
 
     def end_episode(self, clear_buffers: bool = True, timeout: Optional[float] = None) -> None:
         """Ends the episode: sends pending items, waits for their acks, releases every kept
@@ -495,16 +506,14 @@ class TrajectoryWriter:
         """
         self._check_open()
         self._close_referenced_chunks()
-        releases = []
         for builder in set(self._window):
             builder.live_steps = 0
             if builder is not self._open and builder.pending_items == 0:
-                self._release(builder, releases)
+                self._release(builder, self._releases)
         if self._open is not None:
             self._open.released = True
             self._open = None
-        if releases:
-            self._stream.send((), (), releases)
+        self._send_releases()
         self._window.clear()
         for history in self._history:
             history.clear()

@@ -76,3 +76,16 @@ def test_concurrent_inserts_keep_one_object_per_key(make_chunk):
     for k in range(200):
         assert len({id(r[k]) for r in results}) == 1
     assert len(store) == 200
+
+
+def test_entries_of_dead_chunks_are_swept_so_the_store_stays_small(make_chunk):
+    # Writers send chunks that die soon after (items evicted); the store must not keep an
+    # entry per chunk ever inserted.
+    from replay import chunk_store
+
+    store = ChunkStore()
+    kept = store.insert([make_chunk(key=-1)])
+    for k in range(3 * chunk_store._MIN_SWEEP_ENTRIES):
+        store.insert([make_chunk(key=k)])  # nothing holds it: it dies at once
+    assert len(store) == 1 and store.keys() == [-1] and store.get([-1]) == kept
+    assert len(store._chunks) <= chunk_store._MIN_SWEEP_ENTRIES

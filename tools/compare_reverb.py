@@ -1,0 +1,138 @@
+"""This project's replay service against dm-reverb, side by side in one run.
+
+Every case runs the same workload script (tools/replay_workload.py) twice: once with this
+Python against `replay`, once with the Python given by `--reverb-python` (one that has
+dm-reverb installed) against Reverb, back to back; which side goes first alternates from case to
+case (and from repeat to repeat), so load that drifts during the run hits both. Workload: a
+server process and client processes on loopback, one float32 tensor of random data per item,
+chunk length 1, sequence length 1, a Uniform/Fifo table of 100k items with MinSize(1), items
+written with the trajectory writer (`append` + `create_item(table, 1.0, history[-1])`),
+this project with its defaults (insert validation, limits, deadlines all on).
+
+Prints one line per case: `case ours reverb ratio` in items/s (ratio = ours / reverb; above 1.0
+this project is faster), preceded by the load average. Reverb is not a dependency: without a
+usable `--reverb-python` each line says "reverb not available".
+
+Set up a Reverb Python once (outside the checkout):
+    python3 -m venv V && V/bin/pip install "dm-reverb[tensorflow]==0.14.0" "tensorflow==2.15.*"
+Then:
+    python tools/compare_reverb.py --reverb-python V/bin/python [--seconds 3] [--cases ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Dict, List, Optional, Tuple
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_WORKLOAD = os.path.join(_HERE, "replay_workload.py")
+
+# name -> (workload case, payload bytes, clients)
+CASES: Dict[str, Tuple[str, int, int]] = {
+    "insert-400B-1c": ("insert", 400, 1),
+    "insert-400B-4c": ("insert", 400, 4),
+    "insert-40kB-1c": ("insert", 40_000, 1),
+    "insert-40kB-4c": ("insert", 40_000, 4),
+    "sample-400B-1c": ("sample", 400, 1),
+    "sample-400B-4c": ("sample", 400, 4),
+    "sample-40kB-1c": ("sample", 40_000, 1),
+    "sample-40kB-4c": ("sample", 40_000, 4),
+    "dataset-400B-b32": ("dataset", 400, 1),
+    "dataset-40kB-b32": ("dataset", 40_000, 1),
+}
+
+
+def reverb_unavailable(python: Optional[str]) -> Optional[str]:
+    """Why `python` cannot run the Reverb side (None when it can)."""
+    if not python:
+        return "no --reverb-python given"
+    if not os.path.exists(python):
+        return f"{python} does not exist"
+    try:
+        probe = subprocess.run([python, "-c", "import reverb"], capture_output=True, text=True,
+                               timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{python} cannot be run: {e}"
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines()
+        return f"`import reverb` fails with {python}: {lines[-1] if lines else probe.returncode}"
+    return None
+
+
+def run_side(python: str, backend: str, case: str, payload: int, clients: int,
+             seconds: float) -> Tuple[Optional[float], Optional[str]]:
+    """(items/s, None) for one side of one case, or (None, why it failed)."""
+    command = [python, _WORKLOAD, "--backend", backend, "--case", case, "--payload", str(payload),
+               "--clients", str(clients), "--seconds", str(seconds)]
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=seconds * 20 + 600,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        return None, "timed out"
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return None, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    result = json.loads(lines[-1])
+    if "error" in result:
+        return None, result["error"].strip().splitlines()[-1]
+    return result["items"] / result["seconds"], None
+
+
+def _load() -> str:
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "load average unknown"
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reverb-python", default=None,
+                        help="a Python interpreter with dm-reverb installed")
+    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per case and side")
+    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
+    parser.add_argument("--repeat", type=int, default=1, help="runs of the whole list")
+    args = parser.parse_args(argv)
+
+    unavailable = reverb_unavailable(args.reverb_python)
+    print(f"# {_load()}; {args.seconds:g} s per case and side", flush=True)
+    print(f"{'case':18s} {'ours':>10s} {'reverb':>10s} {'ratio':>6s}", flush=True)
+    order = 0
+    for _ in range(args.repeat):
+        for name in args.cases:
+            case, payload, clients = CASES[name]
+            sides = ["replay", "reverb"] if order % 2 == 0 else ["reverb", "replay"]
+            order += 1
+            rates: Dict[str, Optional[float]] = {}
+            notes = []
+            for backend in sides:
+                if backend == "reverb" and unavailable:
+                    rates[backend] = None
+                    continue
+                python = sys.executable if backend == "replay" else args.reverb_python
+                rates[backend], error = run_side(python, backend, case, payload, clients, args.seconds)
+                if error:
+                    notes.append(f"{backend}: {error}")
+            ours, theirs = rates["replay"], rates["reverb"]
+            ours_text = f"{ours:10.0f}" if ours is not None else f"{'failed':>10s}"
+            if unavailable:
+                line = f"{name:18s} {ours_text} reverb not available ({unavailable})"
+            else:
+                theirs_text = f"{theirs:10.0f}" if theirs is not None else f"{'failed':>10s}"
+                ratio = f"{ours / theirs:6.2f}" if ours and theirs else f"{'-':>6s}"
+                line = f"{name:18s} {ours_text} {theirs_text} {ratio}"
+            if notes:
+                line += "  # " + "; ".join(notes)
+            print(line, flush=True)
+    print(f"# {_load()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

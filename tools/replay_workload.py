@@ -1,0 +1,244 @@
+"""One case of the Reverb comparison workload, run against this project or against dm-reverb.
+
+tools/compare_reverb.py runs this script twice per case, once with this project's Python
+(`--backend replay`) and once with a Python that has dm-reverb installed (`--backend reverb`),
+so both sides run the same code: a server process and client processes on loopback, one float32
+tensor of random data per item, chunk length 1, sequence length 1, a Uniform (sampler) / Fifo
+(remover) table of 100k items with MinSize(1). Items are written through the trajectory
+writer (`append`, then `create_item` with `history[-1]`). Cases:
+
+  insert   N client processes write items for the given time, then flush;
+  sample   the table is filled first, then N client processes call `Client.sample(table, 1000)`
+           in a loop;
+  dataset  the table is filled first, then one process reads `<Dataset>(...).batch(32)`
+           (this project's `ReplayDataset`, Reverb's `TrajectoryDataset`).
+
+Prints one JSON line: {"items": ..., "seconds": ...} (items counted over every client, seconds
+the longest client's), or {"error": "..."}. Only numpy, the backend and (for the dataset case)
+TensorFlow are imported, so the script runs under either Python.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+
+TABLE = "bench"
+MAX_SIZE = 100_000
+SAMPLE_BATCH = 1000  # samples per Client.sample call
+DATASET_BATCH = 32
+DATASET_IN_FLIGHT = 1024  # max_in_flight_samples_per_worker of both datasets
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _import_backend(backend: str):
+    if backend == "replay":
+        sys.path.insert(0, _ROOT)
+        import replay
+
+        return replay
+    import reverb
+
+    return reverb
+
+
+def _fill_count(payload_bytes: int) -> int:
+    return 10_000 if payload_bytes <= 4_000 else 1_000
+
+
+def _payloads(payload_bytes: int, seed: int):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [rng.random(payload_bytes // 4, dtype=np.float32) for _ in range(16)]
+
+
+# -- server ------------------------------------------------------------------------------------
+
+
+def _serve(backend: str, port_queue, stop_event) -> None:
+    lib = _import_backend(backend)
+    if backend == "replay":
+        table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), MAX_SIZE, lib.MinSize(1))
+        server = lib.Server([table], freeze_gc=True)  # as the replay-server command runs it
+    else:
+        table = lib.Table(TABLE, sampler=lib.selectors.Uniform(), remover=lib.selectors.Fifo(),
+                          max_size=MAX_SIZE, rate_limiter=lib.rate_limiters.MinSize(1))
+        server = lib.Server(tables=[table])
+    port_queue.put(server.port)
+    stop_event.wait()
+    server.stop()
+
+
+def _client(lib, address: str):
+    return lib.Client(address)
+
+
+def _writer(client):
+    return client.trajectory_writer(num_keep_alive_refs=1)
+
+
+def _write(writer, data, count: int) -> None:
+    for i in range(count):
+        writer.append(data[i % len(data)])
+        writer.create_item(TABLE, 1.0, writer.history[-1])
+
+
+# -- client processes ------------------------------------------------------------------------
+
+
+def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, seed) -> None:
+    try:
+        lib = _import_backend(backend)
+        data = _payloads(payload_bytes, seed)
+        writer = _writer(_client(lib, address))
+        _write(writer, data, 1)  # opens the stream outside the timing
+        writer.flush()
+        barrier.wait()
+        start = time.perf_counter()
+        count = 0
+        while True:
+            for array in data:
+                writer.append(array)
+                writer.create_item(TABLE, 1.0, writer.history[-1])
+            count += len(data)
+            if time.perf_counter() - start >= seconds:
+                break
+        writer.flush()
+        elapsed = time.perf_counter() - start
+        writer.close()
+        results.put((count, elapsed, None))
+    except BaseException:  # noqa: BLE001 - reported by the parent
+        results.put((0, 0.0, traceback.format_exc()))
+        barrier.abort()
+
+
+def _sample_worker(backend, address, seconds, barrier, results) -> None:
+    try:
+        lib = _import_backend(backend)
+        client = _client(lib, address)
+        if backend == "replay":
+            def sample(n):
+                return client.sample(TABLE, n)
+        else:
+            def sample(n):
+                return client.sample(TABLE, n, emit_timesteps=False)
+        for _ in sample(1):  # connects (and reads the signature) outside the timing
+            pass
+        barrier.wait()
+        start = time.perf_counter()
+        count = 0
+        while time.perf_counter() - start < seconds:
+            for _ in sample(SAMPLE_BATCH):
+                count += 1
+        results.put((count, time.perf_counter() - start, None))
+    except BaseException:  # noqa: BLE001 - reported by the parent
+        results.put((0, 0.0, traceback.format_exc()))
+        barrier.abort()
+
+
+def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results) -> None:
+    try:
+        import tensorflow as tf
+
+        lib = _import_backend(backend)
+        shape = [payload_bytes // 4]
+        if backend == "replay":
+            from replay.dataset import ReplayDataset
+
+            dataset = ReplayDataset(address, TABLE, dtypes=tf.float32, shapes=shape,
+                                    max_in_flight_samples_per_worker=DATASET_IN_FLIGHT)
+        else:
+            dataset = lib.TrajectoryDataset(address, TABLE, dtypes=tf.float32, shapes=tf.TensorShape(shape),
+                                            max_in_flight_samples_per_worker=DATASET_IN_FLIGHT)
+        iterator = iter(dataset.batch(DATASET_BATCH))
+        for _ in range(20):  # streams open and tf.data threads start outside the timing
+            next(iterator)
+        barrier.wait()
+        start = time.perf_counter()
+        count = 0
+        while time.perf_counter() - start < seconds:
+            count += int(next(iterator).info.key.shape[0])
+        results.put((count, time.perf_counter() - start, None))
+    except BaseException:  # noqa: BLE001 - reported by the parent
+        results.put((0, 0.0, traceback.format_exc()))
+        barrier.abort()
+
+
+def _fill(backend, address, payload_bytes, done) -> None:
+    lib = _import_backend(backend)
+    writer = _writer(_client(lib, address))
+    _write(writer, _payloads(payload_bytes, 0), _fill_count(payload_bytes))
+    writer.flush()
+    writer.close()
+    done.put(True)
+
+
+def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: float) -> dict:
+    """Runs one case in fresh processes: {"items", "seconds"} or {"error"}."""
+    ctx = mp.get_context("spawn")
+    port_queue, stop_event = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=_serve, args=(backend, port_queue, stop_event), daemon=True)
+    server.start()
+    processes = []
+    try:
+        address = f"localhost:{port_queue.get(timeout=120)}"
+        if case != "insert":
+            done = ctx.Queue()
+            filler = ctx.Process(target=_fill, args=(backend, address, payload_bytes, done), daemon=True)
+            filler.start()
+            done.get(timeout=300)
+            filler.join(timeout=60)
+        barrier, results = ctx.Barrier(num_clients), ctx.Queue()
+        for i in range(num_clients):
+            if case == "insert":
+                args = (backend, address, payload_bytes, seconds, barrier, results, i + 1)
+                target = _insert_worker
+            elif case == "sample":
+                args, target = (backend, address, seconds, barrier, results), _sample_worker
+            else:
+                args = (backend, address, payload_bytes, seconds, barrier, results)
+                target = _dataset_worker
+            processes.append(ctx.Process(target=target, args=args, daemon=True))
+        for p in processes:
+            p.start()
+        outcomes = [results.get(timeout=seconds * 10 + 300) for _ in processes]
+        for p in processes:
+            p.join(timeout=60)
+    finally:
+        for p in processes:
+            if p.is_alive():
+                p.kill()
+        stop_event.set()
+        server.join(timeout=30)
+        if server.is_alive():
+            server.kill()
+    failures = [error for _, _, error in outcomes if error]
+    if failures:
+        return {"error": failures[0]}
+    return {"items": sum(c for c, _, _ in outcomes), "seconds": max(e for _, e, _ in outcomes)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["replay", "reverb"], required=True)
+    parser.add_argument("--case", choices=["insert", "sample", "dataset"], required=True)
+    parser.add_argument("--payload", type=int, required=True, help="bytes per item")
+    parser.add_argument("--clients", type=int, default=1)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    try:
+        result = run(args.backend, args.case, args.payload, args.clients, args.seconds)
+    except BaseException:  # noqa: BLE001 - reported by the parent
+        result = {"error": traceback.format_exc()}
+    print(json.dumps(result), flush=True)
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
