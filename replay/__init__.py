@@ -34,7 +34,8 @@ def __getattr__(name):
 
 
 __all__ = [
-    "CellRef", "Checkpointer", "ChunkStore", "ColumnRefs", "PROTOCOL_VERSION", "load_tables", "Client", "Fifo", "Lifo", "MaxHeap", "MinHeap", "MinSize",
+    "CellRef", "Checkpointer", "ChunkStore", "ColumnRefs", "PROTOCOL_VERSION", "load_tables", "Client",
+    "Fifo", "Lifo", "MaxHeap", "MinHeap", "MinSize",
     "Prioritized", "PriorityDiffusionExtension", "Queue", "ReplayDataset", "ReplaySample",
     "SampleInfo", "SampleToInsertRatio", "SampledItem", "Server", "ShardedClient", "Stack", "StatisticsExtension",
     "Table", "TableInfo", "TensorSpec", "TrajectoryWriter", "Uniform", "Writer", "connect", "errors",

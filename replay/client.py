@@ -44,7 +44,7 @@ def _server_error_class(error: grpc.RpcError):
                 candidate = getattr(errors, value, None)
                 if isinstance(candidate, type) and issubclass(candidate, errors.ReplayError):
                     return candidate
-    except Exception:  # some failures (a dead connection) carry no metadata
+    except Exception:  # noqa: BLE001 - some failures (a dead connection) carry no metadata
         pass
     return None
 

@@ -344,7 +344,7 @@ class _Prefetcher:
                 if not self._put((response, None)):
                     return
             self._put((None, None))
-        except BaseException as e:  # handed to the consumer, which raises it
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which raises it
             self._put((None, e))
 
     def _put(self, entry) -> bool:

@@ -88,7 +88,7 @@ def _tolerant_deserializer(method: str, deserializer):
     def deserialize(data: bytes):
         try:
             return deserializer(data)
-        except Exception as e:  # protobuf's DecodeError, or anything else a parser raises
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or anything a parser raises
             return _MalformedRequest(method, e)
 
     return deserialize
@@ -192,7 +192,7 @@ class _WorkQueue:
                     continue
                 try:
                     future.set_result(step(*args))
-                except BaseException as e:  # handed to the waiting call
+                except BaseException as e:  # noqa: BLE001 - handed to the waiting call
                     future.set_exception(e)
             await asyncio.sleep(0)
 
@@ -233,7 +233,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
 
     def _check_call(self, context) -> None:
         metadata = dict(context.invocation_metadata() or ())
-        token = self._server._token
+        token = self._server._token  # noqa: SLF001 - the service and its server share this module
         if token is not None:
             given = metadata.get(protocol.TOKEN_METADATA_KEY, "")
             if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
@@ -267,7 +267,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             self._check_call(context)
             _check_request(request)
             return handler(request)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
             await _end_failed_call(context, e, type(request).__name__)
 
     # -- inserts ----------------------------------------------------------------------------
@@ -294,7 +294,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 chunks = None
                 if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
                     chunks = await asyncio.get_running_loop().run_in_executor(
-                        self._server._executor, codec.decode_chunks, request.chunks)
+                        self._server._executor, codec.decode_chunks, request.chunks)  # noqa: SLF001 - same module
                 held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
                                                      held, limit, resolve)
                 chunks = None
@@ -309,7 +309,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         held -= chunk.nbytes
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
             await _end_failed_call(context, e, "InsertStream")
         finally:
             keep_alive.clear()
@@ -439,7 +439,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 response = None
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
             await _end_failed_call(context, e, "SampleStream")
         finally:
             if opened:
@@ -511,11 +511,11 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             _check_request(request)
             # Writing files can take long: in the pool, so the event loop keeps serving.
             path = await asyncio.get_running_loop().run_in_executor(
-                self._server._executor, self._server.checkpoint)
+                self._server._executor, self._server.checkpoint)  # noqa: SLF001 - same module
             return replay_pb2.CheckpointResponse(path=path)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
             await _end_failed_call(context, e, "Checkpoint")
 
 
@@ -615,7 +615,7 @@ def _stop_live_servers() -> None:
 # Python joins thread pools' workers before it runs atexit callbacks; threading's own exit
 # hooks run before those joins (last registered first, and concurrent.futures registered its
 # join when it was imported above).
-threading._register_atexit(_stop_live_servers)
+threading._register_atexit(_stop_live_servers)  # noqa: SLF001 - see above
 
 
 def _positive_limit(name: str, value) -> int:
@@ -720,7 +720,7 @@ class Server:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._start(address))
-        except BaseException as e:  # reported by the constructor
+        except BaseException as e:  # noqa: BLE001 - reported by the constructor
             failure.append(e)
             started.set()
             loop.close()

@@ -127,7 +127,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             path = server.checkpoint()
             print(f"replay-server: final checkpoint written to {path}", flush=True)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported; the process is exiting anyway
             print(f"replay-server: final checkpoint failed: {e}", file=sys.stderr, flush=True)
             status = 1
     print("replay-server: stopped", flush=True)

@@ -61,7 +61,7 @@ def parse_dtype(value: Any, what: str = "dtype") -> np.dtype:
             dtype = _parse_dtype_string(value)
         else:
             dtype = _as_numpy_dtype(value)
-    except Exception as e:  # numpy raises TypeError, ValueError or SyntaxError for bad strings
+    except Exception as e:  # noqa: BLE001 - numpy raises TypeError, ValueError or SyntaxError
         raise errors.InvalidArgumentError(
             f"{what} {value!r} is not a valid numpy dtype ({type(e).__name__}: {e}); use a plain "
             "dtype string such as '<f4', '<i8', '|b1' or '|S16'") from None

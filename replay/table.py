@@ -235,7 +235,8 @@ class Table:
         return self._closed
 
     def __repr__(self) -> str:
-        return (f"Table(name={self.name!r}, size={len(self._items)}, max_size={self.max_size}, sampler={self._sampler!r}, "
+        return (f"Table(name={self.name!r}, size={len(self._items)}, max_size={self.max_size}, "
+                f"sampler={self._sampler!r}, "
                 f"remover={self._remover!r}, rate_limiter={self._rate_limiter!r})")
 
     # -- validation (no lock needed: reads only the item and immutable configuration) ---------
@@ -701,7 +702,8 @@ class Table:
         label = f"table {config.get('name')!r}"
         unknown = set(config) - known
         if unknown:
-            raise errors.InvalidArgumentError(f"{label}: unknown config field(s) {sorted(unknown)}; known: {sorted(known)}")
+            raise errors.InvalidArgumentError(
+                f"{label}: unknown config field(s) {sorted(unknown)}; known: {sorted(known)}")
         for field in ("name", "sampler", "remover", "max_size", "rate_limiter"):
             if field not in config:
                 raise errors.InvalidArgumentError(f"{label}: config field {field!r} is missing")

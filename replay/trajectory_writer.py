@@ -385,7 +385,7 @@ class TrajectoryWriter:
         builders = []
         for cells, _ in columns:
             for cell in cells:
-                builder = cell._builder
+                builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
                 if builder.episode_id != self._episode_id or cell.step < oldest or builder.released:
                     raise errors.InvalidArgumentError(
                         f"the trajectory references step {cell.step} of "
@@ -570,12 +570,12 @@ def _item_columns(columns) -> List[TrajectoryColumn]:
     for cells, squeeze in columns:
         if len(cells) == 1:  # the common step item: one cell per column
             cell = cells[0]
-            out.append((squeeze, ((cell._builder.key, cell.offset, 1, cell.leaf),)))
+            out.append((squeeze, ((cell._builder.key, cell.offset, 1, cell.leaf),)))  # noqa: SLF001
             continue
         slices = []
         run_builder, run_offset, run_length, run_leaf = None, 0, 0, 0
         for cell in cells:
-            builder = cell._builder
+            builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
             if (builder is run_builder and cell.leaf == run_leaf
                     and cell.offset == run_offset + run_length):
                 run_length += 1

@@ -306,7 +306,8 @@ def test_checkpoint_round_trips_items_priorities_counters_and_order(make_item, m
     assert restored.keys() == [i.key for i in items]
     for item in items:
         got = restored.get(item.key)
-        assert (got.priority, got.times_sampled, got.inserted_at) == (item.priority, item.times_sampled, item.inserted_at)
+        assert ((got.priority, got.times_sampled, got.inserted_at)
+                == (item.priority, item.times_sampled, item.inserted_at))
         assert [np.asarray(c).tolist() for c in got.decode()] == [np.asarray(c).tolist() for c in item.decode()]
     assert restored.get(0).priority == 1.0  # the change after checkpoint() is not in it
     old, new = table.info(), restored.info()

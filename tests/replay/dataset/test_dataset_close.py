@@ -22,7 +22,7 @@ def test_replay_close_ends_a_stream_waiting_on_an_empty_table(start_server, help
 
     def read_on():
         try:
-            outcome.append(next(iterator))
+            outcome.append(next(iterator))  # noqa: F821 - the test deletes it only after this runs
         except StopIteration:
             outcome.append("ended")
         except Exception as e:  # reported below

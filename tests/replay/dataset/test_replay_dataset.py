@@ -281,7 +281,7 @@ def test_block_pool_reuses_a_buffer_only_once_nothing_else_refers_to_it():
     assert third.ctypes.data == address and third.shape == (9, 5000)
 
     def blocks():
-        yield third
+        yield third  # noqa: F821 - deleted only after the generator ran
 
     # A tf.data generator's aligned array becomes the tensor's memory (no copy) ...
     adopted = next(iter(tf.data.Dataset.from_generator(

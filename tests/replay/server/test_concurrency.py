@@ -37,7 +37,7 @@ def test_sixteen_writers_and_four_samplers_account_for_every_item(server):
             client = server.localhost_client()
             while True:
                 try:
-                    for infos, columns in client.sample_stream(table, max_in_flight_samples=8,
+                    for _infos, columns in client.sample_stream(table, max_in_flight_samples=8,
                                                                rate_limiter_timeout_ms=200, max_samples=64):
                         with received_lock:
                             for row in columns[0][:, 0]:
