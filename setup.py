@@ -31,6 +31,8 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.2",
+            # the lint step of the test command (rules in ruff.toml)
+            "ruff>=0.6",
             "hypothesis>=6.100",
             "pettingzoo>=1.24",
             # self-signed certificates for the TLS server tests
