@@ -48,7 +48,8 @@ OURS_SCRIPT = textwrap.dedent("""
         trainer.stop()
 """)
 
-# rl-zoo's hyperparameters for PPO on CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml).
+# rl-zoo's hyperparameters for PPO on CartPole-v1 (rl-baselines3-zoo, hyperparams/ppo.yml),
+# n_timesteps 1e5 included: the linear learning-rate and clip-range schedules run over it.
 SB3_SCRIPT = textwrap.dedent("""
     import time
     import numpy as np
@@ -70,7 +71,7 @@ SB3_SCRIPT = textwrap.dedent("""
     env = make_vec_env("CartPole-v1", n_envs=8, seed=None)
     model = PPO("MlpPolicy", env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                 ent_coef=0.0, learning_rate=linear(0.001), clip_range=linear(0.2), device="cpu", verbose=0)
-    model.learn(total_timesteps={max_steps}, callback=StopAtReturn())
+    model.learn(total_timesteps=100_000, callback=StopAtReturn())
     buffer = model.ep_info_buffer
     reached = len(buffer) >= 100 and np.mean([info["r"] for info in buffer]) >= {target}
     print("RESULT" if reached else "RESULT_NOT_REACHED", time.time() - built, model.num_timesteps, flush=True)
