@@ -1,10 +1,10 @@
 """`replay_close()` ends a dataset's streams at once, also those waiting for samples that will not
 come (a drained queue of a server that keeps running), so its iterator can be released."""
-import threading
 
 import pytest
 
 from replay.dataset import ReplayDataset
+from tests.background_reads import next_in_background
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -18,18 +18,7 @@ def test_replay_close_ends_a_stream_waiting_on_an_empty_table(start_server, help
     iterator = iter(dataset)
     assert sorted(int(next(iterator).data["action"]) for _ in range(3)) == [0, 1, 2]
 
-    outcome = []
-
-    def read_on():
-        try:
-            outcome.append(next(iterator))  # noqa: F821 - the test deletes it only after this runs
-        except StopIteration:
-            outcome.append("ended")
-        except Exception as e:  # reported below
-            outcome.append(e)
-
-    reader = threading.Thread(target=read_on, daemon=True)
-    reader.start()
+    reader, outcome = next_in_background(iterator)
     reader.join(timeout=1.0)
     assert reader.is_alive()  # the queue is drained: the stream waits for a sample
     dataset.replay_close()
@@ -50,23 +39,12 @@ def test_close_ends_the_streams_of_pipelines_built_on_the_dataset(start_server, 
     server = start_server([helpers.queue_table()])
     client = server.localhost_client()
     helpers.write_steps(client, "queue", range(4))
-    outcome = []
     with ReplayDataset.from_table_signature(client.address, "queue",
                                             max_in_flight_samples_per_worker=4) as dataset:
         assert isinstance(dataset, tf.data.Dataset)
         iterator = iter(dataset.batch(2).map(lambda sample: sample.data["action"]))
         assert [next(iterator).numpy().tolist() for _ in range(2)] == [[0, 1], [2, 3]]
-
-        def read_on():
-            try:
-                outcome.append(next(iterator))
-            except StopIteration:
-                outcome.append("ended")
-            except Exception as e:  # reported below
-                outcome.append(e)
-
-        reader = threading.Thread(target=read_on, daemon=True)
-        reader.start()
+        reader, outcome = next_in_background(iterator)
         reader.join(timeout=1.0)
         assert reader.is_alive() and not dataset.closed  # waiting for samples that will not come
     reader.join(timeout=60)

@@ -1,7 +1,6 @@
 """The trainer's replay service owns the datasets it opens: stopping it ends their streams (and
 the pipelines built on them) before the embedded server goes, instead of leaving a learner's
 iterator waiting on an empty table or failing on a vanished server."""
-import threading
 
 import numpy as np
 import pytest
@@ -9,6 +8,8 @@ import pytest
 from replay.specs import TensorSpec
 from replay.table import Table
 from tfrl.replay_service import ReplayService
+
+from tests.background_reads import next_in_background
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,18 +23,7 @@ def test_stop_closes_the_datasets_the_service_opened():
     dataset = service.dataset("rollouts", max_in_flight_samples_per_worker=4)
     iterator = iter(dataset.batch(1).map(lambda sample: sample.data["x"]))
     assert next(iterator).numpy().tolist() == [[1.0, 1.0]]
-    outcome = []
-
-    def read_on():
-        try:
-            outcome.append(next(iterator))
-        except StopIteration:
-            outcome.append("ended")
-        except Exception as e:  # noqa: BLE001 - reported below
-            outcome.append(e)
-
-    reader = threading.Thread(target=read_on, daemon=True)
-    reader.start()
+    reader, outcome = next_in_background(iterator)
     reader.join(timeout=1.0)
     assert reader.is_alive()  # the queue is drained: the stream waits for a sample
     service.stop()
