@@ -529,7 +529,7 @@ class StructuredWriter:
 
         for config, selections in applied:
             columns, flat_values = [], []
-            for node, picked in zip(config.flat, selections):
+            for picked in selections:
                 if isinstance(picked, list):
                     columns.append(TrajectoryColumn(picked))
                     flat_values.append(np.stack([cell.value for cell in picked]))

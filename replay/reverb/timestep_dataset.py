@@ -11,9 +11,9 @@ from typing import Any, Optional
 import tensorflow as tf
 import tree
 
-from replay import errors
 from replay.replay_sample import ReplaySample
-from replay.reverb.trajectory_dataset import TrajectoryDataset, _check_max_samples, _plain
+from replay.reverb.trajectory_dataset import (TrajectoryDataset, check_max_samples, plain_value,
+                                              table_signature)
 
 
 class TimestepDataset(tf.data.Dataset):
@@ -26,7 +26,7 @@ class TimestepDataset(tf.data.Dataset):
     def __init__(self, server_address, table, dtypes: Any, shapes: Any, max_in_flight_samples_per_worker: int,
                  num_workers_per_iterator: int = -1, max_samples_per_stream: int = -1,
                  rate_limiter_timeout_ms: int = -1, max_samples: int = -1, **kwargs):
-        _check_max_samples(int(_plain(max_samples, "max_samples")))
+        check_max_samples(int(plain_value(max_samples, "max_samples")))
         dtypes = tree.map_structure(tf.as_dtype, dtypes)
         step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
         item_shapes = tree.map_structure_up_to(
@@ -75,24 +75,8 @@ class TimestepDataset(tf.data.Dataset):
         Raises:
           InvalidArgumentError: the table has no signature; NotFoundError: no such table.
         """
-        from replay.reverb.client import Client
-
-        server_address = _plain(server_address, "server_address")
-        table = _plain(table, "table")
-        client = Client(server_address)
-        try:
-            info = client.server_info(get_signature_timeout_secs)
-        finally:
-            client.close()
-        if table not in info:
-            raise errors.NotFoundError(
-                f"Server at {server_address} does not contain any table named {table}. Found: "
-                f"{', '.join(sorted(info))}.")
-        signature = info[table].signature
-        if not signature:
-            raise errors.InvalidArgumentError(
-                f"Table {table} at {server_address} does not have a signature; pass dtypes and shapes")
-        dtypes = tf.nest.map_structure(lambda s: s.dtype, signature)
-        shapes = tf.nest.map_structure(lambda s: s.shape, signature)
+        server_address = plain_value(server_address, "server_address")
+        table = plain_value(table, "table")
+        dtypes, shapes = table_signature(server_address, table, get_signature_timeout_secs)
         return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, max_samples)

@@ -14,12 +14,12 @@ from replay import errors
 from replay.dataset import ReplayDataset
 
 
-def _check_max_samples(max_samples: int) -> None:
+def check_max_samples(max_samples: int) -> None:
     if max_samples < 1 and max_samples != -1:
         raise errors.InvalidArgumentError(f"max_samples ({max_samples}) must be a positive integer or -1")
 
 
-def _plain(value, what: str):
+def plain_value(value, what: str):
     """A Python value from a constant tensor (Reverb accepts tensors for these arguments).
 
     Raises:
@@ -36,6 +36,32 @@ def _plain(value, what: str):
     return value
 
 
+def table_signature(server_address: str, table: str, timeout_secs: Optional[float]):
+    """(dtypes, shapes) nests of `table`'s signature, asked of the server at `server_address`.
+
+    Raises:
+      NotFoundError: the server has no such table; InvalidArgumentError: the table has no
+      signature; DeadlineExceededError: no answer within timeout_secs.
+    """
+    from replay.reverb.client import Client
+
+    client = Client(server_address)
+    try:
+        info = client.server_info(timeout_secs)
+    finally:
+        client.close()
+    if table not in info:
+        raise errors.NotFoundError(
+            f"Server at {server_address} does not contain any table named {table}. Found: "
+            f"{', '.join(sorted(info))}.")
+    signature = info[table].signature
+    if not signature:
+        raise errors.InvalidArgumentError(
+            f"Table {table} at {server_address} does not have a signature; pass dtypes and shapes")
+    return (tf.nest.map_structure(lambda s: s.dtype, signature),
+            tf.nest.map_structure(lambda s: s.shape, signature))
+
+
 class TrajectoryDataset(ReplayDataset):
     """A tf.data dataset of whole sampled items (Reverb's TrajectoryDataset).
 
@@ -48,15 +74,15 @@ class TrajectoryDataset(ReplayDataset):
                  rate_limiter_timeout_ms: int = -1, max_samples: int = -1, flexible_batch_size: int = -1,
                  **kwargs):
         del flexible_batch_size
-        server_address = _plain(server_address, "server_address")
-        table = _plain(table, "table")
-        max_samples = int(_plain(max_samples, "max_samples"))
-        _check_max_samples(max_samples)
+        server_address = plain_value(server_address, "server_address")
+        table = plain_value(table, "table")
+        max_samples = int(plain_value(max_samples, "max_samples"))
+        check_max_samples(max_samples)
         super().__init__(server_address, table, dtypes, shapes,
-                         int(_plain(max_in_flight_samples_per_worker, "max_in_flight_samples_per_worker")),
-                         int(_plain(num_workers_per_iterator, "num_workers_per_iterator")),
-                         int(_plain(max_samples_per_stream, "max_samples_per_stream")),
-                         int(_plain(rate_limiter_timeout_ms, "rate_limiter_timeout_ms")), **kwargs)
+                         int(plain_value(max_in_flight_samples_per_worker, "max_in_flight_samples_per_worker")),
+                         int(plain_value(num_workers_per_iterator, "num_workers_per_iterator")),
+                         int(plain_value(max_samples_per_stream, "max_samples_per_stream")),
+                         int(plain_value(rate_limiter_timeout_ms, "rate_limiter_timeout_ms")), **kwargs)
         if max_samples > 0:
             self._pipeline = self._pipeline.take(max_samples)
             tf.data.Dataset.__init__(self, self._pipeline._variant_tensor)  # noqa: SLF001
@@ -73,25 +99,9 @@ class TrajectoryDataset(ReplayDataset):
           InvalidArgumentError: the table has no signature; NotFoundError: no such table;
           DeadlineExceededError: no answer within get_signature_timeout_secs.
         """
-        from replay.reverb.client import Client
-
-        server_address = _plain(server_address, "server_address")
-        table = _plain(table, "table")
-        client = Client(server_address)
-        try:
-            info = client.server_info(get_signature_timeout_secs)
-        finally:
-            client.close()
-        if table not in info:
-            raise errors.NotFoundError(
-                f"Server at {server_address} does not contain any table named {table}. Found: "
-                f"{', '.join(sorted(info))}.")
-        signature = info[table].signature
-        if not signature:
-            raise errors.InvalidArgumentError(
-                f"Table {table} at {server_address} does not have a signature; pass dtypes and shapes")
-        dtypes = tf.nest.map_structure(lambda s: s.dtype, signature)
-        shapes = tf.nest.map_structure(lambda s: s.shape, signature)
+        server_address = plain_value(server_address, "server_address")
+        table = plain_value(table, "table")
+        dtypes, shapes = table_signature(server_address, table, get_signature_timeout_secs)
         return cls(server_address, table, dtypes, shapes, max_in_flight_samples_per_worker,
                    num_workers_per_iterator, max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
                    **kwargs)
