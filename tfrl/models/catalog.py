@@ -9,7 +9,6 @@ process that builds the policy, e.g. at import time of your module) or the model
 """
 from __future__ import annotations
 
-import copy
 from typing import Dict
 
 import gymnasium as gym
@@ -17,44 +16,11 @@ import gymnasium as gym
 from tfrl.errors import InvalidConfigError, UnknownModelError, UnsupportedSpaceError
 from tfrl.models import distributions
 from tfrl.models.fcnet import FullyConnectedNetwork
+from tfrl.models.model_config import MODEL_DEFAULTS, merge_model_config  # noqa: F401 - re-exported
 from tfrl.models.preprocessors import Preprocessor, get_preprocessor
 from tfrl.models.recurrent import LSTMWrapper
 from tfrl.models.tf_model import TFModel
 from tfrl.models.visionnet import VisionNetwork
-
-MODEL_DEFAULTS: Dict = {
-    "fcnet_hiddens": [256, 256],
-    "fcnet_activation": "tanh",
-    "vf_share_layers": False,
-    "conv_filters": None,
-    "conv_activation": "relu",
-    "post_fcnet_hiddens": [256],
-    "use_lstm": False,
-    "lstm_cell_size": 256,
-    "max_seq_len": 20,
-    "custom_model": None,
-    "custom_model_config": {},
-    "custom_action_dist": None,
-    "dist_type": None,
-}
-
-
-def merge_model_config(model_config: Dict | None) -> Dict:
-    """MODEL_DEFAULTS updated with `model_config`.
-
-    Raises:
-        InvalidConfigError: on unknown keys.
-    """
-    model_config = dict(model_config or {})
-    unknown = sorted(set(model_config) - set(MODEL_DEFAULTS))
-    if unknown:
-        raise InvalidConfigError(
-            f"Unknown model config key(s) {unknown}; known keys are {sorted(MODEL_DEFAULTS)}. "
-            "Put model-specific settings under 'custom_model_config'.")
-    merged = copy.deepcopy(MODEL_DEFAULTS)
-    merged.update(model_config)
-    return merged
-
 
 class ModelCatalog:
     """Static registry and factory of models, distributions and preprocessors."""

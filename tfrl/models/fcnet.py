@@ -27,8 +27,8 @@ class FullyConnectedNetwork(TFModel):
 
     def __init__(self, obs_space, action_space, num_outputs, model_config, name="fcnet"):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
-        hiddens = list(model_config.get("fcnet_hiddens", [256, 256]))
-        activation = model_config.get("fcnet_activation", "tanh")
+        hiddens = list(self.model_config["fcnet_hiddens"])
+        activation = self.model_config["fcnet_activation"]
         inputs = keras.Input(shape=self.preprocessor.shape, name="observations")
         trunk = _hidden_stack(inputs, hiddens, activation, "fc")
         if num_outputs:
@@ -38,7 +38,7 @@ class FullyConnectedNetwork(TFModel):
         else:
             outputs = trunk
             self.num_outputs = hiddens[-1] if hiddens else self.preprocessor.size
-        value_trunk = trunk if model_config.get("vf_share_layers", False) else _hidden_stack(
+        value_trunk = trunk if self.model_config["vf_share_layers"] else _hidden_stack(
             inputs, hiddens, activation, "fc_value")
         value = keras.layers.Dense(1, name="value_out",
                                    kernel_initializer=keras.initializers.RandomNormal(

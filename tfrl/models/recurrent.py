@@ -32,7 +32,7 @@ class LSTMWrapper(TFModel):
                  model_config, name="lstm"):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         self.feature_model = feature_model
-        self.cell_size = int(model_config.get("lstm_cell_size", 256))
+        self.cell_size = int(self.model_config["lstm_cell_size"])
         features = keras.Input(shape=(None, feature_model.num_outputs), name="features")
         mask = keras.Input(shape=(None,), dtype=tf.bool, name="mask")
         h_in = keras.Input(shape=(self.cell_size,), name="h")

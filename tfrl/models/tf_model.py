@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl.errors import NotSupportedError
+from tfrl.models.model_config import merge_model_config
 from tfrl.models.preprocessors import get_preprocessor
 
 
@@ -35,7 +36,7 @@ class TFModel(tf.Module):
         self.obs_space = obs_space
         self.action_space = action_space
         self.num_outputs = num_outputs
-        self.model_config = dict(model_config)
+        self.model_config = merge_model_config(model_config)
         self.preprocessor = get_preprocessor(obs_space)(obs_space)
 
     def __call__(self, input_dict: Dict, state: Sequence = (), seq_lens=None):

@@ -23,9 +23,9 @@ class VisionNetwork(TFModel):
 
     def __init__(self, obs_space, action_space, num_outputs, model_config, name="visionnet"):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
-        filters = model_config.get("conv_filters") or DEFAULT_CONV_FILTERS
-        activation = model_config.get("conv_activation", "relu")
-        post = list(model_config.get("post_fcnet_hiddens", [256]))
+        filters = self.model_config["conv_filters"] or DEFAULT_CONV_FILTERS
+        activation = self.model_config["conv_activation"]
+        post = list(self.model_config["post_fcnet_hiddens"])
         self._scale = 1.0 / 255.0 if np.dtype(obs_space.dtype) == np.uint8 else 1.0
         inputs = keras.Input(shape=self.preprocessor.shape, name="observations")
         x = inputs

@@ -134,3 +134,15 @@ def test_custom_model_registration():
         ModelCatalog.get_model(obs, DISCRETE2, 2, {"custom_model": "never_registered"})
     with pytest.raises(InvalidConfigError):
         ModelCatalog.register_custom_model("bad", dict)
+
+
+def test_a_model_built_directly_takes_the_catalog_defaults_and_refuses_unknown_keys():
+    # MODEL_DEFAULTS is the one source of the model section's defaults, also without the catalog.
+    from tfrl.models import MODEL_DEFAULTS
+
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    model = FullyConnectedNetwork(obs_space, gym.spaces.Discrete(2), 2, {"fcnet_hiddens": [8]})
+    assert model.model_config["fcnet_activation"] == MODEL_DEFAULTS["fcnet_activation"]
+    assert [v.shape.as_list() for v in model.trainable_variables if "fc_0" in v.name][0] == [3, 8]
+    with pytest.raises(InvalidConfigError, match="fcnet_hidens"):
+        FullyConnectedNetwork(obs_space, gym.spaces.Discrete(2), 2, {"fcnet_hidens": [8]})

@@ -42,8 +42,8 @@ def _dense_stack(x, sizes, activation, prefix):
 
 def _conv_stack(x, model_config):
     """The vision network's convolutions ("same" padding), flattened."""
-    filters = model_config.get("conv_filters") or DEFAULT_CONV_FILTERS
-    activation = model_config.get("conv_activation", "relu")
+    filters = model_config["conv_filters"] or DEFAULT_CONV_FILTERS
+    activation = model_config["conv_activation"]
     for i, (channels, kernel, stride) in enumerate(filters):
         x = keras.layers.Conv2D(channels, kernel, strides=stride, padding="same",
                                 activation=activation, name=f"conv_{i}")(x)
@@ -64,10 +64,10 @@ class QNetwork(TFModel):
         self._scale = (1.0 / 255.0 if is_image and np.dtype(getattr(obs_space, "dtype", np.float32))
                        == np.uint8 else 1.0)
         if is_image:
-            trunk = _conv_stack(inputs, model_config)
+            trunk = _conv_stack(inputs, self.model_config)
         else:
-            trunk = _dense_stack(inputs, list(model_config.get("fcnet_hiddens", [256, 256])),
-                                 model_config.get("fcnet_activation", "tanh"), "fc")
+            trunk = _dense_stack(inputs, list(self.model_config["fcnet_hiddens"]),
+                                 self.model_config["fcnet_activation"], "fc")
         if self.dueling:
             advantage_stream = _dense_stack(trunk, list(hiddens), "relu", "advantage_hidden")
             advantages = keras.layers.Dense(num_outputs, name="advantage_out")(advantage_stream)

@@ -1,0 +1,43 @@
+"""The model section of a config: MODEL_DEFAULTS, the one source of its defaults, and the merge
+every model goes through (the catalog before it picks a model, TFModel when a model is built
+directly). See docs/architecture.md, "Module map".
+"""
+from __future__ import annotations
+
+import copy
+from typing import Dict
+
+from tfrl.errors import InvalidConfigError
+
+MODEL_DEFAULTS: Dict = {
+    "fcnet_hiddens": [256, 256],
+    "fcnet_activation": "tanh",
+    "vf_share_layers": False,
+    "conv_filters": None,
+    "conv_activation": "relu",
+    "post_fcnet_hiddens": [256],
+    "use_lstm": False,
+    "lstm_cell_size": 256,
+    "max_seq_len": 20,
+    "custom_model": None,
+    "custom_model_config": {},
+    "custom_action_dist": None,
+    "dist_type": None,
+}
+
+
+def merge_model_config(model_config: Dict | None) -> Dict:
+    """MODEL_DEFAULTS updated with `model_config`.
+
+    Raises:
+        InvalidConfigError: on unknown keys.
+    """
+    model_config = dict(model_config or {})
+    unknown = sorted(set(model_config) - set(MODEL_DEFAULTS))
+    if unknown:
+        raise InvalidConfigError(
+            f"Unknown model config key(s) {unknown}; known keys are {sorted(MODEL_DEFAULTS)}. "
+            "Put model-specific settings under 'custom_model_config'.")
+    merged = copy.deepcopy(MODEL_DEFAULTS)
+    merged.update(model_config)
+    return merged
