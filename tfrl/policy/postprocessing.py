@@ -115,7 +115,9 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
         values = policy.compute_values(last_obs[SampleBatch.NEXT_OBS], states or None)
         for i, v in zip(need, values):
             last_values[i] = float(v)
-    done = [compute_advantages(p.copy(), last_values[i], config.get("gamma", 0.99),
+    # compute_advantages only adds columns, so a shallow copy keeps the input batch as it was;
+    # concat_samples below copies the arrays
+    done = [compute_advantages(p.copy(shallow=True), last_values[i], config.get("gamma", 0.99),
                                config.get("lambda", 1.0), use_gae=use_gae,
                                use_critic=use_critic) for i, p in enumerate(pieces)]
     return concat_samples(done)

@@ -299,7 +299,8 @@ class EnvRunner:
     def _segment_batch(self, segment: tuple, unroll_id: int) -> SampleBatch:
         i, start, end, start_t, episode = segment
         n = end - start
-        batch = {k: tree.map_structure(lambda a: a[start:end, i].copy(), v)
+        batch = {k: v[start:end, i].copy() if isinstance(v, np.ndarray)
+                 else tree.map_structure(lambda a: a[start:end, i].copy(), v)
                  for k, v in self._columns.items()}
         batch[SampleBatch.EPS_ID] = np.full(n, episode.episode_id, np.int64)
         batch[SampleBatch.AGENT_INDEX] = np.zeros(n, np.int64)
