@@ -1,10 +1,10 @@
 """Benchmark of rollout throughput: env steps/s on CartPole-v1 against the bare env (tfrl/rollout).
 
-Cases: the bare gymnasium env stepping with random actions (the ceiling, measured in the same
-run), then one RolloutWorker with a 64x64 fully connected policy (built with build_tf_policy)
+Cases: one RolloutWorker with a 64x64 fully connected policy (built with build_tf_policy)
 sampling postprocessed fragments (actions, values, GAE) with 8 and 32 envs, in-process ("local")
 and as a Ray actor returning its fragments to the driver ("ray"). One line per case, each with
-its fraction of the bare env's steps/s.
+its fraction of the bare env's steps/s (gymnasium CartPole-v1 stepping with random actions, the
+ceiling), measured in the same run right before and after the case.
 
     python tools/bench_rollouts.py [--seconds 5] [--fragment 200] [--envs 8 32] [--modes local ray]
 """
@@ -62,16 +62,11 @@ def _measure(sample, seconds: float) -> float:
 
 
 def local_worker_rate(num_envs: int, fragment: int, seconds: float) -> float:
-    """One RolloutWorker in this process."""
-    from tfrl.rollout import WorkerSet
+    """One RolloutWorker in this process (no Ray)."""
+    from tfrl.rollout import RolloutWorker
 
-    workers = WorkerSet("CartPole-v1", make_policy_class(), _config(num_envs, fragment),
-                        num_workers=0)
-    try:
-        worker = workers.local_worker()
-        return _measure(lambda: worker.sample().count, seconds)
-    finally:
-        workers.stop()
+    worker = RolloutWorker("CartPole-v1", make_policy_class(), _config(num_envs, fragment))
+    return _measure(lambda: worker.sample().count, seconds)
 
 
 def ray_worker_rate(num_envs: int, fragment: int, seconds: float) -> float:
@@ -95,25 +90,27 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", default=["local", "ray"], choices=["local", "ray"])
     args = parser.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
-    bare = bare_env_rate(args.seconds)
-    print(f"bare gymnasium CartPole-v1, random actions (ceiling): {bare:,.0f} env steps/s",
-          flush=True)
     rates = {"local": local_worker_rate, "ray": ray_worker_rate}
     for mode in args.modes:
         if mode == "ray":  # started only now: Ray's own processes would slow the local cases
             import ray
 
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            if not ray.is_initialized():
+                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
         try:
             for num_envs in args.envs:
+                # the machine's load drifts: the bare env is measured right before and after
+                before = bare_env_rate(args.seconds)
                 rate = rates[mode](num_envs, args.fragment, args.seconds)
+                bare = (before + bare_env_rate(args.seconds)) / 2
                 print(f"rollout worker={mode} envs={num_envs} fragment={args.fragment} "
-                      f"policy=fc64x64: {rate:,.0f} env steps/s "
+                      f"policy=fc64x64: {rate:,.0f} env steps/s bare_env={bare:,.0f} "
                       f"fraction_of_bare_env={rate / bare:.3f}", flush=True)
         finally:
             if mode == "ray":
                 ray.shutdown()
+
 
 if __name__ == "__main__":
     main()
