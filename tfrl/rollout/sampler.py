@@ -6,12 +6,16 @@ for CartPole-sized envs a Python loop over envs costs no more than a vector env.
 one batched `policy.compute_actions` call for all envs (one per policy in multi-agent), so the
 inference cost is shared.
 
-Rows are buffered per env (multi-agent: per env and agent) and cut into one piece per episode
-segment. Each piece goes through the policy's `postprocess_trajectory` (advantages, n-step), then
-the `on_postprocess_trajectory` callback. A piece ends with `terminateds`, with `truncateds`
-(time limit), or, in batch_mode "truncate_episodes", with neither when the fragment was cut in
-the middle of an episode: the postprocessor then bootstraps from the value of its last
-`new_obs`. Gymnasium semantics are kept: terminated and truncated are recorded separately.
+The single-agent runner keeps the rows of all its envs in columnar numpy buffers (one array per
+column of shape [rows, num_envs, ...]) and its episode totals in per-env arrays, so a step does
+no per-env Python work except at episode ends (and when a callbacks object implements
+`on_episode_step`, which then sees its Episode up to date every step). The multi-agent runner
+buffers rows per env and agent. Rows are cut into one piece per episode segment. Each piece goes
+through the policy's `postprocess_trajectory` (advantages, n-step), then the
+`on_postprocess_trajectory` callback. A piece ends with `terminateds`, with `truncateds` (time
+limit), or, in batch_mode "truncate_episodes", with neither when the fragment was cut in the
+middle of an episode: the postprocessor then bootstraps from the value of its last `new_obs`.
+Gymnasium semantics are kept: terminated and truncated are recorded separately.
 """
 from __future__ import annotations
 
