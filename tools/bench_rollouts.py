@@ -1,11 +1,12 @@
-"""Benchmark of rollout throughput: env steps/s on CartPole-v1 (tfrl/rollout).
+"""Benchmark of rollout throughput: env steps/s on CartPole-v1 against the bare env (tfrl/rollout).
 
-Cases: the bare gymnasium env stepping with random actions (the ceiling), then RolloutWorkers
-as Ray actors with a 64x64 fully connected policy (built with build_tf_policy) for 1 and 2
-workers with 1 and 8 envs each, sampling postprocessed fragments (actions, values, GAE) and
-returning them to the driver. One line per case.
+Cases: one RolloutWorker with a 64x64 fully connected policy (built with build_tf_policy)
+sampling postprocessed fragments (actions, values, GAE) with 8 and 32 envs, in-process ("local")
+and as a Ray actor returning its fragments to the driver ("ray"). One line per case, each with
+its fraction of the bare env's steps/s (gymnasium CartPole-v1 stepping with random actions, the
+ceiling), measured in the same run right before and after the case.
 
-    python tools/bench_rollouts.py [--seconds 5] [--fragment 200]
+    python tools/bench_rollouts.py [--seconds 5] [--fragment 200] [--envs 8 32] [--modes local ray]
 """
 from __future__ import annotations
 
@@ -47,18 +48,36 @@ def make_policy_class():
                            get_default_config=lambda: {"model": {"fcnet_hiddens": [64, 64]}})
 
 
-def worker_rate(num_workers: int, num_envs: int, fragment: int, seconds: float) -> float:
+def _config(num_envs: int, fragment: int) -> dict:
+    return {"num_envs_per_worker": num_envs, "rollout_fragment_length": fragment,
+            "num_cpus_per_worker": 1, "tf_threads_per_worker": 1}
+
+
+def _measure(sample, seconds: float) -> float:
+    sample()  # warm up: traces the tf.functions
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        steps += sample()
+    return steps / (time.perf_counter() - start)
+
+
+def local_worker_rate(num_envs: int, fragment: int, seconds: float) -> float:
+    """One RolloutWorker in this process (no Ray)."""
+    from tfrl.rollout import RolloutWorker
+
+    worker = RolloutWorker("CartPole-v1", make_policy_class(), _config(num_envs, fragment))
+    return _measure(lambda: worker.sample().count, seconds)
+
+
+def ray_worker_rate(num_envs: int, fragment: int, seconds: float) -> float:
+    """One RolloutWorker as a Ray actor; its fragments travel to the driver."""
     from tfrl.rollout import WorkerSet
 
-    config = {"num_envs_per_worker": num_envs, "rollout_fragment_length": fragment,
-              "num_cpus_per_worker": 1, "tf_threads_per_worker": 1}
-    workers = WorkerSet("CartPole-v1", make_policy_class(), config, num_workers=num_workers)
+    workers = WorkerSet("CartPole-v1", make_policy_class(), _config(num_envs, fragment),
+                        num_workers=1)
     try:
-        workers.call_remote_workers("sample")  # warm up: traces the tf.functions
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            steps += sum(b.count for b in workers.call_remote_workers("sample"))
-        return steps / (time.perf_counter() - start)
+        return _measure(lambda: sum(b.count for b in workers.call_remote_workers("sample")),
+                        seconds)
     finally:
         workers.stop()
 
@@ -67,20 +86,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per case")
     parser.add_argument("--fragment", type=int, default=200, help="rollout_fragment_length")
+    parser.add_argument("--envs", type=int, nargs="+", default=[8, 32], help="envs per worker")
+    parser.add_argument("--modes", nargs="+", default=["local", "ray"], choices=["local", "ray"])
     args = parser.parse_args()
-    print(f"bare gymnasium CartPole-v1, random actions (ceiling): "
-          f"{bare_env_rate(args.seconds):,.0f} env steps/s", flush=True)
-    import ray
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    rates = {"local": local_worker_rate, "ray": ray_worker_rate}
+    for mode in args.modes:
+        if mode == "ray":  # started only now: Ray's own processes would slow the local cases
+            import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        for num_workers in (1, 2):
-            for num_envs in (1, 8):
-                rate = worker_rate(num_workers, num_envs, args.fragment, args.seconds)
-                print(f"rollout workers={num_workers} envs_per_worker={num_envs} policy=fc64x64: "
-                      f"{rate:,.0f} env steps/s", flush=True)
-    finally:
-        ray.shutdown()
+            if not ray.is_initialized():
+                ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                         configure_logging=False)
+        try:
+            for num_envs in args.envs:
+                # the machine's load drifts: the bare env is measured right before and after
+                before = bare_env_rate(args.seconds)
+                rate = rates[mode](num_envs, args.fragment, args.seconds)
+                bare = (before + bare_env_rate(args.seconds)) / 2
+                print(f"rollout worker={mode} envs={num_envs} fragment={args.fragment} "
+                      f"policy=fc64x64: {rate:,.0f} env steps/s bare_env={bare:,.0f} "
+                      f"fraction_of_bare_env={rate / bare:.3f}", flush=True)
+        finally:
+            if mode == "ray":
+                ray.shutdown()
 
 
 if __name__ == "__main__":

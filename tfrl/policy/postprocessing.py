@@ -105,17 +105,23 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
         if SampleBatch.NEXT_OBS not in sample_batch:
             raise InvalidBatchError(
                 "Bootstrapping a truncated or cut trajectory needs the 'new_obs' column.")
-        last_obs = concat_samples([pieces[i].slice(p.count - 1, p.count)
-                                   for i, p in ((i, pieces[i]) for i in need)])
+        def last_rows(column):  # the column's last row of each piece that needs a bootstrap
+            return tree.map_structure(
+                lambda *leaves: np.concatenate(leaves, axis=0),
+                *[tree.map_structure(lambda a, n=pieces[i].count: a[n - 1:n], pieces[i][column])
+                  for i in need])
+
         states = []
         j = 0
-        while SampleBatch.state_out(j) in last_obs:
-            states.append(last_obs[SampleBatch.state_out(j)])
+        while SampleBatch.state_out(j) in sample_batch:
+            states.append(last_rows(SampleBatch.state_out(j)))
             j += 1
-        values = policy.compute_values(last_obs[SampleBatch.NEXT_OBS], states or None)
+        values = policy.compute_values(last_rows(SampleBatch.NEXT_OBS), states or None)
         for i, v in zip(need, values):
             last_values[i] = float(v)
-    done = [compute_advantages(p.copy(), last_values[i], config.get("gamma", 0.99),
+    # compute_advantages only adds columns, so a shallow copy keeps the input batch as it was;
+    # concat_samples below copies the arrays
+    done = [compute_advantages(p.copy(shallow=True), last_values[i], config.get("gamma", 0.99),
                                config.get("lambda", 1.0), use_gae=use_gae,
                                use_critic=use_critic) for i, p in enumerate(pieces)]
     return concat_samples(done)

@@ -80,3 +80,15 @@ def make_callbacks(spec: Any) -> DefaultCallbacks:
     raise errors.InvalidConfigError(
         f"config['callbacks'] must be a DefaultCallbacks subclass, an instance of one or a list of "
         f"them; got {spec!r}")
+
+
+def overrides_hook(callbacks: DefaultCallbacks, hook: str) -> bool:
+    """Whether `callbacks` (or one of a MultiCallbacks' members) implements `hook` itself.
+
+    The samplers skip per-env work for hooks that would do nothing.
+    """
+    if isinstance(callbacks, MultiCallbacks):
+        return any(overrides_hook(c, hook) for c in callbacks.callbacks)
+    if hook in vars(callbacks):
+        return True
+    return getattr(type(callbacks), hook, None) is not getattr(DefaultCallbacks, hook)

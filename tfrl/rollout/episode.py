@@ -1,7 +1,7 @@
 """Episode: the record of one running episode of one env of a rollout worker.
 
-The sampler (sampler.py) keeps one `Episode` per env, updates it every step and hands it to the
-callbacks (callbacks.py), which can store their own values in `user_data`, `custom_metrics` and
+The samplers (sampler.py, multi_agent_sampler.py) keep one `Episode` per env and hand it, up to
+date, to the callbacks (callbacks.py), which can store their own values in `user_data`, `custom_metrics` and
 `hist_data`. When the episode ends its totals become one `RolloutMetrics` (metrics.py).
 """
 from __future__ import annotations

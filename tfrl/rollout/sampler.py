@@ -6,12 +6,16 @@ for CartPole-sized envs a Python loop over envs costs no more than a vector env.
 one batched `policy.compute_actions` call for all envs (one per policy in multi-agent), so the
 inference cost is shared.
 
-Rows are buffered per env (multi-agent: per env and agent) and cut into one piece per episode
-segment. Each piece goes through the policy's `postprocess_trajectory` (advantages, n-step), then
-the `on_postprocess_trajectory` callback. A piece ends with `terminateds`, with `truncateds`
-(time limit), or, in batch_mode "truncate_episodes", with neither when the fragment was cut in
-the middle of an episode: the postprocessor then bootstraps from the value of its last
-`new_obs`. Gymnasium semantics are kept: terminated and truncated are recorded separately.
+The single-agent runner keeps the rows of all its envs in columnar numpy buffers (one array per
+column of shape [rows, num_envs, ...]) and its episode totals in per-env arrays, so a step does
+no per-env Python work except at episode ends (and when a callbacks object implements
+`on_episode_step`, which then sees its Episode up to date every step). The multi-agent runner
+buffers rows per env and agent. Rows are cut into one piece per episode segment. Each piece goes
+through the policy's `postprocess_trajectory` (advantages, n-step), then the
+`on_postprocess_trajectory` callback. A piece ends with `terminateds`, with `truncateds` (time
+limit), or, in batch_mode "truncate_episodes", with neither when the fragment was cut in the
+middle of an episode: the postprocessor then bootstraps from the value of its last `new_obs`.
+Gymnasium semantics are kept: terminated and truncated are recorded separately.
 """
 from __future__ import annotations
 
@@ -22,11 +26,11 @@ import numpy as np
 import tree
 
 from tfrl.env.checks import check_observations_finite
+from tfrl.rollout.callbacks import overrides_hook
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
-from tfrl.rollout.trajectory import (Trajectory, clip_rewards, guard_env_call, next_unroll_id,
-                                    row_of, stack_rows)
+from tfrl.rollout.trajectory import clip_rewards, guard_env_call, next_unroll_id, stack_rows
 
 
 class EnvRunner:
@@ -56,24 +60,39 @@ class EnvRunner:
         self.callbacks = callbacks
         self.settings = settings
         self.adapter = action_adapter
-        self.num_envs = len(envs)
+        self.num_envs = n = len(envs)
         self.check_obs = settings.check_observations
+        self._step_callback = overrides_hook(callbacks, "on_episode_step")
         self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
-        self._episodes: List[Optional[Episode]] = [None] * self.num_envs
-        self._trajectories: List[Optional[Trajectory]] = [None] * self.num_envs
-        self._states: List[list] = [list(self._initial_state) for _ in envs]
+        self._states: List[np.ndarray] = [np.stack([s] * n) for s in self._initial_state]
+        # the rows of all envs, one array per column of shape [rows, num_envs, ...]
+        self._columns: Optional[Dict[str, Any]] = None
+        self._rows = 0
+        # per env: the buffer row where its current episode segment starts, and that row's t
+        self._segment_start = np.zeros(n, np.int64)
+        self._segment_t = np.zeros(n, np.int64)
+        # per env: episode totals, copied into its Episode whenever a hook or the metrics read it
+        self._lengths = np.zeros(n, np.int64)
+        self._returns = np.zeros(n, np.float64)
+        self._last_infos: Optional[tuple] = None
+        self._last_actions: Any = None
+        self._episodes: List[Optional[Episode]] = [None] * n
+        self._finished_segments: List[tuple] = []
         self._finished_metrics: List[RolloutMetrics] = []
         self.env_steps_sampled = 0
         self.perf = SamplerPerfStats()
-        raw = [self._reset_env(i, seed) for i, seed in enumerate(env_seeds or [None] * len(envs))]
+        raw = [self._reset_env(i, seed) for i, seed in enumerate(env_seeds or [None] * n)]
         self._obs = self._filter(stack_rows(raw), "after reset")
-        for i in range(self.num_envs):
+        for i in range(n):
             self._start_episode(i)
 
     # --- env plumbing ---------------------------------------------------------------------
     def _reset_env(self, i: int, seed: Optional[int] = None):
         obs, _info = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         return obs
+
+    def _step_all(self, env_actions: list) -> list:
+        return [env.step(a) for env, a in zip(self.envs, env_actions)]
 
     def _filter(self, raw_batch, where: str):
         if self.check_obs:
@@ -83,11 +102,26 @@ class EnvRunner:
     def _start_episode(self, i: int) -> None:
         episode = Episode(i, policy_mapping_fn=lambda _agent: self.policy_id)
         self._episodes[i] = episode
-        self._trajectories[i] = Trajectory(episode, 0, self.policy_id, 0)
-        self._states[i] = list(self._initial_state)
+        self._segment_start[i] = self._rows
+        self._segment_t[i] = 0
+        self._lengths[i] = 0
+        self._returns[i] = 0.0
+        for k, s in enumerate(self._initial_state):
+            self._states[k][i] = s
         self.callbacks.on_episode_start(worker=self.worker, base_env=self.envs,
                                         policies=self.worker.policy_map, episode=episode,
                                         env_index=i)
+
+    def _synced_episode(self, i: int) -> Episode:
+        """Env i's Episode with the totals, last info and last action of its latest step."""
+        episode = self._episodes[i]
+        episode.length = int(self._lengths[i])
+        episode.total_reward = float(self._returns[i])
+        episode.agent_rewards[(0, self.policy_id)] = float(self._returns[i])
+        episode.record_info(0, self._last_infos[i])
+        actions = self._last_actions
+        episode.record_action(0, actions[i] if isinstance(actions, np.ndarray) else None)
+        return episode
 
     def set_filters(self, filters: Dict[str, Any]) -> None:
         self.obs_filter = filters[self.policy_id]
@@ -95,6 +129,41 @@ class EnvRunner:
     def pop_metrics(self) -> List[RolloutMetrics]:
         out, self._finished_metrics = self._finished_metrics, []
         return out
+
+    # --- column buffers -------------------------------------------------------------------
+    def _write(self, key: str, value: Any) -> None:
+        row = self._rows
+        column = self._columns.get(key)
+        if column is None:
+            capacity = self._capacity
+            column = tree.map_structure(
+                lambda v: np.empty((capacity,) + np.shape(v), np.asarray(v).dtype), value)
+            self._columns[key] = column
+        if isinstance(column, np.ndarray):
+            column[row] = value
+        else:
+            tree.map_structure(lambda c, v: c.__setitem__(row, v), column, value)
+
+    def _reserve_row(self) -> None:
+        if self._columns is None:
+            self._columns = {}
+            self._capacity = max(self.settings.rollout_fragment_length, 1)
+        elif self._rows == self._capacity:  # complete_episodes: episodes run past the fragment
+            self._capacity *= 2
+            self._columns = {k: tree.map_structure(_grown(self._capacity), v)
+                             for k, v in self._columns.items()}
+
+    def _keep_rows_from(self, first: int) -> None:
+        """Drops the buffer rows before `first` (complete_episodes keeps running episodes)."""
+        if self._columns is None:
+            return
+        self._columns = {k: tree.map_structure(lambda a: a[first:].copy(), v)
+                         for k, v in self._columns.items()}
+        self._capacity -= first
+        self._rows -= first
+        self._segment_start -= first
+        if self._capacity == 0:
+            self._columns = None
 
     # --- sampling -------------------------------------------------------------------------
     def sample(self, explore: bool = True, timestep: Optional[int] = None) -> SampleBatch:
@@ -108,92 +177,100 @@ class EnvRunner:
         """
         fragment = self.settings.rollout_fragment_length
         complete = self.settings.complete_episodes
-        finished: List[Trajectory] = []
         collected = 0
         steps = 0
         while (collected < fragment) if complete else (steps < fragment):
-            done_now = self._step(explore, timestep)
+            collected += self._step(explore, timestep)
             steps += 1
-            finished.extend(done_now)
-            if complete:
-                collected += sum(len(t) for t in done_now)
-        if not complete:
-            # cut every running episode here; its next fragment continues the same eps_id
-            for i, traj in enumerate(self._trajectories):
-                if len(traj):
-                    finished.append(traj)
-                    self._trajectories[i] = Trajectory(traj.episode, 0, self.policy_id,
-                                                        traj.start_t + len(traj))
-        return self._postprocess(finished)
+        segments, self._finished_segments = self._finished_segments, []
+        if complete:
+            batch = self._postprocess(segments)
+            self._keep_rows_from(int(self._segment_start.min()))
+            return batch
+        # cut every running episode here; its next fragment continues the same eps_id
+        rows = self._rows
+        for i in range(self.num_envs):
+            start = int(self._segment_start[i])
+            if start < rows:
+                segments.append((i, start, rows, int(self._segment_t[i]), self._episodes[i]))
+        batch = self._postprocess(segments)
+        self._segment_t += rows - self._segment_start
+        self._segment_start[:] = 0
+        self._columns, self._rows = None, 0
+        return batch
 
-    def _step(self, explore: bool, timestep: Optional[int]) -> List[Trajectory]:
+    def _step(self, explore: bool, timestep: Optional[int]) -> int:
         perf = self.perf
         perf.start_step()
-        finished = self._step_envs(explore, timestep)
+        finished_rows = self._step_envs(explore, timestep)
         perf.end_step()
-        return finished
+        return finished_rows
 
-    def _step_envs(self, explore: bool, timestep: Optional[int]) -> List[Trajectory]:
-        policy = self.policy
+    def _step_envs(self, explore: bool, timestep: Optional[int]) -> int:
+        """One step of all envs; returns the number of rows of the episodes it finished."""
         perf = self.perf
-        states = [stack_rows([s[k] for s in self._states]) for k in range(len(self._initial_state))]
+        states = self._states
         started = time.perf_counter()
-        actions, state_outs, extra = policy.compute_actions(
+        actions, state_outs, extra = self.policy.compute_actions(
             self._obs, state_batches=states or None, explore=explore, timestep=timestep)
-        inferred = time.perf_counter()
-        perf.add_inference(inferred - started)
+        perf.add_inference(time.perf_counter() - started)
         env_actions = self.adapter(actions)
-        env_actions = [self.adapter.env_action(env_actions, i) for i in range(self.num_envs)]
+        if self.adapter.is_discrete and isinstance(env_actions, np.ndarray):
+            env_actions = env_actions.astype(np.int64).tolist()
+        else:
+            env_actions = [self.adapter.env_action(env_actions, i) for i in range(self.num_envs)]
         started = time.perf_counter()
-        results = [guard_env_call(self.env_name, "step()", env.step, env_actions[i])
-                   for i, env in enumerate(self.envs)]
+        results = guard_env_call(self.env_name, "step()", self._step_all, env_actions)
         perf.add_env_wait(time.perf_counter() - started)
-        raw_next = stack_rows([r[0] for r in results])
-        rewards = np.asarray([r[1] for r in results], np.float32)
-        terminateds = np.asarray([r[2] for r in results], bool)
-        truncateds = np.asarray([r[3] for r in results], bool)
+        raw_next, rewards, terminateds, truncateds, infos = zip(*results)
+        raw_next = stack_rows(raw_next)
+        rewards = np.asarray(rewards, np.float32)
+        terminateds = np.asarray(terminateds, bool)
+        truncateds = np.asarray(truncateds, bool)
         next_obs = self._filter(raw_next, "after step()")
-        train_rewards = clip_rewards(rewards, self.settings.clip_rewards)
         self.env_steps_sampled += self.num_envs
-        obs = self._obs
-        finished = []
-        reset_indices = []
-        for i in range(self.num_envs):
-            traj = self._trajectories[i]
-            cols = traj.columns
-            cols[SampleBatch.OBS].append(row_of(obs, i))
-            cols[SampleBatch.ACTIONS].append(row_of(actions, i))
-            cols[SampleBatch.REWARDS].append(train_rewards[i])
-            cols[SampleBatch.NEXT_OBS].append(row_of(next_obs, i))
-            cols[SampleBatch.TERMINATEDS].append(terminateds[i])
-            cols[SampleBatch.TRUNCATEDS].append(truncateds[i])
-            for key, value in extra.items():
-                cols[key].append(value[i])
-            for k, s in enumerate(states):
-                cols[SampleBatch.state_in(k)].append(s[i])
-                cols[SampleBatch.state_out(k)].append(state_outs[k][i])
-            episode = self._episodes[i]
-            episode.length += 1
-            episode.total_reward += float(rewards[i])
-            episode.agent_rewards[(0, self.policy_id)] += float(rewards[i])
-            episode.record_info(0, results[i][4])
-            episode.record_action(0, actions[i] if isinstance(actions, np.ndarray) else None)
-            if terminateds[i] or truncateds[i]:
-                finished.append(traj)
-                self._end_episode(i)
-                reset_indices.append(i)
-            else:
-                if states:
-                    self._states[i] = [s[i] for s in state_outs]
-                self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
-                                               episode=episode, env_index=i)
-        if reset_indices:
+
+        self._reserve_row()
+        write = self._write
+        write(SampleBatch.OBS, self._obs)
+        write(SampleBatch.ACTIONS, actions)
+        write(SampleBatch.REWARDS, clip_rewards(rewards, self.settings.clip_rewards))
+        write(SampleBatch.NEXT_OBS, next_obs)
+        write(SampleBatch.TERMINATEDS, terminateds)
+        write(SampleBatch.TRUNCATEDS, truncateds)
+        for key, value in extra.items():
+            write(key, value)
+        for k, s in enumerate(states):
+            write(SampleBatch.state_in(k), s)
+            write(SampleBatch.state_out(k), state_outs[k])
+        self._rows += 1
+        self._lengths += 1
+        self._returns += rewards
+        self._last_infos = infos
+        self._last_actions = actions
+        if states:
+            self._states = [np.array(s) for s in state_outs]
+
+        dones = terminateds | truncateds
+        done_indices = np.flatnonzero(dones).tolist()
+        finished_rows = 0
+        if self._step_callback:
+            for i in range(self.num_envs):
+                if dones[i]:
+                    finished_rows += self._end_episode(i)
+                else:
+                    self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
+                                                   episode=self._synced_episode(i), env_index=i)
+        else:
+            for i in done_indices:
+                finished_rows += self._end_episode(i)
+        if done_indices:
             started = time.perf_counter()
-            raw = stack_rows([self._reset_env(i) for i in reset_indices])
+            raw = stack_rows([self._reset_env(i) for i in done_indices])
             perf.add_env_wait(time.perf_counter() - started)
             reset_obs = self._filter(raw, "after reset()")
-            next_obs = tree.map_structure(np.array, next_obs)  # the rows above keep the old views
-            for j, i in enumerate(reset_indices):
+            next_obs = tree.map_structure(np.array, next_obs)  # the filter's array stays as it is
+            for j, i in enumerate(done_indices):
                 if isinstance(next_obs, np.ndarray):
                     next_obs[i] = reset_obs[j]
                 else:
@@ -201,10 +278,13 @@ class EnvRunner:
                                        reset_obs)
                 self._start_episode(i)
         self._obs = next_obs
-        return finished
+        return finished_rows
 
-    def _end_episode(self, i: int) -> None:
-        episode = self._episodes[i]
+    def _end_episode(self, i: int) -> int:
+        """Ends env i's episode; returns the rows of its last segment."""
+        episode = self._synced_episode(i)
+        start = int(self._segment_start[i])
+        self._finished_segments.append((i, start, self._rows, int(self._segment_t[i]), episode))
         self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
                                       policies=self.worker.policy_map, episode=episode,
                                       env_index=i)
@@ -212,24 +292,46 @@ class EnvRunner:
             episode.length, episode.total_reward, dict(episode.agent_rewards),
             dict(episode.custom_metrics), dict(episode.hist_data), self.worker.worker_index,
             self.perf.get()))
+        return self._rows - start
 
-    def _postprocess(self, trajectories: List[Trajectory]) -> SampleBatch:
+    def _postprocess(self, segments: List[tuple]) -> SampleBatch:
         started = time.perf_counter()
-        batch = self._postprocess_pieces(trajectories)
+        batch = self._postprocess_pieces(segments)
         self.perf.add_processing(time.perf_counter() - started)
         return batch
 
-    def _postprocess_pieces(self, trajectories: List[Trajectory]) -> SampleBatch:
+    def _segment_batch(self, segment: tuple, unroll_id: int) -> SampleBatch:
+        i, start, end, start_t, episode = segment
+        n = end - start
+        batch = {k: v[start:end, i].copy() if isinstance(v, np.ndarray)
+                 else tree.map_structure(lambda a: a[start:end, i].copy(), v)
+                 for k, v in self._columns.items()}
+        batch[SampleBatch.EPS_ID] = np.full(n, episode.episode_id, np.int64)
+        batch[SampleBatch.AGENT_INDEX] = np.zeros(n, np.int64)
+        batch[SampleBatch.UNROLL_ID] = np.full(n, unroll_id, np.int64)
+        batch[SampleBatch.T] = np.arange(start_t, start_t + n, dtype=np.int64)
+        return SampleBatch(batch)
+
+    def _postprocess_pieces(self, segments: List[tuple]) -> SampleBatch:
         from tfrl.policy.sample_batch import concat_samples
 
         unroll_id = next_unroll_id()
         pieces = []
-        for traj in trajectories:
-            raw = traj.build(0, unroll_id)
-            batch = self.policy.postprocess_trajectory(raw, None, traj.episode)
+        for segment in segments:
+            episode = segment[4]
+            raw = self._segment_batch(segment, unroll_id)
+            batch = self.policy.postprocess_trajectory(raw, None, episode)
             self.callbacks.on_postprocess_trajectory(
-                worker=self.worker, episode=traj.episode, agent_id=0, policy_id=self.policy_id,
+                worker=self.worker, episode=episode, agent_id=0, policy_id=self.policy_id,
                 policies=self.worker.policy_map, postprocessed_batch=batch,
                 original_batches={0: (self.policy_id, raw)})
             pieces.append(batch)
         return concat_samples(pieces) if pieces else SampleBatch()
+
+
+def _grown(capacity: int):
+    def grow(a: np.ndarray) -> np.ndarray:
+        out = np.empty((capacity,) + a.shape[1:], a.dtype)
+        out[:len(a)] = a
+        return out
+    return grow

@@ -74,6 +74,55 @@ def test_complete_episodes_mode_returns_only_whole_episodes():
         assert piece["terminateds"][-1] or piece["truncateds"][-1]
 
 
+def test_complete_episodes_longer_than_the_fragment_carry_over_whole_between_samples():
+    worker = RolloutWorker("ShortCartPole", PGPolicy,
+                           {"num_envs_per_worker": 3, "rollout_fragment_length": 2,
+                            "batch_mode": "complete_episodes", "env_config": {"horizon": 9}})
+    seen, lengths = set(), []
+    for _ in range(4):
+        batch = worker.sample()
+        assert batch.count >= 2
+        for piece in episode_pieces(batch):
+            assert list(piece["t"]) == list(range(piece.count))
+            assert piece["terminateds"][-1] or piece["truncateds"][-1]
+            np.testing.assert_array_equal(piece["obs"][1:], piece["new_obs"][:-1])
+            assert piece["eps_id"][0] not in seen  # no episode is returned twice
+            seen.add(piece["eps_id"][0])
+            lengths.append(piece.count)
+    # every finished episode is in exactly one sample, whole
+    assert sorted(m.episode_length for m in worker.get_metrics()) == sorted(lengths)
+
+
+class RunningTotalsCallbacks(DefaultCallbacks):
+    def on_episode_step(self, *, episode, env_index, **kwargs):
+        assert episode.env_index == env_index
+        episode.user_data.setdefault("totals", []).append(
+            (episode.length, episode.total_reward, episode.last_info_for(),
+             episode.last_action_for()))
+
+    def on_episode_end(self, *, episode, **kwargs):
+        totals = episode.user_data.get("totals", [])
+        episode.custom_metrics["lengths_in_order"] = float(
+            [t[0] for t in totals] == list(range(1, episode.length)))
+        episode.custom_metrics["rewards_in_order"] = float(
+            [t[1] for t in totals] == [float(n) for n in range(1, episode.length)])
+        episode.custom_metrics["infos_and_actions"] = float(all(
+            isinstance(t[2], dict) and t[3] in (0, 1) for t in totals))
+
+
+def test_on_episode_step_sees_the_running_totals_of_its_own_episode():
+    worker = RolloutWorker("ShortCartPole", PGPolicy,
+                           {"num_envs_per_worker": 3, "rollout_fragment_length": 20,
+                            "callbacks": RunningTotalsCallbacks, "env_config": {"horizon": 6}})
+    worker.sample()
+    metrics = worker.get_metrics()
+    assert len(metrics) >= 9
+    for m in metrics:
+        assert m.episode_reward == m.episode_length  # CartPole: reward 1 per step
+        assert m.custom_metrics == {"lengths_in_order": 1.0, "rewards_in_order": 1.0,
+                                    "infos_and_actions": 1.0}
+
+
 def test_seeds_make_runs_repeatable_per_worker_and_distinct_across_workers():
     config = {"rollout_fragment_length": 20, "seed": 7, "num_envs_per_worker": 2}
     a = RolloutWorker("CartPole-v1", PGPolicy, config, worker_index=1).sample()
