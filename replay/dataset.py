@@ -412,8 +412,9 @@ class _BlockStream:
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
                  metrics: StreamMetrics, structure: Any = None,
                  closer: Optional[_Closer] = None, columnar: bool = False,
-                 client_options: Optional[Dict[str, Any]] = None):
+                 client_options: Optional[Dict[str, Any]] = None, max_samples: int = -1):
         self.address = address
+        self.max_samples = max_samples
         self.client_options = dict(client_options or {})
         self.columnar = columnar
         self.closer = closer if closer is not None else _Closer()
@@ -434,16 +435,24 @@ class _BlockStream:
         if not self.closer.register(client):
             return
         try:
+            total = 0  # samples of all this call's streams: never more than max_samples
             while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
                 received = 0
+                stream_samples = self.max_samples_per_stream
+                if self.max_samples >= 0:
+                    left = self.max_samples - total
+                    if left <= 0:
+                        return
+                    stream_samples = left if stream_samples < 0 else min(stream_samples, left)
                 try:
                     prefetcher = _Prefetcher(client.sample_responses(
                         self.table, self.max_in_flight, self.rate_limiter_timeout_ms,
-                        self.max_samples_per_stream, columnar=self.columnar), closed=self.closed)
+                        stream_samples, columnar=self.columnar), closed=self.closed)
                     for response in prefetcher:
                         count = len(response.response.probabilities)
                         received += count
+                        total += count
                         self.metrics.record_block(self.address, count)
                         block = _decode_block(response, self.flat_dtypes, pool)
                         if block is not None:
@@ -469,7 +478,7 @@ class _BlockStream:
                     log.warning("replay dataset: the stream from %s failed (%s); reading on from "
                                 "the other servers", self.address, e)
                     return
-                if self.max_samples_per_stream < 0 or received < self.max_samples_per_stream:
+                if stream_samples < 0 or received < stream_samples:
                     return  # the server closed the stream
                 # max_samples_per_stream reached: open a new stream, as Reverb does.
         finally:
@@ -477,6 +486,20 @@ class _BlockStream:
             if prefetcher is not None:
                 prefetcher.stop()
             client.close()
+
+
+def lists_to_tuples(structure: Any) -> Any:
+    """`structure` with every list in the nest made a tuple (as Reverb's datasets do: tf.data
+    element structures cannot hold lists)."""
+    if isinstance(structure, list):
+        return tuple(lists_to_tuples(v) for v in structure)
+    if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+        return type(structure)(*(lists_to_tuples(v) for v in structure))
+    if isinstance(structure, tuple):
+        return tuple(lists_to_tuples(v) for v in structure)
+    if isinstance(structure, dict):
+        return type(structure)((k, lists_to_tuples(v)) for k, v in structure.items())
+    return structure
 
 
 def _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
@@ -514,10 +537,12 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                      max_in_flight_samples_per_worker: int, num_workers_per_iterator: int,
                      max_samples_per_stream: int, rate_limiter_timeout_ms: int,
                      metrics: StreamMetrics, closer: _Closer,
-                     client_options: Dict[str, Any]) -> tf.data.Dataset:
+                     client_options: Dict[str, Any], max_samples: int = -1) -> tf.data.Dataset:
     """The tf.data pipeline of a `ReplayDataset`: per-stream generators of blocks, merged and
     unbatched into single samples. Arguments are checked and converted by the caller."""
     workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
+    if max_samples >= 0:
+        workers = 1  # one stream per server keeps the total exact and requests nothing beyond it
     signature = _block_signature(dtypes, shapes)
     flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
     tolerate_failure = len(addresses) > 1
@@ -531,7 +556,7 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
     streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                             int(max_samples_per_stream), int(rate_limiter_timeout_ms),
                             tolerate_failure, metrics, structure=dtypes, closer=closer,
-                            columnar=columnar, client_options=client_options)
+                            columnar=columnar, client_options=client_options, max_samples=max_samples)
                for address in addresses for _ in range(workers)]
 
     def run_stream(index):
@@ -582,6 +607,9 @@ class ReplayDataset(tf.data.Dataset):
         given, the streams connect over TLS (as `Client(root_certificates=...)`).
       max_message_bytes: the largest sample response accepted (as `Client`); None keeps the
         client's default.
+      max_samples: -1 (unlimited), or the samples each iteration of the dataset yields before
+        it ends; it then reads one stream per server and requests no sample beyond them (as
+        Reverb's `max_samples`: the rest stay in the table for others).
 
     Raises:
       InvalidArgumentError: a bad argument (the message names it and the allowed values).
@@ -592,20 +620,28 @@ class ReplayDataset(tf.data.Dataset):
                  max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
                  metrics: Optional[StreamMetrics] = None, *, token: Optional[str] = None,
                  root_certificates: Optional[Union[bytes, str]] = None,
-                 max_message_bytes: Optional[int] = None):
+                 max_message_bytes: Optional[int] = None, max_samples: int = -1):
         addresses = _as_addresses(server_address)
         client_options = _client_options(token, root_certificates, max_message_bytes)
+        if max_samples == 0 or max_samples < -1:
+            raise errors.InvalidArgumentError(f"max_samples must be -1 (unlimited) or >= 1, got {max_samples}")
         _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
                          max_samples_per_stream, rate_limiter_timeout_ms)
-        dtypes = tree.map_structure(tf.as_dtype, dtypes)
-        # Shapes may be lists, so they are read only down to the leaves of `dtypes`.
-        shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
+        # Shapes may be lists, so they are read only down to the leaves of `dtypes`; lists in
+        # the nest become tuples (tf.data nests have no lists).
+        shapes = lists_to_tuples(tree.map_structure_up_to(dtypes, tf.TensorShape, shapes))
+        dtypes = lists_to_tuples(tree.map_structure(tf.as_dtype, dtypes))
         self._metrics = metrics if metrics is not None else StreamMetrics()
         self._closer = _Closer()
         self._pipeline = _sample_pipeline(
             addresses, table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
-            max_samples_per_stream, rate_limiter_timeout_ms, self._metrics, self._closer, client_options)
-        super().__init__(self._pipeline._variant_tensor)  # noqa: SLF001 - how tf.data subclasses are built
+            max_samples_per_stream, rate_limiter_timeout_ms, self._metrics, self._closer, client_options,
+            max_samples)
+        if max_samples >= 0:
+            self._pipeline = self._pipeline.take(max_samples)
+        # Named rather than super(): a subclass may also derive from tf.compat.v1.data.Dataset,
+        # whose constructor takes no variant tensor.
+        tf.data.Dataset.__init__(self, self._pipeline._variant_tensor)  # noqa: SLF001 - how tf.data subclasses are built
 
     # -- tf.data.Dataset ----------------------------------------------------------------------
 

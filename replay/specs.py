@@ -164,6 +164,10 @@ def as_signature(signature: Any) -> Any:
 def check_flat_columns(signature: Any, columns: list, table: str) -> None:
     """Checks flat column (shape, dtype) pairs against a signature nest.
 
+    A column fits its spec when its shape matches the spec's as is, or after the column's
+    leading (time) dimension: a signature may describe one step (Reverb's convention for
+    tables filled by the legacy `Writer` and read by `TimestepDataset`) or a whole item.
+
     Raises:
       SignatureMismatchError: the number of columns, a dtype or a shape differs; the message
         names the table, the column's path in the nest and both specs.
@@ -177,9 +181,11 @@ def check_flat_columns(signature: Any, columns: list, table: str) -> None:
         )
     for (path, spec), (shape, dtype) in zip(paths_and_specs, columns):
         dtype = parse_dtype(dtype, f"table {table!r}: column {path or '(root)'} dtype")
-        if not spec.is_compatible_with(tuple(shape), dtype):
+        shape = tuple(shape)
+        if not (spec.is_compatible_with(shape, dtype)
+                or (shape and spec.is_compatible_with(shape[1:], dtype))):
             raise errors.SignatureMismatchError(
-                f"table {table!r}: column {path or '(root)'} has shape {tuple(shape)} and dtype "
-                f"{dtype.name}, but the signature expects shape {spec.shape} and dtype "
-                f"{spec.dtype.name}"
+                f"table {table!r}: column {path or '(root)'} has shape {shape} and dtype "
+                f"{dtype.name}, but the signature expects shape {spec.shape} (of the whole "
+                f"column or of one step) and dtype {spec.dtype.name}"
             )

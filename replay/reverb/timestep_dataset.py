@@ -11,13 +11,17 @@ from typing import Any, Optional
 import tensorflow as tf
 import tree
 
+from replay.dataset import lists_to_tuples
 from replay.replay_sample import ReplaySample
 from replay.reverb.trajectory_dataset import (TrajectoryDataset, check_max_samples, plain_value,
                                               table_signature)
 
 
-class TimestepDataset(tf.data.Dataset):
+class TimestepDataset(tf.compat.v1.data.Dataset):
     """A tf.data dataset of steps of sampled items (Reverb's TimestepDataset).
+
+    Like Reverb's, it is a `tf.compat.v1.data.Dataset` (so also a `tf.data.Dataset`):
+    graph-mode code can call `make_one_shot_iterator()` / `make_initializable_iterator()`.
 
     Raises (constructor):
       InvalidArgumentError (a ValueError): a bad argument.
@@ -27,16 +31,26 @@ class TimestepDataset(tf.data.Dataset):
                  num_workers_per_iterator: int = -1, max_samples_per_stream: int = -1,
                  rate_limiter_timeout_ms: int = -1, max_samples: int = -1, **kwargs):
         check_max_samples(int(plain_value(max_samples, "max_samples")))
-        dtypes = tree.map_structure(tf.as_dtype, dtypes)
-        step_shapes = tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
-        item_shapes = tree.map_structure_up_to(
-            dtypes, lambda s: tf.TensorShape([None]).concatenate(s), step_shapes)
+        step_shapes = lists_to_tuples(tree.map_structure_up_to(dtypes, tf.TensorShape, shapes))
+        dtypes = lists_to_tuples(tree.map_structure(tf.as_dtype, dtypes))
+        # Items come with a time dimension (written by a writer) or without one (inserted
+        # whole, e.g. `Client.insert`, which is one step), so their rank is left open here
+        # and each column gets its time dimension in `steps`.
+        item_shapes = tree.map_structure(lambda _: tf.TensorShape(None), dtypes)
         self._items = TrajectoryDataset(server_address, table, dtypes, item_shapes,
                                         max_in_flight_samples_per_worker, num_workers_per_iterator,
                                         max_samples_per_stream, rate_limiter_timeout_ms, max_samples, **kwargs)
 
+        def with_time_dimension(column, step_shape):
+            if step_shape.rank is None:
+                return column
+            column = tf.cond(tf.equal(tf.rank(column), step_shape.rank),
+                             lambda: tf.expand_dims(column, 0), lambda: column)
+            return tf.ensure_shape(column, tf.TensorShape([None]).concatenate(step_shape))
+
         def steps(sample):
-            columns = tree.flatten(sample.data)
+            data = tree.map_structure(with_time_dimension, sample.data, step_shapes)
+            columns = tree.flatten(data)
             length = tf.shape(columns[0], out_type=tf.int64)[0]
             for column in columns[1:]:
                 tf.debugging.assert_equal(
@@ -44,11 +58,14 @@ class TimestepDataset(tf.data.Dataset):
                     message="TimestepDataset: the columns of a sampled item have different lengths; "
                             "use TrajectoryDataset for such items")
             infos = tf.data.Dataset.from_tensors(sample.info).repeat(length)
-            data = tf.data.Dataset.from_tensor_slices(sample.data)
-            return tf.data.Dataset.zip((infos, data)).map(lambda i, d: ReplaySample(i, d))
+            step_data = tf.data.Dataset.from_tensor_slices(data)
+            return tf.data.Dataset.zip((infos, step_data)).map(lambda i, d: ReplaySample(i, d))
 
         self._pipeline = self._items.flat_map(steps)
-        super().__init__(self._pipeline._variant_tensor)  # noqa: SLF001
+        super().__init__()
+
+    def _as_variant_tensor(self):
+        return self._pipeline._variant_tensor  # noqa: SLF001
 
     def _inputs(self):
         return [self._pipeline]

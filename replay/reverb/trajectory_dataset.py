@@ -62,8 +62,12 @@ def table_signature(server_address: str, table: str, timeout_secs: Optional[floa
             tf.nest.map_structure(lambda s: s.shape, signature))
 
 
-class TrajectoryDataset(ReplayDataset):
+class TrajectoryDataset(ReplayDataset, tf.compat.v1.data.Dataset):
     """A tf.data dataset of whole sampled items (Reverb's TrajectoryDataset).
+
+    Like Reverb's, it is also a `tf.compat.v1.data.Dataset`: graph-mode code can call
+    `make_one_shot_iterator()` / `make_initializable_iterator()` on it and on what its
+    transformations (`batch`, `map`, ...) return.
 
     Raises (constructor):
       InvalidArgumentError (a ValueError): a bad argument, max_samples not positive or -1.
@@ -82,10 +86,11 @@ class TrajectoryDataset(ReplayDataset):
                          int(plain_value(max_in_flight_samples_per_worker, "max_in_flight_samples_per_worker")),
                          int(plain_value(num_workers_per_iterator, "num_workers_per_iterator")),
                          int(plain_value(max_samples_per_stream, "max_samples_per_stream")),
-                         int(plain_value(rate_limiter_timeout_ms, "rate_limiter_timeout_ms")), **kwargs)
-        if max_samples > 0:
-            self._pipeline = self._pipeline.take(max_samples)
-            tf.data.Dataset.__init__(self, self._pipeline._variant_tensor)  # noqa: SLF001
+                         int(plain_value(rate_limiter_timeout_ms, "rate_limiter_timeout_ms")),
+                         max_samples=max_samples, **kwargs)
+
+    def _as_variant_tensor(self):
+        return self._pipeline._variant_tensor  # noqa: SLF001
 
     @classmethod
     def from_table_signature(cls, server_address, table, max_in_flight_samples_per_worker: int,
