@@ -74,10 +74,8 @@ def test_trajectory_writer_columns_squeeze_missing_leaves_and_unpack_as_signatur
     np.testing.assert_array_equal(sample.data["a"], [0, 1, 2])
 
 
-def test_server_info_with_timeout_and_no_server_is_deadline_exceeded():
-    import portpicker
-
-    client = reverb.Client(f"localhost:{portpicker.pick_unused_port()}")
+def test_server_info_with_timeout_and_no_server_is_deadline_exceeded(free_port):
+    client = reverb.Client(f"localhost:{free_port}")
     with pytest.raises(reverb.errors.DeadlineExceededError, match="within provided timeout"):
         client.server_info(timeout=0.3)
 

@@ -23,7 +23,7 @@ GAMMA = 0.9
 
 def make_dqn(**overrides):
     obs_space, act_space = cartpole_spaces()
-    config = trainer_config(DEFAULT_CONFIG, gamma=GAMMA, hiddens=[8], seed=21, **overrides)
+    config = trainer_config(DEFAULT_CONFIG, **{"gamma": GAMMA, "hiddens": [8], "seed": 21, **overrides})
     return DQNTFPolicy(obs_space, act_space, config)
 
 
@@ -155,10 +155,16 @@ def test_dueling_head_aggregates_value_and_centred_advantages():
 
 
 def test_epsilon_greedy_follows_the_schedule_and_explore_false_is_greedy():
-    policy = make_dqn(exploration_config={"initial_epsilon": 1.0, "final_epsilon": 0.0,
-                                          "epsilon_timesteps": 1000})
     obs = np.random.default_rng(1).normal(size=(400, 4)).astype(np.float32)
-    greedy = q_of(policy.model, obs).argmax(axis=1)
+    # The check needs a network whose greedy action differs across the observations (so random
+    # actions are told apart from greedy ones); whether a fresh network has one depends on its
+    # initialisation, hence the first of a few seeds that gives one.
+    for seed in range(21, 31):
+        policy = make_dqn(seed=seed, exploration_config={"initial_epsilon": 1.0, "final_epsilon": 0.0,
+                                                         "epsilon_timesteps": 1000})
+        greedy = q_of(policy.model, obs).argmax(axis=1)
+        if len(set(greedy)) == 2:
+            break
     assert len(set(greedy)) == 2  # both actions are greedy somewhere, so random != greedy
     random_actions, _, _ = policy.compute_actions(obs, timestep=0)
     assert 0.35 < np.mean(random_actions == greedy) < 0.65  # epsilon 1: uniform actions
