@@ -48,21 +48,35 @@ class LearningRateSchedule:
             self.optimizer.learning_rate = value
 
 
+def setup_scheduled_coefficient(policy, name: str, initial: float, schedule) -> None:
+    """Gives `policy` a non-trainable float32 tf.Variable `policy.<name>` (what a loss reads)
+    that follows `schedule` ([[t, value], ...], None: constant `initial`), and the Schedule as
+    `policy.<name>_schedule`; the variable is part of the policy's state. Pair it with
+    `update_scheduled_coefficient` in `on_global_var_update`."""
+    coefficient_schedule = make_schedule(initial, schedule)
+    variable = tf.Variable(coefficient_schedule.value(policy.global_timestep), trainable=False,
+                           dtype=tf.float32, name=name)
+    setattr(policy, f"{name}_schedule", coefficient_schedule)
+    setattr(policy, name, variable)
+    policy._extra_state_variables[name] = [variable]  # noqa: SLF001 - the mixins' shared state
+
+
+def update_scheduled_coefficient(policy, name: str) -> None:
+    """Sets `policy.<name>` to its schedule's value at the policy's global timestep."""
+    getattr(policy, name).assign(getattr(policy, f"{name}_schedule").value(policy.global_timestep))
+
+
 class EntropyCoeffSchedule:
     """`policy.entropy_coeff` (a non-trainable tf.Variable the loss reads) follows config
     `entropy_coeff_schedule` ([[t, coeff], ...]) or stays at `entropy_coeff` (default 0)."""
 
     def _setup_mixin(self):
-        self.entropy_coeff_schedule = make_schedule(
-            self.config.get("entropy_coeff", 0.0), self.config.get("entropy_coeff_schedule"))
-        self.entropy_coeff = tf.Variable(
-            self.entropy_coeff_schedule.value(self.global_timestep), trainable=False,
-            dtype=tf.float32, name="entropy_coeff")
-        self._extra_state_variables["entropy_coeff"] = [self.entropy_coeff]
+        setup_scheduled_coefficient(self, "entropy_coeff", self.config.get("entropy_coeff", 0.0),
+                                    self.config.get("entropy_coeff_schedule"))
 
     def on_global_var_update(self, global_vars: Dict) -> None:
         super().on_global_var_update(global_vars)
-        self.entropy_coeff.assign(self.entropy_coeff_schedule.value(self.global_timestep))
+        update_scheduled_coefficient(self, "entropy_coeff")
 
 
 class KLCoeffMixin:

@@ -32,7 +32,7 @@ from tfrl.config import policy_defaults
 from tfrl.policy import (EntropyCoeffSchedule, KLCoeffMixin, LearningRateSchedule,
                          Postprocessing, SampleBatch, ValueNetworkMixin, build_tf_policy,
                          compute_gae_for_sample_batch, mean_over_valid_rows)
-from tfrl.utils.schedules import make_schedule
+from tfrl.policy.mixins import setup_scheduled_coefficient, update_scheduled_coefficient
 from tfrl.utils.tf_ops import explained_variance
 
 
@@ -92,15 +92,12 @@ class ClipParamSchedule:
     `clip_param_schedule` ([[t, clip], ...]) or stays at `clip_param`."""
 
     def _setup_mixin(self):
-        self.clip_param_schedule = make_schedule(self.config["clip_param"],
-                                                 self.config.get("clip_param_schedule"))
-        self.clip_param = tf.Variable(self.clip_param_schedule.value(self.global_timestep),
-                                      trainable=False, dtype=tf.float32, name="clip_param")
-        self._extra_state_variables["clip_param"] = [self.clip_param]
+        setup_scheduled_coefficient(self, "clip_param", self.config["clip_param"],
+                                    self.config.get("clip_param_schedule"))
 
     def on_global_var_update(self, global_vars: Dict) -> None:
         super().on_global_var_update(global_vars)
-        self.clip_param.assign(self.clip_param_schedule.value(self.global_timestep))
+        update_scheduled_coefficient(self, "clip_param")
 
 
 def kl_and_loss_stats(policy, train_batch):
