@@ -746,6 +746,9 @@ class Server:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
             ("grpc.http2.max_ping_strikes", 0),
+            # gRPC cancels a call the server has not taken up within 30 s; a saturated server
+            # takes up new streams late, and a late writer should wait, not fail.
+            ("grpc.server_max_unrequested_time_in_server", 3600),
         ]
         server = grpc.aio.server(options=options)
         handlers = _method_handlers(self._servicer)
