@@ -74,6 +74,14 @@ _DECODE_IN_POOL_BYTES = 1024 * 1024
 # response) run in arrival order from one queue, for at most this long per turn of the event
 # loop; then the loop serves everything else (new calls, server_info) before the next slice.
 _WORK_SLICE_SECONDS = 0.001
+# When more streams than this are open, at most this many insert streams read and store a
+# message at once; the others wait their turn (in arrival order) before reading their next
+# message. Every stream that has asked for a message costs a step of the event loop when it
+# arrives, so without this bound hundreds of busy writers make each turn of the loop last half a
+# second, and new calls and `server_info` wait as long. An insert stream whose writer has
+# nothing to send gives its turn up after _IDLE_READ_SECONDS, so idle writers hold no turn.
+_ACTIVE_INSERT_STREAMS = 16
+_IDLE_READ_SECONDS = 0.002
 
 
 class _MalformedRequest:
@@ -200,6 +208,23 @@ class _WorkQueue:
         self._worker.cancel()
 
 
+class _Turn:
+    """One stream's hold on a semaphore of turns, given back at most once."""
+
+    def __init__(self, turns: asyncio.Semaphore):
+        self._turns = turns
+        self.held = False
+
+    async def take(self) -> None:
+        await self._turns.acquire()
+        self.held = True
+
+    def give_up(self) -> None:
+        if self.held:
+            self.held = False
+            self._turns.release()
+
+
 class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     """The RPC handlers (coroutines on the server's event loop). Each converts `ReplayError`s
     into gRPC statuses."""
@@ -213,6 +238,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     def start(self) -> None:
         """Called on the event loop's thread before serving."""
         self._work = _WorkQueue()
+        self._insert_turns = asyncio.Semaphore(_ACTIVE_INSERT_STREAMS)
 
     def stop(self) -> None:
         if self._work is not None:
@@ -289,15 +315,27 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     chunk = store.get([key])[0]
                 return chunk
 
-            async for request in request_iterator:
-                _check_request(request)
-                chunks = None
-                if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
-                    chunks = await asyncio.get_running_loop().run_in_executor(
-                        self._server._executor, codec.decode_chunks, request.chunks)  # noqa: SLF001 - same module
-                held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
-                                                     held, limit, resolve)
-                chunks = None
+            messages = request_iterator.__aiter__()
+            while True:
+                turn = _Turn(self._insert_turns)
+                try:
+                    if self.open_streams > _ACTIVE_INSERT_STREAMS:
+                        await turn.take()
+                        request = await self._read_in_turn(messages, turn)
+                    else:  # few streams: a turn of the loop is short anyway
+                        request = await anext(messages, None)
+                    if request is None:
+                        break
+                    _check_request(request)
+                    chunks = None
+                    if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
+                        chunks = await asyncio.get_running_loop().run_in_executor(
+                            self._server._executor, codec.decode_chunks, request.chunks)  # noqa: SLF001 - same module
+                    held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
+                                                         held, limit, resolve)
+                    chunks = None
+                finally:
+                    turn.give_up()
                 if request.items.keys:
                     if pending:
                         await self._insert_waiting(pending, context)
@@ -315,6 +353,26 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             keep_alive.clear()
             if opened:
                 self.open_streams -= 1
+
+    @staticmethod
+    async def _read_in_turn(messages, turn: "_Turn"):
+        """The stream's next message (None at its end), read while holding `turn`; a writer that
+        sends nothing for _IDLE_READ_SECONDS waits without its turn and takes one again when its
+        message has come."""
+        read = asyncio.ensure_future(messages.__anext__())
+        try:
+            done, _ = await asyncio.wait((read,), timeout=_IDLE_READ_SECONDS)
+            if not done:
+                turn.give_up()
+                await asyncio.wait((read,))
+                await turn.take()
+            try:
+                return read.result()
+            except StopAsyncIteration:
+                return None
+        finally:
+            if not read.done():
+                read.cancel()
 
     def _take_message(self, request, chunks, keep_alive: Dict[int, object], held: int, limit: int,
                       resolve):
