@@ -404,6 +404,94 @@ class _Closer:
             client.close()
 
 
+_TF_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "bytes": "string",
+                   "object": "string"}
+
+
+def _dtype_text(dtype: np.dtype) -> str:
+    """A dtype as TensorFlow prints it (Reverb's messages use these names)."""
+    name = np.dtype(dtype).name
+    return _TF_DTYPE_NAMES.get(name, "string" if name.startswith(("bytes", "str")) else name)
+
+
+def _shape_text(shape: tf.TensorShape) -> str:
+    if shape.rank is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
+
+
+class _SignatureCheck:
+    """What a dataset requests from a table, checked against the table's signature (when it has
+    one) as a stream opens, so that a dataset which does not fit the table fails at once with
+    what to change, rather than at its first sample (or never, on an empty table).
+
+    An item's shape fits a signature leaf when it is the leaf's shape or the leaf's shape with a
+    leading time dimension (a signature may describe one step). With `step_shapes` (datasets
+    that yield the steps of items), each step's shape must fit the leaf's shape."""
+
+    def __init__(self, table: str, flat_dtypes: List[np.dtype], flat_shapes: List[tf.TensorShape],
+                 step_shapes: Optional[List[tf.TensorShape]] = None):
+        self.table = table
+        self.flat_dtypes = flat_dtypes
+        self.flat_shapes = flat_shapes
+        self.step_shapes = step_shapes
+
+    def __call__(self, client: Client) -> None:
+        """Raises InvalidArgumentError when the request does not fit the table's signature; an
+        unreachable server or unknown table is left to the stream to report."""
+        try:
+            signature = client.server_info().get(self.table)
+        except errors.ReplayError:
+            return
+        signature = None if signature is None else signature.signature
+        if not signature:
+            return
+        paths_and_leaves = tree.flatten_with_path(signature)
+        leaves = [leaf for _, leaf in paths_and_leaves]
+        if len(leaves) != len(self.flat_dtypes):
+            raise errors.InvalidArgumentError(
+                f"Inconsistent number of tensors requested from table '{self.table}'.  Requested "
+                f"{len(self.flat_dtypes)} tensors, but table signature shows {len(leaves)} tensors.  "
+                "Pass dtypes and shapes with the structure of the table's signature, or build the "
+                "dataset with from_table_signature.")
+        requested_shapes = self.step_shapes if self.step_shapes is not None else self.flat_shapes
+        for index, ((path, spec), dtype, requested) in enumerate(
+                zip(paths_and_leaves, self.flat_dtypes, requested_shapes)):
+            step = tf.TensorShape(spec.shape)
+            if self.step_shapes is not None:
+                fits = requested.is_compatible_with(step)
+            else:
+                fits = (requested.is_compatible_with(step)
+                        or requested.is_compatible_with(tf.TensorShape([None]).concatenate(step)))
+            if np.dtype(spec.dtype) != np.dtype(dtype) or not fits:
+                raise errors.InvalidArgumentError(
+                    f"Requested incompatible tensor at flattened index {index} from table "
+                    f"'{self.table}'.  Requested (dtype, shape): ({_dtype_text(dtype)}, "
+                    f"{_shape_text(requested)}).  Signature (dtype, shape): ({_dtype_text(spec.dtype)}, "
+                    f"{_shape_text(step)}) at {'/'.join(map(str, path)) or 'the root'}.  Pass a dtype "
+                    "and shape that fit the table's signature, or build the dataset with "
+                    "from_table_signature.")
+
+
+    def check_steps(self, columns: List[np.ndarray]) -> None:
+        """With `step_shapes`: raises InvalidArgumentError when a block's items (columns of
+        [N, ...] arrays) do not have steps of those shapes (each item is a sequence of steps, or
+        one step)."""
+        if self.step_shapes is None:
+            return
+        for column, dtype, step in zip(columns, self.flat_dtypes, self.step_shapes):
+            item_shape = column.shape[1:]
+            if step.is_compatible_with(item_shape):  # an item of one step (inserted whole)
+                continue
+            steps = item_shape[1:] if item_shape else item_shape
+            if not step.is_compatible_with(steps):
+                raise errors.InvalidArgumentError(
+                    f"Specification has (dtype, shape): ({_dtype_text(dtype)}, {_shape_text(step)}).  "
+                    f"Tensor has (dtype, shape): ({_dtype_text(column.dtype)}, "
+                    f"{_shape_text(tf.TensorShape(steps))}).  The items of table '{self.table}' have "
+                    "steps of another shape: pass the shape of one of their steps.")
+
+
 class _BlockStream:
     """The generator behind one worker: yields blocks of many items as one ReplaySample of
     [N, ...] arrays in the dataset's structure."""
@@ -412,8 +500,10 @@ class _BlockStream:
                  max_samples_per_stream: int, rate_limiter_timeout_ms: int, tolerate_failure: bool,
                  metrics: StreamMetrics, structure: Any = None,
                  closer: Optional[_Closer] = None, columnar: bool = False,
-                 client_options: Optional[Dict[str, Any]] = None, max_samples: int = -1):
+                 client_options: Optional[Dict[str, Any]] = None, max_samples: int = -1,
+                 check_signature: Optional[_SignatureCheck] = None):
         self.address = address
+        self.check_signature = check_signature
         self.max_samples = max_samples
         self.client_options = dict(client_options or {})
         self.columnar = columnar
@@ -435,6 +525,8 @@ class _BlockStream:
         if not self.closer.register(client):
             return
         try:
+            if self.check_signature is not None:
+                self.check_signature(client)
             total = 0  # samples of all this call's streams: never more than max_samples
             while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
@@ -456,9 +548,13 @@ class _BlockStream:
                         self.metrics.record_block(self.address, count)
                         block = _decode_block(response, self.flat_dtypes, pool)
                         if block is not None:
+                            if self.check_signature is not None:
+                                self.check_signature.check_steps(block[1])
                             yield ReplaySample(block[0], tree.unflatten_as(self.structure, block[1]))
                         else:
                             for info, columns in _decode_items_one_by_one(response, self.flat_dtypes):
+                                if self.check_signature is not None:
+                                    self.check_signature.check_steps(columns)
                                 yield ReplaySample(info, tree.unflatten_as(self.structure, columns))
                 except errors.DeadlineExceededError:
                     # Reverb's contract: no sample within the rate-limiter timeout ends the dataset.
@@ -537,7 +633,8 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                      max_in_flight_samples_per_worker: int, num_workers_per_iterator: int,
                      max_samples_per_stream: int, rate_limiter_timeout_ms: int,
                      metrics: StreamMetrics, closer: _Closer,
-                     client_options: Dict[str, Any], max_samples: int = -1) -> tf.data.Dataset:
+                     client_options: Dict[str, Any], max_samples: int = -1,
+                     step_shapes: Any = None) -> tf.data.Dataset:
     """The tf.data pipeline of a `ReplayDataset`: per-stream generators of blocks, merged and
     unbatched into single samples. Arguments are checked and converted by the caller."""
     workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
@@ -558,6 +655,10 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                             tolerate_failure, metrics, structure=dtypes, closer=closer,
                             columnar=columnar, client_options=client_options, max_samples=max_samples)
                for address in addresses for _ in range(workers)]
+    check = _SignatureCheck(table, flat_dtypes, flat_shapes,
+                            None if step_shapes is None else tree.flatten_up_to(dtypes, step_shapes))
+    for stream in streams:
+        stream.check_signature = check
 
     def run_stream(index):
         return streams[int(index)]()
@@ -610,6 +711,11 @@ class ReplayDataset(tf.data.Dataset):
       max_samples: -1 (unlimited), or the samples each iteration of the dataset yields before
         it ends; it then reads one stream per server and requests no sample beyond them (as
         Reverb's `max_samples`: the rest stay in the table for others).
+      step_shapes: for datasets that yield the steps of items (`replay.reverb.TimestepDataset`),
+        the nest of one step's shapes; the table's signature is then read as describing one step.
+
+    When the table has a signature, each stream checks dtypes and shapes against it as it opens
+    (an item may have the signature's shape or add a leading time dimension to it).
 
     Raises:
       InvalidArgumentError: a bad argument (the message names it and the allowed values).
@@ -620,7 +726,8 @@ class ReplayDataset(tf.data.Dataset):
                  max_samples_per_stream: int = -1, rate_limiter_timeout_ms: int = -1,
                  metrics: Optional[StreamMetrics] = None, *, token: Optional[str] = None,
                  root_certificates: Optional[Union[bytes, str]] = None,
-                 max_message_bytes: Optional[int] = None, max_samples: int = -1):
+                 max_message_bytes: Optional[int] = None, max_samples: int = -1,
+                 step_shapes: Any = None):
         addresses = _as_addresses(server_address)
         client_options = _client_options(token, root_certificates, max_message_bytes)
         if max_samples == 0 or max_samples < -1:
@@ -636,7 +743,7 @@ class ReplayDataset(tf.data.Dataset):
         self._pipeline = _sample_pipeline(
             addresses, table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
             max_samples_per_stream, rate_limiter_timeout_ms, self._metrics, self._closer, client_options,
-            max_samples)
+            max_samples, step_shapes)
         if max_samples >= 0:
             self._pipeline = self._pipeline.take(max_samples)
         # Named rather than super(): a subclass may also derive from tf.compat.v1.data.Dataset,

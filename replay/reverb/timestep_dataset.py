@@ -39,7 +39,8 @@ class TimestepDataset(tf.compat.v1.data.Dataset):
         item_shapes = tree.map_structure(lambda _: tf.TensorShape(None), dtypes)
         self._items = TrajectoryDataset(server_address, table, dtypes, item_shapes,
                                         max_in_flight_samples_per_worker, num_workers_per_iterator,
-                                        max_samples_per_stream, rate_limiter_timeout_ms, max_samples, **kwargs)
+                                        max_samples_per_stream, rate_limiter_timeout_ms, max_samples,
+                                        step_shapes=step_shapes, **kwargs)
 
         def with_time_dimension(column, step_shape):
             if step_shape.rank is None:

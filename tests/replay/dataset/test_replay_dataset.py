@@ -149,7 +149,7 @@ def test_step_items_of_long_chunks_travel_columnar(start_server, helpers):
 
 
 def test_wrong_dtype_fails_the_iteration_with_a_clear_message(start_server, helpers):
-    server = start_server([helpers.queue_table()])
+    server = start_server([helpers.queue_table(signature=None)])
     client = server.localhost_client()
     helpers.write_steps(client, "queue", range(3))
     dtypes = tf.nest.map_structure(lambda s: tf.as_dtype(s.dtype), helpers.STEP_SIGNATURE)
@@ -159,6 +159,38 @@ def test_wrong_dtype_fails_the_iteration_with_a_clear_message(start_server, help
                             rate_limiter_timeout_ms=300)
     with pytest.raises(tf.errors.OpError, match="dtype int64 but the dataset declares float64"):
         _all_elements(dataset)
+
+
+@pytest.mark.parametrize("change", ["dtype", "shape", "leaves"])
+def test_a_request_that_does_not_fit_the_table_signature_fails_at_once_even_on_an_empty_table(
+        start_server, helpers, change):
+    # Without the check, an empty table would keep the iteration waiting for a sample forever.
+    server = start_server([helpers.queue_table()])
+    dtypes = tf.nest.map_structure(lambda s: tf.as_dtype(s.dtype), helpers.STEP_SIGNATURE)
+    shapes = tf.nest.map_structure(lambda s: list(s.shape), helpers.STEP_SIGNATURE)
+    if change == "dtype":
+        dtypes["action"], expected = tf.float64, r"index 0 .*\(double, \[\]\).*\(int64, \[\]\) at action"
+    elif change == "shape":
+        shapes["observation"], expected = [4], r"\(float, \[4\]\).*\(float, \[3\]\) at observation"
+    else:
+        dtypes["extra"], shapes["extra"] = tf.float32, []
+        expected = "Requested 5 tensors, but table signature shows 4 tensors"
+    dataset = ReplayDataset(server.localhost_client().address, "queue", dtypes, shapes, 4)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=expected):
+        next(iter(dataset))
+
+
+def test_items_with_a_leading_time_dimension_fit_a_signature_of_one_step(start_server, helpers):
+    server = start_server([helpers.queue_table(signature={"action": specs.TensorSpec((), np.int64)})])
+    client = server.localhost_client()
+    with client.trajectory_writer(2) as writer:
+        for i in range(2):
+            writer.append({"action": np.int64(i)})
+        writer.create_item("queue", 1.0, {"action": writer.history["action"][-2:]})
+        writer.flush()
+    dataset = ReplayDataset(client.address, "queue", {"action": tf.int64}, {"action": [2]}, 4,
+                            rate_limiter_timeout_ms=300)
+    assert [s.data["action"].numpy().tolist() for s in dataset] == [[0, 1]]
 
 
 def test_bad_arguments_raise_named_errors(start_server, helpers):
