@@ -29,6 +29,7 @@ import tensorflow as tf
 class VTraceReturns(NamedTuple):
     vs: tf.Tensor             # [T, B] value targets v_s
     pg_advantages: tf.Tensor  # [T, B] rho_pg_s (r_s + gamma_s v_{s+1} - V(x_s))
+    advantages: tf.Tensor     # [T, B] r_s + gamma_s v_{s+1} - V(x_s), without the weight
 
 
 def vtrace_returns(log_rhos, discounts, rewards, values, next_values, continues,
@@ -72,5 +73,6 @@ def vtrace_returns(log_rhos, discounts, rewards, values, next_values, continues,
     vs_next_corrections = tf.concat([corrections[1:], tf.zeros_like(corrections[:1])], axis=0)
     vs_next = next_values + continues * vs_next_corrections
     pg_rhos = rhos if clip_pg_rho_threshold is None else tf.minimum(clip_pg_rho_threshold, rhos)
-    pg_advantages = pg_rhos * (rewards + discounts * vs_next - values)
-    return VTraceReturns(tf.stop_gradient(vs), tf.stop_gradient(pg_advantages))
+    advantages = rewards + discounts * vs_next - values
+    return VTraceReturns(tf.stop_gradient(vs), tf.stop_gradient(pg_rhos * advantages),
+                         tf.stop_gradient(advantages))
