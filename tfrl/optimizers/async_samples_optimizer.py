@@ -15,7 +15,8 @@ fragment is one item of consecutive steps of one env, so it reaches the learner 
 fragments of one worker reach it in the order they were written. The bulk data goes worker ->
 replay server -> learner; the driver sees counts, metrics and weights.
 
-One policy learns (the default one); the learner is the local worker's own policy on one device.
+The learner thread starts with the first `step()`. One policy learns (the default one); the
+learner is the local worker's own policy on one device.
 See docs/architecture.md, "Data path".
 """
 from __future__ import annotations
@@ -95,7 +96,6 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
         self._weights_version = -1   # learner version the current weights object holds
         self._worker_versions: Dict[Any, int] = {}
         self.num_weight_broadcasts = 0
-        self.learner.start()
 
     # --- the driver's loop --------------------------------------------------------------
     def _launch(self, worker) -> None:
@@ -135,6 +135,8 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
 
         from tfrl.rollout.worker_set import is_worker_failure
 
+        if self.learner.ident is None:
+            self.learner.start()  # the learner starts with the first step
         self._check_learner()
         remote = self.workers.remote_workers()
         if not remote:
@@ -199,6 +201,9 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
                 "learner_weights_version": self.learner.weights_version}
 
     def stop(self) -> None:
+        if self.learner.ident is None:
+            super().stop()
+            return
         self.learner.stop(timeout=0)
         self.replay.close_datasets()  # ends a read the learner thread is blocked in
         self.learner.stop(timeout=10.0)
