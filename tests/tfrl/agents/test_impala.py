@@ -53,84 +53,88 @@ def small_config(**overrides):
     return config
 
 
-def test_fragments_reach_the_learner_whole_in_order_per_worker_with_behaviour_logits(ray_session):
-    trainer = get_trainer_class("IMPALA")(config=small_config(), env=CounterEnv)
-    try:
-        optimizer = trainer.optimizer
-        remote = trainer.workers.remote_workers()
-        rounds = 3
-        for _ in range(rounds):  # the learner thread has not started: nothing consumes the queue
-            ray.get([w.sample.remote() for w in remote])
-        # the iterator the learner thread reads: batches of 4 fragments
-        items = []
-        for _ in range(rounds * len(remote) * 2 // 4):
-            batch = next(optimizer.batches)
-            for i in range(4):
-                items.append({k: np.asarray(v[i]) for k, v in batch.items()})
-        policy = trainer.get_policy()
-        last_counter = {}
-        for item in items:
-            obs, new_obs = item[SampleBatch.OBS], item[SampleBatch.NEXT_OBS]
-            assert obs.shape == (FRAGMENT, 4)
-            source = (obs[0, 0], obs[0, 1])
-            assert source[0] in (1.0, 2.0)  # a remote worker's env
-            assert (obs[:, :2] == obs[0, :2]).all(), "a fragment mixes envs"
-            counters = obs[:, 2]
-            np.testing.assert_array_equal(counters, counters[0] + np.arange(FRAGMENT))
-            # fragments of one env arrive in the order they were written, none missing
-            assert counters[0] == last_counter.get(source, -FRAGMENT) + FRAGMENT
-            last_counter[source] = counters[0]
-            # episode boundaries: marked exactly where the next observation is a reset
-            ended = item[SampleBatch.TERMINATEDS] | item[SampleBatch.TRUNCATEDS]
-            np.testing.assert_array_equal(ended[:-1], obs[1:, 3] == 0)
-            np.testing.assert_array_equal(new_obs[:, 2], counters + 1)
-            # the behaviour logits are the ones the (unchanged) policy computes on those obs
-            _, _, extra = policy.compute_actions(obs, explore=False)
-            np.testing.assert_allclose(item[SampleBatch.ACTION_DIST_INPUTS],
-                                       extra[SampleBatch.ACTION_DIST_INPUTS], rtol=1e-5, atol=1e-6)
-        assert len(last_counter) == 4  # 2 workers x 2 envs
-        assert {k: v for k, v in last_counter.items()} == {k: (rounds - 1) * FRAGMENT
-                                                            for k in last_counter}
-        assert any(i[SampleBatch.TRUNCATEDS].any() for i in items)
-        assert any(i[SampleBatch.TERMINATEDS].any() for i in items)
-    finally:
-        trainer.stop()
-
-
-def test_workers_sample_with_the_learners_weights(ray_session):
+def test_fragments_reach_the_learner_whole_in_order_then_workers_get_its_weights(ray_session):
     trainer = get_trainer_class("IMPALA")(config=small_config(lr=0.01), env=CounterEnv)
     try:
-        optimizer = trainer.optimizer
-        remote = trainer.workers.remote_workers()
-        initial = trainer.get_policy().get_weights()
-        while optimizer.learner.weights_version < 3:
-            optimizer.step()
-        optimizer.learner.stop(timeout=0)
-        while optimizer.learner.is_alive():
-            optimizer.step()  # the workers' writes let a blocked read return
-        final = trainer.get_policy().get_weights()
-        # every worker has been sent the final weights once one of its samples returned
-        while not all(optimizer._worker_versions.get(w) == optimizer.learner.weights_version
-                      for w in remote):
-            optimizer.step()
-        for worker in remote:
-            weights = ray.get(worker.get_weights.remote())["default_policy"]
-            for got, want, before in zip(weights, final, initial):
-                np.testing.assert_array_equal(got, want)
-            assert any(not np.array_equal(w, b) for w, b in zip(weights, initial))
-        assert optimizer.num_weight_broadcasts >= len(remote)
+        check_queue_path(trainer)
+        check_weights_reach_workers(trainer)
     finally:
         trainer.stop()
+
+
+def check_queue_path(trainer):
+    """Fragments reach the learner's input whole, in order per env of each worker, with their
+    episode boundaries and the behaviour logits."""
+    optimizer = trainer.optimizer
+    remote = trainer.workers.remote_workers()
+    rounds = 3
+    for _ in range(rounds):  # the learner thread has not started: nothing consumes the queue
+        ray.get([w.sample.remote() for w in remote])
+    # the iterator the learner thread reads: batches of 4 fragments
+    items = []
+    for _ in range(rounds * len(remote) * 2 // 4):
+        batch = next(optimizer.batches)
+        for i in range(4):
+            items.append({k: np.asarray(v[i]) for k, v in batch.items()})
+    policy = trainer.get_policy()
+    last_counter = {}
+    for item in items:
+        obs, new_obs = item[SampleBatch.OBS], item[SampleBatch.NEXT_OBS]
+        assert obs.shape == (FRAGMENT, 4)
+        source = (obs[0, 0], obs[0, 1])
+        assert source[0] in (1.0, 2.0)  # a remote worker's env
+        assert (obs[:, :2] == obs[0, :2]).all(), "a fragment mixes envs"
+        counters = obs[:, 2]
+        np.testing.assert_array_equal(counters, counters[0] + np.arange(FRAGMENT))
+        # fragments of one env arrive in the order they were written, none missing
+        assert counters[0] == last_counter.get(source, -FRAGMENT) + FRAGMENT
+        last_counter[source] = counters[0]
+        # episode boundaries: marked exactly where the next observation is a reset
+        ended = item[SampleBatch.TERMINATEDS] | item[SampleBatch.TRUNCATEDS]
+        np.testing.assert_array_equal(ended[:-1], obs[1:, 3] == 0)
+        np.testing.assert_array_equal(new_obs[:, 2], counters + 1)
+        # the behaviour logits are the ones the (unchanged) policy computes on those obs
+        _, _, extra = policy.compute_actions(obs, explore=False)
+        np.testing.assert_allclose(item[SampleBatch.ACTION_DIST_INPUTS],
+                                   extra[SampleBatch.ACTION_DIST_INPUTS], rtol=1e-5, atol=1e-6)
+    assert len(last_counter) == 4  # 2 workers x 2 envs
+    assert {k: v for k, v in last_counter.items()} == {k: (rounds - 1) * FRAGMENT
+                                                        for k in last_counter}
+    assert any(i[SampleBatch.TRUNCATEDS].any() for i in items)
+    assert any(i[SampleBatch.TERMINATEDS].any() for i in items)
+
+
+def check_weights_reach_workers(trainer):
+    """Once the learner stops, every worker ends up sampling with its final weights."""
+    optimizer = trainer.optimizer
+    remote = trainer.workers.remote_workers()
+    initial = trainer.get_policy().get_weights()
+    while optimizer.learner.weights_version < 3:
+        optimizer.step()
+    optimizer.learner.stop(timeout=0)
+    while optimizer.learner.is_alive():
+        optimizer.step()  # the workers' writes let a blocked read return
+    final = trainer.get_policy().get_weights()
+    # every worker has been sent the final weights once one of its samples returned
+    while not all(optimizer._worker_versions.get(w) == optimizer.learner.weights_version
+                  for w in remote):
+        optimizer.step()
+    for worker in remote:
+        weights = ray.get(worker.get_weights.remote())["default_policy"]
+        for got, want in zip(weights, final):
+            np.testing.assert_array_equal(got, want)
+        assert any(not np.array_equal(w, b) for w, b in zip(weights, initial))
+    assert optimizer.num_weight_broadcasts >= len(remote)
 
 
 @pytest.mark.parametrize("algo", ["IMPALA", "APPO"])
 def test_short_training_run_learns_on_whole_batches(ray_session, algo):
-    trainer = get_trainer_class(algo)(config=small_config(num_sgd_iter=2, minibatch_buffer_size=2),
-                                      env="CartPole-v1")
+    config = small_config(num_workers=1, num_sgd_iter=2, minibatch_buffer_size=2)
+    trainer = get_trainer_class(algo)(config=config, env="CartPole-v1")
     try:
         initial = trainer.get_policy().get_weights()
         result = {}
-        while result.get("info", {}).get("num_steps_trained", 0) < 8 * 4 * FRAGMENT:
+        while result.get("info", {}).get("num_steps_trained", 0) < 4 * 4 * FRAGMENT:
             result = trainer.train()
         info = result["info"]
         stats = info["learner"]["default_policy"]
