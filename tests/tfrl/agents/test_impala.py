@@ -7,6 +7,7 @@ import pytest
 import ray
 
 from tfrl import errors
+from tfrl.agents.impala import APPOTrainer, AsyncPPOTFPolicy, ImpalaTrainer
 from tfrl.agents.registry import get_trainer_class
 from tfrl.learner.minibatch_buffer import MinibatchBuffer
 from tfrl.policy import SampleBatch
@@ -127,10 +128,17 @@ def check_weights_reach_workers(trainer):
     assert optimizer.num_weight_broadcasts >= len(remote)
 
 
-@pytest.mark.parametrize("algo", ["IMPALA", "APPO"])
-def test_short_training_run_learns_on_whole_batches(ray_session, algo):
+def test_registered_names():
+    assert get_trainer_class("IMPALA") is ImpalaTrainer
+    assert get_trainer_class("APPO") is APPOTrainer
+    assert APPOTrainer._policy is AsyncPPOTFPolicy
+
+
+@pytest.mark.parametrize("trainer_class", [ImpalaTrainer, APPOTrainer])
+def test_short_training_run_learns_on_whole_batches(ray_session, trainer_class):
+    # as the README shows it, with a smaller network and batch
     config = small_config(num_workers=1, num_sgd_iter=2, minibatch_buffer_size=2)
-    trainer = get_trainer_class(algo)(config=config, env="CartPole-v1")
+    trainer = trainer_class(env="CartPole-v1", config=config)
     try:
         initial = trainer.get_policy().get_weights()
         result = {}
@@ -139,6 +147,7 @@ def test_short_training_run_learns_on_whole_batches(ray_session, algo):
         info = result["info"]
         stats = info["learner"]["default_policy"]
         assert {"policy_loss", "vf_loss", "entropy", "mean_rho"} <= set(stats)
+        assert 0.0 < stats["mean_rho"] < 10.0
         assert all(np.isfinite(v) for v in stats.values())
         assert info["num_steps_trained"] % (4 * FRAGMENT) == 0
         # two passes over each batch: half as many batches read as steps taken (give or take
