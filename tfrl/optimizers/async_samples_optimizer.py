@@ -65,8 +65,13 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
                 f"{list(local.policies_to_train)}; train one policy")
         self.policy_id = local.policies_to_train[0]
         self.policy = local.get_policy(self.policy_id)
-        step_signature = replay_signature(
+        # only the columns the loss reads travel (no value predictions or log-probabilities)
+        loss_columns = set(self.policy.loss_input_signature)
+        columns = [c for c in replay_signature(
             self.policy, observation_filter=self.worker_settings.observation_filter)
+            if c in loss_columns]
+        step_signature = replay_signature(
+            self.policy, columns, observation_filter=self.worker_settings.observation_filter)
         table = Table.queue(LEARNER_QUEUE_TABLE, settings.learner_queue_size,
                             signature=fragment_signature(step_signature, length))
         replay.add_table(table)
