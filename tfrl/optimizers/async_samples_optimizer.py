@@ -200,10 +200,11 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
         self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
 
     def stats(self) -> dict:
+        with self.learner.lock:
+            batches, version = self.learner.num_batches_read, self.learner.weights_version
         return {**super().stats(), "learner_queue_size": self.settings.learner_queue_size,
                 "num_weight_broadcasts": self.num_weight_broadcasts,
-                "num_batches_learned": self.learner.num_batches_read,
-                "learner_weights_version": self.learner.weights_version}
+                "num_batches_learned": batches, "learner_weights_version": version}
 
     def stop(self) -> None:
         if self.learner.ident is None:

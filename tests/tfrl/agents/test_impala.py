@@ -54,11 +54,25 @@ def small_config(**overrides):
     return config
 
 
-def test_fragments_reach_the_learner_whole_in_order_then_workers_get_its_weights(ray_session):
-    trainer = get_trainer_class("IMPALA")(config=small_config(lr=0.01), env=CounterEnv)
+def test_fragments_reach_the_learner_whole_in_order_it_learns_and_workers_get_its_weights(
+        ray_session):
+    # as the README shows it, on an env whose observations tell where each step came from
+    trainer = ImpalaTrainer(env=CounterEnv, config=small_config(
+        lr=0.01, num_sgd_iter=2, minibatch_buffer_size=2))
     try:
+        initial = trainer.get_policy().get_weights()
         check_queue_path(trainer)
-        check_weights_reach_workers(trainer)
+        check_training(trainer, initial)
+        check_weights_reach_workers(trainer, initial)
+    finally:
+        trainer.stop()
+
+
+def test_appo_short_training_run_learns_on_whole_batches(ray_session):
+    config = small_config(num_workers=1, num_sgd_iter=2, minibatch_buffer_size=2)
+    trainer = APPOTrainer(env="CartPole-v1", config=config)
+    try:
+        check_training(trainer, trainer.get_policy().get_weights())
     finally:
         trainer.stop()
 
@@ -105,11 +119,29 @@ def check_queue_path(trainer):
     assert any(i[SampleBatch.TERMINATEDS].any() for i in items)
 
 
-def check_weights_reach_workers(trainer):
+def check_training(trainer, initial):
+    """train() learns on whole batches, num_sgd_iter steps on each, and changes the weights."""
+    result = {}
+    while result.get("info", {}).get("num_steps_trained", 0) < 4 * 4 * FRAGMENT:
+        result = trainer.train()
+    info = result["info"]
+    stats = info["learner"]["default_policy"]
+    assert {"policy_loss", "vf_loss", "entropy", "mean_rho"} <= set(stats)
+    assert 0.0 < stats["mean_rho"] < 10.0
+    assert all(np.isfinite(v) for v in stats.values())
+    assert info["num_steps_trained"] % (4 * FRAGMENT) == 0
+    # two passes over each batch: half as many batches read as steps taken (give or take
+    # the batches of the buffer still in use)
+    assert info["num_batches_learned"] * 2 - info["learner_weights_version"] in (0, 1, 2)
+    assert result["timesteps_total"] > 0 and result["episodes_this_iter"] >= 0
+    assert any(not np.array_equal(a, b)
+               for a, b in zip(trainer.get_policy().get_weights(), initial))
+
+
+def check_weights_reach_workers(trainer, initial):
     """Once the learner stops, every worker ends up sampling with its final weights."""
     optimizer = trainer.optimizer
     remote = trainer.workers.remote_workers()
-    initial = trainer.get_policy().get_weights()
     while optimizer.learner.weights_version < 3:
         optimizer.step()
     optimizer.learner.stop(timeout=0)
@@ -132,32 +164,6 @@ def test_registered_names():
     assert get_trainer_class("IMPALA") is ImpalaTrainer
     assert get_trainer_class("APPO") is APPOTrainer
     assert APPOTrainer._policy is AsyncPPOTFPolicy
-
-
-@pytest.mark.parametrize("trainer_class", [ImpalaTrainer, APPOTrainer])
-def test_short_training_run_learns_on_whole_batches(ray_session, trainer_class):
-    # as the README shows it, with a smaller network and batch
-    config = small_config(num_workers=1, num_sgd_iter=2, minibatch_buffer_size=2)
-    trainer = trainer_class(env="CartPole-v1", config=config)
-    try:
-        initial = trainer.get_policy().get_weights()
-        result = {}
-        while result.get("info", {}).get("num_steps_trained", 0) < 4 * 4 * FRAGMENT:
-            result = trainer.train()
-        info = result["info"]
-        stats = info["learner"]["default_policy"]
-        assert {"policy_loss", "vf_loss", "entropy", "mean_rho"} <= set(stats)
-        assert 0.0 < stats["mean_rho"] < 10.0
-        assert all(np.isfinite(v) for v in stats.values())
-        assert info["num_steps_trained"] % (4 * FRAGMENT) == 0
-        # two passes over each batch: half as many batches read as steps taken (give or take
-        # the batches of the buffer still in use)
-        assert info["num_batches_learned"] * 2 - info["learner_weights_version"] in (0, 1, 2)
-        assert result["timesteps_total"] > 0 and result["episodes_this_iter"] >= 0
-        assert any(not np.array_equal(a, b)
-                   for a, b in zip(trainer.get_policy().get_weights(), initial))
-    finally:
-        trainer.stop()
 
 
 def test_train_batch_must_be_whole_fragments():
