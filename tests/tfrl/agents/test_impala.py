@@ -180,3 +180,15 @@ def test_minibatch_buffer_serves_each_batch_num_passes_times_interleaved():
     served = [buffer.get() for _ in range(8)]
     assert [b for b, _ in served] == [0, 1, 0, 1, 0, 1, 2, 3]
     assert [f for _, f in served] == [True, True, False, False, False, False, True, True]
+
+
+def test_without_remote_workers_the_driver_samples_and_the_learner_thread_learns(ray_session):
+    trainer = ImpalaTrainer(env="CartPole-v1", config=small_config(num_workers=0))
+    try:
+        result = {}
+        while result.get("info", {}).get("num_steps_trained", 0) < 2 * 4 * FRAGMENT:
+            result = trainer.train()
+        assert result["timesteps_total"] >= result["info"]["num_steps_trained"]
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+    finally:
+        trainer.stop()
