@@ -68,3 +68,8 @@ class EnvCrashError(EnvError, RuntimeError):
 
 class WorkerCrashedError(TfrlError, RuntimeError):
     """A remote rollout worker died and could not be recreated."""
+
+
+class LearnerError(TfrlError, RuntimeError):
+    """The learner thread of an asynchronous optimizer failed; the cause is its error. Fix that
+    cause (often a loss that does not fit the sampled batch) and start the trainer again."""

@@ -15,10 +15,12 @@ tfrl/rollout/replay_output.py: step columns [sequences, max_seq_len, ...], `stat
 sequences (`sgd_minibatch_size` counts steps, so a minibatch holds
 sgd_minibatch_size // max_seq_len sequences); just before the loss, the step columns are
 flattened into the [sequences * max_seq_len, ...] rows the recurrent model expects.
+Trajectory fragments (IMPALA's items, `sequence_length`) go the same way: a minibatch holds
+whole fragments, flattened batch-major into rows before the loss.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -52,9 +54,13 @@ class MinibatchSGD:
         device).
       num_sgd_iter: epochs over the batch per call.
       minibatch_size: global minibatch size (split evenly over replicas).
+      sequence_length: when set, the batch's step columns are [sequences, sequence_length, ...]
+        (trajectory fragments) and minibatches hold whole sequences; default: a recurrent
+        policy's max_seq_len, else None (rows).
     """
 
-    def __init__(self, policy, strategy: tf.distribute.Strategy, num_sgd_iter: int, minibatch_size: int):
+    def __init__(self, policy, strategy: tf.distribute.Strategy, num_sgd_iter: int, minibatch_size: int,
+                 sequence_length: Optional[int] = None):
         self.policy = policy
         self.strategy = strategy
         self.num_sgd_iter = int(num_sgd_iter)
@@ -62,7 +68,7 @@ class MinibatchSGD:
         self.signature = policy.loss_input_signature
         # recurrent policies learn on whole sequences of this many (padded) steps
         self.max_seq_len = (int(policy.config["model"]["max_seq_len"]) if policy.is_recurrent()
-                            else None)
+                            else sequence_length)
         self._run = None  # traced at the first call, for train batches of any size
         self._calls = 0
 

@@ -69,3 +69,21 @@ class SyncReplaySettings(Settings):
         "added to |TD error| so every new priority is positive", above=0)
     broadcast_interval: int = setting(
         "sampling rounds between weight broadcasts to the remote workers", minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncSamplesSettings(Settings):
+    """AsyncSamplesOptimizer (IMPALA, APPO): workers sample asynchronously into a learner queue
+    table; a learner thread learns on whole trajectory fragments."""
+
+    train_batch_size: int = setting(
+        "env steps per learner batch (a multiple of rollout_fragment_length)", minimum=1)
+    num_sgd_iter: int = setting("gradient steps on each train batch", minimum=1)
+    minibatch_buffer_size: int = setting(
+        "train batches the learner cycles through, one step on each in turn", minimum=1)
+    learner_queue_size: int = setting(
+        "trajectory fragments the learner queue table holds before writers wait", minimum=1)
+    max_sample_requests_in_flight_per_worker: int = setting(
+        "sample() calls each remote worker has outstanding", minimum=1)
+    broadcast_interval: int = setting(
+        "learner steps between two refreshes of the weights sent to workers", minimum=1)

@@ -66,6 +66,7 @@ class SampleBatch(dict):
     INFOS = "infos"
     EPS_ID = "eps_id"
     UNROLL_ID = "unroll_id"
+    ENV_ID = "env_id"  # index of the env within its worker (single-agent env runner)
     AGENT_INDEX = "agent_index"
     T = "t"
     ACTION_DIST_INPUTS = "action_dist_inputs"

@@ -4,14 +4,14 @@ from tfrl.rollout.callbacks import DefaultCallbacks, MultiCallbacks
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.filters import MeanStdFilter, NoFilter, RunningStat, make_filter
 from tfrl.rollout.metrics import RolloutMetrics, collect_episodes, summarize_episodes
-from tfrl.rollout.replay_output import (ReplayOutput, ReplayOutputSpec, replay_columns,
-                                           replay_signature)
+from tfrl.rollout.replay_output import (ReplayOutput, ReplayOutputSpec, fragment_signature,
+                                           replay_columns, replay_signature)
 from tfrl.rollout.rollout_worker import RolloutWorker, SampleSummary
 from tfrl.rollout.worker_set import WorkerSet, is_worker_failure
 
 __all__ = [
     "DefaultCallbacks", "MultiCallbacks", "Episode", "MeanStdFilter", "NoFilter", "RunningStat",
     "make_filter", "RolloutMetrics", "collect_episodes", "summarize_episodes", "ReplayOutput",
-    "ReplayOutputSpec", "replay_columns", "replay_signature", "RolloutWorker", "SampleSummary",
-    "WorkerSet", "is_worker_failure",
+    "ReplayOutputSpec", "fragment_signature", "replay_columns", "replay_signature",
+    "RolloutWorker", "SampleSummary", "WorkerSet", "is_worker_failure",
 ]

@@ -16,6 +16,12 @@ shape [max_seq_len, ...], the recurrent state fed at the sequence's first step (
 and the true length (`seq_lens`). A learner that samples items therefore always gets whole
 sequences with the state to start them from, which is what a recurrent loss needs.
 
+Trajectory fragments (`ReplayOutputSpec.item_length`, IMPALA's data path): an item is `item_length`
+consecutive steps of ONE env, in step order, episode boundaries included (the `terminateds` /
+`truncateds` columns mark them); every step column gets a leading time dimension
+(`fragment_signature`). Each env's steps are appended in order, so the item covers exactly one
+chunk and items of one worker enter a queue table in the order they were sampled.
+
 `replay_columns` and `replay_signature` derive the columns and the table signature (a dict of
 `replay.specs.TensorSpec`) from a policy by running a two-step dummy trajectory through its
 `compute_actions` and `postprocess_trajectory`: the trainer creates the table with that
@@ -155,6 +161,16 @@ def replay_signature(policy, columns: Optional[Sequence[str]] = None,
     return signature
 
 
+def fragment_signature(step_signature: Dict[str, Any], item_length: int) -> Dict[str, Any]:
+    """The table signature of trajectory-fragment items: every spec of `step_signature` (one
+    step, from `replay_signature`) with a leading time dimension of `item_length`."""
+    from replay.specs import TensorSpec
+
+    return {name: tree.map_structure(
+        lambda s: TensorSpec((int(item_length), *s.shape), s.dtype, s.name), spec)
+        for name, spec in step_signature.items()}
+
+
 @dataclasses.dataclass(frozen=True)
 class ReplayOutputSpec:
     """How workers write into replay; picklable, handed to every worker.
@@ -175,6 +191,9 @@ class ReplayOutputSpec:
         steps); an error of those items is raised by a later write or by `close`.
       token: the replay server's access token, if it needs one.
       root_certificates: PEM bytes of the certificate to trust when the server uses TLS.
+      item_length: when set, items are trajectory fragments of this many consecutive steps of
+        one env (see the module docstring) instead of single steps; the table signature is
+        `fragment_signature(replay_signature(policy), item_length)`.
     """
 
     address: str
@@ -186,6 +205,7 @@ class ReplayOutputSpec:
     max_unacked_after_write: int = 0
     token: Optional[str] = None
     root_certificates: Optional[bytes] = None
+    item_length: Optional[int] = None
 
     def make(self, policy_map: Dict[str, Any], policies_to_train: Sequence[str],
              rollout_fragment_length: int = 200,
@@ -228,13 +248,22 @@ class ReplayOutput:
             self.signatures[pid] = replay_signature(policy_map[pid], columns, observation_filter)
         self.client = Client(spec.address, token=spec.token, root_certificates=spec.root_certificates)
         self.chunk_length = int(spec.chunk_length or rollout_fragment_length)
+        self.item_length = int(spec.item_length) if spec.item_length else None
+        if self.item_length:
+            recurrent = [pid for pid, n in self.sequence_lengths.items() if n]
+            if recurrent:
+                raise errors.InvalidConfigError(
+                    f"replay output: trajectory-fragment items (item_length={self.item_length}) "
+                    f"are not supported for recurrent policies {recurrent}; use a feed-forward "
+                    "model")
+            self.chunk_length = self.item_length
         self._writer = None
         self.items_written = 0
 
     def _get_writer(self):
         if self._writer is None:
             self._writer = self.client.trajectory_writer(
-                num_keep_alive_refs=1, chunk_length=self.chunk_length,
+                num_keep_alive_refs=self.item_length or 1, chunk_length=self.chunk_length,
                 max_in_flight_items=self.spec.max_in_flight_items)
         return self._writer
 
@@ -275,6 +304,8 @@ class ReplayOutput:
                     f"{self.tables[pid]!r} expects; its columns are {sorted(batch.keys())}")
         if max_seq_len:
             batch = _as_sequences(batch, signature, max_seq_len)
+        if self.item_length:
+            return self._write_fragments(pid, batch, signature)
         columns = {name: tree.map_structure(lambda a, s: np.asarray(a, dtype=s.dtype),
                                             batch[name], spec)
                    for name, spec in signature.items()}
@@ -297,6 +328,45 @@ class ReplayOutput:
             refs = writer.append(step)
             writer.create_item(table, float(priorities[t]), refs)
         return n
+
+    def _write_fragments(self, pid: str, batch: SampleBatch, signature: Dict[str, Any]) -> int:
+        """Writes each env's rows of `batch` as items of `item_length` consecutive steps;
+        returns the number of items."""
+        length = self.item_length
+        if SampleBatch.ENV_ID not in batch:
+            raise InvalidBatchError(
+                f"trajectory-fragment items need the {SampleBatch.ENV_ID!r} column of the "
+                "single-agent env runner; multi-agent batches cannot be written as fragments")
+        env_ids = np.asarray(batch[SampleBatch.ENV_ID])
+        # rows of one env are in step order in the batch; a stable sort keeps that order
+        order = np.argsort(env_ids, kind="stable")
+        counts = np.bincount(env_ids)
+        uneven = [int(i) for i, c in enumerate(counts) if c % length]
+        if uneven:
+            raise InvalidBatchError(
+                f"env(s) {uneven} of the batch have {[int(counts[i]) for i in uneven]} rows, not a "
+                f"multiple of item_length={length}; sample with batch_mode='truncate_episodes' "
+                f"and rollout_fragment_length={length}")
+        columns = {name: tree.map_structure(lambda a, s: np.asarray(a, dtype=s.dtype)[order],
+                                            batch[name], spec)
+                   for name, spec in signature.items()}
+        priorities = (np.asarray(batch[PRIORITY_COLUMN], np.float64)[order]
+                      if PRIORITY_COLUMN in batch else None)
+        writer = self._get_writer()
+        table = self.tables[pid]
+        names = list(columns)
+        nested = any(tree.is_nested(columns[c]) for c in names)
+        n = len(order)
+        for t in range(n):
+            if nested:
+                step = {c: tree.map_structure(lambda a: a[t], columns[c]) for c in names}
+            else:
+                step = {c: columns[c][t] for c in names}
+            writer.append(step)
+            if (t + 1) % length == 0:
+                priority = 1.0 if priorities is None else float(priorities[t + 1 - length:t + 1].max())
+                writer.create_item_from_last_steps(table, priority, length)
+        return n // length
 
     def _drop_writer(self) -> None:
         if self._writer is not None:

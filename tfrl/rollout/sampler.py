@@ -309,6 +309,7 @@ class EnvRunner:
         batch[SampleBatch.EPS_ID] = np.full(n, episode.episode_id, np.int64)
         batch[SampleBatch.AGENT_INDEX] = np.zeros(n, np.int64)
         batch[SampleBatch.UNROLL_ID] = np.full(n, unroll_id, np.int64)
+        batch[SampleBatch.ENV_ID] = np.full(n, i, np.int64)
         batch[SampleBatch.T] = np.arange(start_t, start_t + n, dtype=np.int64)
         return SampleBatch(batch)
 

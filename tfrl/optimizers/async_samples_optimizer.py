@@ -1,0 +1,239 @@
+"""AsyncSamplesOptimizer: IMPALA's data flow. Workers sample without waiting for the learner,
+write whole trajectory fragments into a replay Queue table, and a learner thread learns on them.
+
+    worker i: sample() -> ReplayOutput: one item per env per fragment of
+              rollout_fragment_length steps (with the behaviour logits) -> learner queue table
+    learner thread: ReplayDataset(queue).batch(train_batch_size / rollout_fragment_length)
+              -> MinibatchBuffer (num_sgd_iter, minibatch_buffer_size) -> MinibatchSGD
+    driver:   keeps max_sample_requests_in_flight_per_worker sample() calls on every worker;
+              when one returns, the worker gets the newest weights (one ray.put per refresh)
+              before its next sample() is queued behind them
+
+The queue table is the learner queue: its rate limiter makes writers wait while it holds
+`learner_queue_size` fragments, so sampling can run at most that far ahead of learning. Each
+fragment is one item of consecutive steps of one env, so it reaches the learner whole and the
+fragments of one worker reach it in the order they were written. The bulk data goes worker ->
+replay server -> learner; the driver sees counts, metrics and weights.
+
+The learner thread starts with the first `step()`. One policy learns (the default one); the
+learner is the local worker's own policy on one device.
+See docs/architecture.md, "Data path".
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List
+
+import tensorflow as tf
+
+from tfrl import errors
+from tfrl.learner.learner_thread import LearnerThread
+from tfrl.learner.minibatch_sgd import MinibatchSGD
+from tfrl.optimizers.policy_optimizer import PolicyOptimizer
+from tfrl.optimizers.settings import AsyncSamplesSettings
+from tfrl.rollout.settings import WorkerSettings
+
+logger = logging.getLogger(__name__)
+
+LEARNER_QUEUE_TABLE = "learner_queue"
+# seconds a worker may wait for room in the learner queue before its write fails
+WRITE_TIMEOUT_S = 600.0
+
+
+class AsyncSamplesOptimizer(PolicyOptimizer):
+    """Config keys: those of AsyncSamplesSettings (read once, here), and the rollout keys of
+    WorkerSettings.
+
+    Raises (constructor):
+      InvalidConfigError: a missing, ill-typed or out-of-range key, a train batch that is not
+        whole fragments, complete_episodes batches, or several policies to train.
+    """
+
+    def __init__(self, workers, config: dict, replay):
+        super().__init__(workers, config, replay)
+        from replay import Table
+        from tfrl.rollout import ReplayOutputSpec, fragment_signature, replay_signature
+
+        self.settings = settings = AsyncSamplesSettings.from_config(config)
+        self.worker_settings = WorkerSettings.from_config(config)
+        length = self.worker_settings.rollout_fragment_length
+        check_fragment_config(config)
+        local = workers.local_worker()
+        if len(local.policies_to_train) != 1:
+            raise errors.InvalidConfigError(
+                f"AsyncSamplesOptimizer trains one policy, but policies_to_train is "
+                f"{list(local.policies_to_train)}; train one policy")
+        self.policy_id = local.policies_to_train[0]
+        self.policy = local.get_policy(self.policy_id)
+        # only the columns the loss reads travel (no value predictions or log-probabilities)
+        loss_columns = set(self.policy.loss_input_signature)
+        columns = [c for c in replay_signature(
+            self.policy, observation_filter=self.worker_settings.observation_filter)
+            if c in loss_columns]
+        step_signature = replay_signature(
+            self.policy, columns, observation_filter=self.worker_settings.observation_filter)
+        table = Table.queue(LEARNER_QUEUE_TABLE, settings.learner_queue_size,
+                            signature=fragment_signature(step_signature, length))
+        replay.add_table(table)
+        self.address = replay.start()
+        self.table = table.name
+        client_kwargs = replay.client_kwargs or {}
+        workers.set_replay_output(ReplayOutputSpec(
+            self.address, {self.policy_id: self.table},
+            columns={self.policy_id: list(step_signature)}, chunk_length=length,
+            item_length=length, flush_timeout=WRITE_TIMEOUT_S, token=client_kwargs.get("token"),
+            root_certificates=client_kwargs.get("root_certificates")))
+        self.fragments_per_batch = settings.train_batch_size // length
+        dataset = replay.dataset(
+            self.table, max_in_flight_samples_per_worker=2 * self.fragments_per_batch,
+            num_workers_per_iterator=1)
+        dataset = dataset.map(lambda sample: sample.data).batch(self.fragments_per_batch)
+        self.batches = iter(dataset)
+        self.sgd = MinibatchSGD(self.policy, tf.distribute.get_strategy(), num_sgd_iter=1,
+                                minibatch_size=settings.train_batch_size,
+                                sequence_length=length)
+        self.learner = LearnerThread(
+            self.sgd, lambda: next(self.batches), settings.train_batch_size,
+            minibatch_buffer_size=settings.minibatch_buffer_size,
+            num_sgd_iter=settings.num_sgd_iter)
+        self._pending: Dict[Any, Any] = {}  # sample() ref -> worker
+        self._weights_ref = None
+        self._weights_version = -1   # learner version the current weights object holds
+        self._worker_versions: Dict[Any, int] = {}
+        self.num_weight_broadcasts = 0
+
+    # --- the driver's loop --------------------------------------------------------------
+    def _launch(self, worker) -> None:
+        version = self._worker_versions.get(worker, -1)
+        if self._weights_ref is not None and version < self._weights_version:
+            worker.set_weights.remote(self._weights_ref,
+                                      {"timestep": self.num_steps_sampled})
+            self._worker_versions[worker] = self._weights_version
+            self.num_weight_broadcasts += 1
+        self._pending[worker.sample.remote()] = worker
+
+    def _refresh_weights(self) -> None:
+        """A new weights object when the learner took `broadcast_interval` steps since the
+        last one."""
+        import ray
+
+        version = self.learner.weights_version
+        if version - max(self._weights_version, 0) >= self.settings.broadcast_interval or (
+                self._weights_ref is None and version > 0):
+            self._weights_ref = ray.put({self.policy_id: self.sgd.get_weights()})
+            self._weights_version = version
+
+    def _check_learner(self) -> None:
+        if self.learner.error is not None:
+            raise errors.LearnerError(
+                f"the learner thread failed: {self.learner.error!r}") from self.learner.error
+
+    def step(self) -> dict:
+        """Handles the sample() calls that returned (at least one): counts their steps and
+        episodes, sends the newest weights to their workers and queues their next sample().
+
+        Raises:
+          LearnerError: the learner thread failed (its error is the cause).
+          whatever a worker's sample() raised, except worker failures (the worker is recreated).
+        """
+        import ray
+
+        from tfrl.rollout.worker_set import is_worker_failure
+
+        if self.learner.ident is None:
+            self.learner.start()  # the learner starts with the first step
+        self._check_learner()
+        remote = self.workers.remote_workers()
+        if not remote:
+            return self._step_local()
+        if not self._pending:
+            for worker in remote:
+                for _ in range(self.settings.max_sample_requests_in_flight_per_worker):
+                    self._launch(worker)
+        with self.timer("wait"):
+            ready: List[Any] = []
+            while not ready:
+                ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=1.0)
+                self._check_learner()
+            ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+        self._refresh_weights()
+        for ref in ready:
+            worker = self._pending.pop(ref)
+            try:
+                summary = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - sorted into worker failures and others
+                if not is_worker_failure(exc):
+                    raise
+                self._replace_worker(worker, exc)
+                continue
+            self._count(summary)
+            self._launch(worker)
+        self._sync_learner_counters()
+        return self.learner_stats
+
+    def _replace_worker(self, worker, exc) -> None:
+        for ref in [r for r, w in self._pending.items() if w is worker]:
+            del self._pending[ref]
+        self._worker_versions.pop(worker, None)
+        new = self.workers.recreate_worker(worker, exc)
+        if new is not None:
+            for _ in range(self.settings.max_sample_requests_in_flight_per_worker):
+                self._launch(new)
+
+    def _step_local(self) -> dict:
+        """num_workers = 0: the local worker samples in the driver (its policy is the learner's,
+        so its weights are always the newest)."""
+        self._count(self.workers.local_worker().sample())
+        self._sync_learner_counters()
+        return self.learner_stats
+
+    def _count(self, summary) -> None:
+        self.num_steps_sampled += summary["env_steps"]
+        self._new_episodes.extend(summary["episodes"])
+
+    def _sync_learner_counters(self) -> None:
+        with self.learner.lock:
+            self.num_steps_trained = self.learner.num_steps_trained
+            stats = dict(self.learner.stats)
+        if stats:
+            self.learner_stats = {self.policy_id: stats}
+        self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
+
+    def stats(self) -> dict:
+        with self.learner.lock:
+            batches, version = self.learner.num_batches_read, self.learner.weights_version
+        return {**super().stats(), "learner_queue_size": self.settings.learner_queue_size,
+                "num_weight_broadcasts": self.num_weight_broadcasts,
+                "num_batches_learned": batches, "learner_weights_version": version}
+
+    def stop(self) -> None:
+        if self.learner.ident is None:
+            super().stop()
+            return
+        self.learner.stop(timeout=0)
+        self.replay.close_datasets()  # ends a read the learner thread is blocked in
+        self.learner.stop(timeout=10.0)
+        super().stop()
+
+
+def check_fragment_config(config: dict) -> None:
+    """The rollout settings trajectory-fragment learning needs.
+
+    Raises:
+      InvalidConfigError: batch_mode is not 'truncate_episodes', or train_batch_size is not a
+        multiple of rollout_fragment_length, or the model is recurrent.
+    """
+    length = int(config["rollout_fragment_length"])
+    if config.get("batch_mode", "truncate_episodes") != "truncate_episodes":
+        raise errors.InvalidConfigError(
+            f"batch_mode={config['batch_mode']!r}: V-trace learns on fixed-length trajectory "
+            "fragments; set batch_mode='truncate_episodes'")
+    if int(config["train_batch_size"]) % length:
+        raise errors.InvalidConfigError(
+            f"train_batch_size={config['train_batch_size']} is not a multiple of "
+            f"rollout_fragment_length={length}; the learner reads whole fragments, so set "
+            f"train_batch_size to a multiple, e.g. {max(1, int(config['train_batch_size']) // length) * length}")
+    if (config.get("model") or {}).get("use_lstm"):
+        raise errors.InvalidConfigError(
+            "model.use_lstm: AsyncSamplesOptimizer learns feed-forward policies only; set "
+            "use_lstm to False")
