@@ -92,6 +92,21 @@ COMMON_CONFIG: Dict[str, Any] = {
     "evaluation_config": {},
     # remote evaluation workers; 0 runs the episodes in a local worker of the driver
     "evaluation_num_workers": 0,
+    # === Offline data (tfrl/offline/settings.py documents each key) ===
+    "input": "sampler",
+    "input_evaluation": [],
+    "postprocess_inputs": False,
+    "shuffle_buffer_size": 0,
+    "input_skip_corrupt": False,
+    "output": None,
+    "output_format": "tfrecord",
+    "output_compress_columns": ["obs", "new_obs"],
+    "output_max_file_size": 64 * 1024 * 1024,
+    # === Serving export ===
+    # every N iterations write the policy as a SavedModel into export_dir/<iteration>/ (TF
+    # Serving's versioned layout); export_dir None: <logdir>/export
+    "export_every": None,
+    "export_dir": None,
     # === Multi-agent ===
     "multiagent": {"policies": {}, "policy_mapping_fn": None, "policies_to_train": None},
     # === Infrastructure ===
@@ -233,6 +248,8 @@ class Trainer:
                 raise errors.InvalidConfigError(
                     f"evaluation_config cannot set {key!r}; set it in the trainer's config")
         evaluation = merge_config(config, overrides, path="evaluation_config.")
+        if "output" not in overrides:
+            evaluation["output"] = None  # evaluation episodes are not recorded unless asked
         # whole episodes, one at a time per env: each sample() call ends at least one episode
         evaluation.update(batch_mode="complete_episodes", rollout_fragment_length=1,
                           num_workers=config["evaluation_num_workers"])
