@@ -11,6 +11,8 @@ ALGORITHMS = {
     "A3C": ("tfrl.agents.a3c.a3c", "A3CTrainer"),
     "PPO": ("tfrl.agents.ppo.ppo", "PPOTrainer"),
     "DQN": ("tfrl.agents.dqn.dqn", "DQNTrainer"),
+    "MARWIL": ("tfrl.agents.marwil.marwil", "MARWILTrainer"),
+    "BC": ("tfrl.agents.marwil.marwil", "BCTrainer"),
 }
 
 
