@@ -162,6 +162,10 @@ class Trainer:
                 "with other thread pools; set it in the first trainer of the process, before "
                 "other TensorFlow work", self.trainer_name, self.config["driver_tf_threads"])
         evaluation_config = self._evaluation_config()
+        from tfrl.serving_export import ExportSettings
+
+        self.export_settings = ExportSettings.from_config(self.config)
+        self._export_base = self.export_settings.base_dir(logdir)
         try:
             self._init(self.config)
             if evaluation_config is not None:
@@ -187,7 +191,9 @@ class Trainer:
 
         After the iteration the workers' observation filters are synchronised (see the module
         docstring) and, every `evaluation_interval` iterations, the evaluation workers run their
-        episodes; their metrics are under `result["evaluation"]`.
+        episodes; their metrics are under `result["evaluation"]`. Every `export_every`
+        iterations the policy is exported as `<export_dir>/<iteration>/` (tfrl/serving_export.py)
+        and `result["export_path"]` says where.
         """
         start = time.time()
         result = self._train()
@@ -197,6 +203,10 @@ class Trainer:
         interval = self.config["evaluation_interval"]
         if self.evaluation_workers is not None and self.iteration % interval == 0:
             result["evaluation"] = self._evaluate()
+        if self._export_base and self.iteration % self.export_settings.export_every == 0:
+            from tfrl.serving_export import export_version
+
+            result["export_path"] = export_version(self, self._export_base, self.iteration)
         time_this_iter = time.time() - start
         self._time_total += time_this_iter
         self._timesteps_total = int(result.get("timesteps_total", self._timesteps_total))

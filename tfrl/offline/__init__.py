@@ -7,6 +7,7 @@ json_writer.py). Batches read from files can be judged off-policy (off_policy_es
 A learner can also read recorded files directly through tf.data (dataset.py). The record
 layout is batch_record.py's; the config keys are OfflineSettings (settings.py).
 """
+from tfrl.offline.dataset import offline_dataset
 from tfrl.offline.input_reader import (FileInput, InputReader, SamplerInput, make_input_reader,
                                        resolve_input_files)
 from tfrl.offline.mixed_input import MixedInput
@@ -17,4 +18,5 @@ from tfrl.offline.settings import OfflineSettings
 
 __all__ = ["InputReader", "SamplerInput", "FileInput", "MixedInput", "make_input_reader",
            "resolve_input_files", "OutputWriter", "make_output_writer", "OffPolicyEstimator",
-           "ImportanceSampling", "WeightedImportanceSampling", "OfflineSettings"]
+           "ImportanceSampling", "WeightedImportanceSampling", "OfflineSettings",
+           "offline_dataset"]
