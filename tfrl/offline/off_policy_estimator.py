@@ -11,9 +11,9 @@ episode metrics and averaged under `result["off_policy_estimator"][<name>]`:
 
 Per-decision importance sampling (Precup et al. 2000, as in classic RLlib): with
 p_t = prod_{s<=t} pi(a_s|o_s) / mu(a_s|o_s), IS estimates sum_t gamma^t p_t r_t; weighted IS
-divides p_t by the mean of p_t over all episodes seen so far that reached step t (biased, far
-lower variance). The behaviour probabilities mu come from the recorded `action_prob` (or
-`action_logp`), which `output` records. Episodes are estimated only when the batch holds them
+divides p_t by the mean of p_t over all episodes seen so far (biased, lower variance; see
+WeightedImportanceSampling for the normaliser). The behaviour probabilities mu come from the
+recorded `action_prob` (or `action_logp`), which `output` records. Episodes are estimated only when the batch holds them
 whole (record with `batch_mode: complete_episodes`).
 """
 from __future__ import annotations
@@ -49,18 +49,24 @@ class OffPolicyEstimator:
           NotSupportedError: a target policy without action likelihoods (recurrent, or an
             action_sampler_fn policy such as DQN).
         """
-        estimates = []
+        episodes = []
         for episode in _whole_episodes(batch):
             rewards = np.asarray(episode[SampleBatch.REWARDS], np.float64)
             behaviour = _behaviour_probs(episode)
             target = np.exp(self.policy.compute_log_likelihoods(
                 episode[SampleBatch.ACTIONS], episode[SampleBatch.OBS]).astype(np.float64))
-            ratios = np.cumprod(target / np.maximum(behaviour, 1e-12))
+            episodes.append((rewards, np.cumprod(target / np.maximum(behaviour, 1e-12))))
+        self._observe([ratios for _, ratios in episodes])
+        estimates = []
+        for rewards, ratios in episodes:
             discounts = self.gamma ** np.arange(len(rewards))
             v_prev = float(np.sum(discounts * rewards))
             v_new = float(np.sum(discounts * self._weights(ratios) * rewards))
             estimates.append(OffPolicyEstimate(self.name, self._metrics(v_prev, v_new)))
         return estimates
+
+    def _observe(self, cumulative_ratios: List[np.ndarray]) -> None:
+        """Sees the cumulative ratios of a batch's episodes before they are weighted."""
 
     def _weights(self, cumulative_ratios: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -82,26 +88,34 @@ class ImportanceSampling(OffPolicyEstimator):
 
 
 class WeightedImportanceSampling(OffPolicyEstimator):
-    """Per-decision weighted importance sampling ("wis"); the normalisers are running means
-    of the cumulative ratios per step index over every episode this estimator has seen."""
+    """Per-decision weighted importance sampling ("wis"). The normaliser of step t is the mean
+    cumulative ratio at t over every episode this estimator has seen, an episode that ended
+    before t counting with its final ratio (its ratio no longer changes; without this, short
+    episodes would be left out of the normaliser and the estimate biased towards long ones).
+    The running sums include the current batch before it is weighted."""
 
     name = "wis"
 
     def __init__(self, policy, gamma: float):
         super().__init__(policy, gamma)
-        self.ratio_sums = np.zeros(0)
-        self.ratio_counts = np.zeros(0)
+        self.reached_sums = np.zeros(0)  # [t]: sum of p_t over episodes that reached t
+        self.ended_sums = np.zeros(1)  # [n]: sum of final ratios of episodes of length n
+        self.num_episodes = 0
+
+    def _observe(self, cumulative_ratios):
+        for ratios in cumulative_ratios:
+            n = len(ratios)
+            if n + 1 > len(self.ended_sums):
+                self.ended_sums = np.pad(self.ended_sums, (0, n + 1 - len(self.ended_sums)))
+                self.reached_sums = np.pad(self.reached_sums, (0, n - len(self.reached_sums)))
+            self.reached_sums[:n] += ratios
+            self.ended_sums[n] += ratios[-1]
+            self.num_episodes += 1
 
     def _weights(self, cumulative_ratios):
         n = len(cumulative_ratios)
-        if n > len(self.ratio_sums):
-            grow = n - len(self.ratio_sums)
-            self.ratio_sums = np.concatenate([self.ratio_sums, np.zeros(grow)])
-            self.ratio_counts = np.concatenate([self.ratio_counts, np.zeros(grow)])
-        self.ratio_sums[:n] += cumulative_ratios
-        self.ratio_counts[:n] += 1
-        means = self.ratio_sums[:n] / self.ratio_counts[:n]
-        return cumulative_ratios / np.maximum(means, 1e-12)
+        normaliser = (self.reached_sums[:n] + np.cumsum(self.ended_sums)[:n]) / self.num_episodes
+        return cumulative_ratios / np.maximum(normaliser, 1e-12)
 
     def _metrics(self, v_prev, v_new):
         return {"V_prev": v_prev, "V_step_WIS": v_new, "V_gain_est": v_new / max(1e-8, v_prev)}
