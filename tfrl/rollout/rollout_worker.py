@@ -6,7 +6,8 @@ the driver as the local worker or inside a Ray actor (`RolloutWorker.as_remote()
 WorkerSet (worker_set.py) manages many of them. `sample()` returns a postprocessed SampleBatch
 (MultiAgentBatch for multi-agent envs); given a replay output (replay_output.py) it writes the
 postprocessed rows straight into a replay table and returns only counts, so bulk experience
-never passes through the driver.
+never passes through the driver. Its batches come from an InputReader (the envs, or recorded
+files with `input`) and with `output` it records them to files (tfrl/offline/).
 
 Config keys (RLlib classic names; unknown keys are ignored here, the trainer validates them):
 num_envs_per_worker, rollout_fragment_length, batch_mode ("truncate_episodes" |

@@ -117,6 +117,10 @@ def test_bc_and_marwil_learn_the_recorded_policy(recorded_dir, algorithm):
         trainer.stop()
     assert result["info"]["num_steps_sampled"] == 1500  # rows read from the files
     assert result["episodes_this_iter"] == 0  # nothing was played to train
-    assert np.mean(greedy == actions) >= 0.95
+    # the teacher keeps w.obs near 0, so a third of the rows sit on its decision boundary; away
+    # from it the learned policy chooses as the teacher did
+    clear = np.abs(obs @ TEACHER) > 0.05
+    assert clear.sum() > 300
+    assert np.mean(greedy[clear] == actions[clear]) >= 0.95
     # the learned policy, played greedily in the env, balances far beyond a random one (~20)
     assert result["evaluation"]["episode_reward_mean"] >= 300
