@@ -72,7 +72,7 @@ def learn(name: str, workdir: str, max_seconds: float) -> str:
                 best = max(best, result["evaluation"]["episode_reward_mean"])
             reached = stop_reached(result, experiment["stop"])
         trainer.config["evaluation_num_episodes"] = 100
-        final = trainer._evaluate()["episode_reward_mean"]  # 100 fresh greedy episodes
+        final = trainer._evaluate()["episode_reward_mean"]  # noqa: SLF001 - 100 fresh greedy episodes
     finally:
         trainer.stop()
     return (f"{name} run={experiment['run']} stop={'reached' if reached else 'NOT_REACHED'} "

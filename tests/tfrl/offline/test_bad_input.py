@@ -5,7 +5,6 @@ import glob
 import logging
 import os
 
-import numpy as np
 import pytest
 
 from tfrl.agents.pg import PGTFPolicy

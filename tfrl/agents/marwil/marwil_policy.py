@@ -38,7 +38,7 @@ def postprocess_marwil_returns(policy, sample_batch, other_agent_batches=None, e
             if SampleBatch.TERMINATEDS in piece else False
         last_r = 0.0
         if not terminated and policy.model.has_value_branch:
-            last_r = float(policy._value(np.asarray(piece[SampleBatch.NEXT_OBS])[-1:])[0])
+            last_r = float(policy.value(np.asarray(piece[SampleBatch.NEXT_OBS])[-1:])[0])
         out.append(compute_advantages(piece.copy(), last_r, policy.config["gamma"],
                                       use_gae=False, use_critic=False))
     return concat_samples(out)
