@@ -72,6 +72,10 @@ def test_on_policy_validation_fits_fragments_into_the_train_batch(name):
     config.update(train_batch_size=256, sgd_minibatch_size=512)
     with pytest.raises(InvalidConfigError, match="sgd_minibatch_size"):
         module.validate_config(config)
+    # recorded input comes in the batches it was recorded in: no round to fit
+    config.update(train_batch_size=260, sgd_minibatch_size=64, input="/data/recorded")
+    module.validate_config(config)
+    assert config["rollout_fragment_length"] == 32
 
 
 def test_sgd_minibatch_defaults_to_the_whole_train_batch_for_pg_and_a2c():

@@ -29,16 +29,17 @@ def teacher_weights(policy):
 
 @pytest.fixture(scope="module")
 def recorded_dir(ray_session, tmp_path_factory):
-    """1000 steps of the teacher, acting greedily, recorded by a PPO trainer's remote worker."""
+    """1000 steps of the teacher, acting greedily, recorded by a PPO trainer's worker (the
+    driver's own; remote workers record in test_off_policy_estimation and the README test)."""
     out = str(tmp_path_factory.mktemp("recorded"))
     trainer = get_trainer_class("PPO")(config={
-        "env": "CartPole-v1", "num_workers": 1, "num_cpus_per_worker": 0, "explore": False,
+        "env": "CartPole-v1", "num_workers": 0, "explore": False,
         "model": LINEAR, "rollout_fragment_length": 250, "train_batch_size": 1000,
         "sgd_minibatch_size": 1000, "num_sgd_iter": 1, "lr": 0.0, "seed": 3,
         "output": out, "output_max_file_size": 30_000})
     try:
         trainer.get_policy().set_weights(teacher_weights(trainer.get_policy()))
-        result = trainer.train()  # the weights reach the worker before it samples
+        result = trainer.train()
     finally:
         trainer.stop()
     assert result["timesteps_total"] == 1000
@@ -53,7 +54,7 @@ def recorded_batches(directory):
 def test_every_sampled_row_is_recorded_with_its_behaviour_probability(recorded_dir):
     files = glob.glob(os.path.join(recorded_dir, "*"))
     assert len(files) >= 2, "output_max_file_size did not rotate the files"
-    assert all("_worker-1_" in os.path.basename(f) and f.endswith(".tfrecord") for f in files)
+    assert all("_worker-0_" in os.path.basename(f) and f.endswith(".tfrecord") for f in files)
     batches = recorded_batches(recorded_dir)
     assert sum(b.count for b in batches) == 1000
     rows = {k: np.concatenate([b[k] for b in batches]) for k in ("obs", "actions", "action_logp",
