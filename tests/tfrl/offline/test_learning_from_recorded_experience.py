@@ -123,5 +123,5 @@ def test_bc_and_marwil_learn_the_recorded_policy(recorded_dir, algorithm):
     clear = np.abs(obs @ TEACHER) > 0.05
     assert clear.sum() > 300
     assert np.mean(greedy[clear] == actions[clear]) >= 0.95
-    # the learned policy, played greedily in the env, balances far beyond a random one (~20)
-    assert result["evaluation"]["episode_reward_mean"] >= 300
+    # the learned policy, played greedily in the env, balances far longer than a random one (~22)
+    assert result["evaluation"]["episode_reward_mean"] >= 150
