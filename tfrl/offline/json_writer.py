@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from tfrl.offline.batch_record import recordable_columns
-from tfrl.offline.output_writer import DEFAULT_POLICY_ID, OutputWriter
+from tfrl.offline.output_writer import DEFAULT_POLICY_ID, OutputWriter, with_behaviour_probs
 from tfrl.policy.sample_batch import SampleBatch
 
 DONES = "dones"  # RLlib-classic's episode-end column
@@ -53,8 +53,6 @@ class JsonWriter(OutputWriter):
           OSError: the file cannot be written.
         """
         if hasattr(batch, "policy_batches"):
-            from tfrl.offline.output_writer import with_behaviour_probs
-
             if self.path is None or self.bytes_in_file >= self.max_file_size:
                 self._next_file()
             line = {"type": "MultiAgentBatch", "count": int(batch.env_steps()),
