@@ -240,7 +240,8 @@ class Trainer:
 
         Raises:
           InvalidConfigError: a bad evaluation_interval, evaluation_num_episodes or
-            evaluation_num_workers, or an unknown key in evaluation_config.
+            evaluation_num_workers, an unknown key in evaluation_config, or an evaluation
+            input other than 'sampler'.
         """
         config = self.config
         interval = config["evaluation_interval"]
@@ -260,6 +261,14 @@ class Trainer:
         evaluation = merge_config(config, overrides, path="evaluation_config.")
         if "output" not in overrides:
             evaluation["output"] = None  # evaluation episodes are not recorded unless asked
+        # evaluation plays episodes in the env, whatever the training workers read
+        evaluation["input"] = overrides.get("input", "sampler")
+        evaluation["input_evaluation"] = []
+        if evaluation["input"] != "sampler":
+            raise errors.InvalidConfigError(
+                "evaluation_config: evaluation workers play episodes in the env, so their input "
+                f"must be 'sampler', got {evaluation['input']!r}; judge recorded episodes with "
+                "input_evaluation instead")
         # whole episodes, one at a time per env: each sample() call ends at least one episode
         evaluation.update(batch_mode="complete_episodes", rollout_fragment_length=1,
                           num_workers=config["evaluation_num_workers"])

@@ -39,3 +39,14 @@ def test_export_every_without_a_place_is_refused(ray_session):
     with pytest.raises(InvalidConfigError, match="export_every needs a place"):
         get_trainer_class("PG")(config={"env": "CartPole-v1", "num_workers": 0,
                                         "export_every": 1})
+
+
+def test_evaluation_plays_the_env_even_when_training_reads_files(ray_session, tmp_path):
+    """Evaluation workers that read files would never finish an episode."""
+    (tmp_path / "x.json").write_text("")
+    config = {"env": "CartPole-v1", "num_workers": 0, "input": str(tmp_path),
+              "evaluation_interval": 1}
+    evaluation = get_trainer_class("BC")._default_config  # noqa: SLF001 - the class's defaults
+    assert evaluation["evaluation_config"]["input"] == "sampler"
+    with pytest.raises(InvalidConfigError, match="input must be 'sampler'"):
+        get_trainer_class("PG")(config=dict(config, evaluation_config={"input": str(tmp_path)}))
