@@ -1,4 +1,4 @@
-"""The `tfrl` command: `tfrl train`, `tfrl rollout` and `tfrl export`.
+"""The `tfrl` command: `tfrl train`, `tfrl rollout` (`--out DIR` records) and `tfrl export`.
 
 `tfrl train` builds a trainer from `--run`/`--env`/`--config` or a tuned-example YAML (`-f`),
 trains until a `--stop` criterion holds, shows one progress row per iteration, writes TensorBoard
@@ -62,9 +62,12 @@ def load_experiment_file(path: str) -> Dict[str, Any]:
 
 
 def stop_reached(result: Dict[str, Any], stop: Dict[str, Any]) -> Optional[str]:
-    """The first stop criterion the result meets (`key >= value`), or None."""
+    """The first stop criterion the result meets (`key >= value`), or None; a key may name a
+    nested result with slashes (`evaluation/episode_reward_mean`)."""
     for key, value in stop.items():
-        current = result.get(key)
+        current = result
+        for part in key.split("/"):
+            current = current.get(part) if isinstance(current, dict) else None
         if current is not None and current == current and current >= value:
             return f"{key}={current:.6g} >= {value}"
     return None
@@ -100,6 +103,10 @@ def _build_parser() -> argparse.ArgumentParser:
     rollout.add_argument("checkpoint")
     rollout.add_argument("--episodes", type=int, default=10)
     rollout.add_argument("--explore", action="store_true", help="sample actions instead of the mode")
+    rollout.add_argument("--out", default=None,
+                         help="record the episodes (with their action probabilities) into this "
+                              "directory, as `output` does; `input: DIR` reads them back")
+    rollout.add_argument("--output-format", default="tfrecord", choices=["tfrecord", "json"])
 
     export = sub.add_parser("export", parents=[common], help="export a checkpoint's policy as a SavedModel")
     export.add_argument("checkpoint")
@@ -169,6 +176,9 @@ def cmd_train(args) -> int:
 def cmd_rollout(args) -> int:
     import gymnasium as gym
 
+    if args.out:
+        return _record_episodes(args)
+
     trainer = _trainer_from_checkpoint(args.checkpoint, num_workers=0)
     try:
         env = gym.make(trainer.config["env"], **trainer.config.get("env_config", {}))
@@ -184,6 +194,31 @@ def cmd_rollout(args) -> int:
             returns.append(total)
             print(f"episode {episode}: return {total:.1f}")
         print(f"mean return over {len(returns)} episodes: {sum(returns) / len(returns):.1f}")
+    finally:
+        trainer.stop()
+    return 0
+
+
+def _record_episodes(args) -> int:
+    """`tfrl rollout CKPT --out DIR`: plays whole episodes in the driver's rollout worker, which
+    records every step (the policy's action probabilities included) into DIR."""
+    trainer = _trainer_from_checkpoint(
+        args.checkpoint, num_workers=0, num_envs_per_worker=1, input="sampler",
+        output=args.out, output_format=args.output_format, batch_mode="complete_episodes",
+        rollout_fragment_length=1, explore=bool(args.explore), evaluation_interval=None)
+    try:
+        worker = trainer.workers.local_worker()
+        worker.set_replay_output(None)  # the batches go to the files only
+        returns: List[float] = []
+        while len(returns) < args.episodes:
+            worker.sample()  # one whole episode per call
+            for episode in worker.get_metrics():
+                print(f"episode {len(returns)}: return {episode.episode_reward:.1f}")
+                returns.append(episode.episode_reward)
+        print(f"mean return over {len(returns)} episodes: {sum(returns) / len(returns):.1f}")
+        worker.output_writer.close()
+        print(f"recorded into {os.path.abspath(args.out)}: "
+              f"{', '.join(os.path.basename(p) for p in worker.output_writer.files_written)}")
     finally:
         trainer.stop()
     return 0

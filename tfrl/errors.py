@@ -73,3 +73,28 @@ class WorkerCrashedError(TfrlError, RuntimeError):
 class LearnerError(TfrlError, RuntimeError):
     """The learner thread of an asynchronous optimizer failed; the cause is its error. Fix that
     cause (often a loss that does not fit the sampled batch) and start the trainer again."""
+class OfflineDataError(TfrlError):
+    """Base class of problems with recorded experience (the `input` / `output` config keys)."""
+
+
+class NoInputFilesError(OfflineDataError, InvalidConfigError):
+    """An `input` directory, glob or file list that names no readable experience file."""
+
+
+class CorruptRecordError(OfflineDataError, IOError):
+    """A recorded experience file that is truncated or corrupted. `path` and `offset` (the byte
+    offset of the first bad record) say where; `input_skip_corrupt: True` skips the rest of such
+    a file instead of stopping."""
+
+    def __init__(self, message: str, path: str = "", offset: int = -1):
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedRecordError(OfflineDataError, ValueError):
+    """A recorded batch that tfrl will not read, such as a classic RLlib JSON column packed with
+    pickle (reading it could run code)."""

@@ -92,6 +92,21 @@ COMMON_CONFIG: Dict[str, Any] = {
     "evaluation_config": {},
     # remote evaluation workers; 0 runs the episodes in a local worker of the driver
     "evaluation_num_workers": 0,
+    # === Offline data (tfrl/offline/settings.py documents each key) ===
+    "input": "sampler",
+    "input_evaluation": [],
+    "postprocess_inputs": False,
+    "shuffle_buffer_size": 0,
+    "input_skip_corrupt": False,
+    "output": None,
+    "output_format": "tfrecord",
+    "output_compress_columns": ["obs", "new_obs"],
+    "output_max_file_size": 64 * 1024 * 1024,
+    # === Serving export ===
+    # every N iterations write the policy as a SavedModel into export_dir/<iteration>/ (TF
+    # Serving's versioned layout); export_dir None: <logdir>/export
+    "export_every": None,
+    "export_dir": None,
     # === Multi-agent ===
     "multiagent": {"policies": {}, "policy_mapping_fn": None, "policies_to_train": None},
     # === Infrastructure ===
@@ -147,6 +162,10 @@ class Trainer:
                 "with other thread pools; set it in the first trainer of the process, before "
                 "other TensorFlow work", self.trainer_name, self.config["driver_tf_threads"])
         evaluation_config = self._evaluation_config()
+        from tfrl.serving_export import ExportSettings
+
+        self.export_settings = ExportSettings.from_config(self.config)
+        self._export_base = self.export_settings.base_dir(logdir)
         try:
             self._init(self.config)
             if evaluation_config is not None:
@@ -172,7 +191,9 @@ class Trainer:
 
         After the iteration the workers' observation filters are synchronised (see the module
         docstring) and, every `evaluation_interval` iterations, the evaluation workers run their
-        episodes; their metrics are under `result["evaluation"]`.
+        episodes; their metrics are under `result["evaluation"]`. Every `export_every`
+        iterations the policy is exported as `<export_dir>/<iteration>/` (tfrl/serving_export.py)
+        and `result["export_path"]` says where.
         """
         start = time.time()
         result = self._train()
@@ -182,6 +203,10 @@ class Trainer:
         interval = self.config["evaluation_interval"]
         if self.evaluation_workers is not None and self.iteration % interval == 0:
             result["evaluation"] = self._evaluate()
+        if self._export_base and self.iteration % self.export_settings.export_every == 0:
+            from tfrl.serving_export import export_version
+
+            result["export_path"] = export_version(self, self._export_base, self.iteration)
         time_this_iter = time.time() - start
         self._time_total += time_this_iter
         self._timesteps_total = int(result.get("timesteps_total", self._timesteps_total))
@@ -215,7 +240,8 @@ class Trainer:
 
         Raises:
           InvalidConfigError: a bad evaluation_interval, evaluation_num_episodes or
-            evaluation_num_workers, or an unknown key in evaluation_config.
+            evaluation_num_workers, an unknown key in evaluation_config, or an evaluation
+            input other than 'sampler'.
         """
         config = self.config
         interval = config["evaluation_interval"]
@@ -233,6 +259,16 @@ class Trainer:
                 raise errors.InvalidConfigError(
                     f"evaluation_config cannot set {key!r}; set it in the trainer's config")
         evaluation = merge_config(config, overrides, path="evaluation_config.")
+        if "output" not in overrides:
+            evaluation["output"] = None  # evaluation episodes are not recorded unless asked
+        # evaluation plays episodes in the env, whatever the training workers read
+        evaluation["input"] = overrides.get("input", "sampler")
+        evaluation["input_evaluation"] = []
+        if evaluation["input"] != "sampler":
+            raise errors.InvalidConfigError(
+                "evaluation_config: evaluation workers play episodes in the env, so their input "
+                f"must be 'sampler', got {evaluation['input']!r}; judge recorded episodes with "
+                "input_evaluation instead")
         # whole episodes, one at a time per env: each sample() call ends at least one episode
         evaluation.update(batch_mode="complete_episodes", rollout_fragment_length=1,
                           num_workers=config["evaluation_num_workers"])

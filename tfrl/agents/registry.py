@@ -13,6 +13,8 @@ ALGORITHMS = {
     "DQN": ("tfrl.agents.dqn.dqn", "DQNTrainer"),
     "IMPALA": ("tfrl.agents.impala.impala", "ImpalaTrainer"),
     "APPO": ("tfrl.agents.impala.appo", "APPOTrainer"),
+    "MARWIL": ("tfrl.agents.marwil.marwil", "MARWILTrainer"),
+    "BC": ("tfrl.agents.marwil.marwil", "BCTrainer"),
 }
 
 

@@ -76,14 +76,18 @@ class PolicyOptimizer:
         learner stats). When fewer than `smoothing_episodes` episodes ended this iteration, the
         most recent earlier ones fill up the window, so the means move smoothly."""
         from tfrl.rollout import collect_episodes, summarize_episodes
+        from tfrl.rollout.metrics import OffPolicyEstimate
 
         episodes = self._new_episodes + collect_episodes(
             self.workers.local_worker(), self.workers.remote_workers())
         self._new_episodes = []
+        # off-policy estimates are reported for this iteration only, never smoothed
+        estimates = [e for e in episodes if isinstance(e, OffPolicyEstimate)]
+        episodes = [e for e in episodes if not isinstance(e, OffPolicyEstimate)]
         missing = smoothing_episodes - len(episodes)
         window = (self._episode_history[-missing:] if missing > 0 else []) + episodes
         self._episode_history = (self._episode_history + episodes)[-smoothing_episodes:]
-        result = summarize_episodes(window)
+        result = summarize_episodes(window + estimates)
         result["episodes_this_iter"] = len(episodes)
         result["timesteps_total"] = self.num_steps_sampled
         result["num_healthy_workers"] = self.workers.num_healthy_workers()

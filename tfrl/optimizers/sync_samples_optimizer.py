@@ -75,9 +75,9 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         """Items one sampling round writes for `policy_id`, when that is fixed (one step item
         per env step: truncated fragments of a single-agent env, feed-forward policy), else
         None."""
-        if self.worker_settings.complete_episodes:
-            return None
         local = self.workers.local_worker()
+        if self.worker_settings.complete_episodes or local.offline_settings.reads_files:
+            return None  # batches of any size: whole episodes, or recorded batches
         if local.multi_agent or local.get_policy(policy_id).is_recurrent():
             return None
         samplers = max(len(self.workers.remote_workers()), 1)

@@ -41,8 +41,8 @@ def fit_fragments_to_train_batch(config: dict, algorithm: str) -> None:
             f"{algorithm}: sgd_minibatch_size ({minibatch}) must be between 1 and "
             f"train_batch_size ({train_batch}); lower sgd_minibatch_size or raise "
             "train_batch_size.")
-    if rounds.complete_episodes:
-        return
+    if rounds.complete_episodes or config.get("input", "sampler") != "sampler":
+        return  # whole episodes or recorded batches: rounds of no fixed size
     envs = max(int(config["num_workers"]), 1) * rounds.num_envs_per_worker
     fragment = rounds.rollout_fragment_length
     if envs * fragment > train_batch:

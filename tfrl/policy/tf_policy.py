@@ -509,6 +509,28 @@ class TFPolicy(Policy):
         states = self._state_tensors(state_batches, int(obs[0].shape[0]))
         return self._flat_values(obs + states).numpy()
 
+    def compute_log_likelihoods(self, actions, obs_batch) -> np.ndarray:
+        """log pi(actions | obs) [B] under the policy's action distribution (what off-policy
+        estimators compare with the recorded behaviour probabilities).
+
+        Raises:
+            NotSupportedError: a recurrent policy, or one whose actions bypass a distribution
+                (an `action_sampler_fn`, e.g. DQN's epsilon-greedy).
+            InvalidBatchError: if the observations have the wrong shapes.
+        """
+        if self._state_specs:
+            raise NotSupportedError(
+                "compute_log_likelihoods of a recurrent policy needs the recorded states; it "
+                "is supported for feed-forward policies only")
+        if type(self).action_sampler is not TFPolicy.action_sampler:
+            raise NotSupportedError(
+                f"{type(self).__name__} chooses actions without a distribution "
+                "(action_sampler_fn), so it has no action likelihoods to compare")
+        obs = tf.nest.pack_sequence_as(self._obs_spec, self._obs_tensors(obs_batch))
+        dist_inputs, dist_class, _ = self.action_distribution(
+            self.model, obs, [], tf.constant(False), tf.constant(0, tf.int64))
+        return dist_class(dist_inputs, self.model).logp(tf.convert_to_tensor(actions)).numpy()
+
     def get_initial_state(self):
         return self.model.get_initial_state()
 

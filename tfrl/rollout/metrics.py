@@ -31,6 +31,14 @@ class RolloutMetrics(NamedTuple):
     perf_stats: Dict[str, float] = {}  # the runner's SamplerPerfStats.get() at episode end
 
 
+class OffPolicyEstimate(NamedTuple):
+    """One off-policy estimate of one recorded episode (tfrl/offline/off_policy_estimator.py);
+    reported beside the episodes and summarised under `off_policy_estimator/<name>/`."""
+
+    estimator_name: str
+    metrics: Dict[str, float]
+
+
 class SamplerPerfStats:
     """Running sums of where a runner's sampling time goes (seconds), per batched env step.
 
@@ -103,7 +111,13 @@ def collect_episodes(local_worker: Any = None, remote_workers: Iterable[Any] = (
 
 
 def summarize_episodes(episodes: List[RolloutMetrics]) -> dict:
-    """RLlib's classic episode statistics of `episodes` (NaN means when there are none)."""
+    """RLlib's classic episode statistics of `episodes` (NaN means when there are none).
+
+    OffPolicyEstimate entries among them are averaged per estimator under
+    `off_policy_estimator` ({name: {metric: mean}}) and not counted as episodes.
+    """
+    estimates = [e for e in episodes if isinstance(e, OffPolicyEstimate)]
+    episodes = [e for e in episodes if not isinstance(e, OffPolicyEstimate)]
     rewards = [e.episode_reward for e in episodes]
     lengths = [e.episode_length for e in episodes]
     policy_rewards = collections.defaultdict(list)
@@ -126,7 +140,7 @@ def summarize_episodes(episodes: List[RolloutMetrics]) -> dict:
         custom_metrics[f"{name}_min"] = float(np.min(finite)) if finite else float("nan")
         custom_metrics[f"{name}_max"] = float(np.max(finite)) if finite else float("nan")
     nan = float("nan")
-    return {
+    result = {
         "episode_reward_mean": float(np.mean(rewards)) if rewards else nan,
         "episode_reward_min": float(np.min(rewards)) if rewards else nan,
         "episode_reward_max": float(np.max(rewards)) if rewards else nan,
@@ -139,3 +153,18 @@ def summarize_episodes(episodes: List[RolloutMetrics]) -> dict:
         "hist_stats": hist_stats,
         "sampler_perf": {name: float(np.mean(v)) for name, v in perf.items()},
     }
+    if estimates:
+        result["off_policy_estimator"] = summarize_estimates(estimates)
+    return result
+
+
+def summarize_estimates(estimates: List[OffPolicyEstimate]) -> Dict[str, Dict[str, float]]:
+    """{estimator name: {metric: mean over the estimates}}, plus `num_episodes`."""
+    grouped: Dict[str, Dict[str, list]] = collections.defaultdict(
+        lambda: collections.defaultdict(list))
+    for estimate in estimates:
+        for name, value in estimate.metrics.items():
+            grouped[estimate.estimator_name][name].append(value)
+    return {estimator: {**{name: float(np.mean(values)) for name, values in metrics.items()},
+                        "num_episodes": len(next(iter(metrics.values()), []))}
+            for estimator, metrics in grouped.items()}

@@ -6,7 +6,8 @@ the driver as the local worker or inside a Ray actor (`RolloutWorker.as_remote()
 WorkerSet (worker_set.py) manages many of them. `sample()` returns a postprocessed SampleBatch
 (MultiAgentBatch for multi-agent envs); given a replay output (replay_output.py) it writes the
 postprocessed rows straight into a replay table and returns only counts, so bulk experience
-never passes through the driver.
+never passes through the driver. Its batches come from an InputReader (the envs, or recorded
+files with `input`) and with `output` it records them to files (tfrl/offline/).
 
 Config keys (RLlib classic names; unknown keys are ignored here, the trainer validates them):
 num_envs_per_worker, rollout_fragment_length, batch_mode ("truncate_episodes" |
@@ -139,6 +140,7 @@ class RolloutWorker:
                         for pid, policy in self.policy_map.items()}
         self.runner = self._make_runner()
         self._metrics_stash: List[RolloutMetrics] = []
+        self._setup_offline_data()
         self.replay_output = None
         self.set_replay_output(replay_output)
         self.global_vars: Dict[str, Any] = {"timestep": 0}
@@ -262,20 +264,68 @@ class RolloutWorker:
         return EnvRunner(self, self.envs, self.env_name, self.policy_map[pid], pid,
                          self.filters[pid], self.callbacks, seeds, settings, adapters[pid])
 
+    def _setup_offline_data(self) -> None:
+        """The input reader, off-policy estimators and output writer of the offline keys."""
+        from tfrl.offline.input_reader import make_input_reader
+        from tfrl.offline.off_policy_estimator import make_estimators
+        from tfrl.offline.output_writer import make_output_writer
+        from tfrl.offline.settings import OfflineSettings
+
+        self.offline_settings = offline = OfflineSettings.from_config(self.config)
+        self.input_reader = make_input_reader(
+            offline, lambda: self.runner.sample(explore=self.settings.explore),
+            self.worker_index, self.num_workers, self.settings.seed)
+        self.estimators = []
+        if offline.reads_files and offline.input_evaluation and not self.multi_agent:
+            policy = self.policy_map[next(iter(self.policy_map))]
+            self.estimators = make_estimators(offline.input_evaluation, policy,
+                                              float(self.config.get("gamma", 0.99)))
+        self.output_writer = make_output_writer(offline, self.worker_index)
+
+    def _prepare_recorded(self, batch):
+        """A batch read from files: postprocessed again (postprocess_inputs) and judged by the
+        off-policy estimators, whose estimates join the worker's metrics."""
+        if self.offline_settings.postprocess_inputs:
+            from tfrl.policy.sample_batch import MultiAgentBatch, concat_samples
+
+            def postprocess(policy, policy_batch):
+                pieces = (policy_batch.split_by_episode()
+                          if "eps_id" in policy_batch else [policy_batch])
+                return concat_samples([policy.postprocess_trajectory(piece.copy(), None, None)
+                                       for piece in pieces if piece.count])
+
+            if hasattr(batch, "policy_batches"):
+                batch = MultiAgentBatch(
+                    {pid: postprocess(self.policy_map[pid], b) if pid in self.policy_map else b
+                     for pid, b in batch.policy_batches.items()}, batch.env_steps())
+            else:
+                batch = postprocess(self.policy_map[next(iter(self.policy_map))], batch)
+        if self.estimators and not hasattr(batch, "policy_batches"):
+            for estimator in self.estimators:
+                self._metrics_stash.extend(estimator.process(batch))
+        return batch
+
     # --- sampling -----------------------------------------------------------------------
     def sample(self):
-        """Runs one fragment and returns its postprocessed batch, or a SampleSummary when writing
-        into replay.
+        """Runs one fragment (or reads the next recorded batch, see `input`) and returns its
+        postprocessed batch, or a SampleSummary when writing into replay. With `output` the
+        batch is also recorded to files.
 
         Raises:
+          CorruptRecordError, UnsupportedRecordError: a recorded input file that is damaged or
+            packed with pickle.
           EnvCrashError, InvalidObservationError, ActionOutOfSpaceError: the env failed, gave a
             non-finite observation, or the policy chose an action outside the action space.
           replay.errors.ReplayError: writing into replay failed.
         """
-        batch = self.runner.sample(explore=self.settings.explore)
+        batch = self.input_reader.next()
+        if self.input_reader.last_was_recorded:
+            batch = self._prepare_recorded(batch)
         steps = batch.env_steps() if hasattr(batch, "env_steps") else batch.count
         self.num_steps_sampled += steps
         self.callbacks.on_sample_end(worker=self, samples=batch)
+        if self.output_writer is not None:
+            self.output_writer.write(batch)
         if self.replay_output is None:
             return batch
         items = self.replay_output.write(batch)
@@ -453,6 +503,9 @@ class RolloutWorker:
         policy.set_weights(old.get_weights())
         self.policy_map[policy_id] = policy
         self.runner = self._make_runner()
+        for estimator in self.estimators:
+            if estimator.policy is old:
+                estimator.policy = policy
 
     def set_replay_output(self, replay_output: Any) -> None:
         """Starts (a ReplayOutputSpec) or stops (None) writing sampled fragments into replay."""
@@ -468,7 +521,10 @@ class RolloutWorker:
         return True
 
     def stop(self) -> None:
-        """Closes the replay writer and the envs."""
+        """Closes the output files, the replay writer and the envs."""
+        if getattr(self, "output_writer", None) is not None:
+            self.output_writer.close()
+            self.output_writer = None
         if self.replay_output is not None:
             self.replay_output.close()
             self.replay_output = None

@@ -20,6 +20,9 @@ ALGORITHM_KEYS = {
             "prioritized_replay_beta_annealing_timesteps", "prioritized_replay_eps",
             "training_intensity", "target_network_update_freq", "n_step", "double_q",
             "dueling", "exploration_config"),
+    "MARWIL": ("beta", "vf_coeff", "moving_average_sqd_adv_norm_start",
+               "moving_average_sqd_adv_norm_update_rate", "postprocess_inputs"),
+    "BC": ("beta", "vf_coeff", "postprocess_inputs"),
 }
 
 
@@ -69,6 +72,10 @@ def test_on_policy_validation_fits_fragments_into_the_train_batch(name):
     config.update(train_batch_size=256, sgd_minibatch_size=512)
     with pytest.raises(InvalidConfigError, match="sgd_minibatch_size"):
         module.validate_config(config)
+    # recorded input comes in the batches it was recorded in: no round to fit
+    config.update(train_batch_size=260, sgd_minibatch_size=64, input="/data/recorded")
+    module.validate_config(config)
+    assert config["rollout_fragment_length"] == 32
 
 
 def test_sgd_minibatch_defaults_to_the_whole_train_batch_for_pg_and_a2c():
@@ -91,6 +98,20 @@ def test_ppo_validation_refuses_bad_coefficients():
             validate_config(config)
 
 
+def test_bc_is_marwil_with_beta_zero():
+    bc, marwil = get_trainer_class("BC"), get_trainer_class("MARWIL")
+    assert bc._policy is marwil._policy
+    assert bc.default_config()["beta"] == 0.0 and marwil.default_config()["beta"] == 1.0
+    assert {k: v for k, v in bc.default_config().items() if k != "beta"} == {
+        k: v for k, v in marwil.default_config().items() if k != "beta"}
+    from tfrl.agents.marwil.marwil import validate_config
+
+    config = copy.deepcopy(marwil.default_config())
+    config["beta"] = -1.0
+    with pytest.raises(InvalidConfigError, match="beta must be a number >= 0"):
+        validate_config(config)
+
+
 def test_with_updates_swaps_a_hook_and_keeps_the_rest():
     ppo = get_trainer_class("PPO")
     variant = ppo.with_updates(name="PPOVariant", make_policy_optimizer=lambda *a: None)
@@ -109,6 +130,21 @@ def test_tuned_examples_are_valid_configs(algorithm):
     assert spec["stop"]["episode_reward_mean"] >= 450
     trainer_cls = get_trainer_class(spec["run"])
     config = merge_config(trainer_cls.default_config(), spec["config"])
+    from importlib import import_module
+
+    import_module(ALGORITHMS[spec["run"]][0]).validate_config(config)
+
+
+@pytest.mark.parametrize("algorithm", ["bc", "marwil"])
+def test_offline_tuned_examples_read_recorded_data_and_stop_on_the_greedy_return(algorithm):
+    from importlib import resources
+
+    text = resources.files("tfrl.tuned_examples").joinpath(f"cartpole-{algorithm}.yaml")
+    (name, spec), = yaml.safe_load(text.read_text()).items()
+    assert spec["run"] == algorithm.upper() and spec["env"] == "CartPole-v1"
+    assert spec["stop"]["evaluation/episode_reward_mean"] >= 450
+    config = merge_config(get_trainer_class(spec["run"]).default_config(), spec["config"])
+    assert config["input"] != "sampler" and config["evaluation_config"]["explore"] is False
     from importlib import import_module
 
     import_module(ALGORITHMS[spec["run"]][0]).validate_config(config)

@@ -93,3 +93,14 @@ def test_experiment_files_read_exponent_floats_as_numbers(tmp_path):
     from tfrl.config import merge_config
     settings = SyncSamplesSettings.from_config(merge_config(DEFAULT_CONFIG, {"train_batch_size": 2e2}))
     assert settings.train_batch_size == 200
+
+
+def test_stop_criteria_reach_into_nested_results():
+    from tfrl.cli import stop_reached
+
+    result = {"training_iteration": 3, "episode_reward_mean": float("nan"),
+              "evaluation": {"episode_reward_mean": 460.0}}
+    assert stop_reached(result, {"evaluation/episode_reward_mean": 450}) == \
+        "evaluation/episode_reward_mean=460 >= 450"
+    assert stop_reached(result, {"evaluation/episode_reward_mean": 470,
+                                 "episode_reward_mean": 1, "evaluation/missing": 0}) is None

@@ -8,7 +8,9 @@ from tfrl.agents.registry import get_trainer_class
 from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.settings import (AsyncGradientsSettings, LearnerSettings, SyncReplaySettings,
                                       SyncSamplesSettings)
+from tfrl.offline.settings import OfflineSettings
 from tfrl.rollout.settings import WorkerSettings
+from tfrl.serving_export import ExportSettings
 from tfrl.trainer import COMMON_CONFIG
 
 # the settings each algorithm's components build from its config
@@ -17,7 +19,9 @@ SETTINGS_OF = {
     "A2C": (WorkerSettings, SyncSamplesSettings),
     "PPO": (WorkerSettings, SyncSamplesSettings, LearnerSettings),
     "A3C": (WorkerSettings, AsyncGradientsSettings),
-    "DQN": (WorkerSettings, SyncReplaySettings, LearnerSettings),
+    "DQN": (WorkerSettings, SyncReplaySettings, LearnerSettings, OfflineSettings),
+    "MARWIL": (WorkerSettings, SyncSamplesSettings, OfflineSettings, ExportSettings),
+    "BC": (WorkerSettings, SyncSamplesSettings, OfflineSettings, ExportSettings),
 }
 
 
@@ -75,6 +79,11 @@ def test_a_key_only_an_algorithm_defines_must_be_in_the_config():
     (SyncReplaySettings, "prioritized_replay_beta", 1.5, "<= 1"),
     (LearnerSettings, "num_learner_devices", "all", "'auto' or an int"),
     (AsyncGradientsSettings, "grads_per_step", 0, ">= 1"),
+    (OfflineSettings, "output_format", "csv", "'tfrecord' or 'json'"),
+    (OfflineSettings, "output_max_file_size", 0, ">= 1"),
+    (OfflineSettings, "input", 3, "a string or a list or a dict"),
+    (OfflineSettings, "input_skip_corrupt", "yes", "True or False"),
+    (ExportSettings, "export_every", 0, ">= 1"),
 ])
 def test_ill_typed_or_out_of_range_values_fail_naming_the_key(settings_class, key, value,
                                                                expected):
