@@ -11,6 +11,9 @@ ALGORITHMS = {
     "A3C": ("tfrl.agents.a3c.a3c", "A3CTrainer"),
     "PPO": ("tfrl.agents.ppo.ppo", "PPOTrainer"),
     "DQN": ("tfrl.agents.dqn.dqn", "DQNTrainer"),
+    "DDPG": ("tfrl.agents.ddpg.ddpg", "DDPGTrainer"),
+    "TD3": ("tfrl.agents.ddpg.td3", "TD3Trainer"),
+    "SAC": ("tfrl.agents.sac.sac", "SACTrainer"),
 }
 
 
