@@ -78,7 +78,7 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="show TensorFlow's, absl's and Ray's start-up messages")
 
     train = sub.add_parser("train", parents=[common], help="train an algorithm on an environment")
-    train.add_argument("--run", help="algorithm: PG, A2C, A3C, PPO or DQN")
+    train.add_argument("--run", help="algorithm: PG, A2C, A3C, PPO, DQN, DDPG, TD3 or SAC")
     train.add_argument("--env", help="gymnasium environment id, e.g. CartPole-v1")
     train.add_argument("-f", "--file", help="tuned example YAML (path or shipped name)")
     train.add_argument("--config", type=_json_arg, default={}, help="config overrides as JSON")
