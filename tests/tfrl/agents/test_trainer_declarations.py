@@ -20,7 +20,18 @@ ALGORITHM_KEYS = {
             "prioritized_replay_beta_annealing_timesteps", "prioritized_replay_eps",
             "training_intensity", "target_network_update_freq", "n_step", "double_q",
             "dueling", "exploration_config"),
+    "DDPG": ("actor_hiddens", "critic_hiddens", "actor_lr", "critic_lr", "tau", "twin_q",
+             "policy_delay", "smooth_target_policy", "target_noise", "target_noise_clip",
+             "exploration_config", "buffer_size", "learning_starts", "prioritized_replay",
+             "n_step", "training_intensity"),
+    "TD3": ("twin_q", "policy_delay", "smooth_target_policy", "target_noise",
+            "target_noise_clip", "tau", "exploration_config", "buffer_size"),
+    "SAC": ("actor_hiddens", "critic_hiddens", "optimization", "initial_alpha",
+            "target_entropy", "tau", "twin_q", "exploration_config", "buffer_size",
+            "learning_starts", "prioritized_replay", "n_step", "training_intensity"),
 }
+# the continuous-control algorithms need a Box action space
+CONTINUOUS = {"DDPG", "TD3", "SAC"}
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -45,7 +56,7 @@ def test_policy_defaults_build_a_policy_directly(name):
     import gymnasium as gym
 
     policy_cls = get_trainer_class(name)._policy
-    env = gym.make("CartPole-v1")
+    env = gym.make("Pendulum-v1" if name in CONTINUOUS else "CartPole-v1")
     policy = policy_cls(env.observation_space, env.action_space, {"model": {"fcnet_hiddens": [4]}})
     for key in ALGORITHM_KEYS[name]:
         if key in ("grads_per_step", "simple_optimizer", "sgd_minibatch_size", "num_sgd_iter"):
