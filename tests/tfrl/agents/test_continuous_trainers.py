@@ -84,3 +84,20 @@ def test_readme_sac_example(ray_session, tmp_path):
     serve = tf.saved_model.load(export_dir).signatures["serving_default"]
     served = serve(observations=tf.constant([[1.0, 0.0, 0.0]]))["actions"].numpy()
     assert np.all(np.abs(served) <= BOUND)
+
+
+@pytest.mark.parametrize("name", ["pendulum-sac", "pendulum-td3", "pendulum-ddpg",
+                                  "halfcheetah-sac"])
+def test_shipped_continuous_examples_hold_valid_configs(name):
+    from importlib import import_module
+
+    from tfrl.agents.registry import ALGORITHMS
+    from tfrl.cli import load_experiment_file
+    from tfrl.config import merge_config
+
+    experiment = load_experiment_file(name)
+    trainer_cls = get_trainer_class(experiment["run"])
+    config = merge_config(trainer_cls.default_config(), experiment["config"])
+    validate = import_module(ALGORITHMS[experiment["run"]][0])
+    validate.validate_config(config)
+    assert experiment["stop"]["timesteps_total"] <= (200_000 if "halfcheetah" in name else 20_000)
