@@ -197,3 +197,16 @@ def test_unbounded_or_discrete_action_spaces_are_refused():
 def test_bad_settings_are_refused(key, value, match):
     with pytest.raises(InvalidConfigError, match=match):
         validate_config(dict(TD3_CONFIG, **{key: value}))
+
+
+def test_noise_scale_follows_its_schedule_to_zero():
+    exploration = dict(TD3_CONFIG["exploration_config"], random_timesteps=0, stddev=0.5,
+                       initial_scale=1.0, final_scale=0.0, scale_timesteps=100)
+    policy = DDPGTFPolicy(OBS_SPACE, ACTION_SPACE, trainer_config(
+        TD3_CONFIG, actor_hiddens=[8], critic_hiddens=[8], exploration_config=exploration))
+    obs = np.random.default_rng(5).normal(size=(64, 2)).astype(np.float32)
+    greedy = policy.compute_actions(obs, explore=False)[0]
+    assert not np.allclose(policy.compute_actions(obs, timestep=0)[0], greedy)
+    policy.on_global_var_update({"timestep": 100})  # what workers get with the weights
+    assert float(policy.noise_scale.numpy()) == 0.0
+    np.testing.assert_allclose(policy.compute_actions(obs)[0], greedy, rtol=1e-6)
