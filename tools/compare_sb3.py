@@ -90,9 +90,14 @@ SB3_SCRIPTS["cartpole-ppo"] = textwrap.dedent("""
 # are Stable-Baselines3's defaults (SAC: 256x256 networks, batch 256, tau 0.005, gamma 0.99,
 # learning_starts 100, automatic entropy coefficient; TD3: batch 256, tau 0.005, policy_delay 2,
 # target noise 0.2 clipped at 0.5).
+# One torch thread: torch's default follows the host's core count, far above a shared machine's
+# share (SB3's SAC managed 714 env steps in 30 minutes that way here); tfrl's Pendulum examples
+# also run TensorFlow in the driver with one thread (driver_tf_threads: 1).
 _PENDULUM_LOOP = """
     import time
     import numpy as np
+    import torch
+    torch.set_num_threads(1)
     from stable_baselines3 import {algo}
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.noise import NormalActionNoise
