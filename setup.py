@@ -41,6 +41,8 @@ setup(
         # multi-agent envs through tfrl.env.ParallelPettingZooEnv (the base package is light:
         # numpy, gymnasium; its env families have their own pettingzoo extras)
         "pettingzoo": ["pettingzoo>=1.24"],
+        # gymnasium's MuJoCo envs (HalfCheetah-v5, ...; tuned example halfcheetah-sac)
+        "mujoco": ["gymnasium[mujoco]>=1.0"],
         "dev": ["grpcio-tools>=1.85.1"],
     },
     entry_points={

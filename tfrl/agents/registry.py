@@ -15,6 +15,9 @@ ALGORITHMS = {
     "APPO": ("tfrl.agents.impala.appo", "APPOTrainer"),
     "MARWIL": ("tfrl.agents.marwil.marwil", "MARWILTrainer"),
     "BC": ("tfrl.agents.marwil.marwil", "BCTrainer"),
+    "DDPG": ("tfrl.agents.ddpg.ddpg", "DDPGTrainer"),
+    "TD3": ("tfrl.agents.ddpg.td3", "TD3Trainer"),
+    "SAC": ("tfrl.agents.sac.sac", "SACTrainer"),
 }
 
 

@@ -175,8 +175,10 @@ class SquashedGaussian(ActionDistribution):
 
     Build through `functools.partial(SquashedGaussian, low=..., high=...)` (what the catalog
     returns for bounded Box spaces with `dist_type="squashed_gaussian"`). logp applies the
-    change-of-variables correction. Entropy and KL have no closed form: they raise
-    NotSupportedError (SAC uses -logp of sampled actions instead).
+    change-of-variables correction. `sample_and_logp` is the reparameterised sample SAC's
+    losses differentiate through (actions and their log-density from the same pre-squash
+    draw, gradients flowing into mean and log-std). Entropy and KL have no closed form: they
+    raise NotSupportedError (SAC uses -logp of sampled actions instead).
     """
 
     def __init__(self, inputs, model=None, low=-1.0, high=1.0):
@@ -200,17 +202,27 @@ class SquashedGaussian(ActionDistribution):
         return self._squash(self.dist.sample(seed=seed))
 
     def sample(self, seed=None):
-        u = self.dist.sample(seed=seed)
-        actions = self._squash(u)
-        self._last_sample_logp = self._logp_from_u(u)
+        actions, logp = self.sample_and_logp(seed)
+        self._last_sample_logp = logp
         return actions
+
+    def sample_and_logp(self, seed=None):
+        """(actions [B, dim], logp [B]) from one reparameterised draw u = mean + std * eps.
+
+        The log-density is computed from u itself, not by inverting tanh of the action, so it
+        stays exact (and its gradient finite) where tanh saturates; both outputs are
+        differentiable with respect to the distribution's inputs.
+        """
+        u = self.dist.sample(seed=seed)
+        return self._squash(u), self._logp_from_u(u)
 
     def deterministic_sample(self):
         return self._squash(self.mean)
 
     def _logp_from_u(self, u):
-        # log p(x) = log N(u) - sum log |dx/du|, dx/du = (1 - tanh(u)^2) * (high - low) / 2
-        log_det = tf.math.log(1.0 - tf.tanh(u) ** 2 + SQUASH_EPS) + tf.math.log(
+        # log p(x) = log N(u) - sum log |dx/du|, dx/du = (1 - tanh(u)^2) * (high - low) / 2,
+        # with log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u)) (exact, no epsilon).
+        log_det = 2.0 * (np.log(2.0) - u - tf.nn.softplus(-2.0 * u)) + tf.math.log(
             (self.high - self.low) / 2.0)
         return tf.reduce_sum(self.dist.log_prob(u) - log_det, axis=-1)
 

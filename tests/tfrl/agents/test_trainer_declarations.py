@@ -23,7 +23,18 @@ ALGORITHM_KEYS = {
     "MARWIL": ("beta", "vf_coeff", "moving_average_sqd_adv_norm_start",
                "moving_average_sqd_adv_norm_update_rate", "postprocess_inputs"),
     "BC": ("beta", "vf_coeff", "postprocess_inputs"),
+    "DDPG": ("actor_hiddens", "critic_hiddens", "actor_lr", "critic_lr", "tau", "twin_q",
+             "policy_delay", "smooth_target_policy", "target_noise", "target_noise_clip",
+             "exploration_config", "buffer_size", "learning_starts", "prioritized_replay",
+             "n_step", "training_intensity"),
+    "TD3": ("twin_q", "policy_delay", "smooth_target_policy", "target_noise",
+            "target_noise_clip", "tau", "exploration_config", "buffer_size"),
+    "SAC": ("actor_hiddens", "critic_hiddens", "optimization", "initial_alpha",
+            "target_entropy", "tau", "twin_q", "exploration_config", "buffer_size",
+            "learning_starts", "prioritized_replay", "n_step", "training_intensity"),
 }
+# the continuous-control algorithms need a Box action space
+CONTINUOUS = {"DDPG", "TD3", "SAC"}
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
@@ -48,7 +59,7 @@ def test_policy_defaults_build_a_policy_directly(name):
     import gymnasium as gym
 
     policy_cls = get_trainer_class(name)._policy
-    env = gym.make("CartPole-v1")
+    env = gym.make("Pendulum-v1" if name in CONTINUOUS else "CartPole-v1")
     policy = policy_cls(env.observation_space, env.action_space, {"model": {"fcnet_hiddens": [4]}})
     for key in ALGORITHM_KEYS[name]:
         if key in ("grads_per_step", "simple_optimizer", "sgd_minibatch_size", "num_sgd_iter"):

@@ -23,7 +23,6 @@ import functools
 from typing import Dict
 
 import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 import tree
 
@@ -33,7 +32,8 @@ from tfrl.config import policy_defaults
 from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
 from tfrl.models.catalog import ModelCatalog
 from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
-                         TargetNetworkMixin, adjust_nstep, build_tf_policy)
+                         TargetNetworkMixin, build_tf_policy)
+from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio
 from tfrl.utils.schedules import ConstantSchedule, LinearSchedule
 
 
@@ -157,31 +157,10 @@ def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, time
     return tf.where(coin < epsilon, random_actions, greedy), None, state_out
 
 
-def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, episode=None):
-    """n-step transitions (adjust_nstep with config n_step and gamma; adds `n_steps`) and a
-    `weights` column of ones where the batch has none (replay puts importance weights there).
-
-    Raises:
-        InvalidBatchError: if rewards, new_obs or terminateds are missing.
-    """
-    batch = adjust_nstep(int(policy.config["n_step"]), float(policy.config["gamma"]),
-                         sample_batch.copy(shallow=True))
-    if SampleBatch.PRIO_WEIGHTS not in batch:
-        batch[SampleBatch.PRIO_WEIGHTS] = np.ones(batch.count, np.float32)
-    return batch
-
-
 def huber_loss(x, delta: float = 1.0):
     """0.5 x^2 for |x| <= delta, delta * (|x| - 0.5 delta) beyond."""
     abs_x = tf.abs(x)
     return tf.where(abs_x <= delta, 0.5 * tf.square(x), delta * (abs_x - 0.5 * delta))
-
-
-def compute_q_targets(rewards, terminateds, n_steps, q_tp1_best, gamma):
-    """R + gamma**n_steps * (1 - terminated) * Q(s', a*), all [B]."""
-    discount = tf.pow(tf.cast(gamma, tf.float32), tf.cast(n_steps, tf.float32))
-    not_terminated = 1.0 - tf.cast(terminateds, tf.float32)
-    return rewards + discount * not_terminated * q_tp1_best
 
 
 def build_q_losses(policy, model, dist_class, train_batch):

@@ -1,0 +1,36 @@
+"""n-step replay transitions and their bootstrapped targets, shared by the Q-learning policies.
+
+On the rollout worker, `postprocess_nstep_and_prio` turns an episode piece into n-step
+transitions (`adjust_nstep`) with a `weights` column that replay later fills with importance
+weights; in the learner's loss, `compute_q_targets` bootstraps from the next state's value.
+DQN, DDPG/TD3 and SAC all declare these two; only the value of the next state differs.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from tfrl.policy.postprocessing import adjust_nstep
+from tfrl.policy.sample_batch import SampleBatch
+
+
+def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, episode=None):
+    """n-step transitions (adjust_nstep with config n_step and gamma; adds `n_steps`) and a
+    `weights` column of ones where the batch has none (replay puts importance weights there).
+
+    Raises:
+        InvalidBatchError: if rewards, new_obs or terminateds are missing.
+    """
+    batch = adjust_nstep(int(policy.config["n_step"]), float(policy.config["gamma"]),
+                         sample_batch.copy(shallow=True))
+    if SampleBatch.PRIO_WEIGHTS not in batch:
+        batch[SampleBatch.PRIO_WEIGHTS] = np.ones(batch.count, np.float32)
+    return batch
+
+
+def compute_q_targets(rewards, terminateds, n_steps, q_tp1_best, gamma):
+    """R + gamma**n_steps * (1 - terminated) * Q(s', a*), all [B]. Only a terminated transition
+    has no bootstrap; a truncated one bootstraps from s'."""
+    discount = tf.pow(tf.cast(gamma, tf.float32), tf.cast(n_steps, tf.float32))
+    not_terminated = 1.0 - tf.cast(terminateds, tf.float32)
+    return rewards + discount * not_terminated * q_tp1_best
