@@ -11,6 +11,7 @@ ALGORITHMS = {
     "A3C": ("tfrl.agents.a3c.a3c", "A3CTrainer"),
     "PPO": ("tfrl.agents.ppo.ppo", "PPOTrainer"),
     "DQN": ("tfrl.agents.dqn.dqn", "DQNTrainer"),
+    "APEX": ("tfrl.agents.dqn.apex", "ApexTrainer"),
 }
 
 

@@ -89,6 +89,12 @@ class EpsilonGreedyExploration:
         super().on_global_var_update(global_vars)
         self._sync_epsilon(self.global_timestep)
 
+    def set_epsilon_schedule(self, schedule) -> None:
+        """Replaces the epsilon schedule (e.g. Ape-X's constant per-worker epsilon), in effect
+        from the next computed action."""
+        self.epsilon_schedule = schedule
+        self._sync_epsilon(self.global_timestep)
+
     def export_model(self, export_dir: str) -> None:
         """Write the serving SavedModel; its "actions" are greedy (no exploration)."""
         self.serving_greedy = True
@@ -161,6 +167,10 @@ def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, e
     """n-step transitions (adjust_nstep with config n_step and gamma; adds `n_steps`) and a
     `weights` column of ones where the batch has none (replay puts importance weights there).
 
+    With `worker_side_prioritization` (Ape-X), the worker also rates its own transitions: a
+    `priorities` column |td_error| + prioritized_replay_eps from its current online and target
+    networks, which becomes each replay item's initial priority.
+
     Raises:
         InvalidBatchError: if rewards, new_obs or terminateds are missing.
     """
@@ -168,6 +178,14 @@ def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, e
                          sample_batch.copy(shallow=True))
     if SampleBatch.PRIO_WEIGHTS not in batch:
         batch[SampleBatch.PRIO_WEIGHTS] = np.ones(batch.count, np.float32)
+    # the loss is usable only once initialised (this function also builds its dummy batch)
+    if policy.config.get("worker_side_prioritization") and policy.loss_input_signature:
+        td_error = policy.compute_td_error(
+            batch[SampleBatch.OBS], batch[SampleBatch.ACTIONS], batch[SampleBatch.REWARDS],
+            batch[SampleBatch.NEXT_OBS], batch[SampleBatch.TERMINATEDS],
+            batch[SampleBatch.PRIO_WEIGHTS], **{SampleBatch.N_STEPS: batch[SampleBatch.N_STEPS]})
+        batch["priorities"] = (np.abs(td_error)
+                               + float(policy.config["prioritized_replay_eps"])).astype(np.float32)
     return batch
 
 
