@@ -22,7 +22,8 @@ The data path (Horgan et al. 2018; RLlib's AsyncReplayOptimizer):
   `learner_steps_per_call` gradient steps per call, sends |TD error| + eps of every sampled item
   back to the shard it came from (one `mutate_priorities` per shard and call), publishes weights
   (`ray.put`, no waiting) every `max_weight_sync_delay` gradient steps and copies the online
-  network into the target every `target_network_update_freq` trained rows.
+  network into the target every `target_network_update_freq` trained rows (publishing the
+  target too: workers rate their transitions against the learner's target network).
 - Sampling (worker processes), transfer (the datasets' reader threads) and learning (the
   learner thread) run concurrently; the driver's `step()` only waits for the next finished
   sample, counts it, and relaunches that worker with the newest weights.
@@ -85,6 +86,14 @@ def _set_worker_epsilon(worker, num_workers: int, epsilon: float, alpha: float) 
         if hasattr(policy, "set_epsilon_schedule"):
             policy.set_epsilon_schedule(ConstantSchedule(value))
     return value
+
+
+def _set_worker_target(worker, policy_id: str, target_weights) -> None:
+    """Runs inside a rollout worker: the learner's target network, so the worker's TD errors
+    (its initial priorities) use the same target as the learner's."""
+    policy = worker.get_policy(policy_id)
+    for variable, value in zip(policy.target_model.variables, target_weights):
+        variable.assign(value)
 
 
 class AsyncReplayOptimizer(PolicyOptimizer):
@@ -160,6 +169,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._lock = threading.Lock()
         self._weights_ref = None
         self._weights_version = 0
+        self._target_ref = None
+        self._target_version = 0
         self._learner_error: Optional[BaseException] = None
         self._stop_learning = threading.Event()
         self._learner_thread: Optional[threading.Thread] = None
@@ -167,7 +178,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self.num_target_updates = 0
         self._last_target_update = 0
         self.priority_updates_per_shard = [0] * num_shards
-        # driver side: the sample in flight on each worker, the weights version each has
+        # driver side: the sample in flight on each worker, the (weights, target) versions each
+        # has
         self._in_flight: Dict = {}
         self._worker_version: Dict = {}
 
@@ -254,18 +266,28 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             self.policy.update_target()
             self._last_target_update = self.num_steps_trained
             self.num_target_updates += 1
+            self.publish_weights(target=True)
+            return True
         delay = self.settings.max_weight_sync_delay
-        if self._weights_ref is None or self.num_train_steps // delay > steps_before // delay:
-            self._publish_weights()
+        if self.num_train_steps // delay > steps_before // delay:
+            self.publish_weights()
         return True
 
-    def _publish_weights(self) -> None:
+    def publish_weights(self, target: bool = False) -> None:
+        """Puts the learner's online weights (and with `target`, its target network's) into
+        Ray's object store, where each worker's next `send_newest_weights` takes them."""
         import ray
 
         ref = ray.put(self.workers.local_worker().get_weights([self.policy_id]))
+        target_ref = None
+        if target:
+            target_ref = ray.put([v.numpy() for v in self.policy.target_model.variables])
         with self._lock:
             self._weights_ref = ref
             self._weights_version += 1
+            if target_ref is not None:
+                self._target_ref = target_ref
+                self._target_version += 1
 
     def _update_priorities(self, outputs) -> None:
         """|TD error| + eps of every sampled item, to the shard it came from: one
@@ -300,7 +322,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
 
     def _start_learner(self) -> None:
         if self._learner_thread is None:
-            self._publish_weights()
+            self.publish_weights(target=True)
             self._learner_thread = threading.Thread(target=self._learn_loop,
                                                     name="apex-learner", daemon=True)
             self._learner_thread.start()
@@ -312,21 +334,32 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 f"{self._learner_error}") from self._learner_error
 
     # ----- the driver: coordination only -----------------------------------------------------
-    def _launch(self, worker) -> None:
-        """The worker's next sample, after its per-worker epsilon (first launch) and the newest
-        published weights when it has older ones; nothing waits (an actor runs calls in order)."""
+    def send_newest_weights(self, worker) -> None:
+        """Gives `worker` its per-worker epsilon (the first time) and the newest published
+        online and target weights it lacks; nothing waits (an actor runs its calls in order,
+        so its next sample uses them)."""
         settings = self.settings
         if worker not in self._worker_version:
-            self._worker_version[worker] = 0
+            self._worker_version[worker] = (0, 0)
             if settings.per_worker_exploration:
                 worker.apply.remote(_set_worker_epsilon, self.workers.num_remote_workers(),
                                     settings.worker_epsilon, settings.worker_epsilon_alpha)
         with self._lock:
             ref, version = self._weights_ref, self._weights_version
-        if ref is not None and self._worker_version[worker] < version:
-            with self.timer("sync_weights"):
+            target_ref, target_version = self._target_ref, self._target_version
+        has, has_target = self._worker_version[worker]
+        with self.timer("sync_weights"):
+            if ref is not None and has < version:
                 worker.set_weights.remote(ref, {"timestep": self.num_steps_sampled})
-            self._worker_version[worker] = version
+                has = version
+            if target_ref is not None and has_target < target_version:
+                worker.apply.remote(_set_worker_target, self.policy_id, target_ref)
+                has_target = target_version
+        self._worker_version[worker] = (has, has_target)
+
+    def _launch(self, worker) -> None:
+        """The worker's next sample, after the newest weights."""
+        self.send_newest_weights(worker)
         self._in_flight[worker] = worker.sample.remote()
 
     def step(self) -> dict:
