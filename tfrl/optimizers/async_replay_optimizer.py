@@ -381,11 +381,12 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             ready, _ = ray.wait(list(by_ref), num_returns=1)
             ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
             finished = [(by_ref[ref], ref) for ref in ready]
-            for worker, _ in finished:
+            for worker, ref in finished:
                 del self._in_flight[worker]
-            summaries = self.workers.gather(finished)  # failed workers are recreated
-        steps, episodes, _ = summarize_round(summaries)
-        self._count(steps, episodes)
+                index = self.workers.remote_worker_index(worker)
+                summaries = self.workers.gather([(worker, ref)])  # a failed one is recreated
+                steps, episodes, _ = summarize_round(summaries)
+                self._count(steps, episodes if self._reports_episodes(index) else [])
         local.set_global_vars({"timestep": self.num_steps_sampled})
         healthy = set(self.workers.remote_workers())
         for worker, _ in finished:
@@ -395,6 +396,22 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             if worker not in healthy:
                 del self._worker_version[worker]
         return self.learner_stats
+
+    def _reports_episodes(self, worker_index: int) -> bool:
+        """With per-worker epsilons, only the least-exploring third of the workers (at least
+        one) report episodes, as in RLlib's Ape-X: the returns then measure the policy rather
+        than eps = 0.4 exploration."""
+        num_workers = self.workers.num_remote_workers()
+        if not self.settings.per_worker_exploration or num_workers == 0:
+            return True
+        return worker_index > num_workers - max(num_workers // 3, 1)
+
+    def fetch_worker_episodes(self) -> list:
+        """Every sample summary brings its worker's episodes, so the busy remote workers are
+        not asked (their call would wait behind the sample in flight)."""
+        if self.workers.remote_workers():
+            return []
+        return self.workers.local_worker().get_metrics()
 
     def _count(self, steps: int, episodes: list) -> None:
         self.num_steps_sampled += steps

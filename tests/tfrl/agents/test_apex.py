@@ -42,6 +42,21 @@ def shard_items(trainer, shard, num_samples=400):
             for s in client.sample(REPLAY_TABLE, num_samples=num_samples, timeout=30)}
 
 
+def readme_apex_config():
+    """The config dict of the README's ApexTrainer example."""
+    import ast
+    import pathlib
+
+    readme = (pathlib.Path(__file__).parents[3] / "README.md").read_text()
+    block = readme[readme.index("trainer = ApexTrainer("):]
+    call = ast.parse(block[:block.index("})") + 2]).body[0].value
+    return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "config"))
+
+
+def test_readme_shows_the_tested_config():
+    assert readme_apex_config() == README_CONFIG
+
+
 def test_per_worker_epsilon_follows_the_apex_formula():
     assert per_worker_epsilon(0, 4) == pytest.approx(0.4)
     assert per_worker_epsilon(3, 4) == pytest.approx(0.4 ** 8)
