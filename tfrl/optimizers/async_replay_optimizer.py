@@ -378,7 +378,10 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 self._launch(worker)
         with self.timer("sample"):
             by_ref = {ref: worker for worker, ref in self._in_flight.items()}
-            ready, _ = ray.wait(list(by_ref), num_returns=1)
+            ready = []
+            while not ready:  # workers may wait for the learner (rate limiter): watch it
+                ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=1.0)
+                self._raise_learner_error()
             ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
             finished = [(by_ref[ref], ref) for ref in ready]
             for worker, ref in finished:
