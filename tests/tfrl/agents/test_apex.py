@@ -166,3 +166,19 @@ def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(ap
                    if all(np.array_equal(a, b) for a, b in zip(weights, p))]
         assert matches, "a worker holds weights the learner never published"
         assert not all(np.array_equal(a, b) for a, b in zip(weights, initial))
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_learner_thread_is_raised_by_train(apex):
+    from tfrl.errors import TfrlError
+
+    optimizer = apex.optimizer
+    optimizer._start_learner()
+
+    def broken_train(*args, **kwargs):  # the injected fault: a learner step that fails
+        raise RuntimeError("injected learner failure")
+
+    optimizer.learner.train = broken_train
+    with pytest.raises(TfrlError, match="learner thread failed: RuntimeError: injected"):
+        for _ in range(20):
+            apex.train()
