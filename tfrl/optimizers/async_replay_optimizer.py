@@ -401,13 +401,13 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         return self.learner_stats
 
     def _reports_episodes(self, worker_index: int) -> bool:
-        """With per-worker epsilons, only the least-exploring third of the workers (at least
-        one) report episodes, as in RLlib's Ape-X: the returns then measure the policy rather
+        """With per-worker epsilons, only the least-exploring third of the workers (rounded
+        up) report episodes, as in RLlib's Ape-X: the returns then measure the policy rather
         than eps = 0.4 exploration."""
         num_workers = self.workers.num_remote_workers()
         if not self.settings.per_worker_exploration or num_workers == 0:
             return True
-        return worker_index > num_workers - max(num_workers // 3, 1)
+        return worker_index > num_workers - -(-num_workers // 3)
 
     def fetch_worker_episodes(self) -> list:
         """Every sample summary brings its worker's episodes, so the busy remote workers are

@@ -72,6 +72,8 @@ def test_config_errors_are_named():
         validate_config(dict(config, prioritized_replay=False))
     with pytest.raises(InvalidConfigError, match="replay_shard_addresses"):
         validate_config(dict(config, replay_shard_addresses="127.0.0.1:1"))
+    with pytest.raises(InvalidConfigError, match="replay_shard_addresses"):
+        validate_config(dict(config, replay_address="127.0.0.1:1"))
 
 
 @pytest.mark.timeout(300)

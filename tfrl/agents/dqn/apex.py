@@ -66,8 +66,9 @@ def validate_config(config: dict) -> None:
 
     Raises:
         InvalidConfigError: anything DQN's validate_config refuses; worker-side prioritization
-            without prioritized replay; fewer replay shard addresses than one; a
-            max_weight_sync_delay or learner_steps_per_call below 1.
+            without prioritized replay; replay_address (Ape-X takes replay_shard_addresses);
+            an empty or non-list replay_shard_addresses; a max_weight_sync_delay,
+            learner_steps_per_call or num_replay_shards below 1.
     """
     validate_dqn_config(config)
     if config["worker_side_prioritization"] and not config["prioritized_replay"]:
@@ -77,6 +78,11 @@ def validate_config(config: dict) -> None:
     for key in ("max_weight_sync_delay", "learner_steps_per_call", "num_replay_shards"):
         if int(config[key]) < 1:
             raise InvalidConfigError(f"APEX: {key} must be >= 1, got {config[key]}.")
+    if config.get("replay_address"):
+        raise InvalidConfigError(
+            "APEX: replay_address names one replay server; Ape-X writes into several shards. "
+            "Give them as replay_shard_addresses: [\"host:port\", ...] (each serving a table "
+            "`replay`), or drop it to let the trainer start num_replay_shards servers.")
     addresses = config["replay_shard_addresses"]
     if addresses is not None and (isinstance(addresses, str) or not list(addresses)):
         raise InvalidConfigError(
