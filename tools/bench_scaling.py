@@ -35,6 +35,8 @@ def run_apex(num_workers: int, args) -> float:
 
     trainer = ApexTrainer(env="CartPole-v1", config={
         "num_workers": num_workers, "num_envs_per_worker": args.envs_per_worker,
+        # more workers than cores share them (Ray would otherwise leave the extra ones pending)
+        "num_cpus_per_worker": min(1.0, (os.cpu_count() or 1) / num_workers),
         "rollout_fragment_length": 50, "num_replay_shards": args.shards,
         "learning_starts": 1000, "buffer_size": 100000, "train_batch_size": 64,
         "target_network_update_freq": 8000, "max_weight_sync_delay": 16,
