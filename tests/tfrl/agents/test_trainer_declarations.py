@@ -20,6 +20,10 @@ ALGORITHM_KEYS = {
             "prioritized_replay_beta_annealing_timesteps", "prioritized_replay_eps",
             "training_intensity", "target_network_update_freq", "n_step", "double_q",
             "dueling", "exploration_config"),
+    "APEX": ("num_replay_shards", "replay_shard_addresses", "max_weight_sync_delay",
+             "learner_steps_per_call", "per_worker_exploration", "worker_epsilon",
+             "worker_epsilon_alpha", "worker_side_prioritization", "target_network_update_freq",
+             "n_step", "prioritized_replay"),
 }
 
 
@@ -48,7 +52,10 @@ def test_policy_defaults_build_a_policy_directly(name):
     env = gym.make("CartPole-v1")
     policy = policy_cls(env.observation_space, env.action_space, {"model": {"fcnet_hiddens": [4]}})
     for key in ALGORITHM_KEYS[name]:
-        if key in ("grads_per_step", "simple_optimizer", "sgd_minibatch_size", "num_sgd_iter"):
+        if key in ("grads_per_step", "simple_optimizer", "sgd_minibatch_size", "num_sgd_iter",
+                   "num_replay_shards", "replay_shard_addresses", "max_weight_sync_delay",
+                   "learner_steps_per_call", "per_worker_exploration", "worker_epsilon",
+                   "worker_epsilon_alpha"):
             continue  # optimizer settings (A2C shares A3C's policy and its defaults)
         assert key in policy.config, key
 
@@ -99,7 +106,7 @@ def test_with_updates_swaps_a_hook_and_keeps_the_rest():
     assert variant.default_config() == ppo.default_config()
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn"])
+@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn", "apex"])
 def test_tuned_examples_are_valid_configs(algorithm):
     from importlib import resources
 
