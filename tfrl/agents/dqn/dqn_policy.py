@@ -95,11 +95,12 @@ class EpsilonGreedyExploration:
         self.epsilon_schedule = schedule
         self._sync_epsilon(self.global_timestep)
 
-    def export_model(self, export_dir: str) -> None:
-        """Write the serving SavedModel; its "actions" are greedy (no exploration)."""
+    def export_model(self, export_dir: str, **serving_options) -> None:
+        """Write the serving SavedModel; its "actions" are greedy (no exploration).
+        `serving_options` are TFPolicy.export_model's (observation_filter, clip_actions, ...)."""
         self.serving_greedy = True
         try:
-            super().export_model(export_dir)
+            super().export_model(export_dir, **serving_options)
         finally:
             self.serving_greedy = False
 
