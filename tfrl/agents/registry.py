@@ -18,6 +18,7 @@ ALGORITHMS = {
     "DDPG": ("tfrl.agents.ddpg.ddpg", "DDPGTrainer"),
     "TD3": ("tfrl.agents.ddpg.td3", "TD3Trainer"),
     "SAC": ("tfrl.agents.sac.sac", "SACTrainer"),
+    "APEX": ("tfrl.agents.dqn.apex", "ApexTrainer"),
 }
 
 

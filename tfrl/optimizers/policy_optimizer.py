@@ -75,11 +75,10 @@ class PolicyOptimizer:
         """RLlib's classic result dict: episode statistics plus `info` (counters, timings,
         learner stats). When fewer than `smoothing_episodes` episodes ended this iteration, the
         most recent earlier ones fill up the window, so the means move smoothly."""
-        from tfrl.rollout import collect_episodes, summarize_episodes
+        from tfrl.rollout import summarize_episodes
         from tfrl.rollout.metrics import OffPolicyEstimate
 
-        episodes = self._new_episodes + collect_episodes(
-            self.workers.local_worker(), self.workers.remote_workers())
+        episodes = self._new_episodes + self.fetch_worker_episodes()
         self._new_episodes = []
         # off-policy estimates are reported for this iteration only, never smoothed
         estimates = [e for e in episodes if isinstance(e, OffPolicyEstimate)]
@@ -93,6 +92,12 @@ class PolicyOptimizer:
         result["num_healthy_workers"] = self.workers.num_healthy_workers()
         result["info"] = {"learner": self.learner_stats, **self.stats()}
         return result
+
+    def fetch_worker_episodes(self) -> list:
+        """Episodes the workers finished that no sample summary brought (asks every worker)."""
+        from tfrl.rollout import collect_episodes
+
+        return collect_episodes(self.workers.local_worker(), self.workers.remote_workers())
 
     def save(self) -> dict:
         return {"num_steps_sampled": self.num_steps_sampled, "num_steps_trained": self.num_steps_trained}

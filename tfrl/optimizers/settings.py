@@ -87,3 +87,36 @@ class AsyncSamplesSettings(Settings):
         "sample() calls each remote worker has outstanding", minimum=1)
     broadcast_interval: int = setting(
         "learner steps between two refreshes of the weights sent to workers", minimum=1)
+class AsyncReplaySettings(Settings):
+    """AsyncReplayOptimizer (Ape-X): asynchronous sampling into replay shards, a learner thread
+    reading from all of them."""
+
+    train_batch_size: int = setting("rows per learner step (over all replicas)", minimum=1)
+    buffer_size: int = setting("items all replay shards hold together (each holds its share)",
+                               minimum=1)
+    learning_starts: int = setting(
+        "items all shards must hold together before learning starts", minimum=0)
+    training_intensity: Optional[float] = setting(
+        "trained / inserted items ratio each shard holds (None: learn as fast as possible)",
+        above=0)
+    prioritized_replay: bool = setting("prioritized (True) or uniform (False) sampling")
+    prioritized_replay_alpha: float = setting(
+        "priority exponent of the prioritized sampler", minimum=0)
+    prioritized_replay_beta: float = setting("importance-weight exponent beta", minimum=0,
+                                             maximum=1)
+    prioritized_replay_eps: float = setting(
+        "added to |TD error| so every new priority is positive", above=0)
+    num_replay_shards: int = setting("replay servers the trainer starts", minimum=1)
+    replay_shard_addresses: Optional[list] = setting(
+        "host:port of external replay servers to use as shards instead (None: start them)")
+    max_weight_sync_delay: int = setting(
+        "learner steps between weight publications (workers take the newest before sampling)",
+        minimum=1)
+    target_network_update_freq: int = setting(
+        "trained rows between target network updates", minimum=1)
+    learner_steps_per_call: int = setting(
+        "gradient steps per learner call (one priority update per call)", minimum=1)
+    per_worker_exploration: bool = setting(
+        "constant epsilon per worker, eps_i = eps ** (1 + i / (N - 1) * alpha)")
+    worker_epsilon: float = setting("eps of the per-worker epsilons", minimum=0, maximum=1)
+    worker_epsilon_alpha: float = setting("alpha of the per-worker epsilons", minimum=0)

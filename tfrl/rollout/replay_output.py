@@ -30,6 +30,7 @@ signature and the learner reads it back with `ReplayDataset.from_table_signature
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
@@ -176,7 +177,9 @@ class ReplayOutputSpec:
     """How workers write into replay; picklable, handed to every worker.
 
     Args:
-      address: "host:port" of the replay server.
+      address: "host:port" of the replay server, or a list of them: replay shards serving the
+        same tables; each `write` then goes whole to one shard, the next write to the next
+        (starting at a shard picked by the worker's process id, so workers spread out).
       table: the table name, or a dict policy_id -> table name for multi-agent (policies not in
         the dict are not written).
       columns: item columns (default: `replay_columns(policy)`); may be a dict per policy id.
@@ -196,7 +199,7 @@ class ReplayOutputSpec:
         `fragment_signature(replay_signature(policy), item_length)`.
     """
 
-    address: str
+    address: Union[str, Sequence[str]]
     table: Union[str, Dict[str, str]]
     columns: Optional[Union[Sequence[str], Dict[str, Sequence[str]]]] = None
     chunk_length: Optional[int] = None
@@ -246,7 +249,12 @@ class ReplayOutput:
         for pid in self.tables:
             columns = spec.columns.get(pid) if isinstance(spec.columns, dict) else spec.columns
             self.signatures[pid] = replay_signature(policy_map[pid], columns, observation_filter)
-        self.client = Client(spec.address, token=spec.token, root_certificates=spec.root_certificates)
+        addresses = [spec.address] if isinstance(spec.address, str) else list(spec.address)
+        if not addresses:
+            raise errors.InvalidConfigError("replay output: no replay server address given")
+        self.clients = [Client(a, token=spec.token, root_certificates=spec.root_certificates)
+                        for a in addresses]
+        self.client = self.clients[0]
         self.chunk_length = int(spec.chunk_length or rollout_fragment_length)
         self.item_length = int(spec.item_length) if spec.item_length else None
         if self.item_length:
@@ -257,15 +265,22 @@ class ReplayOutput:
                     f"are not supported for recurrent policies {recurrent}; use a feed-forward "
                     "model")
             self.chunk_length = self.item_length
-        self._writer = None
+        self._writers: Dict[int, Any] = {}
+        self._shard = os.getpid() % len(self.clients)  # the shard the next write goes to
         self.items_written = 0
+        self.items_written_per_shard = [0] * len(self.clients)
+
+    @property
+    def _writer(self):
+        """The writer of the shard the current write goes to (None until it is opened)."""
+        return self._writers.get(self._shard)
 
     def _get_writer(self):
-        if self._writer is None:
-            self._writer = self.client.trajectory_writer(
+        if self._shard not in self._writers:
+            self._writers[self._shard] = self.clients[self._shard].trajectory_writer(
                 num_keep_alive_refs=self.item_length or 1, chunk_length=self.chunk_length,
                 max_in_flight_items=self.spec.max_in_flight_items)
-        return self._writer
+        return self._writers[self._shard]
 
     def write(self, batch: Any) -> Dict[str, int]:
         """Writes the rows of `batch` (SampleBatch or MultiAgentBatch) as step items and waits
@@ -292,6 +307,8 @@ class ReplayOutput:
             self._drop_writer()
             raise
         self.items_written += sum(written.values())
+        self.items_written_per_shard[self._shard] += sum(written.values())
+        self._shard = (self._shard + 1) % len(self.clients)
         return written
 
     def _write_policy_batch(self, pid: str, batch: SampleBatch) -> int:
@@ -369,20 +386,24 @@ class ReplayOutput:
         return n // length
 
     def _drop_writer(self) -> None:
-        if self._writer is not None:
+        writer = self._writers.pop(self._shard, None)
+        if writer is not None:
             try:
-                self._writer.close(flush=False)
+                writer.close(flush=False)
             except Exception:  # noqa: BLE001 - the stream is already broken
                 pass
-            self._writer = None
 
     def close(self) -> None:
-        """Flushes and closes the writer."""
-        if self._writer is not None:
+        """Flushes and closes the writers (the first error is raised after all are closed)."""
+        writers, self._writers = self._writers, {}
+        error = None
+        for writer in writers.values():
             try:
-                self._writer.close()
-            finally:
-                self._writer = None
+                writer.close()
+            except Exception as exc:  # noqa: BLE001 - close the others first
+                error = error or exc
+        if error is not None:
+            raise error
 
 
 def _as_sequences(batch: SampleBatch, signature: Dict[str, Any], max_seq_len: int) -> dict:

@@ -121,6 +121,16 @@ class WorkerSet:
             self._remote, self._remote_indices = [], []
             raise
 
+    def remote_worker_index(self, worker: Any) -> int:
+        """The worker index (1..N) of a remote actor of this set (a recreated one keeps the
+        index of the worker it replaced).
+
+        Raises:
+          ValueError: `worker` is not one of this set's remote actors.
+        """
+        self.wait_until_started()
+        return self._remote_indices[self._remote.index(worker)]
+
     def num_remote_workers(self) -> int:
         return len(self._remote)
 

@@ -189,6 +189,18 @@ def test_exported_saved_model_serves_greedy_actions(tmp_path):
     assert np.any(explored != greedy)
 
 
+def test_export_takes_the_serving_options_the_trainer_passes(tmp_path):
+    """Trainer.export_policy_model (and so `tfrl train`'s final export) passes the filter and
+    action options; the greedy export must accept them."""
+    policy = make_dqn()
+    obs = np.random.default_rng(3).normal(size=(8, 4)).astype(np.float32)
+    policy.export_model(str(tmp_path / "dqn"), observation_filter=None, clip_actions=True,
+                        normalize_actions=False)
+    served = tf.saved_model.load(str(tmp_path / "dqn")).signatures["serving_default"](
+        observations=tf.constant(obs))
+    np.testing.assert_array_equal(served["actions"].numpy(), q_of(policy.model, obs).argmax(axis=1))
+
+
 def test_target_network_is_updated_by_the_trainer_hook_every_freq_sampled_steps():
     with trainer_with_local_worker(target_network_update_freq=100) as (trainer, policy):
         obs = np.random.default_rng(4).normal(size=(3, 4)).astype(np.float32)

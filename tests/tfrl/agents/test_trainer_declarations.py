@@ -36,6 +36,10 @@ ALGORITHM_KEYS = {
     "SAC": ("actor_hiddens", "critic_hiddens", "optimization", "initial_alpha",
             "target_entropy", "tau", "twin_q", "exploration_config", "buffer_size",
             "learning_starts", "prioritized_replay", "n_step", "training_intensity"),
+    "APEX": ("num_replay_shards", "replay_shard_addresses", "max_weight_sync_delay",
+             "learner_steps_per_call", "per_worker_exploration", "worker_epsilon",
+             "worker_epsilon_alpha", "worker_side_prioritization", "target_network_update_freq",
+             "n_step", "prioritized_replay"),
 }
 # the continuous-control algorithms need a Box action space
 CONTINUOUS = {"DDPG", "TD3", "SAC"}
@@ -66,7 +70,10 @@ def test_policy_defaults_build_a_policy_directly(name):
     env = gym.make("Pendulum-v1" if name in CONTINUOUS else "CartPole-v1")
     policy = policy_cls(env.observation_space, env.action_space, {"model": {"fcnet_hiddens": [4]}})
     for key in ALGORITHM_KEYS[name]:
-        if key in ("grads_per_step", "simple_optimizer", "sgd_minibatch_size", "num_sgd_iter"):
+        if key in ("grads_per_step", "simple_optimizer", "sgd_minibatch_size", "num_sgd_iter",
+                   "num_replay_shards", "replay_shard_addresses", "max_weight_sync_delay",
+                   "learner_steps_per_call", "per_worker_exploration", "worker_epsilon",
+                   "worker_epsilon_alpha"):
             continue  # optimizer settings (A2C shares A3C's policy and its defaults)
         assert key in policy.config, key
 
@@ -136,6 +143,7 @@ def test_with_updates_swaps_a_hook_and_keeps_the_rest():
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn", "impala", "appo"])
+@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn", "apex"])
 def test_tuned_examples_are_valid_configs(algorithm):
     from importlib import resources
 

@@ -105,3 +105,22 @@ def test_write_behind_returns_while_the_server_holds_inserts_and_loses_nothing(f
         assert client.server_info()["steps"].size == 0
     finally:
         server.stop()
+
+
+def test_writes_rotate_over_replay_shards():
+    config = {"rollout_fragment_length": 10, "num_envs_per_worker": 1}
+    probe = RolloutWorker("CartPole-v1", PGPolicy, config)
+    signature = replay_signature(probe.get_policy())
+    servers = [make_server(signature, None), make_server(signature, None)]
+    try:
+        spec = ReplayOutputSpec([f"127.0.0.1:{s.port}" for s in servers], "steps")
+        worker = RolloutWorker("CartPole-v1", PGPolicy, config, replay_output=spec)
+        for _ in range(4):
+            assert worker.sample()["items_written"] == {"default_policy": 10}
+        worker.stop()
+        # each fragment went whole to one shard, the next one to the other
+        sizes = [s.localhost_client().server_info()["steps"].current_size for s in servers]
+        assert sizes == [20, 20]
+    finally:
+        for server in servers:
+            server.stop()

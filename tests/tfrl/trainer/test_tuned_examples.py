@@ -26,7 +26,8 @@ def train_to_stop_reward(name):
 @pytest.mark.learning
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", ["cartpole-ppo", "cartpole-dqn", "cartpole-pg", "cartpole-a2c",
-                                  "cartpole-impala", "cartpole-appo", "pendulum-sac", "pendulum-td3"])
+                                  "cartpole-impala", "cartpole-appo", "pendulum-sac", "pendulum-td3",
+                                  "cartpole-apex"])
 def test_tuned_example_reaches_its_stop_reward(ray_session, name):
     target, best, steps = train_to_stop_reward(name)
     assert best >= target, f"{name}: best mean return {best:.1f} < {target} after {steps} env steps"

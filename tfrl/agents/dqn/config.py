@@ -41,6 +41,9 @@ DEFAULT_CONFIG = with_common_config({
     "final_prioritized_replay_beta": 0.4,
     "prioritized_replay_beta_annealing_timesteps": 20000,
     "prioritized_replay_eps": 1e-6,
+    # Workers give each transition the initial priority |td_error| + eps from their own copy
+    # of the networks instead of 1.0 (on by default in Ape-X).
+    "worker_side_prioritization": False,
     # Sampled env steps in the table before learning starts.
     "learning_starts": 1000,
     # Trained / sampled steps ratio the replay table holds (SampleToInsertRatio). None: one

@@ -3,7 +3,7 @@
 This is an algorithm's policy. Acting is epsilon-greedy over the Q-network
 (`sample_epsilon_greedy`, epsilon from a LinearSchedule of the global timestep; explore=False
 and the exported SavedModel act greedily). Rollout workers rewrite fragments into n-step
-transitions (`postprocess_nstep_and_prio`). The learner minimises `build_q_losses`:
+transitions (`postprocess_with_worker_priorities`). The learner minimises `build_q_losses`:
 
     target   = R_n + gamma**k * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double Q)
                R_n + gamma**k * (1 - terminated) * max_a Q_target(s', a)             (plain)
@@ -23,6 +23,7 @@ import functools
 from typing import Dict
 
 import gymnasium as gym
+import numpy as np
 import tensorflow as tf
 import tree
 
@@ -89,11 +90,18 @@ class EpsilonGreedyExploration:
         super().on_global_var_update(global_vars)
         self._sync_epsilon(self.global_timestep)
 
-    def export_model(self, export_dir: str) -> None:
-        """Write the serving SavedModel; its "actions" are greedy (no exploration)."""
+    def set_epsilon_schedule(self, schedule) -> None:
+        """Replaces the epsilon schedule (e.g. Ape-X's constant per-worker epsilon), in effect
+        from the next computed action."""
+        self.epsilon_schedule = schedule
+        self._sync_epsilon(self.global_timestep)
+
+    def export_model(self, export_dir: str, **serving_options) -> None:
+        """Write the serving SavedModel; its "actions" are greedy (no exploration).
+        `serving_options` are TFPolicy.export_model's (observation_filter, clip_actions, ...)."""
         self.serving_greedy = True
         try:
-            super().export_model(export_dir)
+            super().export_model(export_dir, **serving_options)
         finally:
             self.serving_greedy = False
 
@@ -157,6 +165,27 @@ def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, time
     return tf.where(coin < epsilon, random_actions, greedy), None, state_out
 
 
+def postprocess_with_worker_priorities(policy, sample_batch, other_agent_batches=None, episode=None):
+    """`postprocess_nstep_and_prio`, and with `worker_side_prioritization` (Ape-X) the worker
+    also rates its own transitions: a `priorities` column |td_error| + prioritized_replay_eps
+    from its current online and target networks, which becomes each replay item's initial
+    priority.
+
+    Raises:
+        InvalidBatchError: if rewards, new_obs or terminateds are missing.
+    """
+    batch = postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches, episode)
+    # the loss is usable only once initialised (this function also builds its dummy batch)
+    if policy.config.get("worker_side_prioritization") and policy.loss_input_signature:
+        td_error = policy.compute_td_error(
+            batch[SampleBatch.OBS], batch[SampleBatch.ACTIONS], batch[SampleBatch.REWARDS],
+            batch[SampleBatch.NEXT_OBS], batch[SampleBatch.TERMINATEDS],
+            batch[SampleBatch.PRIO_WEIGHTS], **{SampleBatch.N_STEPS: batch[SampleBatch.N_STEPS]})
+        batch["priorities"] = (np.abs(td_error)
+                               + float(policy.config["prioritized_replay_eps"])).astype(np.float32)
+    return batch
+
+
 def huber_loss(x, delta: float = 1.0):
     """0.5 x^2 for |x| <= delta, delta * (|x| - 0.5 delta) beyond."""
     abs_x = tf.abs(x)
@@ -216,7 +245,7 @@ DQNTFPolicy = build_tf_policy(
     validate_spaces=validate_discrete_actions,
     make_model=build_q_models,
     action_sampler_fn=sample_epsilon_greedy,
-    postprocess_fn=postprocess_nstep_and_prio,
+    postprocess_fn=postprocess_with_worker_priorities,
     stats_fn=q_loss_stats,
     extra_learn_fetches_fn=td_error_fetches,
     mixins=[TargetNetworkMixin, ComputeTDErrorMixin, LearningRateSchedule,

@@ -1,0 +1,186 @@
+"""Ape-X (APEX) through the AsyncReplayOptimizer: real Ray rollout workers writing into two
+real replay shard servers on loopback, the learner reading from both, priorities going back to
+each item's shard, per-worker epsilons and published weights reaching the workers."""
+import numpy as np
+import pytest
+
+from tfrl.agents.dqn import ApexTrainer
+from tfrl.agents.dqn.apex import validate_config
+from tfrl.errors import InvalidConfigError
+from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE, _SHARD, per_worker_epsilon
+from tfrl.policy import SampleBatch
+
+# The README's Ape-X example, with a small network and short iterations for the test.
+README_CONFIG = {
+    "num_workers": 3,
+    "num_replay_shards": 2,
+    "learning_starts": 1000,
+    "buffer_size": 50000,
+    "train_batch_size": 64,
+    "target_network_update_freq": 2000,
+    "max_weight_sync_delay": 20,
+    "timesteps_per_iteration": 1000,
+    "min_iter_time_s": 0,
+}
+SMALL = dict(README_CONFIG, num_envs_per_worker=1, rollout_fragment_length=16,
+             learning_starts=64, train_batch_size=16, timesteps_per_iteration=96,
+             target_network_update_freq=64, max_weight_sync_delay=2, learner_steps_per_call=2,
+             hiddens=[16], model={"fcnet_hiddens": [16]}, seed=3)
+
+
+@pytest.fixture(scope="module")
+def apex(ray_session):
+    trainer = ApexTrainer(env="CartPole-v1", config=SMALL)
+    yield trainer
+    trainer.stop()
+
+
+def shard_items(trainer, shard, num_samples=400):
+    """{key: (priority, data)} of the items sampled from `shard` (prioritized, with repeats)."""
+    client = trainer.optimizer.shards.client(shard)
+    return {int(s.info.key): (float(s.info.priority), s.data)
+            for s in client.sample(REPLAY_TABLE, num_samples=num_samples, timeout=30)}
+
+
+def readme_apex_config():
+    """The config dict of the README's ApexTrainer example."""
+    import ast
+    import pathlib
+
+    readme = (pathlib.Path(__file__).parents[3] / "README.md").read_text()
+    block = readme[readme.index("trainer = ApexTrainer("):]
+    call = ast.parse(block[:block.index("})") + 2]).body[0].value
+    return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "config"))
+
+
+def test_readme_shows_the_tested_config():
+    assert readme_apex_config() == README_CONFIG
+
+
+def test_per_worker_epsilon_follows_the_apex_formula():
+    assert per_worker_epsilon(0, 4) == pytest.approx(0.4)
+    assert per_worker_epsilon(3, 4) == pytest.approx(0.4 ** 8)
+    assert per_worker_epsilon(1, 3, epsilon=0.5, alpha=2.0) == pytest.approx(0.5 ** 2)
+    assert per_worker_epsilon(0, 1) == pytest.approx(0.4)
+    with pytest.raises(InvalidConfigError, match="outside"):
+        per_worker_epsilon(4, 4)
+
+
+def test_config_errors_are_named():
+    config = ApexTrainer.default_config()
+    with pytest.raises(InvalidConfigError, match="worker_side_prioritization"):
+        validate_config(dict(config, prioritized_replay=False))
+    with pytest.raises(InvalidConfigError, match="replay_shard_addresses"):
+        validate_config(dict(config, replay_shard_addresses="127.0.0.1:1"))
+    with pytest.raises(InvalidConfigError, match="replay_shard_addresses"):
+        validate_config(dict(config, replay_address="127.0.0.1:1"))
+
+
+@pytest.mark.timeout(300)
+def test_workers_rate_their_transitions_and_priorities_go_back_to_their_shard(apex):
+    optimizer = apex.optimizer
+    workers = apex.workers.remote_workers()
+    # every worker gets the learner's online and target weights, then samples twice: each
+    # fragment goes to one shard, the next to the other
+    optimizer.publish_weights(target=True)
+    for worker in workers:
+        optimizer.send_newest_weights(worker)
+    apex.workers.call_remote_workers("sample")
+    apex.workers.call_remote_workers("sample")
+
+    policy = optimizer.policy
+    for shard in range(2):
+        items = shard_items(apex, shard)
+        keys = list(items)
+        data = {k: np.stack([items[key][1][k] for key in keys]) for k in items[keys[0]][1]}
+        td = policy.compute_td_error(data[SampleBatch.OBS], data[SampleBatch.ACTIONS],
+                                     data[SampleBatch.REWARDS], data[SampleBatch.NEXT_OBS],
+                                     data[SampleBatch.TERMINATEDS],
+                                     **{SampleBatch.N_STEPS: data[SampleBatch.N_STEPS]})
+        priorities = np.array([items[key][0] for key in keys])
+        # the initial priorities are the workers' own |TD error| + eps, not a uniform 1.0
+        np.testing.assert_allclose(priorities, np.abs(td) + 1e-6, rtol=1e-4, atol=1e-5)
+        assert priorities.std() > 1e-3
+
+    # the learner reads batches from both shards, tagged with the shard they came from
+    outputs = optimizer.learner.train(optimizer.iterator, num_steps=4)
+    shards_of = {int(s) for o in outputs for s in o.per_sample[_SHARD]}
+    assert shards_of == {0, 1}
+    # new TD errors (large and distinct, so they cannot be mistaken for initial priorities)
+    expected = {0: {}, 1: {}}
+    for i, output in enumerate(outputs):
+        rows = len(output.info.key)
+        output.per_sample[SampleBatch.TD_ERROR] = 100.0 + 10 * i + np.arange(rows) / rows
+        for key, shard, td in zip(output.info.key, output.per_sample[_SHARD],
+                                  output.per_sample[SampleBatch.TD_ERROR]):
+            expected[int(shard)][int(key)] = td + 1e-6
+    optimizer._update_priorities(outputs)
+    for shard in range(2):
+        items = shard_items(apex, shard, num_samples=1000)
+        raised = {key for key, (priority, _) in items.items() if priority >= 100}
+        # every item updated on this shard is one this shard served, with its new priority;
+        # the other shard's updates did not land here
+        assert raised and raised <= set(expected[shard])
+        for key in raised:
+            assert items[key][0] == pytest.approx(expected[shard][key], rel=1e-6)
+    assert optimizer.priority_updates_per_shard == [len(expected[0]), len(expected[1])]
+
+
+@pytest.mark.timeout(300)
+def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(apex):
+    import ray
+
+    optimizer = apex.optimizer
+    published = []
+    original = optimizer.publish_weights
+
+    def recording(target=False):
+        original(target)
+        published.append(ray.get(optimizer._weights_ref)["default_policy"])
+
+    optimizer.publish_weights = recording
+    initial = [w.copy() for w in apex.get_policy().get_weights()]
+    for _ in range(2):
+        result = apex.train()
+    info = result["info"]
+    assert info["num_replay_shards"] == 2
+    assert info["num_steps_sampled"] >= 2 * 96
+    assert info["num_train_steps"] > 0 and info["num_steps_trained"] > 0
+    assert info["num_target_updates"] >= 1
+    assert result["info"]["learner"]["default_policy"]["mean_q"] != 0
+    assert any(not np.allclose(a, b) for a, b in zip(initial, apex.get_policy().get_weights()))
+    # both shards got the learner's priority updates
+    assert all(n > 0 for n in optimizer.priority_updates_per_shard)
+
+    workers = apex.workers.remote_workers()
+    epsilons = ray.get([w.apply.remote(
+        lambda worker: (worker.worker_index, float(worker.get_policy().cur_epsilon.numpy())))
+        for w in workers])
+    for index, epsilon in epsilons:
+        assert epsilon == pytest.approx(0.4 ** (1 + (index - 1) / 2 * 7), rel=1e-5)
+    assert len({round(e, 6) for _, e in epsilons}) == 3
+
+    # each worker acts with weights the learner published after learning started
+    assert len(published) >= 2
+    for worker in workers:
+        weights = ray.get(worker.get_weights.remote())["default_policy"]
+        matches = [i for i, p in enumerate(published)
+                   if all(np.array_equal(a, b) for a, b in zip(weights, p))]
+        assert matches, "a worker holds weights the learner never published"
+        assert not all(np.array_equal(a, b) for a, b in zip(weights, initial))
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_learner_thread_is_raised_by_train(apex):
+    from tfrl.errors import TfrlError
+
+    optimizer = apex.optimizer
+    optimizer._start_learner()
+
+    def broken_train(*args, **kwargs):  # the injected fault: a learner step that fails
+        raise RuntimeError("injected learner failure")
+
+    optimizer.learner.train = broken_train
+    with pytest.raises(TfrlError, match="learner thread failed: RuntimeError: injected"):
+        for _ in range(20):
+            apex.train()

@@ -1,0 +1,51 @@
+"""ReplayShards: replay servers the trainer starts in their own processes (Ray actors), or
+external servers, all serving the same tables."""
+import numpy as np
+import pytest
+
+from replay import errors as replay_errors
+from replay.server import Server
+from replay.specs import TensorSpec
+from replay.table import Table
+from tfrl.errors import InvalidConfigError
+from tfrl.replay_shards import ReplayShards
+
+pytestmark = pytest.mark.timeout(120)
+SIGNATURE = {"x": TensorSpec((2,), np.float32, "x")}
+
+
+def table(name="replay"):
+    return Table.queue(name, 100, signature=SIGNATURE)
+
+
+def test_started_shards_are_separate_servers_and_stop_with_the_trainer(ray_session):
+    shards = ReplayShards(num_shards=2)
+    shards.add_table(table())
+    addresses = shards.start()
+    try:
+        assert len(set(addresses)) == 2
+        shards.client(0).insert({"x": np.ones(2, np.float32)}, {"replay": 1.0})
+        sizes = [shards.client(i).server_info()["replay"].current_size for i in range(2)]
+        assert sizes == [1, 0]  # one buffer per shard, not one shared
+        with pytest.raises(InvalidConfigError, match="after the replay shards started"):
+            shards.add_table(table("late"))
+    finally:
+        shards.stop()
+    from replay import Client
+
+    with pytest.raises(replay_errors.ReplayError):
+        Client(addresses[0]).server_info(timeout=5)
+
+
+def test_external_shards_must_serve_the_declared_tables():
+    server = Server([table("other")], port=None)
+    try:
+        shards = ReplayShards(addresses=[f"127.0.0.1:{server.port}"])
+        shards.add_table(table())
+        with pytest.raises(InvalidConfigError, match=r"shard 0 .* has no table\(s\) \['replay'\]"):
+            shards.start()
+        shards.stop()
+    finally:
+        server.stop()
+    with pytest.raises(InvalidConfigError, match="replay_shard_addresses is empty"):
+        ReplayShards(addresses=[])

@@ -1,0 +1,455 @@
+"""AsyncReplayOptimizer: Ape-X's distributed prioritized replay over several replay shards.
+
+The data path (Horgan et al. 2018; RLlib's AsyncReplayOptimizer):
+
+    rollout workers ──(each fragment to one shard, rotating)──> replay shards 0..S-1
+          ^                                                          │ ReplayDataset per shard,
+          │ newest published weights, before a worker's next sample  │ batches interleaved
+          └──────────────────────── learner thread <─────────────────┘
+                                        │ |TD| + eps to the shard each item came from
+
+- Every remote worker samples continuously: the driver relaunches a worker's `sample()` as soon
+  as its previous one returned (no rounds, no waiting for the slowest worker). Each worker acts
+  with its own constant epsilon eps_i = eps ** (1 + i / (N - 1) * alpha) (`per_worker_epsilon`)
+  and, with `worker_side_prioritization`, rates its own n-step transitions: their initial
+  priority is |TD error| + eps from its copy of the networks (the `priorities` column its
+  postprocessing adds, which replay turns into the item priority and does not store).
+- The shards are replay servers the trainer starts, each a process of its own (`ReplayShards`),
+  or external servers (`replay_shard_addresses`). Each holds a table `replay` of
+  buffer_size / S items; learning starts when each holds learning_starts / S.
+- A learner thread in the driver reads batches from every shard (one `ReplayDataset` per shard,
+  batched, interleaved round-robin, under the MirroredStrategy of `num_learner_devices`), takes
+  `learner_steps_per_call` gradient steps per call, sends |TD error| + eps of every sampled item
+  back to the shard it came from (one `mutate_priorities` per shard and call), publishes weights
+  (`ray.put`, no waiting) every `max_weight_sync_delay` gradient steps and copies the online
+  network into the target every `target_network_update_freq` trained rows (publishing the
+  target too: workers rate their transitions against the learner's target network).
+- Sampling (worker processes), transfer (the datasets' reader threads) and learning (the
+  learner thread) run concurrently; the driver's `step()` only waits for the next finished
+  sample, counts it, and relaunches that worker with the newest weights.
+
+With `training_intensity` each shard's `SampleToInsertRatio` limiter holds the replay ratio
+(the learner waits for data, workers wait for the learner beyond a wide error buffer); without
+it the learner runs as fast as it can, as in the paper.
+Single-policy: the default (or only) learning policy.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from tfrl import errors
+from tfrl.optimizers.policy_optimizer import PolicyOptimizer
+from tfrl.optimizers.rollout_replay import sample_round, summarize_round
+from tfrl.optimizers.settings import AsyncReplaySettings, LearnerSettings
+from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout.settings import WorkerSettings
+
+logger = logging.getLogger(__name__)
+
+REPLAY_TABLE = "replay"
+_PROBABILITY = "_sample_probability"
+_TABLE_SIZE = "_sample_table_size"
+_SHARD = "_replay_shard"
+
+
+def per_worker_epsilon(index: int, num_workers: int, epsilon: float = 0.4,
+                       alpha: float = 7.0) -> float:
+    """Ape-X's exploration rate of worker `index` (0-based) of `num_workers`:
+    eps ** (1 + index / (num_workers - 1) * alpha); eps for a single worker.
+
+    Raises:
+      InvalidConfigError: index outside [0, num_workers).
+    """
+    if not 0 <= index < num_workers:
+        raise errors.InvalidConfigError(
+            f"worker index {index} is outside [0, {num_workers}) for per-worker exploration")
+    if num_workers == 1:
+        return float(epsilon)
+    return float(epsilon ** (1.0 + index / (num_workers - 1) * alpha))
+
+
+def _set_worker_epsilon(worker, num_workers: int, epsilon: float, alpha: float) -> float:
+    """Runs inside a rollout worker: gives each of its policies that explores the worker's
+    constant epsilon (remote worker i+1 is worker index i of the formula)."""
+    from tfrl.utils.schedules import ConstantSchedule
+
+    index = min(max(worker.worker_index - 1, 0), num_workers - 1)
+    value = per_worker_epsilon(index, num_workers, epsilon, alpha)
+    for policy in worker.policy_map.values():
+        if hasattr(policy, "set_epsilon_schedule"):
+            policy.set_epsilon_schedule(ConstantSchedule(value))
+    return value
+
+
+def _set_worker_target(worker, policy_id: str, target_weights) -> None:
+    """Runs inside a rollout worker: the learner's target network, so the worker's TD errors
+    (its initial priorities) use the same target as the learner's."""
+    policy = worker.get_policy(policy_id)
+    for variable, value in zip(policy.target_model.variables, target_weights):
+        variable.assign(value)
+
+
+class AsyncReplayOptimizer(PolicyOptimizer):
+    """Config keys: those of AsyncReplaySettings and LearnerSettings (read once, here).
+
+    Raises (constructor):
+      InvalidConfigError: a missing, ill-typed or out-of-range key; several policies to train
+        (Ape-X here learns one policy); an external shard without the `replay` table.
+    """
+
+    def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
+        super().__init__(workers, config, replay)
+        from replay import Fifo, MinSize, Prioritized, SampleToInsertRatio, Table, Uniform
+
+        from tfrl.learner.strategy import learner_strategy
+        from tfrl.replay_shards import ReplayShards
+        from tfrl.rollout import ReplayOutputSpec, replay_columns, replay_signature
+        from tfrl.rollout.replay_output import PRIORITY_COLUMN
+
+        self.settings = settings = AsyncReplaySettings.from_config(config)
+        self.worker_settings = ws = WorkerSettings.from_config(config)
+        local = workers.local_worker()
+        if len(local.policies_to_train) != 1:
+            raise errors.InvalidConfigError(
+                f"AsyncReplayOptimizer learns one policy, got policies_to_train "
+                f"{list(local.policies_to_train)}; use SyncReplayOptimizer (DQN) for several")
+        self.policy_id = pid = local.policies_to_train[0]
+        self.strategy = strategy or learner_strategy(
+            LearnerSettings.from_config(config).num_learner_devices)
+        self.shards = ReplayShards(settings.num_replay_shards, settings.replay_shard_addresses,
+                                   replay.client_kwargs if replay is not None else None)
+        num_shards = self.shards.num_shards
+        self.num_shards = num_shards
+        self.train_batch_size = settings.train_batch_size
+        replicas = self.strategy.num_replicas_in_sync
+        per_replica_batch = max(self.train_batch_size // replicas, 1)
+        in_flight = 2 * per_replica_batch
+
+        policy = local.get_policy(pid)
+        # the workers' `priorities` column sets the item priority; it is not stored
+        self.columns = [c for c in replay_columns(policy, ws.observation_filter)
+                        if c != PRIORITY_COLUMN]
+        signature = replay_signature(policy, self.columns, ws.observation_filter)
+        min_size = max(settings.learning_starts // num_shards, 1)
+        if settings.training_intensity:
+            samplers = max(workers.num_remote_workers(), 1)
+            fragment = ws.num_envs_per_worker * ws.rollout_fragment_length
+            # wide enough that no worker waits while every other one writes a fragment
+            error_buffer = max(4.0 * (samplers * fragment + in_flight * replicas
+                                      + self.train_batch_size) * settings.training_intensity,
+                               2.0 * max(1.0, settings.training_intensity))
+            rate_limiter = SampleToInsertRatio(settings.training_intensity, min_size, error_buffer)
+        else:
+            rate_limiter = MinSize(min_size)
+        self.shards.add_table(Table(
+            REPLAY_TABLE,
+            sampler=(Prioritized(settings.prioritized_replay_alpha)
+                     if settings.prioritized_replay else Uniform()),
+            remover=Fifo(), max_size=max(settings.buffer_size // num_shards, 1),
+            rate_limiter=rate_limiter, signature=signature))
+        self.addresses = self.shards.start()
+        client_kwargs = self.shards.client_kwargs
+        workers.set_replay_output(ReplayOutputSpec(
+            self.addresses, {pid: REPLAY_TABLE}, columns={pid: self.columns},
+            chunk_length=ws.rollout_fragment_length,
+            max_unacked_after_write=ws.num_envs_per_worker * ws.rollout_fragment_length,
+            token=client_kwargs.get("token"),
+            root_certificates=client_kwargs.get("root_certificates")))
+        self._datasets: List = []
+        self._build_learner(per_replica_batch, in_flight)
+
+        # shared between the learner thread and the driver
+        self._lock = threading.Lock()
+        self._weights_ref = None
+        self._weights_version = 0
+        self._target_ref = None
+        self._target_version = 0
+        self._learner_error: Optional[BaseException] = None
+        self._stop_learning = threading.Event()
+        self._learner_thread: Optional[threading.Thread] = None
+        self.num_train_steps = 0
+        self.num_target_updates = 0
+        self._last_target_update = 0
+        self.priority_updates_per_shard = [0] * num_shards
+        # driver side: the sample in flight on each worker, the (weights, target) versions each
+        # has
+        self._in_flight: Dict = {}
+        self._worker_version: Dict = {}
+
+    # ----- the learner ----------------------------------------------------------------------
+    def _build_learner(self, per_replica_batch: int, in_flight: int) -> None:
+        from replay import ReplaySample
+
+        from tfrl.learner import MirroredLearner
+
+        local = self.workers.local_worker()
+        template = local.get_policy(self.policy_id)
+        self.learner = MirroredLearner(
+            lambda: type(template)(template.observation_space, template.action_space,
+                                   template.config),
+            loss_fn=self._loss, strategy=self.strategy, steps_per_call=1)
+        self.policy = self.learner.trainee
+        local.set_policy(self.policy_id, self.policy)
+        self.signature = self.policy.loss_input_signature
+        shards, num_shards = self.shards, self.num_shards
+
+        def dataset_fn(input_context):
+            def tagged(shard):
+                def with_info(sample):
+                    data = dict(sample.data)
+                    data[_PROBABILITY] = tf.cast(sample.info.probability, tf.float32)
+                    data[_TABLE_SIZE] = tf.cast(sample.info.table_size, tf.float32)
+                    data[_SHARD] = tf.fill(tf.shape(sample.info.probability), shard)
+                    return ReplaySample(sample.info, data)
+                return with_info
+
+            per_shard = []
+            for shard in range(num_shards):
+                dataset = shards.dataset(shard, REPLAY_TABLE,
+                                         max_in_flight_samples_per_worker=in_flight,
+                                         num_workers_per_iterator=1)
+                self._datasets.append(dataset)
+                per_shard.append(dataset.batch(per_replica_batch, drop_remainder=True)
+                                 .map(tagged(shard)))
+            if num_shards == 1:
+                return per_shard[0].prefetch(1)
+            order = tf.data.Dataset.range(num_shards).repeat()
+            return tf.data.Dataset.choose_from_datasets(per_shard, order).prefetch(1)
+
+        self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))
+        # traced now, while the remote workers start, rather than at the first step
+        self.learner.build(self.iterator)
+
+    def _loss(self, data):
+        data = dict(data)
+        probability = data.pop(_PROBABILITY)
+        table_size = data.pop(_TABLE_SIZE)
+        shard = data.pop(_SHARD)
+        if self.settings.prioritized_replay:
+            weights = tf.pow(table_size * probability, -self.settings.prioritized_replay_beta)
+            weights = weights / tf.reduce_max(weights)
+        else:
+            weights = tf.ones_like(probability)
+        data[SampleBatch.PRIO_WEIGHTS] = weights
+        batch = {k: tree.map_structure(lambda spec, x: tf.cast(x, spec.dtype), spec, data[k])
+                 for k, spec in self.signature.items()}
+        loss, stats, per_sample = self.policy.loss_and_stats(batch)
+        return loss, stats, dict(per_sample, **{_SHARD: shard})
+
+    def learner_policies(self) -> dict:
+        """{policy_id: the learner's policy copy} (target updates of trainer hooks)."""
+        return {self.policy_id: self.policy}
+
+    def _learn_once(self) -> bool:
+        """One learner call: gradient steps, priority updates, target update and weight
+        publication when due. False when the datasets ended (stopping)."""
+        outputs = self.learner.train(self.iterator, num_steps=self.settings.learner_steps_per_call)
+        if not outputs:
+            return False
+        with self.timer("update_priorities"):
+            self._update_priorities(outputs)
+        from tfrl.learner import mean_stats
+
+        steps_before = self.num_train_steps
+        self.num_train_steps += len(outputs)
+        self.num_steps_trained += sum(o.batch_size for o in outputs)
+        self.learner_stats = {self.policy_id: mean_stats(outputs)}
+        if (self.num_steps_trained - self._last_target_update
+                >= self.settings.target_network_update_freq):
+            self.policy.update_target()
+            self._last_target_update = self.num_steps_trained
+            self.num_target_updates += 1
+            self.publish_weights(target=True)
+            return True
+        delay = self.settings.max_weight_sync_delay
+        if self.num_train_steps // delay > steps_before // delay:
+            self.publish_weights()
+        return True
+
+    def publish_weights(self, target: bool = False) -> None:
+        """Puts the learner's online weights (and with `target`, its target network's) into
+        Ray's object store, where each worker's next `send_newest_weights` takes them."""
+        import ray
+
+        ref = ray.put(self.workers.local_worker().get_weights([self.policy_id]))
+        target_ref = None
+        if target:
+            target_ref = ray.put([v.numpy() for v in self.policy.target_model.variables])
+        with self._lock:
+            self._weights_ref = ref
+            self._weights_version += 1
+            if target_ref is not None:
+                self._target_ref = target_ref
+                self._target_version += 1
+
+    def _update_priorities(self, outputs) -> None:
+        """|TD error| + eps of every sampled item, to the shard it came from: one
+        `mutate_priorities` call per shard (a key sampled twice keeps its latest TD error)."""
+        if not self.settings.prioritized_replay:
+            return
+        updates: Dict[int, Dict[int, float]] = defaultdict(dict)
+        for output in outputs:
+            td_error = output.per_sample.get(SampleBatch.TD_ERROR)
+            if output.info is None or td_error is None:
+                continue
+            keys = np.asarray(output.info.key).reshape(-1).tolist()
+            shards = np.asarray(output.per_sample[_SHARD]).reshape(-1).tolist()
+            priorities = (np.abs(np.asarray(td_error, np.float64).reshape(-1))
+                          + self.settings.prioritized_replay_eps).tolist()
+            for key, shard, priority in zip(keys, shards, priorities):
+                updates[int(shard)][key] = priority
+        for shard, shard_updates in updates.items():
+            self.shards.client(shard).mutate_priorities(REPLAY_TABLE, updates=shard_updates)
+            self.priority_updates_per_shard[shard] += len(shard_updates)
+
+    def _learn_loop(self) -> None:
+        try:
+            while not self._stop_learning.is_set():
+                with self.timer("learn"):
+                    if not self._learn_once():
+                        return
+        except Exception as exc:  # noqa: BLE001 - handed to the driver, raised by step()
+            if not self._stop_learning.is_set():
+                logger.exception("the Ape-X learner thread failed")
+                self._learner_error = exc
+
+    def _start_learner(self) -> None:
+        if self._learner_thread is None:
+            self.publish_weights(target=True)
+            self._learner_thread = threading.Thread(target=self._learn_loop,
+                                                    name="apex-learner", daemon=True)
+            self._learner_thread.start()
+
+    def _raise_learner_error(self) -> None:
+        if self._learner_error is not None:
+            raise errors.TfrlError(
+                f"the Ape-X learner thread failed: {type(self._learner_error).__name__}: "
+                f"{self._learner_error}") from self._learner_error
+
+    # ----- the driver: coordination only -----------------------------------------------------
+    def send_newest_weights(self, worker) -> None:
+        """Gives `worker` its per-worker epsilon (the first time) and the newest published
+        online and target weights it lacks; nothing waits (an actor runs its calls in order,
+        so its next sample uses them)."""
+        settings = self.settings
+        if worker not in self._worker_version:
+            self._worker_version[worker] = (0, 0)
+            if settings.per_worker_exploration:
+                worker.apply.remote(_set_worker_epsilon, self.workers.num_remote_workers(),
+                                    settings.worker_epsilon, settings.worker_epsilon_alpha)
+        with self._lock:
+            ref, version = self._weights_ref, self._weights_version
+            target_ref, target_version = self._target_ref, self._target_version
+        has, has_target = self._worker_version[worker]
+        with self.timer("sync_weights"):
+            if ref is not None and has < version:
+                worker.set_weights.remote(ref, {"timestep": self.num_steps_sampled})
+                has = version
+            if target_ref is not None and has_target < target_version:
+                worker.apply.remote(_set_worker_target, self.policy_id, target_ref)
+                has_target = target_version
+        self._worker_version[worker] = (has, has_target)
+
+    def _launch(self, worker) -> None:
+        """The worker's next sample, after the newest weights."""
+        self.send_newest_weights(worker)
+        self._in_flight[worker] = worker.sample.remote()
+
+    def step(self) -> dict:
+        import ray
+
+        self._raise_learner_error()
+        self._start_learner()
+        local = self.workers.local_worker()
+        if not self.workers.remote_workers():
+            with self.timer("sample"):
+                steps, episodes, _ = sample_round(self.workers)
+            self._count(steps, episodes)
+            return self.learner_stats
+        for worker in self.workers.remote_workers():
+            if worker not in self._in_flight:  # first step, or a recreated worker
+                self._launch(worker)
+        with self.timer("sample"):
+            by_ref = {ref: worker for worker, ref in self._in_flight.items()}
+            ready = []
+            while not ready:  # workers may wait for the learner (rate limiter): watch it
+                ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=1.0)
+                self._raise_learner_error()
+            ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+            finished = [(by_ref[ref], ref) for ref in ready]
+            for worker, ref in finished:
+                del self._in_flight[worker]
+                index = self.workers.remote_worker_index(worker)
+                summaries = self.workers.gather([(worker, ref)])  # a failed one is recreated
+                steps, episodes, _ = summarize_round(summaries)
+                self._count(steps, episodes if self._reports_episodes(index) else [])
+        local.set_global_vars({"timestep": self.num_steps_sampled})
+        healthy = set(self.workers.remote_workers())
+        for worker, _ in finished:
+            if worker in healthy:
+                self._launch(worker)
+        for worker in list(self._worker_version):
+            if worker not in healthy:
+                del self._worker_version[worker]
+        return self.learner_stats
+
+    def _reports_episodes(self, worker_index: int) -> bool:
+        """With per-worker epsilons, only the least-exploring third of the workers (rounded
+        up) report episodes, as in RLlib's Ape-X: the returns then measure the policy rather
+        than eps = 0.4 exploration."""
+        num_workers = self.workers.num_remote_workers()
+        if not self.settings.per_worker_exploration or num_workers == 0:
+            return True
+        return worker_index > num_workers - -(-num_workers // 3)
+
+    def fetch_worker_episodes(self) -> list:
+        """Every sample summary brings its worker's episodes, so the busy remote workers are
+        not asked (their call would wait behind the sample in flight)."""
+        if self.workers.remote_workers():
+            return []
+        return self.workers.local_worker().get_metrics()
+
+    def _count(self, steps: int, episodes: list) -> None:
+        self.num_steps_sampled += steps
+        self._new_episodes.extend(episodes)
+
+    def stats(self) -> dict:
+        return dict(super().stats(), num_train_steps=self.num_train_steps,
+                    num_target_updates=self.num_target_updates,
+                    weights_version=self._weights_version, num_replay_shards=self.num_shards)
+
+    def save(self) -> dict:
+        return dict(super().save(), num_train_steps=self.num_train_steps,
+                    last_target_update=self._last_target_update)
+
+    def restore(self, state: dict) -> None:
+        super().restore(state)
+        self.num_train_steps = int(state.get("num_train_steps", 0))
+        self._last_target_update = int(state.get("last_target_update", 0))
+
+    def stop(self) -> None:
+        """Stops the learner thread, lets the samples in flight finish (briefly), then stops
+        the shard servers the trainer started."""
+        import ray
+
+        self._stop_learning.set()
+        for dataset in self._datasets:
+            dataset.close()  # ends the learner's pending reads
+        if self._learner_thread is not None:
+            self._learner_thread.join(timeout=30)
+        refs = list(self._in_flight.values())
+        self._in_flight = {}
+        if refs:
+            try:
+                ray.wait(refs, num_returns=len(refs), timeout=10)
+            except Exception:  # noqa: BLE001 - stopping must not fail on a worker that died
+                pass
+        self.shards.stop()
+        super().stop()

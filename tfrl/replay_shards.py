@@ -1,0 +1,165 @@
+"""Replay shards: several replay servers holding one logical buffer (Ape-X's replay actors).
+
+Where `ReplayService` gives a trainer one server (embedded in the driver, or external), a
+`ReplayShards` gives it N: either N `replay.Server`s the trainer starts, each in a process of
+its own (a Ray actor that owns only the server, so its gRPC work never competes with the
+driver's learner for the GIL), or N external `replay-server` addresses that already serve the
+tables. Rollout workers write each fragment into one shard (rotating over them), the learner
+reads from every shard and sends each priority update to the shard its item came from. No data
+passes through the driver; the shards are addressed by index, in the order of `addresses`.
+See docs/architecture.md, "Data path".
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Sequence
+
+from tfrl import errors
+
+logger = logging.getLogger(__name__)
+
+
+class ReplayShardServer:
+    """A Ray actor body: one `replay.Server` on a free loopback port, built from table configs
+    (`Table.config()` dicts, so nothing but plain data crosses to the actor)."""
+
+    def __init__(self, table_configs: List[dict]):
+        from replay import Server
+        from replay.table import Table
+
+        self._server = Server([Table.from_config(c) for c in table_configs], port=None)
+
+    def address(self) -> str:
+        return f"127.0.0.1:{self._server.port}"
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+class ReplayShards:
+    """N replay servers serving the same tables.
+
+    Args:
+      num_shards: how many servers to start (ignored when `addresses` is given).
+      addresses: "host:port" of external servers already serving the tables (one per shard).
+      client_kwargs: credentials of the external servers (token, root_certificates).
+
+    Raises (constructor):
+      InvalidConfigError: num_shards below 1, or an empty address list.
+    """
+
+    def __init__(self, num_shards: int = 1, addresses: Optional[Sequence[str]] = None,
+                 client_kwargs: Optional[Dict[str, Any]] = None):
+        if addresses is not None:
+            addresses = [str(a) for a in addresses]
+            if not addresses:
+                raise errors.InvalidConfigError(
+                    "replay_shard_addresses is empty; give one host:port per replay shard, or "
+                    "leave it None to let the trainer start num_replay_shards servers")
+        elif int(num_shards) < 1:
+            raise errors.InvalidConfigError(
+                f"num_replay_shards must be >= 1, got {num_shards}")
+        self._external = addresses
+        self.num_shards = len(addresses) if addresses is not None else int(num_shards)
+        self.client_kwargs = dict(client_kwargs or {})
+        self._tables: Dict[str, Any] = {}
+        self._actors: List[Any] = []
+        self.addresses: List[str] = []
+        self._clients: List[Any] = []
+
+    def add_table(self, table) -> None:
+        """Declares a table (a `replay.Table`) every shard serves; each shard gets its own copy.
+
+        Raises:
+          InvalidConfigError: the shards already started.
+        """
+        if self.addresses:
+            raise errors.InvalidConfigError(
+                f"replay table {table.name!r} declared after the replay shards started")
+        self._tables[table.name] = table
+
+    @property
+    def signatures(self) -> Dict[str, Any]:
+        return {name: table.signature for name, table in self._tables.items()}
+
+    def start(self) -> List[str]:
+        """Starts the shard servers (or checks the external ones); returns their addresses.
+
+        Raises:
+          InvalidConfigError: an external shard lacks a declared table.
+          replay.errors.UnavailableError: no server at an external address.
+        """
+        if self.addresses:
+            return self.addresses
+        if self._external is not None:
+            self.addresses = list(self._external)
+            for index in range(self.num_shards):
+                info = self.client(index).server_info()
+                missing = sorted(set(self._tables) - set(info))
+                if missing:
+                    raise errors.InvalidConfigError(
+                        f"replay shard {index} at {self.addresses[index]} has no table(s) "
+                        f"{missing} (it has {sorted(info)}); declare them in its --config YAML, "
+                        "or drop replay_shard_addresses to let the trainer start its shards")
+            return self.addresses
+        import ray
+
+        configs = [table.config() for table in self._tables.values()]
+        # num_cpus=0: a shard is I/O bound and must not take a rollout worker's CPU slot.
+        shard_cls = ray.remote(num_cpus=0)(ReplayShardServer)
+        self._actors = [shard_cls.remote(configs) for _ in range(self.num_shards)]
+        self.addresses = ray.get([actor.address.remote() for actor in self._actors])
+        logger.info("replay shards on %s", self.addresses)
+        return self.addresses
+
+    def client(self, index: int):
+        """The `replay.Client` of shard `index` (one per shard, reused)."""
+        from replay import Client
+
+        while len(self._clients) <= index:
+            self._clients.append(None)
+        if self._clients[index] is None:
+            self._clients[index] = Client(self.addresses[index], **self.client_kwargs)
+        return self._clients[index]
+
+    def dataset(self, index: int, table: str, max_in_flight_samples_per_worker: int, **kwargs):
+        """A `replay.ReplayDataset` of `table` on shard `index`, typed by its declared
+        signature. The caller closes it.
+
+        Raises:
+          InvalidConfigError: `table` was not declared with a signature.
+        """
+        import tensorflow as tf
+        import tree
+        from replay import ReplayDataset
+
+        declared = self._tables.get(table)
+        if declared is None or declared.signature is None:
+            raise errors.InvalidConfigError(
+                f"replay table {table!r} was not declared with a signature on the replay shards "
+                f"(declared: {sorted(self._tables)})")
+        dtypes = tree.map_structure(lambda spec: tf.as_dtype(spec.dtype), declared.signature)
+        shapes = tree.map_structure(lambda spec: tf.TensorShape(list(spec.shape)), declared.signature)
+        return ReplayDataset(self.addresses[index], table, dtypes, shapes,
+                             max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
+                             **self.client_kwargs, **kwargs)
+
+    def stop(self) -> None:
+        """Closes the clients and stops the servers the trainer started."""
+        for client in self._clients:
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # noqa: BLE001 - closing a client of a server that is gone
+                    pass
+        self._clients = []
+        if self._actors:
+            import ray
+
+            for actor in self._actors:
+                try:
+                    ray.get(actor.stop.remote(), timeout=10)
+                except Exception:  # noqa: BLE001 - the actor may already be gone
+                    pass
+                ray.kill(actor)
+            self._actors = []
