@@ -133,7 +133,8 @@ class Trainer:
         `InvalidConfigError` naming the closest valid key.
       env: environment id or registered name (shortcut for config["env"]).
       logdir: where TensorBoard events, result.json and checkpoints go; None disables logging.
-      logger_creator, storage: given only by Ray Tune, which builds a trainer class as a trial
+      logger_creator, storage: given only by Ray Tune (`storage`; older Tune versions also pass
+        `logger_creator`, which is not used), which builds a trainer class as a trial
         (every trainer class is a `ray.tune.Trainable`, see tfrl/tune.py `trial_base`). That
         instance is a trial shell: Tune's `train`/`save`/`restore`/`stop` run a plain instance
         of the same class inside it.
@@ -153,7 +154,7 @@ class Trainer:
             from tfrl.tune import trial_base
 
             trial_base().__init__(self, config=dict(config or {}, **({"env": env} if env else {})),
-                                  logger_creator=logger_creator, storage=storage)
+                                  storage=storage)
             return
         config = dict(config or {})
         if env is not None:
@@ -572,7 +573,8 @@ class Trainer:
         return copy.deepcopy(cls._default_config)
 
     def __repr__(self) -> str:
-        return f"{self.trainer_name}(env={self.config['env']!r}, iteration={self.iteration})"
+        config = getattr(self, "config", None) or {}
+        return f"{self.trainer_name}(env={config.get('env')!r}, iteration={getattr(self, '_iteration', 0)})"
 
 
 _live_trainers: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
