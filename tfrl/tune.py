@@ -29,7 +29,8 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
     then one bundle per rollout worker ({"CPU": num_cpus_per_worker, "GPU":
     num_gpus_per_worker}), from the algorithm's defaults updated with `config`. A worker that
     asks for no resources gets no bundle; a trainer that asks for none gets an empty bundle
-    (it then reserves, as outside Tune, only its rollout workers).
+    (it then reserves, as outside Tune, only its rollout workers), unless nothing at all would
+    be reserved: then the trainer's bundle is 1 CPU.
 
     Raises:
       InvalidConfigError: unknown algorithm name.
@@ -47,9 +48,10 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
 
     driver = bundle(merged["num_cpus_for_driver"], merged["num_gpus"])
     worker = bundle(merged["num_cpus_per_worker"], merged["num_gpus_per_worker"])
-    num_workers = int(merged["num_workers"])
-    return PlacementGroupFactory([driver] + ([worker] * num_workers if worker else []),
-                                 strategy="PACK")
+    workers = [worker] * int(merged["num_workers"]) if worker else []
+    if not driver and not workers:
+        driver = {"CPU": 1.0}  # Tune needs a request; the trainer then does all the work itself
+    return PlacementGroupFactory([driver] + workers, strategy="PACK")
 
 
 def _trial_result(result: dict) -> dict:

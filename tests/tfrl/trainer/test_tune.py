@@ -40,6 +40,9 @@ def test_a_trial_reserves_its_trainer_and_every_rollout_worker():
     # workers that ask for nothing get no bundle
     assert trainer_resources(PPOTrainer, {"num_workers": 3, "num_cpus_per_worker": 0,
                                           "num_cpus_for_driver": 1}).bundles == [{"CPU": 1.0}]
+    # a trial that would reserve nothing reserves 1 CPU for its trainer (Tune needs a request)
+    assert trainer_resources(PPOTrainer, {"num_workers": 3, "num_cpus_per_worker": 0}).bundles == [
+        {"CPU": 1.0}]
 
 
 @pytest.mark.timeout(400)
