@@ -52,6 +52,44 @@ def merge_config(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | Non
     return merged
 
 
+# classic RLlib framework names that mean TensorFlow: tfrl runs TensorFlow 2 (eager execution,
+# learn and act steps traced with tf.function) whichever of them is given
+TF_FRAMEWORKS = ("tf", "tf2", "tfe")
+
+
+def apply_classic_keys(config: dict, owner: str) -> None:
+    """Checks, in a merged trainer config, the classic RLlib keys that only choose what tfrl
+    always does, and moves the top-level `vf_share_layers` (PPO's place for it before Ray 1.x)
+    into `model` unless the model config sets it itself.
+
+    `framework` "tf", "tf2" or "tfe" and `eager` / `eager_tracing` True or False are accepted
+    and change nothing: tfrl runs TensorFlow 2 eagerly with its hot paths traced.
+
+    Raises:
+      InvalidConfigError: another framework (e.g. "torch"), `use_pytorch: True`, or a
+        non-boolean eager / eager_tracing.
+    """
+    framework = config.get("framework")
+    if framework is not None and framework not in TF_FRAMEWORKS:
+        raise errors.InvalidConfigError(
+            f"{owner}: framework {framework!r} is not available; tfrl runs TensorFlow 2 only "
+            f"(framework {' / '.join(map(repr, TF_FRAMEWORKS))}, or leave the key out). Port "
+            "the policy to build_tf_policy to run it here")
+    if config.get("use_pytorch"):
+        raise errors.InvalidConfigError(
+            f"{owner}: use_pytorch True is not available; tfrl runs TensorFlow 2 only (set "
+            "use_pytorch False or leave the key out)")
+    for key in ("eager", "eager_tracing"):
+        if not isinstance(config.get(key, False), bool):
+            raise errors.InvalidConfigError(
+                f"{owner}: {key} must be True or False, got {config[key]!r}")
+    share = config.get("vf_share_layers")
+    if share is not None:
+        model = config.setdefault("model", {})
+        if "vf_share_layers" not in model or share != model["vf_share_layers"]:
+            model["vf_share_layers"] = bool(share)
+
+
 def policy_defaults(algorithm_defaults: Mapping[str, Any]) -> dict:
     """An algorithm's DEFAULT_CONFIG as its policy's defaults (a policy's `get_default_config`):
     a deep copy without the `model` section, whose defaults the ModelCatalog supplies."""

@@ -25,13 +25,15 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
 from tfrl import errors
-from tfrl.config import merge_config
+from tfrl.config import apply_classic_keys, merge_config
 from tfrl.models.catalog import MODEL_DEFAULTS
 from tfrl.runtime import configure_tf_threads
 
@@ -67,6 +69,9 @@ COMMON_CONFIG: Dict[str, Any] = {
     "num_cpus_per_worker": 1,
     "num_gpus_per_worker": 0,
     "num_gpus": 0,
+    # CPUs a Tune trial reserves for the trainer itself (the learner); 0, as outside Tune, where
+    # the driver process reserves nothing from Ray and only the rollout workers do
+    "num_cpus_for_driver": 0,
     "check_observations": True,
     "check_actions": True,
     "explore": True,
@@ -121,6 +126,17 @@ COMMON_CONFIG: Dict[str, Any] = {
     "tf_threads_per_worker": 1,
     # intra- and inter-op threads of TensorFlow in the driver (the learner); None: TF's default
     "driver_tf_threads": None,
+    # === Classic RLlib keys (tfrl.config.apply_classic_keys) ===
+    # "tf" / "tf2" / "tfe": all run TensorFlow 2 eagerly with traced learn and act steps; any
+    # other framework is refused
+    "framework": "tf2",
+    # accepted for classic configs; tfrl always runs eagerly with its hot paths traced
+    "eager": False,
+    "eager_tracing": False,
+    # accepted for classic configs (refused when True)
+    "use_pytorch": False,
+    # PPO's top-level spelling before Ray 1.x; when set it goes to model["vf_share_layers"]
+    "vf_share_layers": None,
 }
 
 
@@ -132,18 +148,35 @@ class Trainer:
         `InvalidConfigError` naming the closest valid key.
       env: environment id or registered name (shortcut for config["env"]).
       logdir: where TensorBoard events, result.json and checkpoints go; None disables logging.
+      logger_creator, storage: given only by Ray Tune (`storage`; older Tune versions also pass
+        `logger_creator`, which is not used), which builds a trainer class as a trial
+        (every trainer class is a `ray.tune.Trainable`, see tfrl/tune.py `trial_base`). That
+        instance is a trial shell: Tune's `train`/`save`/`restore`/`stop` run a plain instance
+        of the same class inside it.
+
+    A trainer that is never stopped is stopped when the interpreter exits (before Python waits
+    for the threads it started), so scripts that never call `stop()` still end.
     """
 
     trainer_name = "Trainer"  # the registered algorithm name ("PPO"), in checkpoints and logs
     _default_config = COMMON_CONFIG
     _policy = None
 
-    def __init__(self, config: Optional[dict] = None, env: Any = None, logdir: Optional[str] = None):
+    def __init__(self, config: Optional[dict] = None, env: Any = None, logdir: Optional[str] = None,
+                 logger_creator: Optional[Callable] = None, storage: Any = None):
+        self._tune_trial = logger_creator is not None or storage is not None
+        if self._tune_trial:
+            from tfrl.tune import trial_base
+
+            trial_base().__init__(self, config=dict(config or {}, **({"env": env} if env else {})),
+                                  storage=storage)
+            return
         config = dict(config or {})
         if env is not None:
             config["env"] = env
         self.raw_user_config = copy.deepcopy(config)
         self.config = merge_config(self._default_config, config)
+        apply_classic_keys(self.config, self.trainer_name)
         if self.config["env"] is None:
             raise errors.InvalidConfigError(
                 f"{self.trainer_name}: no environment given; pass env='CartPole-v1' or config['env']")
@@ -177,6 +210,25 @@ class Trainer:
             from tfrl.logging import TensorBoardLogger
 
             self._tb_logger = TensorBoardLogger(logdir)
+        _stop_at_exit(self)
+
+    # `iteration` and `logdir` are also read-only properties of ray.tune.Trainable, which every
+    # trainer class has last among its bases; these are the trainer's own.
+    @property
+    def iteration(self) -> int:
+        return self._iteration
+
+    @iteration.setter
+    def iteration(self, value: int) -> None:
+        self._iteration = value
+
+    @property
+    def logdir(self) -> Optional[str]:
+        return self._logdir
+
+    @logdir.setter
+    def logdir(self, value: Optional[str]) -> None:
+        self._logdir = value
 
     # --- to be provided by build_trainer -------------------------------------------------
     def _init(self, config: dict) -> None:
@@ -195,6 +247,8 @@ class Trainer:
         iterations the policy is exported as `<export_dir>/<iteration>/` (tfrl/serving_export.py)
         and `result["export_path"]` says where.
         """
+        if self._tune_trial:
+            return self._trial_call("train")
         start = time.time()
         result = self._train()
         if self.config["synchronize_filters"]:
@@ -349,6 +403,8 @@ class Trainer:
     def get_state(self) -> dict:
         """Counters, the driver worker's state (weights, optimizer slots, filters) and the
         optimizer's counters, as plain data (nested dicts and lists, numbers, numpy arrays)."""
+        if self._tune_trial:
+            return self._trial_call("get_state")
         return {
             "name": self.trainer_name,
             "config": self.raw_user_config,
@@ -405,6 +461,8 @@ class Trainer:
           replay.errors.FailedPreconditionError: an external replay server without
             --checkpoint-dir, with replay_checkpoint set.
         """
+        if self._tune_trial:
+            return self._trial_call("save", checkpoint_dir)
         base = checkpoint_dir or os.path.join(self.logdir or ".", "checkpoints")
         path = os.path.join(base, f"checkpoint_{self.iteration:06d}")
         try:
@@ -513,9 +571,14 @@ class Trainer:
         Raises:
           PickleCheckpointError, CheckpointError: see `load_checkpoint_state` and `set_state`.
         """
+        if self._tune_trial:
+            return self._trial_call("restore", checkpoint_path)
         self.set_state(self.load_checkpoint_state(checkpoint_path))
 
     def stop(self) -> None:
+        """Stops the rollout workers, the optimizer and the replay service (idempotent)."""
+        if self._tune_trial:
+            return self._trial_call("stop")
         if self._stopped:
             return
         self._stopped = True
@@ -529,6 +592,12 @@ class Trainer:
         if self._tb_logger is not None:
             self._tb_logger.close()
 
+    def _trial_call(self, method: str, *args):
+        """Tune's own `method` of a trial shell (see __init__)."""
+        from tfrl.tune import trial_base
+
+        return getattr(trial_base(), method)(self, *args)
+
     def __enter__(self):
         return self
 
@@ -540,7 +609,31 @@ class Trainer:
         return copy.deepcopy(cls._default_config)
 
     def __repr__(self) -> str:
-        return f"{self.trainer_name}(env={self.config['env']!r}, iteration={self.iteration})"
+        config = getattr(self, "config", None) or {}
+        return f"{self.trainer_name}(env={config.get('env')!r}, iteration={getattr(self, '_iteration', 0)})"
+
+
+_live_trainers: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
+_exit_hook_registered = False
+
+
+def _stop_live_trainers() -> None:
+    for trainer in list(_live_trainers):
+        try:
+            trainer.stop()
+        except Exception:  # noqa: BLE001 - the interpreter is exiting; stop the others
+            logger.exception("error while stopping %r at exit", trainer)
+
+
+def _stop_at_exit(trainer: Trainer) -> None:
+    """Stops `trainer` when the interpreter exits, if it was not stopped before. It must run
+    before Python joins the non-daemon threads the trainer's parts started (replay server,
+    learner), which plain `atexit` handlers do not: `threading._register_atexit` runs then."""
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        threading._register_atexit(_stop_live_trainers)  # noqa: SLF001 - see the docstring
+        _exit_hook_registered = True
+    _live_trainers.add(trainer)
 
 
 def with_common_config(extra_config: dict) -> dict:

@@ -7,16 +7,23 @@ This is RLlib's classic trainer template. Hooks, in the order they run:
   config); None keeps the default.
 - `before_init(trainer)`: runs before the workers exist.
 - `make_workers(trainer, env_creator, policy_class, config) -> WorkerSet`: rarely overridden.
-- `make_policy_optimizer(workers, config, replay) -> PolicyOptimizer`: the distributed strategy.
+- `make_policy_optimizer(workers, config, replay) -> PolicyOptimizer`: the distributed strategy
+  (default `sync_samples_optimizer`).
   `replay` is the trainer's `ReplayService`; the optimizer declares the tables it needs on it.
+  The classic two-argument form `make_policy_optimizer(workers, config)` is called as such (its
+  optimizer then gets no replay service; tfrl's optimizers that need one start their own).
 - `after_init(trainer)`: runs once everything is built.
 - `after_optimizer_step(trainer, fetches)`: after every `optimizer.step()` (e.g. PPO's KL update,
   DQN's target network update); `fetches` are the learner stats of that step.
 - `after_train_result(trainer, result)`: may edit the result dict before it is returned.
 - `mixins`: classes put in front of the trainer class in its MRO.
+
+Every class built here is also a Ray Tune trainable (`tune.run(MyTrainer, config=...)`): its last
+base is `tfrl.tune.trial_base()`.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 import time
 from typing import Callable, List, Optional
@@ -32,7 +39,12 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     """Returns a `Trainer` subclass named `name` wired with the given hooks (see module doc)."""
     original_kwargs = dict(locals())
 
-    class TrainerCls(*(mixins or []), Trainer):
+    from tfrl.tune import trial_base
+
+    make_optimizer = make_policy_optimizer or sync_samples_optimizer
+    takes_replay = _positional_arity(make_optimizer) != 2
+
+    class TrainerCls(*(mixins or []), Trainer, trial_base()):
         trainer_name = name
         _default_config = default_config or COMMON_CONFIG
         _policy = default_policy
@@ -44,6 +56,8 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
 
             if validate_config:
                 validate_config(config)
+            if make_policy_optimizer is None:
+                fit_sync_samples_config(config, name)
             policy_class = (get_policy_class(config) if get_policy_class else None) or default_policy
             self._policy = policy_class
             ensure_ray(config)
@@ -56,7 +70,8 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
                                      num_workers=config["num_workers"],
                                      default_policy_class=policy_class)
             self.replay = ReplayService(config)
-            self.optimizer = make_policy_optimizer(self.workers, config, self.replay)
+            self.optimizer = (make_optimizer(self.workers, config, self.replay)
+                              if takes_replay else make_optimizer(self.workers, config))
             if after_init:
                 after_init(self)
 
@@ -90,6 +105,42 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     caller_globals = sys._getframe(1).f_globals  # noqa: SLF001 - the caller's module, as namedtuple finds it
     TrainerCls.__module__ = caller_globals.get("__name__", __name__)
     return TrainerCls
+
+
+def fit_sync_samples_config(config: dict, name: str) -> None:
+    """Before the workers of a trainer declared without `make_policy_optimizer` exist: fills
+    the minibatch keys its optimizer reads (one pass over the whole train batch unless the
+    config sets num_sgd_iter / sgd_minibatch_size) and shortens fragments too long for the train
+    batch (`fit_fragments_to_train_batch`).
+
+    Raises:
+      InvalidConfigError: a train batch that is not a multiple of one sampling round.
+    """
+    from tfrl.optimizers.train_batch import fit_fragments_to_train_batch
+
+    config.setdefault("num_sgd_iter", 1)
+    config.setdefault("sgd_minibatch_size", None)
+    fit_fragments_to_train_batch(config, name)
+
+
+def sync_samples_optimizer(workers, config: dict, replay):
+    """The policy optimizer of a trainer declared without `make_policy_optimizer` (classic
+    RLlib's default): a `SyncSamplesOptimizer`, one learn step on each train batch of
+    synchronous samples."""
+    from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
+
+    return SyncSamplesOptimizer(workers, config, replay)
+
+
+def _positional_arity(fn: Callable) -> Optional[int]:
+    """How many positional arguments `fn` takes (None: any number, or unknown)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
 
 
 __all__ = ["build_trainer", "DEFAULT_POLICY_ID"]

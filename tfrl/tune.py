@@ -9,11 +9,13 @@ Each trial builds the trainer inside its Tune actor; Ray is already initialised 
 trainer's rollout workers become nested actors and its replay server is embedded in the trial:
 the trainer is nested inside the search without changing either (the RLlib composition idea).
 A trial reserves what its trainer uses as one placement group (`trainer_resources`): a bundle
-for the trainer (1 CPU + num_gpus) and one per rollout worker (num_cpus_per_worker,
-num_gpus_per_worker). Tune captures the actors a trial creates into its placement group, so the
-workers start inside the trial's reservation instead of waiting for CPUs that other trials hold.
+for the trainer (num_cpus_for_driver, default 0 as outside Tune, + num_gpus) and one per
+rollout worker (num_cpus_per_worker, num_gpus_per_worker). Tune captures the actors a trial
+creates into its placement group, so the workers start inside the trial's reservation instead
+of waiting for CPUs that other trials hold.
 Importing this module registers the algorithm names with Tune, so `tune.Tuner("PPO", ...)`
-works as well.
+works as well. Every trainer class is a Tune trainable itself (`trial_base`), so
+`tune.run(PPOTrainer, config=...)` runs it as classic RLlib code expects.
 """
 from __future__ import annotations
 
@@ -21,23 +23,51 @@ import os
 from typing import Union
 
 
-def trainer_resources(trainer_cls: type, config: dict):
-    """The `PlacementGroupFactory` a trial running `trainer_cls` with `config` needs: the
-    trainer's bundle ({"CPU": 1, "GPU": num_gpus}) then one bundle per rollout worker
-    ({"CPU": num_cpus_per_worker, "GPU": num_gpus_per_worker}), from the algorithm's defaults
-    updated with `config`. A worker that asks for no resources gets no bundle."""
+def trainer_resources(trainer_cls: Union[str, type], config: dict):
+    """The `PlacementGroupFactory` a trial running `trainer_cls` (a class or algorithm name)
+    with `config` needs: the trainer's bundle ({"CPU": num_cpus_for_driver, "GPU": num_gpus})
+    then one bundle per rollout worker ({"CPU": num_cpus_per_worker, "GPU":
+    num_gpus_per_worker}), from the algorithm's defaults updated with `config`. A worker that
+    asks for no resources gets no bundle; a trainer that asks for none gets an empty bundle
+    (it then reserves, as outside Tune, only its rollout workers), unless nothing at all would
+    be reserved: then the trainer's bundle is 1 CPU.
+
+    Raises:
+      InvalidConfigError: unknown algorithm name.
+    """
     from ray.tune.execution.placement_groups import PlacementGroupFactory
 
+    if isinstance(trainer_cls, str):
+        from tfrl.agents.registry import get_trainer_class
+
+        trainer_cls = get_trainer_class(trainer_cls)
     merged = dict(trainer_cls.default_config(), **(config or {}))
 
     def bundle(cpus, gpus):
         return {key: float(amount) for key, amount in (("CPU", cpus), ("GPU", gpus)) if amount}
 
-    driver = bundle(1, merged["num_gpus"])
+    driver = bundle(merged["num_cpus_for_driver"], merged["num_gpus"])
     worker = bundle(merged["num_cpus_per_worker"], merged["num_gpus_per_worker"])
-    num_workers = int(merged["num_workers"])
-    return PlacementGroupFactory([driver] + ([worker] * num_workers if worker else []),
-                                 strategy="PACK")
+    workers = [worker] * int(merged["num_workers"]) if worker else []
+    if not driver and not workers:
+        driver = {"CPU": 1.0}  # Tune needs a request; the trainer then does all the work itself
+    return PlacementGroupFactory([driver] + workers, strategy="PACK")
+
+
+def _trial_result(result: dict) -> dict:
+    result = dict(result)
+    result.pop("config", None)  # Tune keeps the trial's config itself
+    return result
+
+
+def _load_trainer_checkpoint(trainer, checkpoint) -> None:
+    from tfrl.trainer import LEGACY_STATE_FILE, STATE_FILE
+
+    path = checkpoint if isinstance(checkpoint, str) else checkpoint.path
+    # a legacy pickle is handed to restore() too, which refuses it with a named error
+    candidates = [os.path.join(root, name) for root, _, names in os.walk(path)
+                  for name in names if name in (STATE_FILE, LEGACY_STATE_FILE)]
+    trainer.restore(max(candidates, key=lambda c: (os.path.dirname(c), c.endswith(STATE_FILE))))
 
 
 def as_trainable(trainer: Union[str, type]):
@@ -45,49 +75,84 @@ def as_trainable(trainer: Union[str, type]):
 
     The trial's config is the trainer config; its key "env" names the environment. Checkpoints
     are the trainer's own (`Trainer.save`/`restore`). Each trial requests the resources of
-    `trainer_resources`; `tune.with_resources` overrides them.
+    `trainer_resources`; `tune.with_resources` overrides them. An algorithm name is resolved
+    when the trial starts, so registering names imports no algorithm.
 
     Raises:
-      InvalidConfigError: unknown algorithm name.
+      InvalidConfigError: unknown algorithm name (when the trial starts or asks for resources).
     """
     from ray import tune
 
-    from tfrl.agents.registry import get_trainer_class
+    def resolve():
+        if isinstance(trainer, str):
+            from tfrl.agents.registry import get_trainer_class
 
-    trainer_cls = get_trainer_class(trainer) if isinstance(trainer, str) else trainer
+            return get_trainer_class(trainer)
+        return trainer
 
     class TfrlTrainable(tune.Trainable):
         @classmethod
         def default_resource_request(cls, config):
-            return trainer_resources(trainer_cls, config)
+            return trainer_resources(resolve(), config)
 
         def setup(self, config):
-            self.trainer = trainer_cls(config=dict(config))
+            self.trainer = resolve()(config=dict(config))
 
         def step(self):
-            result = self.trainer.train()
-            result.pop("config", None)
-            return result
+            return _trial_result(self.trainer.train())
 
         def save_checkpoint(self, checkpoint_dir: str):
             self.trainer.save(checkpoint_dir)
             return None
 
         def load_checkpoint(self, checkpoint):
-            from tfrl.trainer import LEGACY_STATE_FILE, STATE_FILE
-
-            path = checkpoint if isinstance(checkpoint, str) else checkpoint.path
-            # a legacy pickle is handed to restore() too, which refuses it with a named error
-            candidates = [os.path.join(root, name) for root, _, names in os.walk(path)
-                          for name in names if name in (STATE_FILE, LEGACY_STATE_FILE)]
-            self.trainer.restore(max(candidates, key=lambda c: (os.path.dirname(c),
-                                                               c.endswith(STATE_FILE))))
+            _load_trainer_checkpoint(self.trainer, checkpoint)
 
         def cleanup(self):
             self.trainer.stop()
 
-    TfrlTrainable.__name__ = f"{trainer_cls.trainer_name}Trainable"
+    name = trainer if isinstance(trainer, str) else trainer.trainer_name
+    TfrlTrainable.__name__ = f"{name}Trainable"
     return TfrlTrainable
+
+
+def trial_base() -> type:
+    """The `ray.tune.Trainable` base every trainer class has last among its bases, so that a
+    trainer class is itself a Tune trainable (`tune.run(PPOTrainer, config=...)`, as in classic
+    RLlib). Tune builds the class with `logger_creator`/`storage`; that instance is a trial
+    shell (`Trainer._tune_trial`) that runs a plain instance of the same class inside it, with
+    the resources of `trainer_resources`."""
+    global _TRIAL_BASE
+    if _TRIAL_BASE is None:
+        from ray import tune
+
+        class TrainerTrial(tune.Trainable):
+            @classmethod
+            def default_resource_request(cls, config):
+                return trainer_resources(getattr(cls, "__ray_actor_class__", cls), config)
+
+            def setup(self, config):
+                plain_cls = getattr(type(self), "__ray_actor_class__", type(self))
+                self._trial_trainer = plain_cls(config=dict(config))
+
+            def step(self):
+                return _trial_result(self._trial_trainer.train())
+
+            def save_checkpoint(self, checkpoint_dir: str):
+                self._trial_trainer.save(checkpoint_dir)
+                return None
+
+            def load_checkpoint(self, checkpoint):
+                _load_trainer_checkpoint(self._trial_trainer, checkpoint)
+
+            def cleanup(self):
+                self._trial_trainer.stop()
+
+        _TRIAL_BASE = TrainerTrial
+    return _TRIAL_BASE
+
+
+_TRIAL_BASE = None
 
 
 def register_trainables() -> None:

@@ -26,6 +26,14 @@ from tfrl.models.model_config import merge_model_config
 from tfrl.models.preprocessors import get_preprocessor
 
 
+class VariableList(tuple):
+    """A model's variables: a tuple (tf.Module's form) that can also be called, as classic
+    RLlib's `model.trainable_variables()` / `model.variables()` are."""
+
+    def __call__(self, as_dict: bool = False):
+        return {v.name: v for v in self} if as_dict else self
+
+
 class TFModel(tf.Module):
     """Base model; see the module docstring for the contract."""
 
@@ -43,7 +51,25 @@ class TFModel(tf.Module):
         input_dict = dict(input_dict)
         input_dict["obs_flat"] = self.preprocessor.tf_transform(input_dict["obs"])
         outputs, new_state = self.forward(input_dict, list(state or []), seq_lens)
+        self._last_output = outputs
         return outputs, list(new_state)
+
+    def last_output(self):
+        """The outputs of the last call (classic ModelV2.last_output)."""
+        return self._last_output
+
+    @property
+    def variables(self) -> VariableList:
+        return VariableList(super().variables)
+
+    @property
+    def trainable_variables(self) -> VariableList:
+        return VariableList(super().trainable_variables)
+
+    def register_variables(self, variables) -> None:
+        """Classic TFModelV2 models list their Keras variables here; tfrl's models are
+        tf.Modules, which find the variables of their attributes themselves, so nothing needs
+        registering."""
 
     def from_batch(self, train_batch: Dict):
         """Call the model on a training batch: its obs, state_in_i and (recurrent) seq_lens.

@@ -8,6 +8,8 @@ that acted in its fragment, and each is applied to its own policy.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from tfrl import errors
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.settings import AsyncGradientsSettings
@@ -20,8 +22,9 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
       InvalidConfigError: no remote workers, or a missing or bad grads_per_step.
     """
 
-    def __init__(self, workers, config: dict, replay=None):
-        super().__init__(workers, config, replay)
+    def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
+        super().__init__(workers, config, replay, **settings)
+        config = self.config
         if not workers.remote_workers():
             raise errors.InvalidConfigError(
                 "AsyncGradientsOptimizer needs remote workers to compute gradients; set "
@@ -78,3 +81,4 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
 
     def stop(self) -> None:
         self._pending.clear()
+        super().stop()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from contextlib import contextmanager
-from typing import Dict
+from typing import Dict, Optional
 
 
 class TimerStat:
@@ -31,19 +31,37 @@ class TimerStat:
         self.last = seconds
 
 
+def optimizer_config(workers, config: Optional[dict], settings: dict) -> dict:
+    """An optimizer's config: `config` (None: the WorkerSet's config) updated with the keyword
+    `settings`; `config` itself when there are none (the trainer's dict, shared)."""
+    if config is None:
+        config = dict(getattr(workers, "config", None) or {})
+    return dict(config, **settings) if settings else config
+
+
 class PolicyOptimizer:
     """Base class. Subclasses implement `step()` and keep `num_steps_sampled/trained` current.
+    Those that stream data through replay tables set `uses_replay`.
 
     Args:
       workers: the trainer's WorkerSet (a local worker plus remote Ray actors).
-      config: the trainer's merged config.
+      config: the trainer's merged config (None: the workers' config).
       replay: the trainer's ReplayService; optimizers that stream data declare their tables on
-        it and start it.
+        it and start it. None: such an optimizer starts (and stops) one of its own.
+      **settings: config keys given as keywords, classic RLlib's form
+        (`AsyncGradientsOptimizer(workers, grads_per_step=100)`); they override `config`.
     """
 
-    def __init__(self, workers, config: dict, replay=None):
+    uses_replay = False
+
+    def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
         self.workers = workers
-        self.config = config
+        self.config = optimizer_config(workers, config, settings)
+        self._own_replay = None
+        if replay is None and self.uses_replay:
+            from tfrl.replay_service import ReplayService
+
+            replay = self._own_replay = ReplayService(self.config)
         self.replay = replay
         self.num_steps_sampled = 0
         self.num_steps_trained = 0
@@ -107,4 +125,6 @@ class PolicyOptimizer:
         self.num_steps_trained = state["num_steps_trained"]
 
     def stop(self) -> None:
-        pass
+        if self._own_replay is not None:
+            self._own_replay.stop()
+            self._own_replay = None

@@ -22,6 +22,8 @@ paid for, in one learner call of several gradient steps followed by one batched 
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import tensorflow as tf
 import tree
@@ -63,8 +65,12 @@ class SyncReplayOptimizer(PolicyOptimizer):
         below 1), named in the message.
     """
 
-    def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
-        super().__init__(workers, config, replay)
+    uses_replay = True
+
+    def __init__(self, workers, config: Optional[dict] = None, replay=None,
+                 strategy: tf.distribute.Strategy = None, **settings):
+        super().__init__(workers, config, replay, **settings)
+        config, replay = self.config, self.replay
         from replay import Fifo, Prioritized, SampleToInsertRatio, Table, Uniform
 
         from tfrl.learner.strategy import learner_strategy

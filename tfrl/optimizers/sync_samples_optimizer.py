@@ -14,7 +14,7 @@ train batch holds whole sequences with their initial states and `seq_lens`.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import tensorflow as tf
 
@@ -36,8 +36,12 @@ class SyncSamplesOptimizer(PolicyOptimizer):
       InvalidConfigError: a missing, ill-typed or out-of-range key, named in the message.
     """
 
-    def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
-        super().__init__(workers, config, replay)
+    uses_replay = True
+
+    def __init__(self, workers, config: Optional[dict] = None, replay=None,
+                 strategy: tf.distribute.Strategy = None, **settings):
+        super().__init__(workers, config, replay, **settings)
+        config, replay = self.config, self.replay
         from replay import Table
 
         self.settings = SyncSamplesSettings.from_config(config)

@@ -5,7 +5,9 @@ so their methods win. TFPolicy calls each mixin's `_setup_mixin(self)` after the
 optimizer exist and before the dummy loss pass, and `_after_loss_init_mixin(self)` after it;
 you do not call them yourself. Config keys read are listed per mixin. Schedule values are
 computed on the Python side in `on_global_var_update` and written into variables the traced
-loss reads, so changing them never retraces.
+loss reads, so changing them never retraces. Classic explicit set-up calls
+(`KLCoeffMixin.__init__(policy, config)` in a hook) are accepted and change nothing
+(ClassicSetupCall).
 """
 from __future__ import annotations
 
@@ -20,7 +22,23 @@ from tfrl.policy.sample_batch import SampleBatch
 from tfrl.utils.schedules import make_schedule
 
 
-class LearningRateSchedule:
+class ClassicSetupCall:
+    """Base of the mixins here: accepts classic RLlib's explicit set-up calls.
+
+    Classic policies set their mixins up by hand in a hook, e.g.
+    `KLCoeffMixin.__init__(policy, config)` or `LearningRateSchedule.__init__(policy, lr,
+    lr_schedule)` in before_loss_init. tfrl sets every mixin up itself from the policy config
+    (`_setup_mixin`) before that hook runs, so such a call changes nothing. While a policy is
+    being constructed (no spaces assigned yet) the call passes on along the MRO to TFPolicy.
+    """
+
+    def __init__(self, *args, **kwargs):
+        if "observation_space" in vars(self):
+            return  # an explicit classic set-up call on a built policy: already set up
+        super().__init__(*args, **kwargs)
+
+
+class LearningRateSchedule(ClassicSetupCall):
     """Sets the optimizer's learning rate from config `lr_schedule` ([[t, lr], ...]) or `lr`.
 
     Attributes: `cur_lr` (float), `lr_schedule` (Schedule).
@@ -66,7 +84,7 @@ def update_scheduled_coefficient(policy, name: str) -> None:
     getattr(policy, name).assign(getattr(policy, f"{name}_schedule").value(policy.global_timestep))
 
 
-class EntropyCoeffSchedule:
+class EntropyCoeffSchedule(ClassicSetupCall):
     """`policy.entropy_coeff` (a non-trainable tf.Variable the loss reads) follows config
     `entropy_coeff_schedule` ([[t, coeff], ...]) or stays at `entropy_coeff` (default 0)."""
 
@@ -79,7 +97,7 @@ class EntropyCoeffSchedule:
         update_scheduled_coefficient(self, "entropy_coeff")
 
 
-class KLCoeffMixin:
+class KLCoeffMixin(ClassicSetupCall):
     """Adaptive KL penalty (PPO): `policy.kl_coeff` (tf.Variable) and `update_kl(sampled_kl)`.
 
     Config: `kl_coeff` (initial, default 0.2), `kl_target` (default 0.01). Rule: if the
@@ -106,7 +124,7 @@ class KLCoeffMixin:
         return current
 
 
-class ValueNetworkMixin:
+class ValueNetworkMixin(ClassicSetupCall):
     """`value(obs_batch, state_batches=None)` / `_value(...)`: the model's value estimates as
     numpy, used by postprocessors to bootstrap truncated or cut trajectories."""
 
@@ -122,7 +140,7 @@ class ValueNetworkMixin:
         return self.value(obs_batch, state_batches)
 
 
-class TargetNetworkMixin:
+class TargetNetworkMixin(ClassicSetupCall):
     """A target copy of the model (`policy.target_model`) and `update_target(tau=None)`.
 
     If the policy did not create `self.target_model` in make_model/before_init, one is built
@@ -169,7 +187,7 @@ class TargetNetworkMixin:
         self._update_target_fn(tf.constant(tau, tf.float32))
 
 
-class ComputeTDErrorMixin:
+class ComputeTDErrorMixin(ClassicSetupCall):
     """`compute_td_error(...)`: per-sample TD errors from the policy's loss, without a
     gradient step (for new priorities in prioritized replay). The loss must expose them
     through extra_learn_fetches as `td_error`."""

@@ -351,6 +351,10 @@ def concat_samples(samples: Sequence) -> "SampleBatch | MultiAgentBatch":
     return SampleBatch(out)
 
 
+# RLlib's classic spelling: `SampleBatch.concat_samples([...])`, the same function.
+SampleBatch.concat_samples = staticmethod(concat_samples)
+
+
 class MultiAgentBatch:
     """Per-policy SampleBatches of one rollout, plus the number of env steps they cover.
 

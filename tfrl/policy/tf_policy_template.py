@@ -29,7 +29,10 @@ Hooks (all optional except loss_fn), their signatures, and when they run
       Traced right after stats_fn; e.g. {"td_error": policy.td_error} for priorities.
   gradients_fn(policy, optimizer, tape, loss) -> list of (grad, var)
       Traced in the learn step; `tape` recorded the loss. Default: gradient w.r.t. the model's
-      trainable variables, clipped by global norm if config["grad_clip"].
+      trainable variables, clipped by global norm if config["grad_clip"]. Classic RLlib's
+      three-argument form gradients_fn(policy, optimizer, loss) is accepted: it may call
+      `tf.gradients(loss, ...)` (the learn step is a graph) or classic
+      `optimizer.compute_gradients(loss, var_list=None)` (ClassicOptimizerView).
   grad_stats_fn(policy, train_batch, grads) -> dict of scalar tensors
       Traced after gradients_fn; default {"grad_gnorm": global norm}.
   apply_gradients_fn(policy, optimizer, grads_and_vars) -> None
@@ -54,6 +57,9 @@ Hooks (all optional except loss_fn), their signatures, and when they run
   after_init(policy, observation_space, action_space, config) -> None
       Last step of construction.
   mixins: list of classes placed before TFPolicy in the bases (see mixins.py).
+  obs_include_prev_action_reward: classic RLlib's switch for feeding previous actions and
+      rewards to the model; accepted for classic declarations (tfrl models read the columns
+      they need from the batch, so it changes nothing).
   get_batch_divisibility_req(policy) -> int
       After init; stored as policy.batch_divisibility_req (learn batches should be multiples).
 
@@ -83,7 +89,8 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
                     before_loss_init=None, after_init=None, make_model=None,
                     action_sampler_fn=None, action_distribution_fn=None,
                     mixins: Optional[Sequence[type]] = None, get_batch_divisibility_req=None,
-                    extra_action_fetches_fn=None, _module: Optional[str] = None) -> type:
+                    extra_action_fetches_fn=None, obs_include_prev_action_reward: bool = True,
+                    _module: Optional[str] = None) -> type:
     """A TFPolicy subclass named `name` whose pieces are the given hooks (module docstring).
 
     Raises:
@@ -143,8 +150,12 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
             return optimizer_fn(self, self.config)
         body["make_optimizer"] = make_optimizer
     if gradients_fn:
-        def gradients(self, optimizer, tape, loss):
-            return gradients_fn(self, optimizer, tape, loss)
+        if _positional_count(gradients_fn) == 3:  # classic gradients_fn(policy, optimizer, loss)
+            def gradients(self, optimizer, tape, loss):
+                return gradients_fn(self, ClassicOptimizerView(optimizer, tape, self), loss)
+        else:
+            def gradients(self, optimizer, tape, loss):
+                return gradients_fn(self, optimizer, tape, loss)
         body["gradients"] = gradients
     if apply_gradients_fn:
         def apply_gradients_op(self, optimizer, grads_and_vars):
@@ -214,12 +225,37 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
     return policy_cls
 
 
-def _takes_only_the_policy(fn: Callable) -> bool:
-    """True for a hook declared as fn(policy): one positional parameter, no *args."""
+def _positional_count(fn: Callable) -> Optional[int]:
+    """How many positional parameters `fn` declares (None: *args, or no signature)."""
     try:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return False
-    positional = [p for p in parameters
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
-    return len(positional) == 1 and positional[0].kind != inspect.Parameter.VAR_POSITIONAL
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def _takes_only_the_policy(fn: Callable) -> bool:
+    """True for a hook declared as fn(policy): one positional parameter, no *args."""
+    return _positional_count(fn) == 1
+
+
+class ClassicOptimizerView:
+    """The policy's optimizer as a classic three-argument gradients_fn sees it: classic
+    `compute_gradients(loss, var_list=None, **ignored)` (TF1 keywords such as
+    colocate_gradients_with_ops are accepted and mean nothing under TF2) returns (grad, var)
+    pairs from the learn step's tape; everything else is the optimizer's own."""
+
+    def __init__(self, optimizer, tape, policy):
+        self._optimizer = optimizer
+        self._tape = tape
+        self._policy = policy
+
+    def compute_gradients(self, loss, var_list=None, **_tf1_options):
+        variables = list(var_list if var_list is not None
+                         else self._policy.model.trainable_variables)
+        return list(zip(self._tape.gradient(loss, variables), variables))
+
+    def __getattr__(self, name):
+        return getattr(self._optimizer, name)

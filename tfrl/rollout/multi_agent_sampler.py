@@ -20,8 +20,8 @@ from tfrl.env.checks import check_observations_finite
 from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
-from tfrl.rollout.trajectory import (Trajectory, clip_rewards, guard_env_call, next_unroll_id,
-                                    row_of, stack_rows)
+from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
+                                    guard_env_call, next_unroll_id, row_of, stack_rows)
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 
 
@@ -161,8 +161,8 @@ class MultiAgentEnvRunner:
             state_in = [stack_rows([self._states[i].states[a][k] for i, a in pairs])
                         for k in range(n_states)]
             started = time.perf_counter()
-            actions, state_out, extra = policy.compute_actions(
-                obs, state_batches=state_in or None, explore=explore, timestep=timestep)
+            actions, state_out, extra = batched_policy_outputs(*policy.compute_actions(
+                obs, state_batches=state_in or None, explore=explore, timestep=timestep))
             perf.add_inference(time.perf_counter() - started)
             adapter = self.adapters[pid]
             env_actions = adapter(actions)

@@ -39,6 +39,7 @@ import tree
 from tfrl import errors
 from tfrl.errors import InvalidBatchError
 from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout.trajectory import batched_policy_outputs
 
 BASE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS,
                 SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
@@ -78,8 +79,8 @@ def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatc
     initial = [np.asarray(s) for s in (policy.get_initial_state() or [])]
     states = [np.stack([s] * 2) for s in initial]
     first_two = tree.map_structure(lambda a: a[:2], obs)
-    actions, state_out, extra = policy.compute_actions(first_two, state_batches=states or None,
-                                                       explore=False)
+    actions, state_out, extra = batched_policy_outputs(*policy.compute_actions(
+        first_two, state_batches=states or None, explore=False))
     batch = {
         SampleBatch.OBS: first_two,
         SampleBatch.ACTIONS: actions,

@@ -482,6 +482,14 @@ class RolloutWorker:
         self.num_steps_sampled = int(data.get("num_steps_sampled", self.num_steps_sampled))
 
     # --- helpers for WorkerSet ----------------------------------------------------------
+    def for_policy(self, func: Callable[[Any], Any], policy_id: str = DEFAULT_POLICY_ID) -> Any:
+        """func(policy) on one policy (classic RLlib's RolloutWorker.for_policy).
+
+        Raises:
+          KeyError: no policy of that id.
+        """
+        return func(self.policy_map[policy_id])
+
     def foreach_policy(self, func: Callable[[Any, str], Any]) -> List[Any]:
         return [func(policy, pid) for pid, policy in self.policy_map.items()]
 

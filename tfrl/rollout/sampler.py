@@ -30,7 +30,8 @@ from tfrl.rollout.callbacks import overrides_hook
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
-from tfrl.rollout.trajectory import clip_rewards, guard_env_call, next_unroll_id, stack_rows
+from tfrl.rollout.trajectory import (batched_policy_outputs, clip_rewards, guard_env_call,
+                                     next_unroll_id, stack_rows)
 
 
 class EnvRunner:
@@ -211,8 +212,8 @@ class EnvRunner:
         perf = self.perf
         states = self._states
         started = time.perf_counter()
-        actions, state_outs, extra = self.policy.compute_actions(
-            self._obs, state_batches=states or None, explore=explore, timestep=timestep)
+        actions, state_outs, extra = batched_policy_outputs(*self.policy.compute_actions(
+            self._obs, state_batches=states or None, explore=explore, timestep=timestep))
         perf.add_inference(time.perf_counter() - started)
         env_actions = self.adapter(actions)
         if self.adapter.is_discrete and isinstance(env_actions, np.ndarray):

@@ -32,6 +32,18 @@ def stack_rows(rows: List[Any]) -> Any:
     return np.stack(rows) if isinstance(first, np.ndarray) else np.asarray(rows)
 
 
+def batched_policy_outputs(actions: Any, state_outs: Any, extra: Any) -> tuple:
+    """`compute_actions`' (actions, state_outs, extra_fetches) with every Python list of
+    per-row values (as classic custom policies return them, e.g.
+    `[self.action_space.sample() for _ in obs_batch]`) stacked into an array, or a nest of
+    arrays for structured rows; arrays and nests of arrays pass unchanged."""
+    def batched(value):
+        return stack_rows(value) if isinstance(value, list) and value else value
+
+    return (batched(actions), [batched(s) for s in (state_outs or [])],
+            {key: batched(value) for key, value in (extra or {}).items()})
+
+
 def row_of(batch: Any, i: int) -> Any:
     """Row `i` of a batch (an array, or a nest of arrays)."""
     if isinstance(batch, np.ndarray):

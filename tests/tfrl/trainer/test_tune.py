@@ -31,12 +31,16 @@ def test_grid_search_over_the_learning_rate(ray_session, small_config, tmp_path)
 def test_a_trial_reserves_its_trainer_and_every_rollout_worker():
     request = as_trainable("PPO").default_resource_request(
         {"env": "CartPole-v1", "num_workers": 2, "num_gpus": 1, "num_gpus_per_worker": 0.5})
-    assert request.bundles == [{"CPU": 1.0, "GPU": 1.0},
-                               {"CPU": 1.0, "GPU": 0.5}, {"CPU": 1.0, "GPU": 0.5}]
-    assert request.required_resources == {"CPU": 3.0, "GPU": 2.0}
-    # the algorithm's defaults fill what the trial's config leaves out (PPO: 2 workers)
-    assert trainer_resources(PPOTrainer, {"env": "CartPole-v1"}).bundles == [{"CPU": 1.0}] * 3
+    assert request.bundles == [{"GPU": 1.0}, {"CPU": 1.0, "GPU": 0.5}, {"CPU": 1.0, "GPU": 0.5}]
+    assert request.required_resources == {"CPU": 2.0, "GPU": 2.0}
+    # the algorithm's defaults fill what the trial's config leaves out (PPO: 2 workers; the
+    # trainer itself, as outside Tune, reserves no CPU unless num_cpus_for_driver says so)
+    assert trainer_resources(PPOTrainer, {"env": "CartPole-v1"}).required_resources == {"CPU": 2.0}
+    assert trainer_resources(PPOTrainer, {"num_cpus_for_driver": 1}).bundles == [{"CPU": 1.0}] * 3
     # workers that ask for nothing get no bundle
+    assert trainer_resources(PPOTrainer, {"num_workers": 3, "num_cpus_per_worker": 0,
+                                          "num_cpus_for_driver": 1}).bundles == [{"CPU": 1.0}]
+    # a trial that would reserve nothing reserves 1 CPU for its trainer (Tune needs a request)
     assert trainer_resources(PPOTrainer, {"num_workers": 3, "num_cpus_per_worker": 0}).bundles == [
         {"CPU": 1.0}]
 

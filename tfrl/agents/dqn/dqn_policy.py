@@ -148,6 +148,7 @@ def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, time
     """Greedy actions, each replaced by a uniform random one with probability epsilon when
     exploring. Returns (actions int64 [B], None, state_out)."""
     q_values, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
+    policy.q_values = q_values  # what a classic extra_action_fetches_fn reads
     greedy = tf.argmax(q_values, axis=1, output_type=tf.int64)
     if policy.serving_greedy:
         return greedy, None, state_out
@@ -214,13 +215,18 @@ def build_q_losses(policy, model, dist_class, train_batch):
     best_next = tf.argmax(q_tp1_online if config["double_q"] else q_tp1_target, axis=1,
                           output_type=tf.int32)
     q_tp1_best = tf.reduce_sum(q_tp1_target * tf.one_hot(best_next, num_actions), axis=1)
-    targets = compute_q_targets(train_batch[SampleBatch.REWARDS],
-                                train_batch[SampleBatch.TERMINATEDS],
-                                train_batch[SampleBatch.N_STEPS], q_tp1_best, config["gamma"])
+    # without postprocess_nstep_and_prio (e.g. classic SimpleQ declares no postprocessor) each
+    # row is a 1-step transition of weight 1
+    rewards = train_batch[SampleBatch.REWARDS]
+    n_steps = (train_batch[SampleBatch.N_STEPS] if SampleBatch.N_STEPS in train_batch
+               else tf.ones_like(rewards))
+    weights = (train_batch[SampleBatch.PRIO_WEIGHTS] if SampleBatch.PRIO_WEIGHTS in train_batch
+               else tf.ones_like(rewards))
+    targets = compute_q_targets(rewards, train_batch[SampleBatch.TERMINATEDS], n_steps,
+                                q_tp1_best, config["gamma"])
     policy.td_error = q_t_selected - tf.stop_gradient(targets)
     policy.q_t = q_t
-    policy.q_loss = tf.reduce_mean(train_batch[SampleBatch.PRIO_WEIGHTS]
-                                   * huber_loss(policy.td_error))
+    policy.q_loss = tf.reduce_mean(weights * huber_loss(policy.td_error))
     return policy.q_loss
 
 

@@ -23,7 +23,7 @@ See docs/architecture.md, "Adding an algorithm".
 from __future__ import annotations
 
 import functools
-from typing import Dict
+from typing import Dict, NamedTuple
 
 import tensorflow as tf
 
@@ -56,7 +56,11 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
         advantages = standardized(advantages, mean)
 
     logp_ratio = tf.exp(curr_dist.logp(actions) - train_batch[SampleBatch.ACTION_LOGP])
-    clip = policy.clip_param
+    # a policy declared without ClipParamSchedule / EntropyCoeffSchedule (a classic PPO
+    # declaration lists only LearningRateSchedule, KLCoeffMixin and ValueNetworkMixin) uses the
+    # constant config values
+    clip = getattr(policy, "clip_param", config["clip_param"])
+    entropy_coeff = getattr(policy, "entropy_coeff", config["entropy_coeff"])
     surrogate = tf.minimum(advantages * logp_ratio,
                            advantages * tf.clip_by_value(logp_ratio, 1.0 - clip, 1.0 + clip))
     policy.mean_policy_loss = -mean(surrogate)
@@ -64,7 +68,7 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
     policy.mean_entropy = mean(curr_dist.entropy())
 
     total = (policy.mean_policy_loss + policy.kl_coeff * policy.mean_kl
-             - policy.entropy_coeff * policy.mean_entropy)
+             - entropy_coeff * policy.mean_entropy)
     if config["use_critic"]:
         values = model.value_function()
         targets = train_batch[Postprocessing.VALUE_TARGETS]
@@ -84,7 +88,21 @@ def ppo_surrogate_loss(policy, model, dist_class, train_batch):
         policy.mean_vf_loss = tf.constant(0.0)
         policy.vf_explained_var = tf.constant(0.0)
     policy.total_loss = total
+    # classic RLlib's PPOLoss object, which classic stats functions read
+    policy.loss_obj = PPOLossParts(loss=total, mean_policy_loss=policy.mean_policy_loss,
+                                   mean_vf_loss=policy.mean_vf_loss, mean_kl=policy.mean_kl,
+                                   mean_entropy=policy.mean_entropy)
     return total
+
+
+class PPOLossParts(NamedTuple):
+    """The parts of the PPO loss under classic RLlib's `policy.loss_obj` names."""
+
+    loss: tf.Tensor
+    mean_policy_loss: tf.Tensor
+    mean_vf_loss: tf.Tensor
+    mean_kl: tf.Tensor
+    mean_entropy: tf.Tensor
 
 
 class ClipParamSchedule:
@@ -108,9 +126,10 @@ def kl_and_loss_stats(policy, train_batch):
         "vf_explained_var": policy.vf_explained_var,
         "kl": policy.mean_kl,
         "entropy": policy.mean_entropy,
-        "entropy_coeff": tf.identity(policy.entropy_coeff),
+        "entropy_coeff": tf.identity(getattr(policy, "entropy_coeff",
+                                             policy.config["entropy_coeff"])),
         "cur_kl_coeff": tf.identity(policy.kl_coeff),
-        "clip_param": tf.identity(policy.clip_param),
+        "clip_param": tf.identity(getattr(policy, "clip_param", policy.config["clip_param"])),
         "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32),
     }
 

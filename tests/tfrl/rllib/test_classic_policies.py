@@ -1,0 +1,137 @@
+"""Classic RLlib policy code runs on tfrl's core: custom policies returning Python lists,
+`SampleBatch.concat_samples`, and build_tf_policy declarations in the classic PPO style
+(explicit mixin set-up calls, a three-argument gradients_fn, one-argument
+extra_action_fetches_fn, `policy.loss_obj`, `model.trainable_variables()`)."""
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfrl.rllib.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
+from tfrl.rllib.agents.ppo.ppo_tf_policy import (BEHAVIOUR_LOGITS, KLCoeffMixin,
+                                                 ValueNetworkMixin, postprocess_ppo_gae,
+                                                 ppo_surrogate_loss)
+from tfrl.rllib.evaluation import RolloutWorker
+from tfrl.rllib.evaluation.postprocessing import Postprocessing
+from tfrl.rllib.policy.policy import Policy
+from tfrl.rllib.policy.sample_batch import SampleBatch
+from tfrl.rllib.policy.tf_policy import LearningRateSchedule
+from tfrl.rllib.policy.tf_policy_template import build_tf_policy
+from tfrl.policy.sample_batch import concat_samples
+
+
+def cartpole(_config=None):
+    return gym.make("CartPole-v1")
+
+
+class ListPolicy(Policy):
+    """The concepts document's from-scratch policy: actions, recurrent state and extra values
+    all returned as Python lists."""
+
+    def get_initial_state(self):
+        return [0]
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
+                        prev_reward_batch=None, info_batch=None, episodes=None, **kwargs):
+        extras = {"some_value": ["foo" for _ in obs_batch], "other_value": [7 for _ in obs_batch]}
+        return ([self.action_space.sample() for _ in obs_batch],
+                [[t + 1 for t in state_batches[0]]], extras)
+
+    def learn_on_batch(self, samples):
+        return {}
+
+    def get_weights(self):
+        return {}
+
+    def set_weights(self, weights):
+        pass
+
+
+def test_a_policy_returning_python_lists_is_sampled_into_columns():
+    worker = RolloutWorker(cartpole, ListPolicy,
+                           {"rollout_fragment_length": 30, "num_envs_per_worker": 2})
+    batch = worker.sample()
+    assert batch.count == 60
+    state_in, state_out = batch["state_in_0"], batch["state_out_0"]
+    np.testing.assert_array_equal(state_out, state_in + 1)
+    first_episode = batch[SampleBatch.EPS_ID] == batch[SampleBatch.EPS_ID][0]
+    np.testing.assert_array_equal(state_in[first_episode][:3], [0, 1, 2])  # counts env steps
+    assert set(batch["some_value"]) == {"foo"} and set(batch["other_value"]) == {7}
+    assert set(np.unique(batch[SampleBatch.ACTIONS])) <= {0, 1}
+
+
+def test_sample_batch_concat_samples_is_the_project_function():
+    assert SampleBatch.concat_samples is concat_samples
+    a = SampleBatch({"obs": np.zeros((2, 3)), "rewards": np.ones(2)})
+    b = SampleBatch({"obs": np.ones((3, 3)), "rewards": np.zeros(3)})
+    joined = SampleBatch.concat_samples([a, b])
+    assert joined.count == 5
+    np.testing.assert_array_equal(joined["rewards"], [1, 1, 0, 0, 0])
+
+
+def classic_stats(policy, train_batch):
+    return {"total_loss": policy.loss_obj.loss, "kl": policy.loss_obj.mean_kl,
+            "vf_loss": policy.loss_obj.mean_vf_loss, "cur_lr": tf.cast(policy.cur_lr, tf.float64)}
+
+
+def classic_fetches(policy):
+    return {SampleBatch.VF_PREDS: policy.model.value_function(),
+            BEHAVIOUR_LOGITS: policy.model.last_output()}
+
+
+GRADIENT_CALLS = []
+
+
+def classic_clip_gradients(policy, optimizer, loss):
+    GRADIENT_CALLS.append(policy.config["grad_clip"])
+    if policy.config["grad_clip"] is not None:
+        grads = tf.gradients(loss, policy.model.trainable_variables())
+        policy.grads, _ = tf.clip_by_global_norm(grads, policy.config["grad_clip"])
+        return list(zip(policy.grads, policy.model.trainable_variables()))
+    return optimizer.compute_gradients(loss, colocate_gradients_with_ops=True)
+
+
+def classic_setup_mixins(policy, obs_space, action_space, config):
+    ValueNetworkMixin.__init__(policy, obs_space, action_space, config)
+    KLCoeffMixin.__init__(policy, config)
+    LearningRateSchedule.__init__(policy, config["lr"], config["lr_schedule"])
+
+
+ClassicPPOPolicy = build_tf_policy(
+    name="ClassicPPOPolicy",
+    get_default_config=lambda: PPO_CONFIG,
+    loss_fn=ppo_surrogate_loss,
+    stats_fn=classic_stats,
+    extra_action_fetches_fn=classic_fetches,
+    postprocess_fn=postprocess_ppo_gae,
+    gradients_fn=classic_clip_gradients,
+    before_loss_init=classic_setup_mixins,
+    obs_include_prev_action_reward=True,
+    mixins=[LearningRateSchedule, KLCoeffMixin, ValueNetworkMixin])
+
+
+@pytest.mark.parametrize("grad_clip", [None, 0.5])
+def test_a_classic_ppo_declaration_learns(grad_clip):
+    GRADIENT_CALLS.clear()
+    config = {"rollout_fragment_length": 64, "model": {"fcnet_hiddens": [8]},
+              "grad_clip": grad_clip, "lr": 1e-2}
+    worker = RolloutWorker(cartpole, ClassicPPOPolicy, config)
+    policy = worker.get_policy()
+    assert float(policy.kl_coeff.numpy()) == pytest.approx(PPO_CONFIG["kl_coeff"])  # from the config
+    batch = worker.sample()
+    assert Postprocessing.ADVANTAGES in batch and SampleBatch.VF_PREDS in batch
+    before = [v.numpy().copy() for v in policy.model.trainable_variables()]
+    stats = policy.learn_on_batch(batch)
+    stats = stats.get("learner_stats", stats)
+    assert np.isfinite(stats["total_loss"]) and stats["cur_lr"] == pytest.approx(1e-2)
+    assert GRADIENT_CALLS and set(GRADIENT_CALLS) == {grad_clip}  # the classic hook made the grads
+    after = policy.model.trainable_variables()
+    assert any(not np.allclose(b, a.numpy()) for b, a in zip(before, after))
+
+
+def test_model_variables_are_a_tuple_and_callable():
+    worker = RolloutWorker(cartpole, ClassicPPOPolicy, {"model": {"fcnet_hiddens": [8]}})
+    model = worker.get_policy().model
+    assert isinstance(model.trainable_variables, tuple)
+    assert model.trainable_variables() == model.trainable_variables
+    assert set(model.variables(as_dict=True)) == {v.name for v in model.variables}

@@ -1,0 +1,107 @@
+"""Classic RLlib trainer code runs on tfrl's core: build_trainer's classic hook forms, the
+document's update_kl hook, classic config keys, and trainer classes run by `tune.run`."""
+import pytest
+import tensorflow as tf
+
+from tfrl.errors import InvalidConfigError
+from tfrl.rllib.agents.pg import DEFAULT_CONFIG as PG_CONFIG
+from tfrl.rllib.agents.pg import PGTrainer
+from tfrl.rllib.agents.ppo import PPOTrainer
+from tfrl.rllib.agents.trainer_template import build_trainer
+from tfrl.rllib.optimizers import SyncSamplesOptimizer
+from tfrl.rllib.policy.sample_batch import SampleBatch
+from tfrl.rllib.policy.tf_policy_template import build_tf_policy
+
+SMALL = {"env": "CartPole-v1", "num_workers": 0, "rollout_fragment_length": 32,
+         "train_batch_size": 32, "model": {"fcnet_hiddens": [8]}}
+
+
+def policy_gradient_loss(policy, model, dist_class, train_batch):
+    """The concepts document's first loss."""
+    logits, _ = model.from_batch(train_batch)
+    action_dist = dist_class(logits, model)
+    return -tf.reduce_mean(action_dist.logp(train_batch[SampleBatch.ACTIONS])
+                           * train_batch[SampleBatch.REWARDS])
+
+
+DocPolicy = build_tf_policy(name="DocPolicy", loss_fn=policy_gradient_loss)
+
+
+def test_a_trainer_declared_with_only_a_policy_trains(ray_session):
+    trainer_cls = build_trainer(name="DocTrainer", default_policy=DocPolicy)
+    with trainer_cls(config=SMALL) as trainer:
+        result = trainer.train()
+    assert result["timesteps_total"] == 32
+    assert type(trainer.optimizer).__name__ == "SyncSamplesOptimizer"
+
+
+def test_two_argument_optimizer_factory_and_after_optimizer_step(ray_session):
+    calls, steps = [], []
+
+    def make_optimizer(workers, config):  # classic form: no replay service
+        calls.append((workers, config))
+        return SyncSamplesOptimizer(workers, num_sgd_iter=2)
+
+    trainer_cls = build_trainer(name="Mine", default_policy=DocPolicy, default_config=PG_CONFIG,
+                                make_policy_optimizer=make_optimizer)
+    hooked = trainer_cls.with_updates(after_optimizer_step=lambda t, fetches: steps.append(fetches))
+    with hooked(config=SMALL) as trainer:
+        trainer.train()
+        trainer.train()
+        (workers, config), = calls
+        assert workers is trainer.workers and config is trainer.config
+        assert trainer.optimizer.settings.num_sgd_iter == 2  # the keyword setting
+    assert len(steps) == 2 and all("default_policy" in fetches for fetches in steps)
+
+
+def update_kl(trainer, fetches):
+    """The concepts document's hook, verbatim."""
+    if "kl" in fetches:
+        trainer.workers.local_worker().for_policy(lambda pi: pi.update_kl(fetches["kl"]))
+    else:
+        def update(pi, pi_id):
+            if pi_id in fetches:
+                pi.update_kl(fetches[pi_id]["kl"])
+
+        trainer.workers.local_worker().foreach_trainable_policy(update)
+
+
+def test_the_documents_update_kl_hook_adapts_the_coefficient(ray_session):
+    # a KL target no update can meet: every step must raise the coefficient by 1.5x
+    config = dict(SMALL, train_batch_size=64, sgd_minibatch_size=32, num_sgd_iter=2,
+                  lr=1e-2, kl_target=1e-12, kl_coeff=0.2)
+    with PPOTrainer.with_updates(after_optimizer_step=update_kl)(config=config) as trainer:
+        trainer.train()
+        assert float(trainer.get_policy().kl_coeff.numpy()) == pytest.approx(0.3)
+
+
+def test_classic_config_keys():
+    from tfrl.config import apply_classic_keys
+
+    config = {"framework": "tf", "eager": True, "eager_tracing": True, "vf_share_layers": True,
+              "model": {}}
+    apply_classic_keys(config, "PPO")
+    assert config["model"]["vf_share_layers"] is True
+    with pytest.raises(InvalidConfigError, match="framework 'torch' is not available.*TensorFlow 2"):
+        PGTrainer(config=dict(SMALL, framework="torch"))
+    with pytest.raises(InvalidConfigError, match="use_pytorch True"):
+        PGTrainer(config=dict(SMALL, use_pytorch=True))
+    with pytest.raises(InvalidConfigError, match="eager_tracing must be True or False"):
+        PGTrainer(config=dict(SMALL, eager_tracing="yes"))
+
+
+@pytest.mark.timeout(400)
+def test_tune_runs_a_trainer_class_with_its_rollout_workers(ray_session, tmp_path):
+    from ray import tune
+
+    trainer_cls = build_trainer(name="TunedDocTrainer", default_policy=DocPolicy)
+    config = dict(SMALL, num_workers=2, train_batch_size=64)
+    # the trial reserves its rollout workers (the trainer itself, as outside Tune, nothing)
+    request = trainer_cls.default_resource_request(config)
+    assert request.head_bundle_is_empty and request.required_resources == {"CPU": 2.0}
+    analysis = tune.run(trainer_cls, config=dict(config, num_workers=1),
+                        stop={"training_iteration": 1}, storage_path=str(tmp_path), verbose=0)
+    trial, = analysis.trials
+    assert trial.status == "TERMINATED"
+    assert trial.last_result["training_iteration"] == 1
+    assert trial.last_result["timesteps_total"] == 64

@@ -1,0 +1,16 @@
+"""Lazy re-export helper for tfrl.rllib's package modules (PEP 562 `__getattr__`)."""
+import importlib
+from typing import Any, Callable, Dict
+
+
+def lazy_exports(module_name: str, exports: Dict[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` that imports `exports[name]` (a module path, or "module:attr"
+    when the attribute is named differently there) on first use and caches it on the module."""
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        target, _, attribute = exports[name].partition(":")
+        value = getattr(importlib.import_module(target), attribute or name)
+        setattr(importlib.import_module(module_name), name, value)
+        return value
+    return __getattr__

@@ -1,0 +1,7 @@
+"""Classic `ray.rllib.agents`: the Trainer base and one package per algorithm."""
+from tfrl.rllib._lazy import lazy_exports
+
+__getattr__ = lazy_exports(__name__, {
+    "Trainer": "tfrl.trainer", "with_common_config": "tfrl.trainer",
+    "COMMON_CONFIG": "tfrl.trainer"})
+__all__ = ["Trainer", "with_common_config", "COMMON_CONFIG"]

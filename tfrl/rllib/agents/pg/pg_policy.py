@@ -1,0 +1,5 @@
+"""Classic `ray.rllib.agents.pg.pg_policy` (Ray 0.8.0)."""
+from tfrl.agents.pg.pg_policy import (PGTFPolicy, pg_loss_stats, pg_tf_loss,
+                                      postprocess_pg_returns)
+
+__all__ = ["PGTFPolicy", "pg_tf_loss", "postprocess_pg_returns", "pg_loss_stats"]

@@ -1,0 +1,4 @@
+"""Classic `ray.rllib.env.env_context`."""
+from tfrl.env.registry import EnvContext
+
+__all__ = ["EnvContext"]

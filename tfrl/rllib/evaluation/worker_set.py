@@ -1,0 +1,4 @@
+"""Classic `ray.rllib.evaluation.worker_set`."""
+from tfrl.rollout.worker_set import WorkerSet
+
+__all__ = ["WorkerSet"]

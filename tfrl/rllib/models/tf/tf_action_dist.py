@@ -1,0 +1,8 @@
+"""Classic `ray.rllib.models.tf.tf_action_dist`."""
+from tfrl.models.distributions import (ActionDistribution, Categorical, Deterministic,
+                                       DiagGaussian, MultiCategorical, SquashedGaussian)
+
+TFActionDistribution = ActionDistribution
+
+__all__ = ["TFActionDistribution", "Categorical", "MultiCategorical", "DiagGaussian",
+           "SquashedGaussian", "Deterministic"]
