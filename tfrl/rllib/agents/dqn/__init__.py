@@ -1,4 +1,4 @@
-"""Classic `ray.rllib.agents.dqn`: DQNTrainer, DEFAULT_CONFIG, DQNTFPolicy."""
-from tfrl.agents.dqn import DEFAULT_CONFIG, DQNTFPolicy, DQNTrainer
+"""Classic `ray.rllib.agents.dqn`: DQNTrainer, ApexTrainer, DEFAULT_CONFIG, DQNTFPolicy."""
+from tfrl.agents.dqn import APEX_DEFAULT_CONFIG, DEFAULT_CONFIG, ApexTrainer, DQNTFPolicy, DQNTrainer
 
-__all__ = ["DEFAULT_CONFIG", "DQNTrainer", "DQNTFPolicy"]
+__all__ = ["DEFAULT_CONFIG", "APEX_DEFAULT_CONFIG", "DQNTrainer", "ApexTrainer", "DQNTFPolicy"]

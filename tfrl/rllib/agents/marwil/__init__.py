@@ -1,0 +1,4 @@
+"""Classic `ray.rllib.agents.marwil`: MARWILTrainer, BCTrainer (Ray 1.x), DEFAULT_CONFIG."""
+from tfrl.agents.marwil import BC_DEFAULT_CONFIG, DEFAULT_CONFIG, BCTrainer, MARWILTFPolicy, MARWILTrainer
+
+__all__ = ["DEFAULT_CONFIG", "BC_DEFAULT_CONFIG", "MARWILTrainer", "BCTrainer", "MARWILTFPolicy"]
