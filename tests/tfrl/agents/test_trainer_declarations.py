@@ -142,8 +142,7 @@ def test_with_updates_swaps_a_hook_and_keeps_the_rest():
     assert variant.default_config() == ppo.default_config()
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn", "impala", "appo"])
-@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn", "apex"])
+@pytest.mark.parametrize("algorithm", ["ppo", "pg", "a2c", "dqn", "impala", "appo", "apex"])
 def test_tuned_examples_are_valid_configs(algorithm):
     from importlib import resources
 
