@@ -73,6 +73,8 @@ class WorkerCrashedError(TfrlError, RuntimeError):
 class LearnerError(TfrlError, RuntimeError):
     """The learner thread of an asynchronous optimizer failed; the cause is its error. Fix that
     cause (often a loss that does not fit the sampled batch) and start the trainer again."""
+
+
 class OfflineDataError(TfrlError):
     """Base class of problems with recorded experience (the `input` / `output` config keys)."""
 

@@ -87,6 +87,9 @@ class AsyncSamplesSettings(Settings):
         "sample() calls each remote worker has outstanding", minimum=1)
     broadcast_interval: int = setting(
         "learner steps between two refreshes of the weights sent to workers", minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
 class AsyncReplaySettings(Settings):
     """AsyncReplayOptimizer (Ape-X): asynchronous sampling into replay shards, a learner thread
     reading from all of them."""
