@@ -671,3 +671,17 @@ def _storable(value: Any, where: str, unstored: list) -> Any:
 
 
 TrainerHook = Callable[[Trainer], None]
+
+
+def sync_target_networks(trainer) -> None:
+    """Hard-copies the online weights into the target networks of every learning policy copy
+    (an `after_init` hook of the trainers whose policies have target networks: DQN, Ape-X, DDPG,
+    TD3, SAC).
+
+    Runs once after the optimizer is built: the optimizer swaps its own learner copy of the
+    policy into the local worker and copies the worker's online weights into it, so without this
+    the learner's target networks would still hold that copy's unrelated random initialisation
+    until the first target update.
+    """
+    for _, policy in learner_policies(trainer):
+        policy.update_target(tau=1.0)

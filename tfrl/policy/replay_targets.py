@@ -34,3 +34,8 @@ def compute_q_targets(rewards, terminateds, n_steps, q_tp1_best, gamma):
     discount = tf.pow(tf.cast(gamma, tf.float32), tf.cast(n_steps, tf.float32))
     not_terminated = 1.0 - tf.cast(terminateds, tf.float32)
     return rewards + discount * not_terminated * q_tp1_best
+
+
+def td_error_fetches(policy):
+    """The learner fetches the TD errors of the batch, for the replay priorities."""
+    return {SampleBatch.TD_ERROR: policy.td_error}

@@ -37,7 +37,7 @@ from tfrl.policy.actor_critic import (action_bounds, actor_critic_gradients,
                                       apply_actor_critic_gradients, normalized_actions,
                                       ServingExport, setup_actor_critic_optimizers, validate_box_actions,
                                       with_uniform_warmup)
-from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio
+from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio, td_error_fetches
 from tfrl.utils.schedules import LinearSchedule
 
 NOISE_TYPES = ("GaussianNoise", "OrnsteinUhlenbeckNoise")
@@ -213,10 +213,6 @@ def ddpg_stats(policy, train_batch):
         "min_q": tf.reduce_min(policy.q_t),
         "mean_td_error": tf.reduce_mean(policy.td_error),
     }
-
-
-def td_error_fetches(policy):
-    return {SampleBatch.TD_ERROR: policy.td_error}
 
 
 DDPGTFPolicy = build_tf_policy(

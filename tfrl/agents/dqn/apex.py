@@ -14,9 +14,10 @@ from __future__ import annotations
 import copy
 
 from tfrl.agents.dqn.config import DEFAULT_CONFIG as DQN_CONFIG
-from tfrl.agents.dqn.dqn import DQNTrainer, sync_target_networks
+from tfrl.agents.dqn.dqn import DQNTrainer
 from tfrl.agents.dqn.dqn import validate_config as validate_dqn_config
 from tfrl.errors import InvalidConfigError
+from tfrl.trainer import sync_target_networks
 
 APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
 APEX_DEFAULT_CONFIG.update({

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tfrl.agents.dqn.config import DEFAULT_CONFIG
 from tfrl.agents.dqn.dqn_policy import DQNTFPolicy, epsilon_schedule_from_config
 from tfrl.errors import InvalidConfigError
-from tfrl.trainer import learner_policies
+from tfrl.trainer import learner_policies, sync_target_networks
 from tfrl.trainer_template import build_trainer
 
 
@@ -61,17 +61,6 @@ def make_policy_optimizer(workers, config, replay):
 
     return SyncReplayOptimizer(workers, config, replay)
 
-
-def sync_target_networks(trainer) -> None:
-    """Hard-copies the online weights into the target network of every learning policy copy.
-
-    Runs once after the optimizer is built: the optimizer swaps its own learner copy of the
-    policy into the local worker and copies the worker's online weights into it, so without this
-    the learner's target network would still hold that copy's unrelated random initialisation
-    until the first target update.
-    """
-    for _, policy in learner_policies(trainer):
-        policy.update_target(tau=1.0)
 
 
 def update_target_and_exploration(trainer, fetches):

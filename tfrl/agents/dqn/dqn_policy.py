@@ -34,7 +34,7 @@ from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
 from tfrl.models.catalog import ModelCatalog
 from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
                          TargetNetworkMixin, build_tf_policy)
-from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio
+from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio, td_error_fetches
 from tfrl.utils.schedules import ConstantSchedule, LinearSchedule
 
 
@@ -238,10 +238,6 @@ def q_loss_stats(policy, train_batch):
         "mean_td_error": tf.reduce_mean(policy.td_error),
         "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32),
     }
-
-
-def td_error_fetches(policy):
-    return {SampleBatch.TD_ERROR: policy.td_error}
 
 
 DQNTFPolicy = build_tf_policy(

@@ -14,7 +14,7 @@ from tfrl.agents.sac.config import DEFAULT_CONFIG
 from tfrl.agents.sac.sac_policy import SACTFPolicy
 from tfrl.errors import InvalidConfigError
 from tfrl.policy.actor_critic import validate_actor_critic_config
-from tfrl.trainer import learner_policies
+from tfrl.trainer import sync_target_networks
 from tfrl.trainer_template import build_trainer
 
 
@@ -46,12 +46,6 @@ def make_policy_optimizer(workers, config, replay):
 
     return SyncReplayOptimizer(workers, config, replay)
 
-
-def sync_target_networks(trainer) -> None:
-    """Hard-copies the online weights into the target networks of every learning policy copy
-    (the optimizer's learner copy got the local worker's online weights, not its targets)."""
-    for _, policy in learner_policies(trainer):
-        policy.update_target(tau=1.0)
 
 
 SACTrainer = build_trainer(

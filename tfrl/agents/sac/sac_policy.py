@@ -36,7 +36,7 @@ from tfrl.policy.actor_critic import (action_bounds, actor_critic_gradients,
                                       apply_actor_critic_gradients, normalized_actions,
                                       ServingExport, setup_actor_critic_optimizers, validate_box_actions,
                                       with_uniform_warmup)
-from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio
+from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio, td_error_fetches
 
 
 def target_entropy_of(config, action_space) -> float:
@@ -161,10 +161,6 @@ def sac_stats(policy, train_batch):
         "min_q": tf.reduce_min(policy.q_t),
         "mean_td_error": tf.reduce_mean(policy.td_error),
     }
-
-
-def td_error_fetches(policy):
-    return {SampleBatch.TD_ERROR: policy.td_error}
 
 
 SACTFPolicy = build_tf_policy(
