@@ -650,15 +650,14 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
     columnar = all(s.is_fully_defined() for s in flat_shapes) and sum(
         s.num_elements() * d.itemsize for s, d in zip(flat_shapes, flat_dtypes)) < _LARGE_ITEM_BYTES
 
+    check = _SignatureCheck(table, flat_dtypes, flat_shapes,
+                            None if step_shapes is None else tree.flatten_up_to(dtypes, step_shapes))
     streams = [_BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
                             int(max_samples_per_stream), int(rate_limiter_timeout_ms),
                             tolerate_failure, metrics, structure=dtypes, closer=closer,
-                            columnar=columnar, client_options=client_options, max_samples=max_samples)
+                            columnar=columnar, client_options=client_options, max_samples=max_samples,
+                            check_signature=check)
                for address in addresses for _ in range(workers)]
-    check = _SignatureCheck(table, flat_dtypes, flat_shapes,
-                            None if step_shapes is None else tree.flatten_up_to(dtypes, step_shapes))
-    for stream in streams:
-        stream.check_signature = check
 
     def run_stream(index):
         return streams[int(index)]()

@@ -39,3 +39,13 @@ def compute_q_targets(rewards, terminateds, n_steps, q_tp1_best, gamma):
 def td_error_fetches(policy):
     """The learner fetches the TD errors of the batch, for the replay priorities."""
     return {SampleBatch.TD_ERROR: policy.td_error}
+
+
+def q_value_stats(policy) -> dict:
+    """Learner statistics of the Q estimates and TD errors of the batch (DQN, DDPG/TD3, SAC)."""
+    return {
+        "mean_q": tf.reduce_mean(policy.q_t),
+        "min_q": tf.reduce_min(policy.q_t),
+        "max_q": tf.reduce_max(policy.q_t),
+        "mean_td_error": tf.reduce_mean(policy.td_error),
+    }

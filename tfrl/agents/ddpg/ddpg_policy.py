@@ -37,7 +37,8 @@ from tfrl.policy.actor_critic import (action_bounds, actor_critic_gradients,
                                       apply_actor_critic_gradients, normalized_actions,
                                       ServingExport, setup_actor_critic_optimizers, validate_box_actions,
                                       with_uniform_warmup)
-from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio, td_error_fetches
+from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
+                                         td_error_fetches)
 from tfrl.utils.schedules import LinearSchedule
 
 NOISE_TYPES = ("GaussianNoise", "OrnsteinUhlenbeckNoise")
@@ -208,10 +209,7 @@ def ddpg_stats(policy, train_batch):
     return {
         "critic_loss": policy.critic_loss,
         "actor_loss": policy.actor_loss,
-        "mean_q": tf.reduce_mean(policy.q_t),
-        "max_q": tf.reduce_max(policy.q_t),
-        "min_q": tf.reduce_min(policy.q_t),
-        "mean_td_error": tf.reduce_mean(policy.td_error),
+        **q_value_stats(policy),
     }
 
 

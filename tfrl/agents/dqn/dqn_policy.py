@@ -34,7 +34,8 @@ from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
 from tfrl.models.catalog import ModelCatalog
 from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
                          TargetNetworkMixin, build_tf_policy)
-from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio, td_error_fetches
+from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
+                                         td_error_fetches)
 from tfrl.utils.schedules import ConstantSchedule, LinearSchedule
 
 
@@ -231,13 +232,7 @@ def build_q_losses(policy, model, dist_class, train_batch):
 
 
 def q_loss_stats(policy, train_batch):
-    return {
-        "mean_q": tf.reduce_mean(policy.q_t),
-        "min_q": tf.reduce_min(policy.q_t),
-        "max_q": tf.reduce_max(policy.q_t),
-        "mean_td_error": tf.reduce_mean(policy.td_error),
-        "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32),
-    }
+    return {**q_value_stats(policy), "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32)}
 
 
 DQNTFPolicy = build_tf_policy(

@@ -36,7 +36,8 @@ from tfrl.policy.actor_critic import (action_bounds, actor_critic_gradients,
                                       apply_actor_critic_gradients, normalized_actions,
                                       ServingExport, setup_actor_critic_optimizers, validate_box_actions,
                                       with_uniform_warmup)
-from tfrl.policy.replay_targets import compute_q_targets, postprocess_nstep_and_prio, td_error_fetches
+from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
+                                         td_error_fetches)
 
 
 def target_entropy_of(config, action_space) -> float:
@@ -156,10 +157,7 @@ def sac_stats(policy, train_batch):
         "alpha_value": policy.alpha_value,
         "entropy": -tf.reduce_mean(policy.logp_t),
         "target_entropy": tf.constant(policy.target_entropy, tf.float32),
-        "mean_q": tf.reduce_mean(policy.q_t),
-        "max_q": tf.reduce_max(policy.q_t),
-        "min_q": tf.reduce_min(policy.q_t),
-        "mean_td_error": tf.reduce_mean(policy.td_error),
+        **q_value_stats(policy),
     }
 
 
