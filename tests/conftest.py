@@ -48,7 +48,8 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False,
+        # address="local": a session of its own, never a cluster another program started
+        ray.init(address="local", num_cpus=6, include_dashboard=False, log_to_driver=False,
                  configure_logging=False, ignore_reinit_error=True)
     yield ray
     ray.shutdown()

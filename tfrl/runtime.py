@@ -1,11 +1,38 @@
-"""The process's runtime: start local Ray or join the cluster at `ray_address`, and size
-TensorFlow's thread pools."""
+"""The process's runtime: start local Ray or join the cluster at `ray_address`, size
+TensorFlow's thread pools, and stop at exit what a script forgot to stop (trainers, and policy
+optimizers that run a replay service of their own)."""
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from typing import Optional
 
 logger = logging.getLogger(__name__)
+
+_live_components: "weakref.WeakSet" = weakref.WeakSet()
+_exit_hook_registered = False
+
+
+def _stop_live_components() -> None:
+    for component in list(_live_components):
+        try:
+            component.stop()
+        except Exception:  # noqa: BLE001 - the interpreter is exiting; stop the others
+            logger.exception("error while stopping %r at exit", component)
+
+
+def stop_at_exit(component) -> None:
+    """Calls `component.stop()` when the interpreter exits, if it was not stopped before (its
+    stop must be idempotent). It must run before Python joins the non-daemon threads the
+    component's parts started (replay server, learner), which plain `atexit` handlers do not:
+    `threading._register_atexit` runs then, and after the replay server's own exit hook was
+    registered, so it runs first and a learner stops reading before its server goes away."""
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        threading._register_atexit(_stop_live_components)  # noqa: SLF001 - see the docstring
+        _exit_hook_registered = True
+    _live_components.add(component)
 
 
 def ensure_ray(config: dict) -> None:

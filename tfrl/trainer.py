@@ -25,14 +25,12 @@ from __future__ import annotations
 import copy
 import logging
 import os
-import threading
 import time
-import weakref
 from typing import Any, Callable, Dict, Optional
 
 import numpy as np
 
-from tfrl import errors
+from tfrl import errors, runtime
 from tfrl.config import apply_classic_keys, merge_config
 from tfrl.models.catalog import MODEL_DEFAULTS
 from tfrl.runtime import configure_tf_threads
@@ -210,7 +208,7 @@ class Trainer:
             from tfrl.logging import TensorBoardLogger
 
             self._tb_logger = TensorBoardLogger(logdir)
-        _stop_at_exit(self)
+        runtime.stop_at_exit(self)
 
     # `iteration` and `logdir` are also read-only properties of ray.tune.Trainable, which every
     # trainer class has last among its bases; these are the trainer's own.
@@ -611,29 +609,6 @@ class Trainer:
     def __repr__(self) -> str:
         config = getattr(self, "config", None) or {}
         return f"{self.trainer_name}(env={config.get('env')!r}, iteration={getattr(self, '_iteration', 0)})"
-
-
-_live_trainers: "weakref.WeakSet[Trainer]" = weakref.WeakSet()
-_exit_hook_registered = False
-
-
-def _stop_live_trainers() -> None:
-    for trainer in list(_live_trainers):
-        try:
-            trainer.stop()
-        except Exception:  # noqa: BLE001 - the interpreter is exiting; stop the others
-            logger.exception("error while stopping %r at exit", trainer)
-
-
-def _stop_at_exit(trainer: Trainer) -> None:
-    """Stops `trainer` when the interpreter exits, if it was not stopped before. It must run
-    before Python joins the non-daemon threads the trainer's parts started (replay server,
-    learner), which plain `atexit` handlers do not: `threading._register_atexit` runs then."""
-    global _exit_hook_registered
-    if not _exit_hook_registered:
-        threading._register_atexit(_stop_live_trainers)  # noqa: SLF001 - see the docstring
-        _exit_hook_registered = True
-    _live_trainers.add(trainer)
 
 
 def with_common_config(extra_config: dict) -> dict:

@@ -16,20 +16,25 @@ fragments of one worker reach it in the order they were written. The bulk data g
 replay server -> learner; the driver sees counts, metrics and weights.
 
 The learner thread starts with the first `step()`. One policy learns (the default one); the
-learner is the local worker's own policy on one device.
+learner is the local worker's own policy on one device: a `build_tf_policy` policy through
+`MinibatchSGD` (its loss's columns travel, fragments keep their time dimension), any other
+`Policy` through its own `learn_on_batch` on the fragments' rows (every column travels).
 See docs/architecture.md, "Data path".
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List
+import math
+from typing import Any, Dict, List, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from tfrl import errors
 from tfrl.learner.learner_thread import LearnerThread
 from tfrl.learner.minibatch_sgd import MinibatchSGD
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
+from tfrl.policy.sample_batch import SampleBatch
 from tfrl.optimizers.settings import AsyncSamplesSettings
 from tfrl.rollout.settings import WorkerSettings
 
@@ -42,22 +47,38 @@ WRITE_TIMEOUT_S = 600.0
 
 class AsyncSamplesOptimizer(PolicyOptimizer):
     """Config keys: those of AsyncSamplesSettings (read once, here), and the rollout keys of
-    WorkerSettings.
+    WorkerSettings. Built outside a trainer (`AsyncSamplesOptimizer(workers,
+    train_batch_size=500)`, classic RLlib's form), keys missing from the workers' config take
+    STANDALONE_DEFAULTS (classic RLlib's defaults of this optimizer).
+
+    A learner batch is the fewest whole fragments of rollout_fragment_length steps that hold
+    train_batch_size steps (the IMPALA trainer asks for a multiple, so the two agree there).
 
     Raises (constructor):
-      InvalidConfigError: a missing, ill-typed or out-of-range key, a train batch that is not
-        whole fragments, complete_episodes batches, or several policies to train.
+      InvalidConfigError: a missing, ill-typed or out-of-range key, complete_episodes batches,
+        a recurrent model, or several policies to train.
     """
 
-    def __init__(self, workers, config: dict, replay):
-        super().__init__(workers, config, replay)
+    uses_replay = True
+    STANDALONE_DEFAULTS = {"train_batch_size": 500, "num_sgd_iter": 1,
+                           "minibatch_buffer_size": 1, "learner_queue_size": 16,
+                           "max_sample_requests_in_flight_per_worker": 2,
+                           "broadcast_interval": 1}
+
+    def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
+        super().__init__(workers, config, replay, **settings)
         from replay import Table
         from tfrl.rollout import ReplayOutputSpec, fragment_signature, replay_signature
+        from tfrl.rollout.replay_output import dummy_trajectory
 
+        config = self.config = {**self.STANDALONE_DEFAULTS, **self.config}
+        replay = self.replay
         self.settings = settings = AsyncSamplesSettings.from_config(config)
         self.worker_settings = WorkerSettings.from_config(config)
         length = self.worker_settings.rollout_fragment_length
-        check_fragment_config(config)
+        check_fragment_config({**config, "rollout_fragment_length": length,
+                               "batch_mode": self.worker_settings.batch_mode},
+                              whole_fragments=False)
         local = workers.local_worker()
         if len(local.policies_to_train) != 1:
             raise errors.InvalidConfigError(
@@ -65,13 +86,17 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
                 f"{list(local.policies_to_train)}; train one policy")
         self.policy_id = local.policies_to_train[0]
         self.policy = local.get_policy(self.policy_id)
-        # only the columns the loss reads travel (no value predictions or log-probabilities)
-        loss_columns = set(self.policy.loss_input_signature)
-        columns = [c for c in replay_signature(
-            self.policy, observation_filter=self.worker_settings.observation_filter)
-            if c in loss_columns]
-        step_signature = replay_signature(
-            self.policy, columns, observation_filter=self.worker_settings.observation_filter)
+        observation_filter = self.worker_settings.observation_filter
+        if hasattr(self.policy, "loss_input_signature"):
+            # only the columns the loss reads travel (no value predictions or log-probabilities)
+            loss_columns = set(self.policy.loss_input_signature)
+            columns = [c for c in replay_signature(self.policy,
+                                                   observation_filter=observation_filter)
+                       if c in loss_columns]
+        else:
+            columns = numeric_columns(dummy_trajectory(self.policy, observation_filter))
+        step_signature = replay_signature(self.policy, columns,
+                                          observation_filter=observation_filter)
         table = Table.queue(LEARNER_QUEUE_TABLE, settings.learner_queue_size,
                             signature=fragment_signature(step_signature, length))
         replay.add_table(table)
@@ -83,17 +108,20 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
             columns={self.policy_id: list(step_signature)}, chunk_length=length,
             item_length=length, flush_timeout=WRITE_TIMEOUT_S, token=client_kwargs.get("token"),
             root_certificates=client_kwargs.get("root_certificates")))
-        self.fragments_per_batch = settings.train_batch_size // length
+        self.fragments_per_batch = math.ceil(settings.train_batch_size / length)
+        steps_per_batch = self.fragments_per_batch * length
         dataset = replay.dataset(
             self.table, max_in_flight_samples_per_worker=2 * self.fragments_per_batch,
             num_workers_per_iterator=1)
         dataset = dataset.map(lambda sample: sample.data).batch(self.fragments_per_batch)
         self.batches = iter(dataset)
-        self.sgd = MinibatchSGD(self.policy, tf.distribute.get_strategy(), num_sgd_iter=1,
-                                minibatch_size=settings.train_batch_size,
-                                sequence_length=length)
+        if hasattr(self.policy, "loss_input_signature"):
+            self.sgd = MinibatchSGD(self.policy, tf.distribute.get_strategy(), num_sgd_iter=1,
+                                    minibatch_size=steps_per_batch, sequence_length=length)
+        else:
+            self.sgd = PolicyRowsLearner(self.policy)
         self.learner = LearnerThread(
-            self.sgd, lambda: next(self.batches), settings.train_batch_size,
+            self.sgd, lambda: next(self.batches), steps_per_batch,
             minibatch_buffer_size=settings.minibatch_buffer_size,
             num_sgd_iter=settings.num_sgd_iter)
         self._pending: Dict[Any, Any] = {}  # sample() ref -> worker
@@ -216,19 +244,20 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
         super().stop()
 
 
-def check_fragment_config(config: dict) -> None:
+def check_fragment_config(config: dict, whole_fragments: bool = True) -> None:
     """The rollout settings trajectory-fragment learning needs.
 
     Raises:
-      InvalidConfigError: batch_mode is not 'truncate_episodes', or train_batch_size is not a
-        multiple of rollout_fragment_length, or the model is recurrent.
+      InvalidConfigError: batch_mode is not 'truncate_episodes', or (with `whole_fragments`)
+        train_batch_size is not a multiple of rollout_fragment_length, or the model is
+        recurrent.
     """
     length = int(config["rollout_fragment_length"])
     if config.get("batch_mode", "truncate_episodes") != "truncate_episodes":
         raise errors.InvalidConfigError(
             f"batch_mode={config['batch_mode']!r}: V-trace learns on fixed-length trajectory "
             "fragments; set batch_mode='truncate_episodes'")
-    if int(config["train_batch_size"]) % length:
+    if whole_fragments and int(config["train_batch_size"]) % length:
         raise errors.InvalidConfigError(
             f"train_batch_size={config['train_batch_size']} is not a multiple of "
             f"rollout_fragment_length={length}; the learner reads whole fragments, so set "
@@ -237,3 +266,35 @@ def check_fragment_config(config: dict) -> None:
         raise errors.InvalidConfigError(
             "model.use_lstm: AsyncSamplesOptimizer learns feed-forward policies only; set "
             "use_lstm to False")
+
+
+def numeric_columns(batch) -> List[str]:
+    """The columns of `batch` whose every leaf is a numeric or boolean array (what a replay
+    table can hold; a policy's free-form extras, such as strings, stay on the worker)."""
+    import tree
+
+    return [name for name, value in batch.items()
+            if all(np.asarray(leaf).dtype.kind in "biuf" for leaf in tree.flatten(value))]
+
+
+class PolicyRowsLearner:
+    """The learner of a policy that is not a `build_tf_policy` one: the learner queue's
+    fragments ([fragments, steps, ...] per column) become one SampleBatch of rows for the
+    policy's own `learn_on_batch`."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def learn_on_batch(self, columns: Dict[str, Any]) -> Dict[str, Any]:
+        import tree
+
+        rows = {name: tree.map_structure(
+            lambda x: np.reshape(np.asarray(x), (-1, *np.shape(x)[2:])), value)
+            for name, value in columns.items()}
+        return self.policy.learn_on_batch(SampleBatch(rows)) or {}
+
+    def get_weights(self):
+        return self.policy.get_weights()
+
+    def set_weights(self, weights) -> None:
+        self.policy.set_weights(weights)

@@ -61,7 +61,10 @@ class PolicyOptimizer:
         if replay is None and self.uses_replay:
             from tfrl.replay_service import ReplayService
 
+            from tfrl import runtime
+
             replay = self._own_replay = ReplayService(self.config)
+            runtime.stop_at_exit(self)  # a script may end without stop()
         self.replay = replay
         self.num_steps_sampled = 0
         self.num_steps_trained = 0
