@@ -635,8 +635,10 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                      metrics: StreamMetrics, closer: _Closer,
                      client_options: Dict[str, Any], max_samples: int = -1,
                      step_shapes: Any = None) -> tf.data.Dataset:
-    """The tf.data pipeline of a `ReplayDataset`: per-stream generators of blocks, merged and
-    unbatched into single samples. Arguments are checked and converted by the caller."""
+    """The block pipeline of a `ReplayDataset`: per-stream generators of blocks (each a
+    ReplaySample of [N, ...] arrays), merged. The dataset unbatches it into single samples, or
+    rebatches it when batched (`ReplayDataset.batch`). Arguments are checked and converted by
+    the caller."""
     workers = _DEFAULT_WORKERS if num_workers_per_iterator == -1 else int(num_workers_per_iterator)
     if max_samples >= 0:
         workers = 1  # one stream per server keeps the total exact and requests nothing beyond it
@@ -672,8 +674,7 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
         blocks = tf.data.Dataset.range(len(streams)).interleave(
             stream_dataset, cycle_length=len(streams), block_length=1,
             num_parallel_calls=len(streams), deterministic=False)
-    # Blocks already have the element structure, so unbatching is the only per-item step.
-    return blocks.unbatch()
+    return blocks
 
 
 class ReplayDataset(tf.data.Dataset):
@@ -739,10 +740,14 @@ class ReplayDataset(tf.data.Dataset):
         dtypes = lists_to_tuples(tree.map_structure(tf.as_dtype, dtypes))
         self._metrics = metrics if metrics is not None else StreamMetrics()
         self._closer = _Closer()
-        self._pipeline = _sample_pipeline(
+        blocks = _sample_pipeline(
             addresses, table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
             max_samples_per_stream, rate_limiter_timeout_ms, self._metrics, self._closer, client_options,
             max_samples, step_shapes)
+        # Blocks already have the element structure, so unbatching is the only per-item step.
+        self._pipeline = blocks.unbatch()
+        # `batch` rebatches the blocks directly; with max_samples the count is cut per sample.
+        self._blocks: Optional[tf.data.Dataset] = blocks if max_samples < 0 else None
         if max_samples >= 0:
             self._pipeline = self._pipeline.take(max_samples)
         # Named rather than super(): a subclass may also derive from tf.compat.v1.data.Dataset,
@@ -757,6 +762,22 @@ class ReplayDataset(tf.data.Dataset):
     @property
     def element_spec(self):
         return self._pipeline.element_spec
+
+    def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None,
+              name=None) -> tf.data.Dataset:
+        """As `tf.data.Dataset.batch`: the same batches of consecutive samples, in the same order,
+        with the same element spec. Cut straight from the received blocks (`rebatch`), so each
+        sample is copied once into its batch instead of split out and then copied back in."""
+        if (self._blocks is None or not isinstance(batch_size, int) or batch_size < 1
+                or num_parallel_calls is not None or deterministic is not None or name is not None):
+            return super().batch(batch_size, drop_remainder, num_parallel_calls, deterministic, name)
+        batched = self._blocks.rebatch(batch_size, drop_remainder=drop_remainder)
+        if isinstance(self, tf.compat.v1.data.Dataset):
+            # What tf.compat.v1 datasets' own `batch` returns (TrajectoryDataset is one).
+            from tensorflow.python.data.ops import dataset_ops  # pylint: disable=g-direct-tensorflow-import
+
+            batched = dataset_ops.DatasetV1Adapter(batched)
+        return batched
 
     # -- the streams ----------------------------------------------------------------------------
 

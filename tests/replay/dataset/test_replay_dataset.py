@@ -356,3 +356,29 @@ def test_closing_ends_a_read_waiting_on_a_server_that_keeps_running(start_server
     dataset.replay_close()
     reader.join(timeout=30)
     assert ended == ["the end"]
+
+
+def test_batch_cuts_consecutive_samples_across_blocks_as_tf_data_batch_does(start_server, helpers):
+    """`ReplayDataset.batch` rebatches the received blocks (of up to 7 samples here) instead of
+    unbatching them: the batches, their order, the last partial batch and the element spec
+    must be those of a plain `batch` over the samples."""
+    server = start_server([helpers.queue_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "queue", range(50))
+
+    def dataset():
+        return ReplayDataset.from_table_signature(
+            client.address, "queue", max_in_flight_samples_per_worker=7, num_workers_per_iterator=1,
+            rate_limiter_timeout_ms=300)
+
+    batched = dataset().batch(8)
+    plain = tf.data.Dataset.batch(dataset(), 8)  # the generic tf.data batch, for the spec
+    assert batched.element_spec == plain.element_spec
+    batches = [b.data["action"].tolist() for b in _all_elements(batched)]
+    assert batches == [list(range(i, min(i + 8, 50))) for i in range(0, 50, 8)]
+
+    helpers.write_steps(client, "queue", range(50, 70))
+    exact = dataset().batch(8, drop_remainder=True)
+    assert exact.element_spec.data["action"].shape == (8,)
+    assert [b.data["action"].tolist() for b in _all_elements(exact)] == [
+        list(range(50, 58)), list(range(58, 66))]
