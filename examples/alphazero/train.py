@@ -19,6 +19,7 @@ import replay
 from examples.alphazero import network
 from examples.alphazero.actors import Evaluator, Learner, SelfPlayActor, games_table
 from examples.alphazero.connect_four import ConnectFour
+from examples.alphazero.evaluate import evaluate, match, save
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -38,20 +39,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     add("--evaluate", action="store_true", help="finally play the best network against the "
         "random player and the initial network")
     add("--eval-games", type=int, default=50)
+    add("--checkpoint", help="save the best and the initial network here (.npz) every iteration")
     add("--replay-address", help="a running replay server with the games table (default: embedded)")
+    add("--ray-address", default="local", help="a Ray cluster to join (default: start one here)")
     add("--seed", type=int, default=0)
     return parser.parse_args(argv)
-
-
-def match(evaluators, player, opponent, num_games: int, simulations: int) -> Dict[str, float]:
-    """A match split over the evaluator actors (an even number of games each, so each side
-    moves first equally often); the summed wins, draws and losses, and the score."""
-    shares = [2 * (num_games // 2 // len(evaluators))] * len(evaluators)
-    shares[0] += num_games - sum(shares)
-    results = ray.get([e.match.remote(player, opponent, n, simulations)
-                       for e, n in zip(evaluators, shares) if n])
-    total = {key: sum(r[key] for r in results) for key in ("wins", "draws", "losses")}
-    return {**total, "score": (total["wins"] + total["draws"] / 2) / num_games}
 
 
 def main(argv: Optional[List[str]] = None) -> Dict:
@@ -59,7 +51,7 @@ def main(argv: Optional[List[str]] = None) -> Dict:
     game = ConnectFour()
     started_ray = not ray.is_initialized()
     if started_ray:
-        ray.init(include_dashboard=False, log_to_driver=False)
+        ray.init(address=args.ray_address, include_dashboard=False, log_to_driver=False)
     initial = network.initial_weights(int(np.prod(game.observation_shape)), game.num_actions,
                                       args.hidden, args.seed)
     server = None if args.replay_address else replay.Server([games_table(game, args.buffer_size)])
@@ -87,13 +79,12 @@ def main(argv: Optional[List[str]] = None) -> Dict:
                   f"{losses['policy_loss']:.3f}, value loss {losses['value_loss']:.3f}, candidate "
                   f"scores {gate['score']:.2f} against the best: {'accepted' if accepted else 'rejected'}",
                   flush=True)
-        result = {"history": history, "best": best}
+            if args.checkpoint:
+                save(args.checkpoint, best, initial)
+        result = {"history": history, "best": best, "initial": initial,
+                  "learner_replicas": ray.get(learner.num_replicas.remote())}
         if args.evaluate:
-            for name, opponent in (("random", None), ("initial", initial)):
-                result[f"vs_{name}"] = outcome = match(evaluators, best, opponent, args.eval_games,
-                                                       args.simulations)
-                print(f"best network vs the {name} player over {args.eval_games} games: "
-                      f"{outcome['wins']} wins, {outcome['draws']} draws, {outcome['losses']} losses")
+            result.update(evaluate(evaluators, best, initial, args.eval_games, args.simulations))
         return result
     finally:
         ray.get(learner.close.remote())
