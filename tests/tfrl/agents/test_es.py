@@ -115,3 +115,16 @@ def test_es_tuned_examples_load_and_validate(name):
     config = merge_config(trainer_cls.default_config(), spec["config"])
     validate_config(config)
     assert spec["stop"]["episode_reward_mean"] >= (450 if "cartpole" in name else -300)
+
+
+@pytest.mark.parametrize("example", ["ppo_es", "a3c_es"])
+def test_nesting_examples_run_an_es_loop_over_unmodified_trainers(ray_session, example):
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", f"{example}.py")
+    spec = importlib.util.spec_from_file_location(f"example_{example}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    history = module.main(["--population", "2", "--generations", "1", "--workers", "0"])
+    assert len(history) == 1 and history[0] > 0
