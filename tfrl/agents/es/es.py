@@ -14,7 +14,7 @@ ARS (tfrl/agents/ars) is this trainer with another shaping and plain SGD.
 from __future__ import annotations
 
 import collections
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import numpy as np
 
