@@ -19,6 +19,8 @@ ALGORITHMS = {
     "TD3": ("tfrl.agents.ddpg.td3", "TD3Trainer"),
     "SAC": ("tfrl.agents.sac.sac", "SACTrainer"),
     "APEX": ("tfrl.agents.dqn.apex", "ApexTrainer"),
+    "ES": ("tfrl.agents.es.es", "ESTrainer"),
+    "ARS": ("tfrl.agents.ars.ars", "ARSTrainer"),
 }
 
 
