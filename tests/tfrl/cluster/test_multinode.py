@@ -108,3 +108,13 @@ def test_resources_no_node_offers_are_refused_instead_of_waiting_forever(ray_ses
         {"replay_resources": {"replay": 1}, "replay_bind_address": "node"}))
     with pytest.raises(errors.InvalidConfigError, match="replay_resources"):
         shards.start()
+
+
+def test_a_tune_trial_reserves_learner_resources_and_each_workers_custom_resources():
+    from tfrl.agents.ppo.ppo import PPOTrainer
+    from tfrl.tune import trainer_resources
+
+    request = trainer_resources(PPOTrainer, {"num_workers": 2, "learner_resources": {"GPU": 1},
+                                             "custom_resources_per_worker": {"rollout": 1}})
+    assert request.bundles == [{"GPU": 1.0}, {"CPU": 1.0, "rollout": 1.0},
+                               {"CPU": 1.0, "rollout": 1.0}]
