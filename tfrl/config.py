@@ -15,7 +15,8 @@ from tfrl import errors
 
 # Sub-dicts whose keys are free-form (user models and envs define their own options).
 OPEN_DICT_KEYS = frozenset({"env_config", "custom_model_config", "custom_metrics", "optimizer",
-                            "evaluation_config", "multiagent", "policies", "replay_table", "extra"})
+                            "evaluation_config", "multiagent", "policies", "replay_table", "extra",
+                            "custom_resources_per_worker", "learner_resources", "replay_resources"})
 
 
 def _closest(key: str, valid) -> str:

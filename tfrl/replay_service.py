@@ -12,6 +12,11 @@ must match the trainer's.
 `replay_token_file` and `replay_root_certificates` name the files holding an external server's
 access token and the PEM certificate to trust for TLS; `client_kwargs` carries them to every
 client the optimizers and rollout workers open (`Client`, `ReplayDataset`, `ReplayOutputSpec`).
+
+On a Ray cluster the server the trainer starts can live elsewhere (tfrl/replay_hosting.py):
+with `replay_resources` it runs as a Ray actor on a node offering those resources, with
+`replay_bind_address` it listens on its node's address (the default stays loopback), and the
+same token and TLS keys then protect it. `address` is always what clients on any node dial.
 """
 from __future__ import annotations
 
@@ -29,15 +34,32 @@ class ReplayService:
         self._external_address: Optional[str] = config.get("replay_address")
         self._tables: Dict[str, object] = {}
         self._server = None
+        self._actor = None  # the server's Ray actor, with replay_resources
+        self._address: Optional[str] = None  # of the server the trainer started
         self._client = None
         self._client_kwargs: Dict[str, Any] = {}
         self._datasets: List[Any] = []  # the ReplayDatasets `dataset` opened, closed by `close_datasets`
         token_file = config.get("replay_token_file")
         certificates_file = config.get("replay_root_certificates")
-        if (token_file or certificates_file) and self.embedded:
-            raise errors.InvalidConfigError(
-                "replay_token_file and replay_root_certificates are the credentials of an external "
-                "replay server; set replay_address too, or drop them to use the embedded server")
+        self.hosting = None
+        if self.embedded:
+            from tfrl.replay_hosting import ReplayHosting
+
+            self.hosting = ReplayHosting.from_config(config)
+            self._client_kwargs = self.hosting.client_kwargs
+            if self.hosting.in_actors and config.get("replay_checkpoint"):
+                raise errors.InvalidConfigError(
+                    "replay_checkpoint saves the tables of a replay server in the driver; with "
+                    "replay_resources the server is an actor on another node, whose tables the "
+                    "trainer does not checkpoint; drop one of the two")
+            return
+        for key in ("replay_resources", "replay_bind_address", "replay_tls_certificate_file",
+                    "replay_tls_private_key_file"):
+            if config.get(key) is not None:
+                raise errors.InvalidConfigError(
+                    f"{key} places or secures a replay server the trainer starts; the server at "
+                    f"replay_address={self._external_address} is started by you (replay-server "
+                    "--host/--token-file/--tls-cert), so drop it or drop replay_address")
         if token_file:
             token = _read_file(token_file, "replay_token_file").decode().strip()
             if not token:
@@ -57,7 +79,7 @@ class ReplayService:
         Raises:
           InvalidConfigError: the service already started with another table set.
         """
-        if self._server is not None:
+        if self._address is not None:
             raise errors.InvalidConfigError(
                 f"replay table {table.name!r} declared after the embedded replay server started")
         self._tables[table.name] = table
@@ -72,11 +94,17 @@ class ReplayService:
           UnavailableError (replay.errors): no replay server at `replay_address`.
         """
         if self.embedded:
-            if self._server is None:
-                from replay import Server
-
-                self._server = Server(list(self._tables.values()), port=None)
-                logger.info("embedded replay server on %s", self.address)
+            if self._address is None:
+                tables = list(self._tables.values())
+                if self.hosting.in_actors:
+                    actors, addresses = self.hosting.start_actors(
+                        1, [table.config() for table in tables])
+                    self._actor, self._address = actors[0], addresses[0]
+                    logger.info("replay server actor (resources %s) on %s",
+                                self.hosting.resources, self._address)
+                else:
+                    self._server, self._address = self.hosting.start_embedded(tables)
+                    logger.info("embedded replay server on %s", self._address)
         else:
             info = self.client().server_info()
             missing = [name for name in self._tables if name not in info]
@@ -118,15 +146,21 @@ class ReplayService:
     @property
     def address(self) -> str:
         if self.embedded:
-            if self._server is None:
+            if self._address is None:
                 raise errors.TfrlError("the embedded replay server is not started yet")
-            return f"127.0.0.1:{self._server.port}"
+            return self._address
         return self._external_address
+
+    @property
+    def server_actor(self):
+        """The Ray actor running the server (with replay_resources), else None."""
+        return self._actor
 
     @property
     def client_kwargs(self) -> Dict[str, Any]:
         """The credentials every client of the replay server needs (token, root_certificates),
-        as keyword arguments of `Client` and `ReplayDataset`; empty for the embedded server."""
+        as keyword arguments of `Client` and `ReplayDataset`; empty for a server the trainer
+        starts without replay_token_file and TLS."""
         return dict(self._client_kwargs)
 
     def dataset(self, table: str, max_in_flight_samples_per_worker: int, **kwargs):
@@ -236,14 +270,22 @@ class ReplayService:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        if self._actor is not None:
+            import ray
+
+            try:
+                ray.get(self._actor.stop.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - the actor (or its node) may already be gone
+                pass
+            ray.kill(self._actor)
+            self._actor = None
+        self._address = None
 
 
 def _read_file(path: str, key: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise errors.InvalidConfigError(f"config key {key}: cannot read {path}: {e}") from e
+    from tfrl.replay_hosting import read_credentials
+
+    return read_credentials(path, key)
 
 
 def _on_policy_queue_size(config: dict) -> int:

@@ -15,25 +15,13 @@ import logging
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfrl import errors
+from tfrl.replay_hosting import ReplayHosting, ReplayServerActor
 
 logger = logging.getLogger(__name__)
 
 
-class ReplayShardServer:
-    """A Ray actor body: one `replay.Server` on a free loopback port, built from table configs
-    (`Table.config()` dicts, so nothing but plain data crosses to the actor)."""
-
-    def __init__(self, table_configs: List[dict]):
-        from replay import Server
-        from replay.table import Table
-
-        self._server = Server([Table.from_config(c) for c in table_configs], port=None)
-
-    def address(self) -> str:
-        return f"127.0.0.1:{self._server.port}"
-
-    def stop(self) -> None:
-        self._server.stop()
+# The Ray actor body of one shard (kept under its former name too).
+ReplayShardServer = ReplayServerActor
 
 
 class ReplayShards:
@@ -42,14 +30,18 @@ class ReplayShards:
     Args:
       num_shards: how many servers to start (ignored when `addresses` is given).
       addresses: "host:port" of external servers already serving the tables (one per shard).
-      client_kwargs: credentials of the external servers (token, root_certificates).
+      client_kwargs: credentials of the servers (token, root_certificates).
+      hosting: where the servers the trainer starts run and listen (`ReplayHosting`: placed by
+        replay_resources, bound per replay_bind_address, with its token and TLS); None: actors
+        anywhere, on loopback.
 
     Raises (constructor):
       InvalidConfigError: num_shards below 1, or an empty address list.
     """
 
     def __init__(self, num_shards: int = 1, addresses: Optional[Sequence[str]] = None,
-                 client_kwargs: Optional[Dict[str, Any]] = None):
+                 client_kwargs: Optional[Dict[str, Any]] = None,
+                 hosting: Optional[ReplayHosting] = None):
         if addresses is not None:
             addresses = [str(a) for a in addresses]
             if not addresses:
@@ -61,6 +53,7 @@ class ReplayShards:
                 f"num_replay_shards must be >= 1, got {num_shards}")
         self._external = addresses
         self.num_shards = len(addresses) if addresses is not None else int(num_shards)
+        self.hosting = hosting or ReplayHosting()
         self.client_kwargs = dict(client_kwargs or {})
         self._tables: Dict[str, Any] = {}
         self._actors: List[Any] = []
@@ -86,7 +79,8 @@ class ReplayShards:
         """Starts the shard servers (or checks the external ones); returns their addresses.
 
         Raises:
-          InvalidConfigError: an external shard lacks a declared table.
+          InvalidConfigError: an external shard lacks a declared table, or no node offers
+            replay_resources.
           replay.errors.UnavailableError: no server at an external address.
         """
         if self.addresses:
@@ -102,13 +96,8 @@ class ReplayShards:
                         f"{missing} (it has {sorted(info)}); declare them in its --config YAML, "
                         "or drop replay_shard_addresses to let the trainer start its shards")
             return self.addresses
-        import ray
-
         configs = [table.config() for table in self._tables.values()]
-        # num_cpus=0: a shard is I/O bound and must not take a rollout worker's CPU slot.
-        shard_cls = ray.remote(num_cpus=0)(ReplayShardServer)
-        self._actors = [shard_cls.remote(configs) for _ in range(self.num_shards)]
-        self.addresses = ray.get([actor.address.remote() for actor in self._actors])
+        self._actors, self.addresses = self.hosting.start_actors(self.num_shards, configs)
         logger.info("replay shards on %s", self.addresses)
         return self.addresses
 

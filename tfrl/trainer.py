@@ -66,7 +66,14 @@ COMMON_CONFIG: Dict[str, Any] = {
     "batch_mode": "truncate_episodes",
     "num_cpus_per_worker": 1,
     "num_gpus_per_worker": 0,
+    # Ray custom resources each remote rollout worker reserves, e.g. {"rollout": 1} to keep the
+    # workers on nodes started with `ray start --resources='{"rollout": 8}'`
+    "custom_resources_per_worker": {},
     "num_gpus": 0,
+    # Ray resources the learner needs, e.g. {"GPU": 1} or {"learner": 1}. The learner runs in the
+    # trainer's process: a Tune trial reserves them for it; outside Tune the trainer checks that
+    # the node its driver runs on offers them (None: no requirement)
+    "learner_resources": None,
     # CPUs a Tune trial reserves for the trainer itself (the learner); 0, as outside Tune, where
     # the driver process reserves nothing from Ray and only the rollout workers do
     "num_cpus_for_driver": 0,
@@ -119,6 +126,17 @@ COMMON_CONFIG: Dict[str, Any] = {
     # and the PEM certificate to trust for TLS (as its --token-file and --tls-cert)
     "replay_token_file": None,
     "replay_root_certificates": None,
+    # === Replay placement on a cluster (tfrl/replay_hosting.py) ===
+    # Ray resources of the replay server the trainer starts, e.g. {"replay": 1}: it then runs as
+    # a Ray actor on a node offering them (None: inside the driver)
+    "replay_resources": None,
+    # interface that server listens on: None (loopback), "node" (the routable address of the node
+    # hosting it), "0.0.0.0" or an IP address; the address handed to workers and the learner is
+    # the node's own. replay_token_file then makes it demand that token, and the two files below
+    # make it serve TLS (clients trust replay_root_certificates, by default this certificate)
+    "replay_bind_address": None,
+    "replay_tls_certificate_file": None,
+    "replay_tls_private_key_file": None,
     "replay_checkpoint": False,
     "log_level": "WARN",
     "tf_threads_per_worker": 1,
@@ -248,9 +266,13 @@ class Trainer:
         if self._tune_trial:
             return self._trial_call("train")
         start = time.time()
+        workers = getattr(self, "workers", None)
+        failures_before = workers.num_worker_failures if workers is not None else 0
         result = self._train()
         if self.config["synchronize_filters"]:
             self._sync_filters()
+        if workers is not None:
+            self._report_worker_failures(result, workers.num_worker_failures - failures_before)
         self.iteration += 1
         interval = self.config["evaluation_interval"]
         if self.evaluation_workers is not None and self.iteration % interval == 0:
@@ -277,6 +299,20 @@ class Trainer:
         if self._tb_logger is not None:
             self._tb_logger.log(result)
         return result
+
+    def _report_worker_failures(self, result: dict, failures: int) -> None:
+        """Says in the result and the log when rollout workers failed during this iteration (an
+        actor died, e.g. with its node): each was recreated on a live node with the current
+        weights and filters, and the samples it had in flight in this iteration are lost;
+        the iteration itself completes with the other workers' samples."""
+        result["num_worker_failures_this_iter"] = failures
+        result["num_worker_failures_total"] = self.workers.num_worker_failures
+        if failures:
+            logger.warning(
+                "%s iteration %d: %d rollout worker failure(s); recreated with the current weights "
+                "and filters (%d healthy workers now); the samples in flight on the failed workers "
+                "in this iteration are lost", self.trainer_name, self.iteration + 1, failures,
+                self.workers.num_healthy_workers())
 
     def _sync_filters(self) -> None:
         """RLlib's classic filter synchronisation: the workers' filter updates since the last

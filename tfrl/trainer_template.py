@@ -61,6 +61,7 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
             policy_class = (get_policy_class(config) if get_policy_class else None) or default_policy
             self._policy = policy_class
             ensure_ray(config)
+            check_learner_placement(config)
             if before_init:
                 before_init(self)
             # multi-agent: the policies of config["multiagent"]; a spec without a class gets the
@@ -105,6 +106,36 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
     caller_globals = sys._getframe(1).f_globals  # noqa: SLF001 - the caller's module, as namedtuple finds it
     TrainerCls.__module__ = caller_globals.get("__name__", __name__)
     return TrainerCls
+
+
+def check_learner_placement(config: dict) -> None:
+    """The learner runs in the trainer's process: with `learner_resources` set, that process's
+    Ray node must offer them (a Tune trial reserves them for it; see tfrl/tune.py).
+
+    Raises:
+      InvalidConfigError: learner_resources is not a dict of resource amounts, or the node this
+        trainer runs on does not offer them; the message says which node does.
+    """
+    import ray
+
+    from tfrl import errors
+    from tfrl.replay_hosting import check_resources
+
+    wanted = config.get("learner_resources")
+    if wanted is None:
+        return
+    wanted = check_resources("learner_resources", wanted)
+    here = ray.get_runtime_context().get_node_id()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    offered = next((n.get("Resources", {}) for n in nodes if n["NodeID"] == here), {})
+    if all(offered.get(name, 0.0) >= amount for name, amount in wanted.items()):
+        return
+    fitting = [n["NodeManagerAddress"] for n in nodes
+               if all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in wanted.items())]
+    raise errors.InvalidConfigError(
+        f"learner_resources={wanted}: the learner runs in the trainer's process, whose Ray node "
+        f"({here[:12]}) does not offer them; run the trainer on a node that does "
+        f"({fitting or 'none in this cluster'}), e.g. as a Tune trial, or change learner_resources")
 
 
 def fit_sync_samples_config(config: dict, name: str) -> None:

@@ -25,9 +25,9 @@ from typing import Union
 
 def trainer_resources(trainer_cls: Union[str, type], config: dict):
     """The `PlacementGroupFactory` a trial running `trainer_cls` (a class or algorithm name)
-    with `config` needs: the trainer's bundle ({"CPU": num_cpus_for_driver, "GPU": num_gpus})
-    then one bundle per rollout worker ({"CPU": num_cpus_per_worker, "GPU":
-    num_gpus_per_worker}), from the algorithm's defaults updated with `config`. A worker that
+    with `config` needs: the trainer's bundle ({"CPU": num_cpus_for_driver, "GPU": num_gpus}
+    plus learner_resources) then one bundle per rollout worker ({"CPU": num_cpus_per_worker,
+    "GPU": num_gpus_per_worker} plus custom_resources_per_worker), from the algorithm's defaults updated with `config`. A worker that
     asks for no resources gets no bundle; a trainer that asks for none gets an empty bundle
     (it then reserves, as outside Tune, only its rollout workers), unless nothing at all would
     be reserved: then the trainer's bundle is 1 CPU.
@@ -46,8 +46,11 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
     def bundle(cpus, gpus):
         return {key: float(amount) for key, amount in (("CPU", cpus), ("GPU", gpus)) if amount}
 
-    driver = bundle(merged["num_cpus_for_driver"], merged["num_gpus"])
-    worker = bundle(merged["num_cpus_per_worker"], merged["num_gpus_per_worker"])
+    driver = dict(bundle(merged["num_cpus_for_driver"], merged["num_gpus"]),
+                  **{k: float(v) for k, v in (merged.get("learner_resources") or {}).items() if v})
+    worker = dict(bundle(merged["num_cpus_per_worker"], merged["num_gpus_per_worker"]),
+                  **{k: float(v) for k, v in (merged.get("custom_resources_per_worker") or {}).items()
+                     if v})
     workers = [worker] * int(merged["num_workers"]) if worker else []
     if not driver and not workers:
         driver = {"CPU": 1.0}  # Tune needs a request; the trainer then does all the work itself

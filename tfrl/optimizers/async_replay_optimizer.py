@@ -124,7 +124,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self.strategy = strategy or learner_strategy(
             LearnerSettings.from_config(config).num_learner_devices)
         self.shards = ReplayShards(settings.num_replay_shards, settings.replay_shard_addresses,
-                                   replay.client_kwargs if replay is not None else None)
+                                   replay.client_kwargs if replay is not None else None,
+                                   hosting=getattr(replay, "hosting", None))
         num_shards = self.shards.num_shards
         self.num_shards = num_shards
         self.train_batch_size = settings.train_batch_size

@@ -65,7 +65,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
                 self.tables[pid][0], max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
                 num_workers_per_iterator=1)
             dataset = dataset.map(lambda sample: sample.data)
-            self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_round(pid))
+            self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_fragment(pid))
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
                                           self.settings.num_sgd_iter, self.settings.minibatch_size)
         # the single-policy view (the only or first policy that learns)
@@ -75,18 +75,17 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         self.sgd = self.sgds[self.policy_id]
         self.reader = self.readers[self.policy_id]
 
-    def _rows_per_round(self, policy_id: str):
-        """Items one sampling round writes for `policy_id`, when that is fixed (one step item
+    def _rows_per_fragment(self, policy_id: str):
+        """Items one worker's `sample()` writes for `policy_id`, when that is fixed (one step item
         per env step: truncated fragments of a single-agent env, feed-forward policy), else
-        None."""
+        None. Reads come in blocks of one worker's fragment rather than of a whole round, so a
+        round that lost a worker (its node died) still reads whole blocks."""
         local = self.workers.local_worker()
         if self.worker_settings.complete_episodes or local.offline_settings.reads_files:
             return None  # batches of any size: whole episodes, or recorded batches
         if local.multi_agent or local.get_policy(policy_id).is_recurrent():
             return None
-        samplers = max(len(self.workers.remote_workers()), 1)
-        return (samplers * self.worker_settings.num_envs_per_worker
-                * self.worker_settings.rollout_fragment_length)
+        return self.worker_settings.num_envs_per_worker * self.worker_settings.rollout_fragment_length
 
     def _learner_policy(self, policy_id: str):
         """The policy that learns: the local worker's own, or (under a strategy other than the

@@ -49,6 +49,8 @@ class WorkerSettings(Settings):
         "the policy spec, the only policy for every agent, train all")
     num_cpus_per_worker: float = setting("CPUs Ray reserves for each remote worker", minimum=0)
     num_gpus_per_worker: float = setting("GPUs Ray reserves for each remote worker", minimum=0)
+    custom_resources_per_worker: Optional[dict] = setting(
+        "Ray custom resources each remote worker reserves, e.g. {'rollout': 1} (None or {}: none)")
     recreate_failed_workers: bool = setting(
         "replace a remote worker that died or whose env crashed (False: drop it)")
 

@@ -40,7 +40,8 @@ class WorkerSet:
       env_creator: gymnasium id, registered name or callable(env_config) (see RolloutWorker).
       policy: policy class or multi-agent policy dict (see RolloutWorker's policy_spec).
       config: worker config (see WorkerSettings); also read here: num_cpus_per_worker,
-        num_gpus_per_worker, recreate_failed_workers. Keys it lacks take COMMON_CONFIG's
+        num_gpus_per_worker, custom_resources_per_worker (Ray places each remote worker on a
+        node offering all three), recreate_failed_workers. Keys it lacks take COMMON_CONFIG's
         values. `trainer_config=` is the same argument under RLlib's name.
       num_workers: remote workers to start (0: only the local worker samples).
       replay_output: a ReplayOutputSpec given to the remote workers (and to the local worker
@@ -50,7 +51,8 @@ class WorkerSet:
     Raises:
       UnknownEnvError, InvalidEnvError, UnsupportedSpaceError, InvalidConfigError: from building
         the local worker (the remote actors, started first, are killed); InvalidConfigError
-        also when both config and trainer_config are given.
+        also when both config and trainer_config are given, or custom_resources_per_worker is
+        not a dict of resource amounts or no node of the cluster offers it.
       WorkerCrashedError: a remote worker failed to start (raised by the first call that needs
         the remote workers; see `wait_until_started`).
     """
@@ -140,9 +142,14 @@ class WorkerSet:
 
     def _make_actor(self, worker_index: int):
         if self._actor_class is None:
+            from tfrl.replay_hosting import check_feasible, check_resources
+
+            resources = check_resources("custom_resources_per_worker",
+                                        self.settings.custom_resources_per_worker or {})
+            check_feasible("custom_resources_per_worker", resources)
             self._actor_class = RolloutWorker.as_remote(
                 num_cpus=self.settings.num_cpus_per_worker,
-                num_gpus=self.settings.num_gpus_per_worker)
+                num_gpus=self.settings.num_gpus_per_worker, resources=resources or None)
         return self._actor_class.remote(
             self.env_creator, self.policy_spec, self.config, worker_index=worker_index,
             num_workers=max(self._remote_indices + [worker_index]),
@@ -207,7 +214,13 @@ class WorkerSet:
             ray.kill(worker, no_restart=True)
         except Exception:  # noqa: BLE001 - the actor may already be gone
             pass
-        if not self.settings.recreate_failed_workers:
+        recreate = self.settings.recreate_failed_workers
+        if recreate and not self._placeable():
+            logger.error("rollout worker %d cannot be recreated: no live node offers its resources "
+                         "(num_cpus_per_worker, num_gpus_per_worker, custom_resources_per_worker); "
+                         "going on without it", index)
+            recreate = False
+        if not recreate:
             del self._remote[position]
             del self._remote_indices[position]
             return None
@@ -215,6 +228,27 @@ class WorkerSet:
         self._initialise([new])
         self._remote[position] = new
         return new
+
+    def _placeable(self) -> bool:
+        """True when some live node of the cluster offers one remote worker's resources."""
+        from tfrl.replay_hosting import check_feasible
+
+        wanted = dict(self.settings.custom_resources_per_worker or {})
+        for name, amount in (("CPU", self.settings.num_cpus_per_worker),
+                             ("GPU", self.settings.num_gpus_per_worker)):
+            if amount:
+                wanted[name] = float(amount)
+        try:
+            check_feasible("rollout worker resources", wanted)
+        except errors.InvalidConfigError:
+            return False
+        return True
+
+    def worker_node_ids(self) -> List[str]:
+        """The Ray node id of every remote worker, in `remote_workers()` order."""
+        import ray
+
+        return ray.get([w.apply.remote(_node_id) for w in self.remote_workers()])
 
     # --- calls on all workers -----------------------------------------------------------
     def gather(self, refs: List[tuple], timeout: Optional[float] = None) -> List[Any]:
@@ -335,6 +369,12 @@ class WorkerSet:
                     pass
             self._remote = []
             self._remote_indices = []
+
+
+def _node_id(_worker) -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
 
 
 def _kill_actors(actors: Sequence[Any]) -> None:

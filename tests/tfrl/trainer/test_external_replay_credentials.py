@@ -46,7 +46,7 @@ def test_trainer_trains_through_an_external_server_with_token_and_tls(ray_sessio
     assert info.num_inserts >= 40 and info.num_samples >= 40  # written by the workers, read by the learner
 
 
-def test_replay_service_needs_the_credentials_and_refuses_them_without_an_external_server(
+def test_replay_service_needs_the_credentials_and_refuses_roots_without_a_tls_server(
         secure_replay_server, tmp_path):
     server, keys = secure_replay_server
     with_credentials = ReplayService(keys)
@@ -58,7 +58,8 @@ def test_replay_service_needs_the_credentials_and_refuses_them_without_an_extern
     without_token = dict(keys, replay_token_file=None)
     with pytest.raises(replay_errors.UnauthenticatedError):
         ReplayService(without_token).start()
-    with pytest.raises(errors.InvalidConfigError, match="replay_address"):
-        ReplayService({"replay_token_file": keys["replay_token_file"]})
+    # a server the trainer starts serves plaintext unless given a certificate and key to serve
+    with pytest.raises(errors.InvalidConfigError, match="replay_tls_certificate_file"):
+        ReplayService({"replay_root_certificates": keys["replay_root_certificates"]})
     with pytest.raises(errors.InvalidConfigError, match="replay_root_certificates"):
         ReplayService(dict(keys, replay_root_certificates=str(tmp_path / "missing.pem")))

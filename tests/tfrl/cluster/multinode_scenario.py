@@ -1,0 +1,161 @@
+"""A training run on a real multi-node Ray (`ray.cluster_utils.Cluster`: separate raylets, real
+object transfer), run in a process of its own so it does not meet the test session's local Ray.
+
+Nodes: the head (the driver, hence the learner, with {"learner": 1}), a replay node
+({"replay": 1}) and a rollout node ({"rollout": 2}). PPO trains with its worker on the rollout
+node, its replay server an actor on the replay node (listening on the node's address, with a
+token and TLS), its learner on the head. Then a second rollout node joins, the first is removed
+and PPO trains on: the worker is recreated on the new node with the current weights. Last, DQN
+trains with the same placement. What each step saw is written as JSON to the path given as the
+only argument, for tests/tfrl/cluster/test_multinode.py to check.
+
+    python -m tests.tfrl.cluster.multinode_scenario OUT.json
+"""
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+SMALL = {"num_workers": 1, "num_envs_per_worker": 2, "num_cpus_per_worker": 1,
+         "model": {"fcnet_hiddens": [16]}, "seed": 1, "tf_threads_per_worker": 1,
+         "driver_tf_threads": 1, "num_learner_devices": 1,
+         "custom_resources_per_worker": {"rollout": 1}, "learner_resources": {"learner": 1},
+         "replay_resources": {"replay": 1}, "replay_bind_address": "node"}
+PPO = dict(SMALL, rollout_fragment_length=16, train_batch_size=64, sgd_minibatch_size=32,
+           num_sgd_iter=2)
+DQN = dict(SMALL, rollout_fragment_length=4, train_batch_size=16, learning_starts=32,
+           timesteps_per_iteration=64, buffer_size=1000)
+# Ray notices a dead node after health_check_failure_threshold missed checks
+FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300,
+                      "health_check_failure_threshold": 3, "health_check_timeout_ms": 300}
+
+
+def certificate_for(ip: str):
+    """(certificate PEM, key PEM): self-signed, for `ip` (a TLS client checks the address)."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ip)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+def placement(trainer) -> dict:
+    import ray
+
+    replay = trainer.replay
+    return {"workers": trainer.workers.worker_node_ids(),
+            "replay": ray.get(replay.server_actor.node_id.remote()),
+            "learner": ray.get_runtime_context().get_node_id(),
+            "replay_address": replay.address}
+
+
+def same_weights(a: dict, b: dict) -> bool:
+    return all(len(a[pid]) == len(b[pid]) and all(np.array_equal(x, y) for x, y in zip(a[pid], b[pid]))
+               for pid in a)
+
+
+def remote_weights(trainer) -> list:
+    return trainer.workers.foreach_worker(lambda w: w.get_weights(), local_worker=False)
+
+
+def main(out_path: str) -> None:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from tfrl.agents.dqn.dqn import DQNTrainer
+    from tfrl.agents.ppo.ppo import PPOTrainer
+
+    seen = {}
+    start = time.time()
+
+    def mark(what):
+        print(f"[{time.time() - start:6.1f}s] {what}", flush=True)
+
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "resources": {"learner": 1}, "include_dashboard": False,
+        "_system_config": FAST_HEALTH_CHECKS})
+    try:
+        replay_node = cluster.add_node(num_cpus=0, resources={"replay": 1})
+        rollout_node = cluster.add_node(num_cpus=1, resources={"rollout": 2})
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        ip = ray.util.get_node_ip_address()
+        mark("cluster up")
+        seen["nodes"] = {"head": cluster.head_node.node_id, "replay": replay_node.node_id,
+                         "rollout": rollout_node.node_id, "ip": ip}
+        credentials = tempfile.mkdtemp()
+        cert, key = certificate_for(ip)
+        for name, data in (("token", b"cluster-token\n"), ("cert.pem", cert), ("key.pem", key)):
+            with open(os.path.join(credentials, name), "wb") as f:
+                f.write(data)
+        secured = {"replay_token_file": os.path.join(credentials, "token"),
+                   "replay_tls_certificate_file": os.path.join(credentials, "cert.pem"),
+                   "replay_tls_private_key_file": os.path.join(credentials, "key.pem")}
+
+        ppo = PPOTrainer(env="CartPole-v1", config=dict(PPO, **secured))
+        try:
+            mark("ppo built")
+            initial = ppo.workers.local_worker().get_weights()
+            first = ppo.train()
+            mark("ppo trained")
+            seen["ppo"] = dict(placement(ppo), trained=first["info"]["num_steps_trained"],
+                               failures=first["num_worker_failures_this_iter"],
+                               inserts=ppo.replay.client().server_info()["rollouts"].num_inserts)
+            # a second rollout node joins, the first one is lost between two iterations
+            new_node = cluster.add_node(num_cpus=1, resources={"rollout": 2})
+            seen["nodes"]["new_rollout"] = new_node.node_id
+            cluster.remove_node(rollout_node)
+            mark("node removed")
+            # the weights the learner has when the next iteration starts (and finds the loss)
+            current = ppo.workers.local_worker().get_weights()
+            after = ppo.train()
+            mark("ppo trained after the loss")
+            seen["ppo_after_loss"] = dict(
+                placement(ppo), trained=after["info"]["num_steps_trained"],
+                failures=after["num_worker_failures_this_iter"],
+                failures_total=after["num_worker_failures_total"],
+                healthy=after["num_healthy_workers"],
+                learned_before_loss=not same_weights(initial, current),
+                recreated_with_current_weights=all(
+                    same_weights(current, w) for w in remote_weights(ppo)))
+        finally:
+            ppo.stop()
+
+        dqn = DQNTrainer(env="CartPole-v1", config=DQN)
+        try:
+            mark("dqn built")
+            results = [dqn.train() for _ in range(2)]
+            mark("dqn trained")
+            seen["dqn"] = dict(placement(dqn), trained=results[-1]["info"]["num_steps_trained"],
+                               sampled=results[-1]["info"]["num_steps_sampled"],
+                               failures=results[-1]["num_worker_failures_total"])
+        finally:
+            dqn.stop()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    with open(out_path, "w") as f:
+        json.dump(seen, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
