@@ -27,7 +27,8 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
     """The `PlacementGroupFactory` a trial running `trainer_cls` (a class or algorithm name)
     with `config` needs: the trainer's bundle ({"CPU": num_cpus_for_driver, "GPU": num_gpus}
     plus learner_resources) then one bundle per rollout worker ({"CPU": num_cpus_per_worker,
-    "GPU": num_gpus_per_worker} plus custom_resources_per_worker), from the algorithm's defaults updated with `config`. A worker that
+    "GPU": num_gpus_per_worker} plus custom_resources_per_worker), from the algorithm's
+    defaults updated with `config`. A worker that
     asks for no resources gets no bundle; a trainer that asks for none gets an empty bundle
     (it then reserves, as outside Tune, only its rollout workers), unless nothing at all would
     be reserved: then the trainer's bundle is 1 CPU.
