@@ -68,6 +68,7 @@ class AdaptiveOptimizer(PolicyOptimizer):
         self._queue: List[str] = list(self.candidate_names)
         self._trial = {"steps": 0, "seconds": 0.0, "trained": 0}
         self._committed_rate: Optional[float] = None
+        self._last_step_end: Optional[float] = None
 
     @staticmethod
     def _checked_candidates(names: List[str], allowed: Sequence[str], algorithm: str) -> List[str]:
@@ -115,6 +116,7 @@ class AdaptiveOptimizer(PolicyOptimizer):
             self.active.deactivate()
         self.candidates[name].activate()
         self.active_name = name
+        self._last_step_end = None
         if previous is None:
             logger.info("auto optimizer: starting with %s (%s)", name, reason)
             return
@@ -172,10 +174,15 @@ class AdaptiveOptimizer(PolicyOptimizer):
         return fetches
 
     def _measured_step(self, committed: bool) -> dict:
+        """One step of the active strategy. Its time is the wall time since the end of the
+        previous step of the same strategy (the trainer's work between steps included: an
+        asynchronous strategy's workers keep going then), else the step's own."""
         trained_before = self.num_steps_trained
         start = time.perf_counter()
         fetches = self._run_active()
-        seconds = time.perf_counter() - start
+        end = time.perf_counter()
+        seconds = end - (self._last_step_end if self._last_step_end is not None else start)
+        self._last_step_end = end
         trained = self.num_steps_trained - trained_before
         if committed:
             rate = trained / max(seconds, 1e-9)
