@@ -61,6 +61,7 @@ class AdaptiveOptimizer(PolicyOptimizer):
             candidate.deactivate()  # none runs until it is chosen
         self.active_name: Optional[str] = None
         self.phase = "trial"
+        self.decision: Optional[str] = None  # why the committed strategy was chosen
         self.rates: Dict[str, float] = {}
         self.num_switches = 0
         self.switches: List[dict] = []
@@ -129,6 +130,7 @@ class AdaptiveOptimizer(PolicyOptimizer):
     def _restart_trials(self, reason: str) -> None:
         logger.info("auto optimizer: re-evaluating the strategies (%s)", reason)
         self.phase = "trial"
+        self.decision = None
         self.rates = {}
         self._queue = list(self.candidate_names)
         if self.active_name in self._queue:  # measure the running one first: no switch needed
@@ -168,7 +170,9 @@ class AdaptiveOptimizer(PolicyOptimizer):
             if not self._queue:
                 best = max(self.rates, key=self.rates.get)
                 rates = ", ".join(f"{n} {r:.1f}" for n, r in self.rates.items())
-                self._switch_to(best, f"fastest of the trials (trained env steps/s: {rates})")
+                self.decision = f"{best}: fastest of the trials (trained env steps/s: {rates})"
+                logger.info("auto optimizer: committing to %s", self.decision)
+                self._switch_to(best, self.decision)
                 self.phase = "committed"
                 self._committed_rate = self.rates[best]
         return fetches
@@ -203,6 +207,7 @@ class AdaptiveOptimizer(PolicyOptimizer):
             "strategy": self.active_name,
             "phase": self.phase,
             "num_switches": self.num_switches,
+            "decision": self.decision,
             "rates": {name: round(rate, 3) for name, rate in self.rates.items()},
             "committed_rate": (round(self._committed_rate, 3)
                                if self._committed_rate is not None else None),
