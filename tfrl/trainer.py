@@ -82,14 +82,29 @@ COMMON_CONFIG: Dict[str, Any] = {
     "explore": True,
     "callbacks": None,
     "recreate_failed_workers": True,
+    # testing and benchmarking only: seconds each remote worker sleeps per gradient it computes
+    # ([delay of worker 1, delay of worker 2, ...]); None: no delay
+    "debug_gradient_delay_s": None,
     # merge the workers' observation-filter updates into the driver's after every iteration
     "synchronize_filters": True,
     # === Learning ===
     "train_batch_size": 200,
     "lr": 1e-4,
     "model": MODEL_DEFAULTS,
+    # the policy optimizer (tfrl/optimizers/selection.py): a strategy name ("sync_samples",
+    # "multi_device", "async_gradients", "sharded_ps", "allreduce", or "auto" to measure the
+    # candidates and keep the fastest) among those the algorithm allows; {} (classic RLlib's
+    # dict of optimizer arguments): the algorithm's own choice
     "optimizer": {},
     "num_learner_devices": "auto",
+    # sharded_ps: Ray actors the flat weights are split over, each applying the optimizer step
+    # to its slice
+    "num_ps_shards": 2,
+    # auto: the strategies it measures (None: all the algorithm allows), optimizer steps each
+    # trial discards (warm-up: tracing, actor start) and then measures
+    "auto_candidates": None,
+    "auto_warmup_steps": 1,
+    "auto_trial_steps": 2,
     # === Iterations and metrics ===
     "min_iter_time_s": 0,
     "timesteps_per_iteration": 0,

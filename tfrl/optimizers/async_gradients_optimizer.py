@@ -79,6 +79,14 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
             applied += 1
         return self.learner_stats
 
+    def deactivate(self) -> None:
+        """Waits for the gradients in flight and drops them."""
+        import ray
+
+        if self._pending:
+            ray.wait(list(self._pending), num_returns=len(self._pending))
+        self._pending.clear()
+
     def stop(self) -> None:
         self._pending.clear()
         super().stop()

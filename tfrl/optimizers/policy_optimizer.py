@@ -85,6 +85,14 @@ class PolicyOptimizer:
         """One round of sampling and learning; returns the learner stats per policy."""
         raise NotImplementedError
 
+    def activate(self) -> None:
+        """Takes over the workers from another strategy (AdaptiveOptimizer's switches): learning
+        goes on from the driver policy's state. Nothing to do for most strategies."""
+
+    def deactivate(self) -> None:
+        """Hands the workers over to another strategy: nothing of this one stays in flight, and
+        the driver policy holds the state learned so far."""
+
     def stats(self) -> dict:
         return {
             "num_steps_sampled": self.num_steps_sampled,

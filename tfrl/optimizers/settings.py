@@ -123,3 +123,47 @@ class AsyncReplaySettings(Settings):
         "constant epsilon per worker, eps_i = eps ** (1 + i / (N - 1) * alpha)")
     worker_epsilon: float = setting("eps of the per-worker epsilons", minimum=0, maximum=1)
     worker_epsilon_alpha: float = setting("alpha of the per-worker epsilons", minimum=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerChoiceSettings(Settings):
+    """Which policy optimizer a trainer builds (tfrl/optimizers/selection.py)."""
+
+    optimizer: Union[str, dict] = setting(
+        "a strategy name (sync_samples, multi_device, async_gradients, sharded_ps, allreduce, "
+        "auto), or classic RLlib's dict of optimizer arguments ({}: the algorithm's choice)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardedPSSettings(Settings):
+    """ShardedParameterServerOptimizer: gradients pushed slice by slice to parameter shards."""
+
+    train_batch_size: int = setting("env steps trained (gradients applied) per optimizer step",
+                                    minimum=1)
+    num_ps_shards: int = setting("parameter shard actors the flat weights are split over",
+                                 minimum=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AllreduceSettings(Settings):
+    """AllreduceOptimizer: minibatch SGD on every worker's own samples, gradients averaged by
+    allreduce."""
+
+    train_batch_size: int = setting(
+        "env steps sampled per optimizer step, over all workers (each samples its share)",
+        minimum=1)
+    num_sgd_iter: int = setting("epochs over each worker's share of the train batch", minimum=1)
+    sgd_minibatch_size: Optional[int] = setting(
+        "rows per minibatch step over all workers (None: the whole train batch)", minimum=1)
+    shuffle_sequences: bool = setting("shuffle each worker's rows between epochs")
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptiveSettings(Settings):
+    """AdaptiveOptimizer (`optimizer: auto`): measure the candidates, keep the fastest."""
+
+    auto_candidates: Optional[list] = setting(
+        "strategy names to measure (None: every strategy the algorithm allows)")
+    auto_warmup_steps: int = setting(
+        "optimizer steps of each trial that are not measured (tracing, actor start)", minimum=0)
+    auto_trial_steps: int = setting("optimizer steps each trial measures", minimum=1)

@@ -58,6 +58,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             ROLLOUTS_TABLE, self.policy_ids)
         point_workers_at_replay(workers, self.worker_settings, self.address, self.tables,
                                 client_kwargs=replay.client_kwargs)
+        self._writing_to_replay = True
         self.readers: Dict[str, RowReader] = {}
         self.sgds: Dict[str, MinibatchSGD] = {}
         for pid in self.policy_ids:
@@ -99,7 +100,21 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         local.set_policy(policy_id, learner)
         return learner
 
+    def activate(self) -> None:
+        """Points the workers at this optimizer's tables again (after another strategy)."""
+        if not self._writing_to_replay:
+            point_workers_at_replay(self.workers, self.worker_settings, self.address, self.tables,
+                                    client_kwargs=self.replay.client_kwargs)
+            self._writing_to_replay = True
+
+    def deactivate(self) -> None:
+        """The workers stop writing into replay: their `sample()` returns batches again."""
+        if self._writing_to_replay:
+            self.workers.set_replay_output(None)
+            self._writing_to_replay = False
+
     def step(self) -> dict:
+        self.activate()
         with self.timer("sync_weights"):
             self.workers.sync_weights(global_vars={"timestep": self.num_steps_sampled})
         with self.timer("sample"):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -354,6 +355,9 @@ class RolloutWorker:
         Returns (grads, info) for a SampleBatch and ({pid: grads}, {pid: info}) for a
         MultiAgentBatch.
         """
+        delay = self.settings.gradient_delay(self.worker_index)
+        if delay:
+            time.sleep(delay)  # an artificially slow worker (debug_gradient_delay_s)
         if not hasattr(samples, "policy_batches"):
             pid = next(iter(self._policy_batches(samples)))
             return self.policy_map[pid].compute_gradients(samples)

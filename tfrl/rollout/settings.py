@@ -53,6 +53,13 @@ class WorkerSettings(Settings):
         "Ray custom resources each remote worker reserves, e.g. {'rollout': 1} (None or {}: none)")
     recreate_failed_workers: bool = setting(
         "replace a remote worker that died or whose env crashed (False: drop it)")
+    debug_gradient_delay_s: Optional[list] = setting(
+        "testing only: [seconds worker 1 sleeps per gradient, worker 2, ...]; None: no delay")
+
+    def gradient_delay(self, worker_index: int) -> float:
+        """Seconds remote worker `worker_index` sleeps per gradient (debug_gradient_delay_s)."""
+        delays = self.debug_gradient_delay_s or []
+        return float(delays[worker_index - 1]) if 0 < worker_index <= len(delays) else 0.0
 
     @property
     def complete_episodes(self) -> bool:

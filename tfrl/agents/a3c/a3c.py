@@ -50,10 +50,13 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
-    """AsyncGradientsOptimizer: worker gradients applied by the driver as they arrive."""
-    from tfrl.optimizers.async_gradients_optimizer import AsyncGradientsOptimizer
+    """AsyncGradientsOptimizer (worker gradients applied by the driver as they arrive), or the
+    strategy `optimizer` names: sharded_ps, allreduce or auto (tfrl/optimizers/selection.py)."""
+    from tfrl.optimizers.selection import choose_policy_optimizer
 
-    return AsyncGradientsOptimizer(workers, config, replay)
+    return choose_policy_optimizer(
+        workers, config, replay, allowed=("async_gradients", "sharded_ps", "allreduce"),
+        default="async_gradients", algorithm="A3C")
 
 
 A3CTrainer = build_trainer(

@@ -24,10 +24,16 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
-    """SyncSamplesOptimizer: one learn step on each train batch of synchronous samples."""
-    from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
+    """SyncSamplesOptimizer (one learn step on each train batch of synchronous samples), or the
+    strategy `optimizer` names: multi_device, sharded_ps, allreduce or auto
+    (tfrl/optimizers/selection.py)."""
+    from tfrl.optimizers.selection import choose_policy_optimizer
 
-    return SyncSamplesOptimizer(workers, config, replay)
+    return choose_policy_optimizer(
+        workers, config, replay,
+        allowed=("sync_samples", "multi_device", "sharded_ps", "allreduce"),
+        default="sync_samples", algorithm="PG",
+        auto_candidates=("sync_samples", "sharded_ps", "allreduce"))
 
 
 PGTrainer = build_trainer(

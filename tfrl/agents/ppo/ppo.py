@@ -55,14 +55,14 @@ def validate_config(config: dict) -> None:
 
 
 def make_policy_optimizer(workers, config, replay):
-    """LocalMultiDeviceOptimizer, or SyncSamplesOptimizer when `simple_optimizer` is set."""
-    if config["simple_optimizer"]:
-        from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
+    """LocalMultiDeviceOptimizer, or SyncSamplesOptimizer when `simple_optimizer` is set, or
+    the strategy `optimizer` names: allreduce or auto (tfrl/optimizers/selection.py)."""
+    from tfrl.optimizers.selection import choose_policy_optimizer
 
-        return SyncSamplesOptimizer(workers, config, replay)
-    from tfrl.optimizers.multi_device_optimizer import LocalMultiDeviceOptimizer
-
-    return LocalMultiDeviceOptimizer(workers, config, replay)
+    default = "sync_samples" if config["simple_optimizer"] else "multi_device"
+    return choose_policy_optimizer(
+        workers, config, replay, allowed=("sync_samples", "multi_device", "allreduce"),
+        default=default, algorithm="PPO", auto_candidates=(default, "allreduce"))
 
 
 def update_kl(trainer, fetches):

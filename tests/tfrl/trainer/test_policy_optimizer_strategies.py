@@ -1,0 +1,119 @@
+"""The gradient-exchanging policy optimizers (sharded parameter server, allreduce) against the
+synchronous learner on the same samples, their config errors, and `optimizer: auto` switching."""
+import numpy as np
+import pytest
+
+from tfrl.agents.a3c import A3CTrainer
+from tfrl.agents.pg import PGTrainer
+from tfrl.errors import InvalidConfigError
+from tfrl.optimizers.flat_gradients import flat_trainable_weights
+from tfrl.policy.sample_batch import concat_samples
+
+SMALL = {"num_workers": 2, "num_cpus_per_worker": 0, "model": {"fcnet_hiddens": [16]},
+         "min_iter_time_s": 0, "seed": 3}
+
+
+def _samples(trainer, count):
+    import ray
+
+    workers = trainer.workers.remote_workers()
+    return ray.get([workers[i % len(workers)].sample.remote() for i in range(count)])
+
+
+def _baseline_policy(trainer, weights):
+    local = trainer.workers.local_worker()
+    policy = local.get_policy()
+    baseline = type(policy)(policy.observation_space, policy.action_space, policy.config)
+    baseline.set_weights(weights)
+    return baseline
+
+
+def test_sharded_ps_applies_each_gradient_as_the_synchronous_learner_does(ray_session):
+    trainer = PGTrainer(config=dict(SMALL, optimizer="sharded_ps", num_ps_shards=3,
+                                    rollout_fragment_length=25, train_batch_size=50),
+                        env="CartPole-v1")
+    try:
+        policy = trainer.workers.local_worker().get_policy()
+        start = flat_trainable_weights(policy)
+        baseline = _baseline_policy(trainer, policy.get_weights())
+        batches = _samples(trainer, 2)
+        trainer.optimizer.step_on_samples(batches)  # two pushes, each through all 3 shards
+        for batch in batches:
+            baseline.learn_on_batch(batch)  # Adam: the second step depends on the first's slots
+        result = flat_trainable_weights(policy)
+        assert np.abs(result - start).max() > 1e-4  # the weights moved
+        np.testing.assert_allclose(result, flat_trainable_weights(baseline), rtol=1e-4, atol=1e-6)
+    finally:
+        trainer.stop()
+
+
+def test_allreduce_step_matches_the_synchronous_step_on_the_union_of_the_samples(ray_session):
+    trainer = PGTrainer(config=dict(SMALL, optimizer="allreduce", rollout_fragment_length=25,
+                                    train_batch_size=50), env="CartPole-v1")
+    try:
+        policy = trainer.workers.local_worker().get_policy()
+        start = flat_trainable_weights(policy)
+        baseline = _baseline_policy(trainer, policy.get_weights())
+        batches = _samples(trainer, 4)
+        for pair in (batches[:2], batches[2:]):  # two steps: Adam's slots must agree too
+            trainer.optimizer.step_on_samples(pair)
+            baseline.learn_on_batch(concat_samples(pair))
+        result = flat_trainable_weights(policy)
+        assert np.abs(result - start).max() > 1e-4
+        np.testing.assert_allclose(result, flat_trainable_weights(baseline), rtol=1e-4, atol=1e-6)
+        # every worker holds the same weights: no central copy keeps them in sync
+        import ray
+
+        for worker in trainer.workers.remote_workers():
+            remote = ray.get(worker.get_weights.remote())["default_policy"]
+            for a, b in zip(remote, policy.get_weights()):
+                np.testing.assert_array_equal(a, b)
+    finally:
+        trainer.stop()
+
+
+@pytest.mark.parametrize("trainer_cls, overrides, message", [
+    (PGTrainer, {"optimizer": "async_gradients"}, "'async_gradients' is not available"),
+    (PGTrainer, {"optimizer": "bogus"}, "choose one of 'sync_samples'"),
+    (PGTrainer, {"optimizer": 3}, "config key 'optimizer' must be"),
+    (A3CTrainer, {"optimizer": "sharded_ps", "num_ps_shards": 0}, "num_ps_shards"),
+    (A3CTrainer, {"optimizer": "sharded_ps"}, "set num_workers >= 1"),
+    (PGTrainer, {"optimizer": "auto", "auto_candidates": ["sync_samples", "multi_device"]},
+     "more than one of"),
+    (PGTrainer, {"optimizer": "auto", "auto_candidates": ["async_gradients"]},
+     "auto_candidates"),
+])
+def test_bad_optimizer_settings_are_refused_with_the_key_named(ray_session, trainer_cls,
+                                                               overrides, message):
+    config = dict(SMALL, num_workers=0, rollout_fragment_length=20, train_batch_size=40,
+                  **overrides)
+    with pytest.raises(InvalidConfigError, match=message):
+        trainer_cls(config=config, env="CartPole-v1")
+
+
+def test_auto_switches_to_the_parameter_server_when_one_worker_is_slow(ray_session):
+    """Worker 2 sleeps 0.4 s per gradient: allreduce waits for it every round, the pipelined
+    parameter server goes on with worker 1's gradients."""
+    trainer = A3CTrainer(config=dict(
+        SMALL, optimizer="auto", auto_candidates=["allreduce", "sharded_ps"],
+        auto_warmup_steps=1, auto_trial_steps=1, rollout_fragment_length=10,
+        train_batch_size=40, debug_gradient_delay_s=[0.0, 0.4]), env="CartPole-v1")
+    try:
+        for _ in range(5):
+            info = trainer.train()["info"]["optimizer"]
+            if info["phase"] == "committed":
+                break
+        assert info["phase"] == "committed"
+        assert info["strategy"] == "sharded_ps"
+        assert set(info["rates"]) == {"allreduce", "sharded_ps"}
+        assert max(info["rates"], key=info["rates"].get) == "sharded_ps"
+        assert info["num_switches"] >= 1
+        assert info["switches"][-1]["to"] == "sharded_ps"
+        assert info["decision"].startswith("sharded_ps: fastest of the trials")
+        # a new worker changes the runtime picture: the strategies are measured again
+        trainer.workers.add_workers(1)
+        info = trainer.train()["info"]["optimizer"]
+        assert info["phase"] == "trial"
+        assert info["rates"] == {}
+    finally:
+        trainer.stop()
