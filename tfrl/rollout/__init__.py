@@ -4,26 +4,20 @@ episode metrics and writing rollouts straight into a replay table.
 The names below are imported on first use (PEP 562), so a process that needs only the
 observation filters (ES/ARS workers, tfrl/agents/es) does not start TensorFlow.
 """
-import importlib
-from typing import Any
+from tfrl.utils.lazy_exports import lazy_exports
 
-_EXPORTS = {
-    "DefaultCallbacks": "callbacks", "MultiCallbacks": "callbacks", "Episode": "episode",
-    "MeanStdFilter": "filters", "NoFilter": "filters", "RunningStat": "filters",
-    "make_filter": "filters", "RolloutMetrics": "metrics", "collect_episodes": "metrics",
-    "summarize_episodes": "metrics", "ReplayOutput": "replay_output",
-    "ReplayOutputSpec": "replay_output", "fragment_signature": "replay_output",
-    "replay_columns": "replay_output", "replay_signature": "replay_output",
-    "RolloutWorker": "rollout_worker", "SampleSummary": "rollout_worker",
-    "WorkerSet": "worker_set", "is_worker_failure": "worker_set",
+_NAMES_BY_MODULE = {
+    "callbacks": ("DefaultCallbacks", "MultiCallbacks"),
+    "episode": ("Episode",),
+    "filters": ("MeanStdFilter", "NoFilter", "RunningStat", "make_filter"),
+    "metrics": ("RolloutMetrics", "collect_episodes", "summarize_episodes"),
+    "replay_output": ("ReplayOutput", "ReplayOutputSpec", "fragment_signature", "replay_columns", "replay_signature"),
+    "rollout_worker": ("RolloutWorker", "SampleSummary"),
+    "worker_set": ("WorkerSet", "is_worker_failure"),
 }
+_EXPORTS = {name: f"{__name__}.{module}" for module, names in _NAMES_BY_MODULE.items()
+            for name in names}
 
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

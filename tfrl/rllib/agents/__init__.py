@@ -1,5 +1,5 @@
 """Classic `ray.rllib.agents`: the Trainer base and one package per algorithm."""
-from tfrl.rllib._lazy import lazy_exports
+from tfrl.utils.lazy_exports import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
     "Trainer": "tfrl.trainer", "with_common_config": "tfrl.trainer",

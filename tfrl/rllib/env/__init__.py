@@ -1,5 +1,5 @@
 """Classic `ray.rllib.env`: the environment interfaces tfrl samples from."""
-from tfrl.rllib._lazy import lazy_exports
+from tfrl.utils.lazy_exports import lazy_exports
 
 _getattr = lazy_exports(__name__, {
     "MultiAgentEnv": "tfrl.env.multi_agent_env", "EnvContext": "tfrl.env.registry"})

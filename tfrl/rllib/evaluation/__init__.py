@@ -1,5 +1,5 @@
 """Classic `ray.rllib.evaluation`: rollout workers, batches, postprocessing, metrics."""
-from tfrl.rllib._lazy import lazy_exports
+from tfrl.utils.lazy_exports import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
     "RolloutWorker": "tfrl.rollout.rollout_worker", "WorkerSet": "tfrl.rollout.worker_set",

@@ -1,5 +1,5 @@
 """Classic `ray.rllib.models`: the model catalog, ModelV2, distributions, preprocessors."""
-from tfrl.rllib._lazy import lazy_exports
+from tfrl.utils.lazy_exports import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
     "ModelCatalog": "tfrl.models.catalog", "MODEL_DEFAULTS": "tfrl.models.catalog",

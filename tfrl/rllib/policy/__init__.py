@@ -1,5 +1,5 @@
 """Classic `ray.rllib.policy`: Policy, TFPolicy, build_tf_policy."""
-from tfrl.rllib._lazy import lazy_exports
+from tfrl.utils.lazy_exports import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
     "Policy": "tfrl.policy.policy", "TFPolicy": "tfrl.policy.tf_policy",

@@ -1,5 +1,5 @@
 """Classic `ray.rllib.models.tf`: the TensorFlow models."""
-from tfrl.rllib._lazy import lazy_exports
+from tfrl.utils.lazy_exports import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
     "TFModelV2": "tfrl.models.tf_model:TFModel",

@@ -1,4 +1,6 @@
-"""Lazy re-export helper for tfrl.rllib's package modules (PEP 562 `__getattr__`)."""
+"""Lazy re-exports for package modules (PEP 562 `__getattr__`): a package names what it exports
+and imports each on first use, so importing the package stays cheap (tfrl.rllib's classic paths;
+tfrl.rollout and tfrl.agents.es, whose ES workers must not start TensorFlow)."""
 import importlib
 from typing import Any, Callable, Dict
 
