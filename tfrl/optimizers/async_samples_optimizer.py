@@ -32,10 +32,10 @@ import tensorflow as tf
 
 from tfrl import errors
 from tfrl.learner.learner_thread import LearnerThread
-from tfrl.learner.minibatch_sgd import MinibatchSGD
+from tfrl.learner.minibatch_sgd import MinibatchSGD, flatten_sequences
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.policy.sample_batch import SampleBatch
 from tfrl.optimizers.settings import AsyncSamplesSettings
+from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,8 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
         self.policy_id = local.policies_to_train[0]
         self.policy = local.get_policy(self.policy_id)
         observation_filter = self.worker_settings.observation_filter
-        if hasattr(self.policy, "loss_input_signature"):
+        learns_declared_loss = hasattr(self.policy, "loss_input_signature")  # build_tf_policy
+        if learns_declared_loss:
             # only the columns the loss reads travel (no value predictions or log-probabilities)
             loss_columns = set(self.policy.loss_input_signature)
             columns = [c for c in replay_signature(self.policy,
@@ -115,7 +116,7 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
             num_workers_per_iterator=1)
         dataset = dataset.map(lambda sample: sample.data).batch(self.fragments_per_batch)
         self.batches = iter(dataset)
-        if hasattr(self.policy, "loss_input_signature"):
+        if learns_declared_loss:
             self.sgd = MinibatchSGD(self.policy, tf.distribute.get_strategy(), num_sgd_iter=1,
                                     minibatch_size=steps_per_batch, sequence_length=length)
         else:
@@ -269,12 +270,21 @@ def check_fragment_config(config: dict, whole_fragments: bool = True) -> None:
 
 
 def numeric_columns(batch) -> List[str]:
-    """The columns of `batch` whose every leaf is a numeric or boolean array (what a replay
-    table can hold; a policy's free-form extras, such as strings, stay on the worker)."""
+    """The columns of `batch` that replay can hold (`canonical_dtype` takes every leaf); a
+    policy's free-form extras, such as strings, stay on the worker."""
     import tree
 
-    return [name for name, value in batch.items()
-            if all(np.asarray(leaf).dtype.kind in "biuf" for leaf in tree.flatten(value))]
+    from tfrl.rollout.replay_output import canonical_dtype
+
+    def storable(value) -> bool:
+        try:
+            for leaf in tree.flatten(value):
+                canonical_dtype(np.asarray(leaf).dtype)
+        except errors.UnsupportedSpaceError:
+            return False
+        return True
+
+    return [name for name, value in batch.items() if storable(value)]
 
 
 class PolicyRowsLearner:
@@ -288,9 +298,7 @@ class PolicyRowsLearner:
     def learn_on_batch(self, columns: Dict[str, Any]) -> Dict[str, Any]:
         import tree
 
-        rows = {name: tree.map_structure(
-            lambda x: np.reshape(np.asarray(x), (-1, *np.shape(x)[2:])), value)
-            for name, value in columns.items()}
+        rows = tree.map_structure(np.asarray, flatten_sequences(columns))
         return self.policy.learn_on_batch(SampleBatch(rows)) or {}
 
     def get_weights(self):

@@ -59,9 +59,8 @@ class PolicyOptimizer:
         self.config = optimizer_config(workers, config, settings)
         self._own_replay = None
         if replay is None and self.uses_replay:
-            from tfrl.replay_service import ReplayService
-
             from tfrl import runtime
+            from tfrl.replay_service import ReplayService
 
             replay = self._own_replay = ReplayService(self.config)
             runtime.stop_at_exit(self)  # a script may end without stop()
