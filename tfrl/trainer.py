@@ -386,8 +386,12 @@ class Trainer:
                          default_policy_class=self.workers.default_policy_class)
 
     def _evaluate(self) -> dict:
-        """Runs at least `evaluation_num_episodes` episodes on the evaluation workers with the
-        trained policies' current weights, global vars and filters; returns their metrics."""
+        """Runs `evaluation_num_episodes` episodes on the evaluation workers with the trained
+        policies' current weights, global vars and filters; returns their metrics.
+
+        Workers sample in fragments over several envs, so one round can finish more episodes
+        than asked for; the metrics cover the first `evaluation_num_episodes` finished, so
+        every evaluation averages the same number of episodes."""
         from tfrl.rollout import collect_episodes, summarize_episodes
 
         local = self.workers.local_worker()
@@ -411,6 +415,7 @@ class Trainer:
             else:
                 evaluation_local.sample()
                 episodes.extend(evaluation_local.get_metrics())
+        episodes = episodes[:wanted]
         metrics = summarize_episodes(episodes)
         metrics["num_episodes"] = len(episodes)
         return metrics

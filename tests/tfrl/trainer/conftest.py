@@ -1,8 +1,9 @@
 """Small, fast trainer configs shared by the trainer tests."""
 import pytest
 
+# min_iter_time_s 0: A2C's and A3C's defaults (10 s, 5 s) would make each iteration wait
 SMALL = {"num_workers": 1, "num_envs_per_worker": 2, "num_cpus_per_worker": 0,
-         "model": {"fcnet_hiddens": [16]}}
+         "model": {"fcnet_hiddens": [16]}, "min_iter_time_s": 0}
 
 ALGO_CONFIGS = {
     "PG": dict(SMALL, rollout_fragment_length=20, train_batch_size=40),

@@ -16,31 +16,6 @@ def run_tfrl(args, cwd, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.timeout(600)
-def test_train_then_rollout_and_export(tmp_path):
-    done = run_tfrl(["train", "--run", "PG", "--env", "CartPole-v1", "--num-workers", "1",
-                     "--config", '{"train_batch_size": 64, "rollout_fragment_length": 64, '
-                                 '"num_cpus_per_worker": 0, "model": {"fcnet_hiddens": [16]}}',
-                     "--stop", '{"training_iteration": 2}', "--logdir", str(tmp_path / "logs"),
-                     "--experiment", "smoke"], cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "stopped: training_iteration=2" in done.stdout
-    assert "checkpoint:" in done.stdout and "exported SavedModel:" in done.stdout
-    experiment = tmp_path / "logs" / "smoke"
-    assert glob.glob(str(experiment / "events.out.tfevents.*"))
-    checkpoints = sorted(glob.glob(str(experiment / "checkpoints" / "checkpoint_*")))
-    assert checkpoints and checkpoints[-1].endswith("checkpoint_000002")
-    assert tf.saved_model.load(str(experiment / "exported_model")) is not None
-
-    rollout = run_tfrl(["rollout", checkpoints[-1], "--episodes", "2"], cwd=tmp_path)
-    assert rollout.returncode == 0, rollout.stderr[-3000:]
-    assert rollout.stdout.count("episode ") == 2 and "mean return over 2 episodes" in rollout.stdout
-
-    export = run_tfrl(["export", checkpoints[-1], str(tmp_path / "served")], cwd=tmp_path)
-    assert export.returncode == 0, export.stderr[-3000:]
-    assert "serving_default" in tf.saved_model.load(str(tmp_path / "served")).signatures
-
-
 def test_unknown_algorithm_is_a_clear_error(tmp_path):
     done = run_tfrl(["train", "--run", "PPOO", "--env", "CartPole-v1"], cwd=tmp_path, timeout=120)
     assert done.returncode != 0
@@ -52,7 +27,7 @@ STARTUP_NOISE = ("onednn", "cuda", "absl", "tf_enable_onednn_opts", "cpu_feature
 
 
 @pytest.mark.timeout(600)
-def test_train_output_is_free_of_startup_noise_unless_verbose(tmp_path):
+def test_train_quietly_then_rollout_and_export(tmp_path):
     env = dict(os.environ)
     for name in ("TF_CPP_MIN_LOG_LEVEL", "RAY_ADDRESS"):
         env.pop(name, None)  # the defaults a user has
@@ -61,18 +36,29 @@ def test_train_output_is_free_of_startup_noise_unless_verbose(tmp_path):
         command + ["train", "--run", "PG", "--env", "CartPole-v1", "--num-workers", "1",
                    "--config", '{"train_batch_size": 64, "rollout_fragment_length": 64, '
                                '"num_cpus_per_worker": 0, "model": {"fcnet_hiddens": [16]}}',
-                   "--stop", '{"training_iteration": 1}', "--logdir", str(tmp_path / "logs"),
-                   "--experiment", "quiet"],
+                   "--stop", '{"training_iteration": 2}', "--logdir", str(tmp_path / "logs"),
+                   "--experiment", "smoke"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "stopped: training_iteration=1" in done.stdout
+    assert "stopped: training_iteration=2" in done.stdout
+    assert "checkpoint:" in done.stdout and "exported SavedModel:" in done.stdout
+    # without --verbose, none of TensorFlow's, absl's or Ray's start-up messages
     output = (done.stdout + done.stderr).lower()
     assert not [word for word in STARTUP_NOISE if word in output], done.stderr[-3000:]
+    experiment = tmp_path / "logs" / "smoke"
+    assert glob.glob(str(experiment / "events.out.tfevents.*"))
+    checkpoints = sorted(glob.glob(str(experiment / "checkpoints" / "checkpoint_*")))
+    assert checkpoints and checkpoints[-1].endswith("checkpoint_000002")
+    assert tf.saved_model.load(str(experiment / "exported_model")) is not None
 
-    checkpoint = tmp_path / "logs" / "quiet" / "checkpoints" / "checkpoint_000001"
-    verbose = subprocess.run(command + ["export", str(checkpoint), str(tmp_path / "served"), "--verbose"],
+    rollout = run_tfrl(["rollout", checkpoints[-1], "--episodes", "2"], cwd=tmp_path)
+    assert rollout.returncode == 0, rollout.stderr[-3000:]
+    assert rollout.stdout.count("episode ") == 2 and "mean return over 2 episodes" in rollout.stdout
+
+    verbose = subprocess.run(command + ["export", checkpoints[-1], str(tmp_path / "served"), "--verbose"],
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert verbose.returncode == 0, verbose.stderr[-3000:]
+    assert "serving_default" in tf.saved_model.load(str(tmp_path / "served")).signatures
     # TensorFlow's native start-up log lines (absl's format) come through with --verbose
     assert re.search(r"^[IWE]\d{4} \d\d:\d\d:", verbose.stderr, re.MULTILINE), verbose.stderr[-3000:]
 

@@ -12,9 +12,9 @@ LSTM = {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_l
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("algo", ["PPO", "A2C"])
+@pytest.mark.parametrize("algo", ["A2C"])  # PPO: test_lstm_ppo_learns_a_task_that_needs_memory
 def test_lstm_policy_trains_through_its_trainer(ray_session, small_config, algo):
-    config = dict(small_config(algo), model=dict(LSTM), min_iter_time_s=0)
+    config = dict(small_config(algo), model=dict(LSTM))
     trainer = get_trainer_class(algo)(config=config, env="CartPole-v1")
     try:
         policy = trainer.get_policy()
@@ -108,10 +108,15 @@ def test_lstm_ppo_learns_a_task_that_needs_memory(ray_session):
     trainer = get_trainer_class("PPO")(config=config, env=Recall)
     returns = []
     try:
+        assert trainer.get_policy().is_recurrent()
         # 0.8 is reached after about 8 iterations here (0.95 after 15); a feed-forward policy
         # stays near 0.5
         while len(returns) < 20 and not (returns and returns[-1] >= 0.8):
-            returns.append(trainer.train()["episode_reward_mean"])
+            result = trainer.train()
+            returns.append(result["episode_reward_mean"])
     finally:
         trainer.stop()
     assert returns[-1] >= 0.8, returns
+    stats = result["info"]["learner"]["default_policy"]
+    assert stats and all(np.isfinite(v) for v in stats.values())
+    assert result["num_healthy_workers"] == 1

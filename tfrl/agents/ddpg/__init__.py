@@ -1,8 +1,13 @@
 """Deterministic actor-critic: DDPG, and TD3 (twin Q, target policy smoothing, delayed policy
-updates) as a config of it."""
-from tfrl.agents.ddpg.config import DEFAULT_CONFIG, TD3_CONFIG
-from tfrl.agents.ddpg.ddpg import DDPGTrainer
-from tfrl.agents.ddpg.ddpg_policy import DDPGTFPolicy
-from tfrl.agents.ddpg.td3 import TD3Trainer
+updates) as a config of it.
 
-__all__ = ["DEFAULT_CONFIG", "TD3_CONFIG", "DDPGTrainer", "TD3Trainer", "DDPGTFPolicy"]
+Names are imported on first use (PEP 562): a rollout worker that imports the policy
+module does not import the trainer (and Ray Tune with it)."""
+from tfrl.utils.lazy_exports import lazy_exports
+
+_EXPORTS = {"DEFAULT_CONFIG": "tfrl.agents.ddpg.config", "TD3_CONFIG": "tfrl.agents.ddpg.config",
+            "DDPGTrainer": "tfrl.agents.ddpg.ddpg", "TD3Trainer": "tfrl.agents.ddpg.td3",
+            "DDPGTFPolicy": "tfrl.agents.ddpg.ddpg_policy"}
+
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

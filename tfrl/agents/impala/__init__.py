@@ -1,10 +1,16 @@
 """IMPALA (V-trace, asynchronous sampling into a learner queue table) and APPO (its PPO
-variant)."""
-from tfrl.agents.impala.appo import APPOTrainer
-from tfrl.agents.impala.appo_policy import AsyncPPOTFPolicy
-from tfrl.agents.impala.config import APPO_DEFAULT_CONFIG, DEFAULT_CONFIG
-from tfrl.agents.impala.impala import ImpalaTrainer
-from tfrl.agents.impala.impala_policy import VTraceTFPolicy
+variant).
 
-__all__ = ["DEFAULT_CONFIG", "ImpalaTrainer", "VTraceTFPolicy", "APPO_DEFAULT_CONFIG",
-           "APPOTrainer", "AsyncPPOTFPolicy"]
+Names are imported on first use (PEP 562): a rollout worker that imports the policy
+module does not import the trainer (and Ray Tune with it)."""
+from tfrl.utils.lazy_exports import lazy_exports
+
+_EXPORTS = {"DEFAULT_CONFIG": "tfrl.agents.impala.config",
+            "ImpalaTrainer": "tfrl.agents.impala.impala",
+            "VTraceTFPolicy": "tfrl.agents.impala.impala_policy",
+            "APPO_DEFAULT_CONFIG": "tfrl.agents.impala.config",
+            "APPOTrainer": "tfrl.agents.impala.appo",
+            "AsyncPPOTFPolicy": "tfrl.agents.impala.appo_policy"}
+
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
