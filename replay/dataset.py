@@ -322,6 +322,12 @@ def _decode_items_one_by_one(packed: framing.PackedSampleResponse, flat_dtypes: 
         yield info, [c[None] for c in columns]
 
 
+# While no response comes, a stream hands tf.data an empty block this often, so the generator
+# returns to TensorFlow, which can then cancel the read (a TF1 session closed while a
+# `get_next` waits on an empty table); a generator blocked in Python could never be cancelled.
+_IDLE_TICK_S = 0.25
+
+
 class _Prefetcher:
     """Iterates a response stream on its own thread, up to `depth` responses ahead of the
     consumer, so gRPC keeps receiving (and the server keeps sending: HTTP/2 flow control only
@@ -357,13 +363,20 @@ class _Prefetcher:
         return False
 
     def __iter__(self):
+        """The responses; while none comes, None every `_IDLE_TICK_S` (see `_BlockStream`)."""
+        idle = 0.0
         while True:
             try:
                 response, error = self._queue.get(timeout=0.1)
             except queue.Empty:
                 if self._closed.is_set():
                     return
+                idle += 0.1
+                if idle >= _IDLE_TICK_S:
+                    idle = 0.0
+                    yield None
                 continue
+            idle = 0.0
             if error is not None:
                 raise error
             if response is None:
@@ -501,9 +514,13 @@ class _BlockStream:
                  metrics: StreamMetrics, structure: Any = None,
                  closer: Optional[_Closer] = None, columnar: bool = False,
                  client_options: Optional[Dict[str, Any]] = None, max_samples: int = -1,
-                 check_signature: Optional[_SignatureCheck] = None):
+                 check_signature: Optional[_SignatureCheck] = None,
+                 flat_shapes: Optional[List[tf.TensorShape]] = None):
         self.address = address
         self.check_signature = check_signature
+        # item shapes of the columns (None dims are 0 in an empty block, unknown ranks 0-d)
+        self.block_shapes = [tuple(d or 0 for d in s) if s is not None and s.rank is not None else ()
+                             for s in (flat_shapes or [None] * len(flat_dtypes))]
         self.max_samples = max_samples
         self.client_options = dict(client_options or {})
         self.columnar = columnar
@@ -517,6 +534,12 @@ class _BlockStream:
         self.rate_limiter_timeout_ms = rate_limiter_timeout_ms
         self.tolerate_failure = tolerate_failure
         self.metrics = metrics
+
+    def _empty_block(self) -> ReplaySample:
+        """A block of no samples: tf.data passes it on as nothing (`unbatch`, `rebatch`)."""
+        info = SampleInfo(*[np.zeros(0, tf.as_dtype(d).as_numpy_dtype) for d in INFO_DTYPES])
+        columns = [np.zeros((0,) + shape, dtype) for shape, dtype in zip(self.block_shapes, self.flat_dtypes)]
+        return ReplaySample(info, tree.unflatten_as(self.structure, columns))
 
     def __call__(self):
         client = Client(self.address, **self.client_options)
@@ -542,6 +565,9 @@ class _BlockStream:
                         self.table, self.max_in_flight, self.rate_limiter_timeout_ms,
                         stream_samples, columnar=self.columnar), closed=self.closed)
                     for response in prefetcher:
+                        if response is None:
+                            yield self._empty_block()
+                            continue
                         count = len(response.response.probabilities)
                         received += count
                         total += count
@@ -613,7 +639,7 @@ def _check_arguments(table, dtypes, shapes, max_in_flight_samples_per_worker, nu
             f"max_samples_per_stream must be -1 (unlimited) or >= 1, got {max_samples_per_stream}")
     if rate_limiter_timeout_ms < -1:
         raise errors.InvalidArgumentError(
-            f"rate_limiter_timeout_ms must be -1 (wait forever) or >= 0, got {rate_limiter_timeout_ms}")
+            f"rate_limiter_timeout_ms must be an integer >= -1 (-1 waits forever), got {rate_limiter_timeout_ms}")
     try:
         tree.map_structure_up_to(dtypes, tf.TensorShape, shapes)
     except (ValueError, TypeError) as e:
@@ -658,7 +684,7 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                             int(max_samples_per_stream), int(rate_limiter_timeout_ms),
                             tolerate_failure, metrics, structure=dtypes, closer=closer,
                             columnar=columnar, client_options=client_options, max_samples=max_samples,
-                            check_signature=check)
+                            check_signature=check, flat_shapes=flat_shapes)
                for address in addresses for _ in range(workers)]
 
     def run_stream(index):
@@ -668,7 +694,10 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
         return tf.data.Dataset.from_generator(run_stream, args=(index,), output_signature=signature)
 
     if len(streams) == 1:
-        blocks = stream_dataset(0).prefetch(1)
+        # Read one block ahead on a tf.data thread, as `prefetch(1)` would; but a cancelled
+        # read (a TF1 session closed while `get_next` waits) ends with CancelledError here,
+        # where through `prefetch` it would look like the end of the data.
+        blocks = stream_dataset(0).map(lambda block: block, num_parallel_calls=1)
     else:
         # Each stream is pulled by its own tf.data thread; blocks come out as they are ready.
         blocks = tf.data.Dataset.range(len(streams)).interleave(

@@ -199,6 +199,11 @@ class TrajectoryWriter:
         return self._episode_step
 
     @property
+    def max_num_keep_alive_refs(self) -> int:
+        """How many of the latest steps items may reference (Reverb's name)."""
+        return self._keep
+
+    @property
     def max_in_flight_items(self) -> int:
         return self._stream.max_in_flight_items
 

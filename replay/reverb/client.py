@@ -158,12 +158,13 @@ class Client(native_client.Client):
         """
         del validate_items
         from replay.reverb.trajectory_writer import TrajectoryWriter
+        from replay.trajectory_writer import TrajectoryWriter as ServiceWriter
 
         if num_keep_alive_refs < 1:
             raise errors.InvalidArgumentError(
                 f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
-        return TrajectoryWriter(self, num_keep_alive_refs, chunk_length=chunk_length,
-                                max_in_flight_items=max_in_flight_items)
+        return TrajectoryWriter(ServiceWriter(self, num_keep_alive_refs, chunk_length=chunk_length,
+                                              max_in_flight_items=max_in_flight_items))
 
     def structured_writer(self, configs: Sequence[Any]):
         """A `StructuredWriter` inserting items as `configs` describe (see `structured_writer`).

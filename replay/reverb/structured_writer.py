@@ -455,10 +455,8 @@ class StructuredWriter:
     """
 
     def __init__(self, client, configs: Sequence[StructuredWriterConfig]):
-        from replay.reverb.trajectory_writer import TrajectoryWriter
-
         self._engine = PatternEngine(configs)
-        self._writer = TrajectoryWriter(client, self._engine.history_length)
+        self._writer = client.trajectory_writer(self._engine.history_length)
         self._structure = None
         self._num_columns: Optional[int] = None
         self._specs: List[Optional[Tuple[tuple, np.dtype]]] = []

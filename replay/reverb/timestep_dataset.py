@@ -91,7 +91,7 @@ class TimestepDataset(tf.compat.v1.data.Dataset):
         """A TimestepDataset typed by the table's signature (which describes one step).
 
         Raises:
-          InvalidArgumentError: the table has no signature; NotFoundError: no such table.
+          InvalidArgumentError (a ValueError): no such table, or it has no signature.
         """
         server_address = plain_value(server_address, "server_address")
         table = plain_value(table, "table")

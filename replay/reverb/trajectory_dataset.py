@@ -40,8 +40,8 @@ def table_signature(server_address: str, table: str, timeout_secs: Optional[floa
     """(dtypes, shapes) nests of `table`'s signature, asked of the server at `server_address`.
 
     Raises:
-      NotFoundError: the server has no such table; InvalidArgumentError: the table has no
-      signature; DeadlineExceededError: no answer within timeout_secs.
+      InvalidArgumentError (a ValueError, as Reverb raises): the server has no such table, or
+      the table has no signature; DeadlineExceededError: no answer within timeout_secs.
     """
     from replay.reverb.client import Client
 
@@ -51,7 +51,7 @@ def table_signature(server_address: str, table: str, timeout_secs: Optional[floa
     finally:
         client.close()
     if table not in info:
-        raise errors.NotFoundError(
+        raise errors.InvalidArgumentError(
             f"Server at {server_address} does not contain any table named {table}. Found: "
             f"{', '.join(sorted(info))}.")
     signature = info[table].signature
@@ -101,7 +101,7 @@ class TrajectoryDataset(ReplayDataset, tf.compat.v1.data.Dataset):
         """A TrajectoryDataset typed by the table's signature.
 
         Raises:
-          InvalidArgumentError: the table has no signature; NotFoundError: no such table;
+          InvalidArgumentError (a ValueError): no such table, or it has no signature;
           DeadlineExceededError: no answer within get_signature_timeout_secs.
         """
         server_address = plain_value(server_address, "server_address")

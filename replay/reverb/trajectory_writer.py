@@ -66,7 +66,8 @@ class TrajectoryColumn:
         for ref in refs:
             if ref is None:
                 raise errors.InvalidArgumentError(
-                    "TrajectoryColumns cannot contain None references (the leaf was missing in that step)")
+                    "TrajectoryColumns cannot contain any None references (the leaf was missing "
+                    "in that step; slice the history where the column has values)")
         if squeeze and len(refs) != 1:
             raise errors.InvalidArgumentError(
                 f"a squeezed column must have exactly one cell, got {len(refs)}")
@@ -159,23 +160,48 @@ class _ColumnHistory:
         return f"ColumnHistory(path={self._path}, {len(self._cells)} steps)"
 
 
+# Reverb's messages name dtypes and shapes as TensorFlow prints them.
+_TF_DTYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half"}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    if dtype.kind in "USO":
+        return "string"
+    return _TF_DTYPE_NAMES.get(dtype.name, dtype.name)
+
+
+def _shape_text(shape: tuple) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _merge_dicts(first: Any, second: Any) -> Any:
+    """`second` laid over `first` where both are dicts (recursively); otherwise whichever is
+    given, `second` first."""
+    if isinstance(first, dict) and isinstance(second, dict):
+        merged = dict(first)
+        for key, value in second.items():
+            merged[key] = _merge_dicts(first[key], value) if key in first else value
+        return merged
+    return second if second is not None else first
+
 class TrajectoryWriter:
     """Writes steps and builds items from any kept-alive cells (Reverb's TrajectoryWriter).
 
-    Create it with `Client.trajectory_writer(num_keep_alive_refs)`.
+    Create it with `Client.trajectory_writer(num_keep_alive_refs)`. As Reverb's Python writer
+    wraps its C++ writer, this one wraps the service's `replay.trajectory_writer.TrajectoryWriter`
+    (`internal_writer`), which chunks, sends and counts acks; this layer keeps Reverb's
+    history, column checks and partial steps.
     """
 
-    def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
-                 max_in_flight_items: int = 1000):
-        self._client = client
-        self._keep = int(num_keep_alive_refs)
-        self._writer = native.TrajectoryWriter(client, num_keep_alive_refs, chunk_length=chunk_length,
-                                               max_in_flight_items=max_in_flight_items)
+    def __init__(self, internal_writer: native.TrajectoryWriter):
+        self._writer = internal_writer
+        self._keep = int(internal_writer.max_num_keep_alive_refs)
         self._structure = None
         self._paths: List[tuple] = []
         self._specs: List[tuple] = []
         self._history: List[Deque[Optional[CellRef]]] = []
         self._partial: Optional[dict] = None  # path -> value of the step being built
+        self._partial_nest: Any = None  # its parts merged, while the first step is built
         self._closed = False
 
     def __enter__(self) -> "TrajectoryWriter":
@@ -246,6 +272,10 @@ class TrajectoryWriter:
         """
         self._check_open()
         flat = dict(tree.flatten_with_path(data)) if data is not None else {}
+        nest = data
+        if self._partial is not None and self._structure is None:
+            # the first step, given in parts: its parts' dicts together define the columns
+            nest = _merge_dicts(self._partial_nest, data)
         if self._partial is not None:
             for path, value in flat.items():
                 if value is not None and self._partial.get(path) is not None:
@@ -256,13 +286,15 @@ class TrajectoryWriter:
             flat = merged
         if partial_step:
             self._partial = flat
+            self._partial_nest = nest
             return None
-        self._partial = None
+        self._partial = self._partial_nest = None
         if self._structure is None:
-            if data is None or len(tree.flatten(data)) != len(flat):
+            if nest is None or len(tree.flatten(nest)) != len(flat):
                 raise errors.InvalidArgumentError(
-                    "the first step must be given whole in its last append() call; it defines the columns")
-            self._define_columns(data)
+                    "the first step defines the columns: give it whole, or in parts that are "
+                    "dicts of distinct keys")
+            self._define_columns(nest)
         unknown = [p for p in flat if p not in set(self._paths)]
         if unknown:
             raise errors.InvalidArgumentError(
@@ -276,10 +308,16 @@ class TrajectoryWriter:
                 present.append(False)
                 continue
             value = np.asarray(value)
-            if value.shape != shape or value.dtype != dtype:
+            if value.dtype != dtype:
                 raise errors.InvalidArgumentError(
-                    f"column {path} has shape {shape} and dtype {dtype}, but the step gives "
-                    f"{value.shape} and {value.dtype}")
+                    f"Tensor of wrong dtype provided for column {path}. Got "
+                    f"{_dtype_name(value.dtype)} but expected {_dtype_name(dtype)}. Every step "
+                    "gives a column the dtype and shape of its first step.")
+            if value.shape != shape:
+                raise errors.InvalidArgumentError(
+                    f"Tensor of incompatible shape provided for column {path}. Got "
+                    f"{_shape_text(value.shape)} which is incompatible with {_shape_text(shape)}. "
+                    "Every step gives a column the dtype and shape of its first step.")
             values.append(value)
             present.append(True)
         refs = self._writer.append(values)

@@ -1,6 +1,8 @@
 """replay.reverb datasets as Reverb's: per-step signatures accepted for whole items, items
 without a time dimension as one step, list nests as tuples, exact `max_samples` with no
 prefetch beyond it, and tf.compat.v1 iterators in graph mode."""
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -80,3 +82,33 @@ def test_graph_mode_iterators_on_the_datasets_and_their_batches(server):
         assert hasattr(trajectories, "make_one_shot_iterator")
         ds.close()
         trajectories.close()
+
+
+@pytest.mark.timeout(60)
+def test_closing_a_session_cancels_a_read_waiting_on_an_empty_table(server):
+    with tf.Graph().as_default():
+        ds = reverb.TimestepDataset(server.address, "q", tf.int64, tf.TensorShape([]),
+                                    max_in_flight_samples_per_worker=1)
+        iterator = ds.make_initializable_iterator()
+        step = iterator.get_next()
+        sess = tf.compat.v1.Session()
+        sess.run(iterator.initializer)
+        closer = threading.Timer(1.0, sess.close)
+        closer.start()
+        try:
+            with pytest.raises(tf.errors.CancelledError):
+                sess.run(step)  # the table stays empty: only the close can end this
+        finally:
+            closer.join()
+            ds.close()
+    # the server serves on: a new dataset reads what is inserted next
+    server.localhost_client().insert(np.int64(7), {"q": 1})
+    again = reverb.TimestepDataset(server.address, "q", tf.int64, tf.TensorShape([]),
+                                   max_in_flight_samples_per_worker=1, max_samples=1)
+    assert [int(s.data) for s in again] == [7]
+
+
+def test_a_table_the_server_lacks_is_a_value_error_naming_the_tables_it_has(server):
+    for dataset in (reverb.TrajectoryDataset, reverb.TimestepDataset):
+        with pytest.raises(ValueError, match="does not contain any table named nope. Found: q, steps"):
+            dataset.from_table_signature(server.address, "nope", max_in_flight_samples_per_worker=1)

@@ -74,6 +74,31 @@ def test_trajectory_writer_columns_squeeze_missing_leaves_and_unpack_as_signatur
     np.testing.assert_array_equal(sample.data["a"], [0, 1, 2])
 
 
+def test_trajectory_writer_takes_a_first_step_in_parts_and_names_bad_columns_as_reverb(server):
+    client = server.localhost_client()
+    with client.trajectory_writer(2) as writer:
+        writer.append({"x": np.int64(3)}, partial_step=True)
+        assert writer.episode_steps == 0
+        writer.append({"y": {"z": np.zeros(2, np.float32)}})
+        assert writer.episode_steps == 1
+        with pytest.raises(ValueError, match=r"wrong dtype provided for column \('x',\)\. "
+                                             r"Got double but expected int64\."):
+            writer.append({"x": 1.0, "y": {"z": np.zeros(2, np.float32)}})
+        with pytest.raises(ValueError, match=r"incompatible shape provided for column \('y', 'z'\)\. "
+                                             r"Got \[1,2\] which is incompatible with \[2\]\."):
+            writer.append({"x": np.int64(4), "y": {"z": np.zeros((1, 2), np.float32)}})
+        with pytest.raises(ValueError, match="cannot contain any None"):
+            reverb.TrajectoryColumn([None])
+        writer.append({"x": np.int64(4), "y": {"z": np.ones(2, np.float32)}})
+        assert writer.episode_steps == 2  # the refused steps wrote nothing
+        writer.create_item("prio", 1.0, {"x": writer.history["x"][:], "z": writer.history["y"]["z"][-1]})
+        writer.end_episode()
+        assert writer.episode_steps == 0
+    sample = next(client.sample("prio", emit_timesteps=False))
+    np.testing.assert_array_equal(sample.data[0], [3, 4])
+    np.testing.assert_array_equal(sample.data[1], [1, 1])
+
+
 def test_server_info_with_timeout_and_no_server_is_deadline_exceeded(free_port):
     client = reverb.Client(f"localhost:{free_port}")
     with pytest.raises(reverb.errors.DeadlineExceededError, match="within provided timeout"):
