@@ -17,6 +17,12 @@ Set up a Reverb Python once (outside the checkout):
     python3 -m venv V && V/bin/pip install "dm-reverb[tensorflow]==0.14.0" "tensorflow==2.15.*"
 Then:
     python tools/compare_reverb.py --reverb-python V/bin/python [--seconds 3] [--cases ...]
+
+With `--reverb-names` the other side is this project through `replay.reverb` (Reverb's names,
+the Reverb side's code, this Python, the project's server), so the ratio is what those names
+cost against the native API (`ours / reverb-names`; 1.05 means the names are 5% slower). The
+native side then samples with one sample requested ahead, as Reverb's `Client.sample` does
+(`replay.reverb` keeps that), so the sample cases compare the names, not the flow control.
 """
 from __future__ import annotations
 
@@ -63,10 +69,12 @@ def reverb_unavailable(python: Optional[str]) -> Optional[str]:
 
 
 def run_side(python: str, backend: str, case: str, payload: int, clients: int,
-             seconds: float) -> Tuple[Optional[float], Optional[str]]:
+             seconds: float, sample_in_flight: Optional[int] = None) -> Tuple[Optional[float], Optional[str]]:
     """(items/s, None) for one side of one case, or (None, why it failed)."""
     command = [python, _WORKLOAD, "--backend", backend, "--case", case, "--payload", str(payload),
                "--clients", str(clients), "--seconds", str(seconds)]
+    if sample_in_flight is not None:
+        command += ["--sample-in-flight", str(sample_in_flight)]
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
@@ -98,16 +106,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per case and side")
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--repeat", type=int, default=1, help="runs of the whole list")
+    parser.add_argument("--reverb-names", action="store_true",
+                        help="compare with this project's replay.reverb instead of dm-reverb")
     args = parser.parse_args(argv)
 
-    unavailable = reverb_unavailable(args.reverb_python)
+    other = "replay.reverb" if args.reverb_names else "reverb"
+    unavailable = None if args.reverb_names else reverb_unavailable(args.reverb_python)
     print(f"# {_load()}; {args.seconds:g} s per case and side", flush=True)
-    print(f"{'case':18s} {'ours':>10s} {'reverb':>10s} {'ratio':>6s}", flush=True)
+    print(f"{'case':18s} {'ours':>10s} {other:>13s} {'ratio':>6s}", flush=True)
     order = 0
     for _ in range(args.repeat):
         for name in args.cases:
             case, payload, clients = CASES[name]
-            sides = ["replay", "reverb"] if order % 2 == 0 else ["reverb", "replay"]
+            sides = ["replay", other] if order % 2 == 0 else [other, "replay"]
             order += 1
             rates: Dict[str, Optional[float]] = {}
             notes = []
@@ -115,16 +126,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                 if backend == "reverb" and unavailable:
                     rates[backend] = None
                     continue
-                python = sys.executable if backend == "replay" else args.reverb_python
-                rates[backend], error = run_side(python, backend, case, payload, clients, args.seconds)
+                python = args.reverb_python if backend == "reverb" else sys.executable
+                in_flight = 1 if args.reverb_names and backend == "replay" else None
+                rates[backend], error = run_side(python, backend, case, payload, clients, args.seconds,
+                                                 in_flight)
                 if error:
                     notes.append(f"{backend}: {error}")
-            ours, theirs = rates["replay"], rates["reverb"]
+            ours, theirs = rates["replay"], rates[other]
             ours_text = f"{ours:10.0f}" if ours is not None else f"{'failed':>10s}"
             if unavailable:
                 line = f"{name:18s} {ours_text} reverb not available ({unavailable})"
             else:
-                theirs_text = f"{theirs:10.0f}" if theirs is not None else f"{'failed':>10s}"
+                theirs_text = f"{theirs:13.0f}" if theirs is not None else f"{'failed':>13s}"
                 ratio = f"{ours / theirs:6.2f}" if ours and theirs else f"{'-':>6s}"
                 line = f"{name:18s} {ours_text} {theirs_text} {ratio}"
             if notes:

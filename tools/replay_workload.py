@@ -2,10 +2,12 @@
 
 tools/compare_reverb.py runs this script twice per case, once with this project's Python
 (`--backend replay`) and once with a Python that has dm-reverb installed (`--backend reverb`),
-so both sides run the same code: a server process and client processes on loopback, one float32
-tensor of random data per item, chunk length 1, sequence length 1, a Uniform (sampler) / Fifo
-(remover) table of 100k items with MinSize(1). Items are written through the trajectory
-writer (`append`, then `create_item` with `history[-1]`). Cases:
+so both sides run the same code (`--backend replay.reverb` runs the Reverb side's code against
+this project's `replay.reverb`, on the project's server: what Reverb's names cost): a
+server process and client processes on loopback, one float32 tensor of random data per item,
+chunk length 1, sequence length 1, a Uniform (sampler) / Fifo (remover) table of 100k items
+with MinSize(1). Items are written through the trajectory writer (`append`, then
+`create_item` with `history[-1]`). Cases:
 
   insert   N client processes write items for the given time, then flush;
   sample   the table is filled first, then N client processes call `Client.sample(table, 1000)`
@@ -42,6 +44,11 @@ def _import_backend(backend: str):
         import replay
 
         return replay
+    if backend == "replay.reverb":
+        sys.path.insert(0, _ROOT)
+        import replay.reverb
+
+        return replay.reverb
     import reverb
 
     return reverb
@@ -62,8 +69,8 @@ def _payloads(payload_bytes: int, seed: int):
 
 
 def _serve(backend: str, port_queue, stop_event) -> None:
-    lib = _import_backend(backend)
-    if backend == "replay":
+    lib = _import_backend("replay" if backend == "replay.reverb" else backend)
+    if backend.startswith("replay"):
         table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), MAX_SIZE, lib.MinSize(1))
         server = lib.Server([table], freeze_gc=True)  # as the replay-server command runs it
     else:
@@ -118,13 +125,13 @@ def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, s
         barrier.abort()
 
 
-def _sample_worker(backend, address, seconds, barrier, results) -> None:
+def _sample_worker(backend, address, seconds, barrier, results, in_flight) -> None:
     try:
         lib = _import_backend(backend)
         client = _client(lib, address)
         if backend == "replay":
             def sample(n):
-                return client.sample(TABLE, n)
+                return client.sample(TABLE, n, max_in_flight_samples=in_flight)
         else:
             def sample(n):
                 return client.sample(TABLE, n, emit_timesteps=False)
@@ -179,7 +186,8 @@ def _fill(backend, address, payload_bytes, done) -> None:
     done.put(True)
 
 
-def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: float) -> dict:
+def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: float,
+        sample_in_flight: int = 256) -> dict:
     """Runs one case in fresh processes: {"items", "seconds"} or {"error"}."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
@@ -200,7 +208,8 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
                 args = (backend, address, payload_bytes, seconds, barrier, results, i + 1)
                 target = _insert_worker
             elif case == "sample":
-                args, target = (backend, address, seconds, barrier, results), _sample_worker
+                args = (backend, address, seconds, barrier, results, sample_in_flight)
+                target = _sample_worker
             else:
                 args = (backend, address, payload_bytes, seconds, barrier, results)
                 target = _dataset_worker
@@ -226,14 +235,18 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=["replay", "reverb"], required=True)
+    parser.add_argument("--backend", choices=["replay", "reverb", "replay.reverb"], required=True)
     parser.add_argument("--case", choices=["insert", "sample", "dataset"], required=True)
     parser.add_argument("--payload", type=int, required=True, help="bytes per item")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--sample-in-flight", type=int, default=256,
+                        help="samples the replay backend keeps requested ahead in the sample case "
+                             "(its Client.sample default; Reverb's Client.sample keeps 1)")
     args = parser.parse_args(argv)
     try:
-        result = run(args.backend, args.case, args.payload, args.clients, args.seconds)
+        result = run(args.backend, args.case, args.payload, args.clients, args.seconds,
+                     args.sample_in_flight)
     except BaseException:  # noqa: BLE001 - reported by the parent
         result = {"error": traceback.format_exc()}
     print(json.dumps(result), flush=True)

@@ -202,6 +202,7 @@ class TrajectoryWriter:
         self._history: List[Deque[Optional[CellRef]]] = []
         self._partial: Optional[dict] = None  # path -> value of the step being built
         self._partial_nest: Any = None  # its parts merged, while the first step is built
+        self._single_leaf = False  # the steps are one array, not a nest
         self._closed = False
 
     def __enter__(self) -> "TrajectoryWriter":
@@ -226,6 +227,8 @@ class TrajectoryWriter:
         """
         if self._structure is None:
             raise errors.InvalidArgumentError("the writer has no history yet; append a step first")
+        if self._single_leaf:
+            return _ColumnHistory(self._paths[0], self._history[0])
         columns = [_ColumnHistory(path, h) for path, h in zip(self._paths, self._history)]
         return tree.unflatten_as(self._structure, columns)
 
@@ -249,6 +252,7 @@ class TrajectoryWriter:
 
     def _define_columns(self, data) -> None:
         self._structure = data
+        self._single_leaf = not tree.is_nested(data)
         flat = tree.flatten_with_path(data)
         self._paths = [path for path, _ in flat]
         self._specs = []
@@ -271,6 +275,12 @@ class TrajectoryWriter:
           the first step, or a dtype or shape differing from the column's.
         """
         self._check_open()
+        if self._partial is None and not partial_step and self._structure is not None:
+            leaves = self._complete_step_leaves(data)
+            if leaves is not None:
+                return self._append_values([self._checked(path, spec, leaf) for path, spec, leaf
+                                            in zip(self._paths, self._specs, leaves)],
+                                           [True] * len(leaves))
         flat = dict(tree.flatten_with_path(data)) if data is not None else {}
         nest = data
         if self._partial is not None and self._structure is None:
@@ -306,24 +316,51 @@ class TrajectoryWriter:
             if value is None:
                 values.append(np.zeros(shape, dtype))
                 present.append(False)
-                continue
-            value = np.asarray(value)
-            if value.dtype != dtype:
-                raise errors.InvalidArgumentError(
-                    f"Tensor of wrong dtype provided for column {path}. Got "
-                    f"{_dtype_name(value.dtype)} but expected {_dtype_name(dtype)}. Every step "
-                    "gives a column the dtype and shape of its first step.")
-            if value.shape != shape:
-                raise errors.InvalidArgumentError(
-                    f"Tensor of incompatible shape provided for column {path}. Got "
-                    f"{_shape_text(value.shape)} which is incompatible with {_shape_text(shape)}. "
-                    "Every step gives a column the dtype and shape of its first step.")
-            values.append(value)
-            present.append(True)
-        refs = self._writer.append(values)
+            else:
+                values.append(self._checked(path, (shape, dtype), value))
+                present.append(True)
+        return self._append_values(values, present)
+
+    def _complete_step_leaves(self, data) -> Optional[list]:
+        """The leaves of `data` when it is a whole step with the columns' structure (the common
+        case, taken without building paths); None otherwise."""
+        if self._single_leaf:
+            return None if data is None or tree.is_nested(data) else [data]
+        try:
+            tree.assert_same_structure(self._structure, data, check_types=False)
+        except (ValueError, TypeError):
+            return None  # the general path says what differs
+        leaves = tree.flatten(data)
+        return None if any(leaf is None for leaf in leaves) else leaves
+
+    @staticmethod
+    def _checked(path, spec, value) -> np.ndarray:
+        shape, dtype = spec
+        value = np.asarray(value)
+        if value.dtype != dtype:
+            raise errors.InvalidArgumentError(
+                f"Tensor of wrong dtype provided for column {path}. Got "
+                f"{_dtype_name(value.dtype)} but expected {_dtype_name(dtype)}. Every step "
+                "gives a column the dtype and shape of its first step.")
+        if value.shape != shape:
+            raise errors.InvalidArgumentError(
+                f"Tensor of incompatible shape provided for column {path}. Got "
+                f"{_shape_text(value.shape)} which is incompatible with {_shape_text(shape)}. "
+                "Every step gives a column the dtype and shape of its first step.")
+        return value
+
+    def _append_values(self, values: List[np.ndarray], present: List[bool]):
+        # The service writer gets a single array or a flat dict (its fast paths), not a list.
+        if self._single_leaf:
+            refs = [self._writer.append(values[0])]
+        else:
+            by_index = self._writer.append(dict(enumerate(values)))
+            refs = [by_index[i] for i in range(len(values))]
         cells = [CellRef(ref, value, self) if ok else None for ref, value, ok in zip(refs, values, present)]
         for history, cell in zip(self._history, cells):
             history.append(cell)
+        if self._single_leaf:
+            return cells[0]
         return tree.unflatten_as(self._structure, cells)
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
