@@ -417,20 +417,8 @@ class _Closer:
             client.close()
 
 
-_TF_DTYPE_NAMES = {"float32": "float", "float64": "double", "float16": "half", "bytes": "string",
-                   "object": "string"}
-
-
-def _dtype_text(dtype: np.dtype) -> str:
-    """A dtype as TensorFlow prints it (Reverb's messages use these names)."""
-    name = np.dtype(dtype).name
-    return _TF_DTYPE_NAMES.get(name, "string" if name.startswith(("bytes", "str")) else name)
-
-
 def _shape_text(shape: tf.TensorShape) -> str:
-    if shape.rank is None:
-        return "<unknown>"
-    return "[" + ",".join("?" if d is None else str(d) for d in shape.as_list()) + "]"
+    return specs.tf_shape_text(None if shape.rank is None else shape.as_list())
 
 
 class _SignatureCheck:
@@ -479,8 +467,8 @@ class _SignatureCheck:
             if np.dtype(spec.dtype) != np.dtype(dtype) or not fits:
                 raise errors.InvalidArgumentError(
                     f"Requested incompatible tensor at flattened index {index} from table "
-                    f"'{self.table}'.  Requested (dtype, shape): ({_dtype_text(dtype)}, "
-                    f"{_shape_text(requested)}).  Signature (dtype, shape): ({_dtype_text(spec.dtype)}, "
+                    f"'{self.table}'.  Requested (dtype, shape): ({specs.tf_dtype_name(dtype)}, "
+                    f"{_shape_text(requested)}).  Signature (dtype, shape): ({specs.tf_dtype_name(spec.dtype)}, "
                     f"{_shape_text(step)}) at {'/'.join(map(str, path)) or 'the root'}.  Pass a dtype "
                     "and shape that fit the table's signature, or build the dataset with "
                     "from_table_signature.")
@@ -499,8 +487,8 @@ class _SignatureCheck:
             steps = item_shape[1:] if item_shape else item_shape
             if not step.is_compatible_with(steps):
                 raise errors.InvalidArgumentError(
-                    f"Specification has (dtype, shape): ({_dtype_text(dtype)}, {_shape_text(step)}).  "
-                    f"Tensor has (dtype, shape): ({_dtype_text(column.dtype)}, "
+                    f"Specification has (dtype, shape): ({specs.tf_dtype_name(dtype)}, {_shape_text(step)}).  "
+                    f"Tensor has (dtype, shape): ({specs.tf_dtype_name(column.dtype)}, "
                     f"{_shape_text(tf.TensorShape(steps))}).  The items of table '{self.table}' have "
                     "steps of another shape: pass the shape of one of their steps.")
 
@@ -518,9 +506,6 @@ class _BlockStream:
                  flat_shapes: Optional[List[tf.TensorShape]] = None):
         self.address = address
         self.check_signature = check_signature
-        # item shapes of the columns (None dims are 0 in an empty block, unknown ranks 0-d)
-        self.block_shapes = [tuple(d or 0 for d in s) if s is not None and s.rank is not None else ()
-                             for s in (flat_shapes or [None] * len(flat_dtypes))]
         self.max_samples = max_samples
         self.client_options = dict(client_options or {})
         self.columnar = columnar
@@ -534,12 +519,14 @@ class _BlockStream:
         self.rate_limiter_timeout_ms = rate_limiter_timeout_ms
         self.tolerate_failure = tolerate_failure
         self.metrics = metrics
-
-    def _empty_block(self) -> ReplaySample:
-        """A block of no samples: tf.data passes it on as nothing (`unbatch`, `rebatch`)."""
-        info = SampleInfo(*[np.zeros(0, tf.as_dtype(d).as_numpy_dtype) for d in INFO_DTYPES])
-        columns = [np.zeros((0,) + shape, dtype) for shape, dtype in zip(self.block_shapes, self.flat_dtypes)]
-        return ReplaySample(info, tree.unflatten_as(self.structure, columns))
+        # A block of no samples, handed on while no response comes: tf.data passes it on as
+        # nothing (`unbatch`, `rebatch`). Unknown sizes are 0 in it, unknown ranks 0-d.
+        item_shapes = [() if s is None or s.rank is None else tuple(d or 0 for d in s)
+                       for s in (flat_shapes or [None] * len(flat_dtypes))]
+        self.empty_block = ReplaySample(
+            SampleInfo(*[np.zeros(0, tf.as_dtype(d).as_numpy_dtype) for d in INFO_DTYPES]),
+            tree.unflatten_as(self.structure, [np.zeros((0,) + shape, dtype)
+                                               for shape, dtype in zip(item_shapes, flat_dtypes)]))
 
     def __call__(self):
         client = Client(self.address, **self.client_options)
@@ -566,7 +553,7 @@ class _BlockStream:
                         stream_samples, columnar=self.columnar), closed=self.closed)
                     for response in prefetcher:
                         if response is None:
-                            yield self._empty_block()
+                            yield self.empty_block
                             continue
                         count = len(response.response.probabilities)
                         received += count

@@ -31,6 +31,27 @@ MAX_DIMENSION = 2**31 - 1
 MAX_STEP_BYTES = 2**40
 
 
+# TensorFlow's C++ names where they differ from numpy's (Reverb's messages use them).
+_TF_DTYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half"}
+
+
+def tf_dtype_name(dtype: Any) -> str:
+    """A dtype as TensorFlow prints it: "double", "float", "int64", "string" (any bytes, str or
+    object dtype)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "OSU":
+        return "string"
+    return _TF_DTYPE_NAMES.get(dtype.name, dtype.name)
+
+
+def tf_shape_text(dims: Optional[Sequence[Optional[int]]]) -> str:
+    """A shape as TensorFlow prints it: "[2,3]", "?" for an unknown size, "<unknown>" for an
+    unknown rank (None)."""
+    if dims is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
 def _as_numpy_dtype(dtype: Any) -> np.dtype:
     # tf.DType exposes the numpy dtype as `as_numpy_dtype`; strings and numpy types go straight in.
     dtype = getattr(dtype, "as_numpy_dtype", dtype)

@@ -23,7 +23,7 @@ from typing import Any, Callable, Deque, List, Optional, Sequence, Tuple
 import numpy as np
 import tree
 
-from replay import errors
+from replay import errors, specs
 
 
 # -- the config objects (Reverb's patterns protos) ----------------------------------------------
@@ -437,15 +437,6 @@ class PatternEngine:
 
 # -- the writer ----------------------------------------------------------------------------------
 
-# Reverb reports dtypes by TensorFlow's C++ names.
-_TF_DTYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half"}
-
-
-def _dtype_name(dtype: np.dtype) -> str:
-    if dtype.kind in "OSU":
-        return "string"
-    return _TF_DTYPE_NAMES.get(dtype.name, dtype.name)
-
 
 class StructuredWriter:
     """Appends steps and inserts the items its configs make (Reverb's StructuredWriter).
@@ -510,11 +501,12 @@ class StructuredWriter:
         shape, dtype = spec
         if value.dtype != dtype:
             raise ValueError(f"Tensor of wrong dtype provided for column {i} (path={self._path(i)}). "
-                             f"Got {_dtype_name(value.dtype)} but expected {_dtype_name(dtype)}.")
+                             f"Got {specs.tf_dtype_name(value.dtype)} but expected "
+                             f"{specs.tf_dtype_name(dtype)}.")
         if value.shape != shape:
             raise ValueError(f"Tensor of incompatible shape provided for column {i} (path={self._path(i)}). "
-                             f"Got [{','.join(map(str, value.shape))}] which is incompatible with "
-                             f"[{','.join(map(str, shape))}].")
+                             f"Got {specs.tf_shape_text(value.shape)} which is incompatible with "
+                             f"{specs.tf_shape_text(shape)}.")
         return value
 
     def _write_step(self, values: List[Any]) -> None:

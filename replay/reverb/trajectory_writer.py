@@ -18,7 +18,7 @@ from typing import Any, Deque, Iterator, List, Optional, Sequence
 import numpy as np
 import tree
 
-from replay import errors
+from replay import errors, specs
 from replay import trajectory_writer as native
 
 
@@ -160,20 +160,6 @@ class _ColumnHistory:
         return f"ColumnHistory(path={self._path}, {len(self._cells)} steps)"
 
 
-# Reverb's messages name dtypes and shapes as TensorFlow prints them.
-_TF_DTYPE_NAMES = {"float64": "double", "float32": "float", "float16": "half"}
-
-
-def _dtype_name(dtype: np.dtype) -> str:
-    if dtype.kind in "USO":
-        return "string"
-    return _TF_DTYPE_NAMES.get(dtype.name, dtype.name)
-
-
-def _shape_text(shape: tuple) -> str:
-    return "[" + ",".join(str(d) for d in shape) + "]"
-
-
 def _merge_dicts(first: Any, second: Any) -> Any:
     """`second` laid over `first` where both are dicts (recursively); otherwise whichever is
     given, `second` first."""
@@ -183,6 +169,7 @@ def _merge_dicts(first: Any, second: Any) -> Any:
             merged[key] = _merge_dicts(first[key], value) if key in first else value
         return merged
     return second if second is not None else first
+
 
 class TrajectoryWriter:
     """Writes steps and builds items from any kept-alive cells (Reverb's TrajectoryWriter).
@@ -340,12 +327,12 @@ class TrajectoryWriter:
         if value.dtype != dtype:
             raise errors.InvalidArgumentError(
                 f"Tensor of wrong dtype provided for column {path}. Got "
-                f"{_dtype_name(value.dtype)} but expected {_dtype_name(dtype)}. Every step "
+                f"{specs.tf_dtype_name(value.dtype)} but expected {specs.tf_dtype_name(dtype)}. Every step "
                 "gives a column the dtype and shape of its first step.")
         if value.shape != shape:
             raise errors.InvalidArgumentError(
                 f"Tensor of incompatible shape provided for column {path}. Got "
-                f"{_shape_text(value.shape)} which is incompatible with {_shape_text(shape)}. "
+                f"{specs.tf_shape_text(value.shape)} which is incompatible with {specs.tf_shape_text(shape)}. "
                 "Every step gives a column the dtype and shape of its first step.")
         return value
 
