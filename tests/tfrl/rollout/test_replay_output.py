@@ -1,5 +1,7 @@
 """Rollouts written straight into a real replay server on loopback: one step item per row,
 fixed columns and dtypes from the policy's signature, priorities, and only counts returned."""
+import time
+
 import numpy as np
 import pytest
 from rollout_test_policies import PGPolicy, PrioritizedPGPolicy
@@ -95,6 +97,11 @@ def test_write_behind_returns_while_the_server_holds_inserts_and_loses_nothing(f
         first, second = worker.sample(), worker.sample()  # would time out waiting for every ack
         assert first["env_steps"] == second["env_steps"] == 25
         client = server.localhost_client()
+        # the write returned with up to 25 items unacknowledged: the server may still be
+        # inserting the 5 that fit
+        deadline = time.monotonic() + 10
+        while client.server_info()["steps"].size < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert client.server_info()["steps"].size == 30
         samples = list(client.sample("steps", num_samples=50, timeout=10))
         worker.stop()  # the writer's close waits for the last acks
