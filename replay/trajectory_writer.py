@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import os
 import random
+import weakref
 from typing import Any, Deque, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -48,21 +49,38 @@ _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.
 
 class CellRef:
     """A reference to one leaf of one appended step (Reverb's CellRef). Used as a leaf of an
-    item's trajectory, it gives a column without a time dimension."""
+    item's trajectory, it gives a column without a time dimension. It keeps the leaf's value
+    (`numpy()`) and knows whether its step left the writer's keep-alive window (`expired`)."""
 
-    __slots__ = ("_builder", "offset", "leaf", "step", "shape", "dtype")
+    __slots__ = ("_builder", "offset", "leaf", "shape", "dtype", "value")
 
-    def __init__(self, builder, offset: int, leaf: int, step: int, shape, dtype):
+    def __init__(self, builder, offset: int, leaf: int, shape, dtype, value=None):
         self._builder = builder
         self.offset = offset
         self.leaf = leaf
-        self.step = step
         self.shape = shape
         self.dtype = dtype
+        self.value = value
 
     @property
     def episode_id(self) -> int:
         return self._builder.episode_id
+
+    @property
+    def step(self) -> int:
+        """The step's index in its episode."""
+        return self._builder.start_index + self.offset
+
+    @property
+    def expired(self) -> bool:
+        """Whether items can no longer reference this cell (its step left the keep-alive window,
+        or its episode ended with its buffers cleared)."""
+        writer = self._builder.writer()
+        return writer is None or not writer._kept_alive(self)  # noqa: SLF001 - same module
+
+    def numpy(self) -> np.ndarray:
+        """The leaf's value, as appended."""
+        return self.value
 
     def __repr__(self) -> str:
         return f"CellRef(episode={self.episode_id}, step={self.step}, leaf={self.leaf})"
@@ -123,13 +141,16 @@ class ColumnHistory:
 class _ChunkBuilder:
     """The steps of one chunk being written, then the finished chunk until it is released."""
 
-    __slots__ = ("key", "episode_id", "start_index", "steps", "closed", "chunk", "sent", "released",
-                 "pending_items", "live_steps")
+    __slots__ = ("key", "writer", "episode_id", "start_index", "start_serial", "steps", "closed",
+                 "chunk", "sent", "released", "pending_items", "live_steps")
 
-    def __init__(self, key: int, episode_id: int, start_index: int):
+    def __init__(self, key: int, writer: "weakref.ref", episode_id: int, start_index: int,
+                 start_serial: int):
         self.key = key
+        self.writer = writer  # weak: the writer holds its builders
         self.episode_id = episode_id
-        self.start_index = start_index
+        self.start_index = start_index  # the first step's index in its episode
+        self.start_serial = start_serial  # ... and among all steps of the writer
         self.steps: Optional[List[list]] = []
         self.closed = False  # no more steps; the chunk is encoded when first sent
         self.chunk: Optional[Chunk] = None
@@ -173,6 +194,7 @@ class TrajectoryWriter:
         self._delta = bool(delta_encoded)
         self._stream = InsertStream(client, max_in_flight_items, timeout=call_timeout)
         self._rng = random.Random(os.urandom(16))
+        self._weak_self = weakref.ref(self)
         self._structure = None
         self._dict_keys: Optional[List[Any]] = None
         self._first_key_order: Optional[List[Any]] = None
@@ -186,6 +208,7 @@ class TrajectoryWriter:
         self._releases: List[int] = []
         self._episode_id = self._new_key()
         self._episode_step = 0
+        self._serial = 0  # steps appended over all episodes
         self._closed = False
 
     def _new_key(self) -> int:
@@ -236,15 +259,16 @@ class TrajectoryWriter:
                         f"step had {shape} and {dtype}; every step of a writer has the same specs")
         builder = self._open
         if builder is None:
-            builder = self._open = _ChunkBuilder(self._new_key(), self._episode_id, self._episode_step)
+            builder = self._open = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
+                                                 self._episode_step, self._serial)
         offset = len(builder.steps)
         builder.steps.append(leaves)
-        step = self._episode_step
-        refs = [CellRef(builder, offset, i, step, shape, dtype)
-                for i, (shape, dtype) in enumerate(specs)]
+        refs = [CellRef(builder, offset, i, shape, dtype, leaf)
+                for i, ((shape, dtype), leaf) in enumerate(zip(specs, leaves))]
         for history, ref in zip(self._history, refs):
             history.append(ref)
         self._episode_step += 1
+        self._serial += 1
         window = self._window
         builder.live_steps += 1
         window.append(builder)
@@ -386,12 +410,12 @@ class TrajectoryWriter:
         self._add_item(table, priority, key, columns)
 
     def _add_item(self, table: str, priority: float, key: int, columns: list) -> None:
-        oldest = self._episode_step - self._keep
+        oldest = self._serial - self._keep
         builders = []
         for cells, _ in columns:
             for cell in cells:
                 builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
-                if builder.episode_id != self._episode_id or cell.step < oldest or builder.released:
+                if builder.start_serial + cell.offset < oldest or builder.released:
                     raise errors.InvalidArgumentError(
                         f"the trajectory references step {cell.step} of "
                         f"{'an earlier episode' if builder.episode_id != self._episode_id else 'this episode'}"
@@ -405,6 +429,10 @@ class TrajectoryWriter:
             builder.pending_items += 1
         self._pending.append((table, priority, key, columns, builders))
         self._send_ready()
+
+    def _kept_alive(self, cell: CellRef) -> bool:
+        builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
+        return not builder.released and builder.start_serial + cell.offset >= self._serial - self._keep
 
     def _finalize(self, builder: _ChunkBuilder, send: bool = True) -> None:
         builder.closed = True
@@ -504,13 +532,23 @@ class TrajectoryWriter:
         self._send_releases()
 
     def end_episode(self, clear_buffers: bool = True, timeout: Optional[float] = None) -> None:
-        """Ends the episode: sends pending items, waits for their acks, releases every kept
-        chunk and starts a new episode id. Later items cannot reference earlier steps.
+        """Ends the episode: sends pending items, waits for their acks and starts a new episode
+        id. With `clear_buffers` every kept chunk is released, so later items cannot reference
+        earlier steps; without it the open chunk is closed (chunks hold steps of one episode) and
+        the kept-alive steps stay referenceable, as in Reverb.
 
         Raises: as `flush`.
         """
         self._check_open()
         self._close_referenced_chunks()
+        if not clear_buffers:
+            if self._open is not None:
+                self._finalize(self._open)
+            self._send_releases()
+            self._episode_id = self._new_key()
+            self._episode_step = 0
+            self._stream.wait(0, timeout)
+            return
         for builder in set(self._window):
             builder.live_steps = 0
             if builder is not self._open and builder.pending_items == 0:

@@ -22,34 +22,9 @@ from replay import errors, specs
 from replay import trajectory_writer as native
 
 
-class CellRef:
-    """One leaf of one appended step: its reference in the stream and its value."""
-
-    __slots__ = ("ref", "value", "_writer")
-
-    def __init__(self, ref: native.CellRef, value: np.ndarray, writer: "TrajectoryWriter"):
-        self.ref = ref
-        self.value = value
-        self._writer = writer
-
-    @property
-    def shape(self):
-        return self.value.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.value.dtype
-
-    @property
-    def expired(self) -> bool:
-        """Whether the step left the writer's keep-alive window (items can no longer use it)."""
-        return self._writer._expired(self.ref)  # noqa: SLF001 - the writer owns the window
-
-    def numpy(self) -> np.ndarray:
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"CellRef(step={self.ref.step}, shape={self.shape}, dtype={self.dtype})"
+# Reverb's CellRef is the service writer's: it keeps the leaf's value (`numpy()`) and knows
+# whether it left the keep-alive window (`expired`).
+CellRef = native.CellRef
 
 
 class TrajectoryColumn:
@@ -60,6 +35,8 @@ class TrajectoryColumn:
       InvalidArgumentError (a ValueError): a None cell (a step where the leaf was missing), or
       `squeeze` with other than one cell.
     """
+
+    __slots__ = ("_refs", "is_squeezed", "path")
 
     def __init__(self, data_references: Sequence[CellRef], *, squeeze: bool = False, path=None):
         refs = tuple(data_references)
@@ -80,6 +57,20 @@ class TrajectoryColumn:
 
     def __iter__(self) -> Iterator[CellRef]:
         return iter(self._refs)
+
+    @classmethod
+    def _of_cell(cls, cell: Optional[CellRef], path) -> "TrajectoryColumn":
+        """`TrajectoryColumn([cell], squeeze=True, path=path)` without the general checks (the
+        per-step item of a writer)."""
+        if cell is None:
+            raise errors.InvalidArgumentError(
+                "TrajectoryColumns cannot contain any None references (the leaf was missing "
+                "in that step; slice the history where the column has values)")
+        column = cls.__new__(cls)
+        column._refs = (cell,)  # noqa: SLF001 - its own class
+        column.is_squeezed = True
+        column.path = path
+        return column
 
     def __getitem__(self, val) -> "TrajectoryColumn":
         if isinstance(val, int):
@@ -116,8 +107,8 @@ class TrajectoryColumn:
     def native(self):
         """The column as the service writer takes it."""
         if self.is_squeezed:
-            return self._refs[0].ref
-        return native.ColumnRefs([ref.ref for ref in self._refs])
+            return self._refs[0]
+        return native.ColumnRefs(self._refs)
 
     def __repr__(self) -> str:
         return f"TrajectoryColumn(shape={self.shape}, squeeze={self.is_squeezed})"
@@ -141,13 +132,14 @@ class _ColumnHistory:
         return iter(list(self._cells))
 
     def __getitem__(self, val) -> TrajectoryColumn:
-        cells = list(self._cells)
         if isinstance(val, int):
             try:
-                cell = cells[val]
+                cell = self._cells[val]
             except IndexError:
-                raise IndexError(f"history index {val} is outside the {len(cells)} kept-alive steps") from None
-            return TrajectoryColumn([cell], squeeze=True, path=self._path)
+                raise IndexError(
+                    f"history index {val} is outside the {len(self._cells)} kept-alive steps") from None
+            return TrajectoryColumn._of_cell(cell, self._path)  # noqa: SLF001 - same module
+        cells = list(self._cells)
         if isinstance(val, slice):
             if val.step is not None and val.step <= 0:
                 raise errors.InvalidArgumentError("history slices need a positive step")
@@ -187,6 +179,7 @@ class TrajectoryWriter:
         self._paths: List[tuple] = []
         self._specs: List[tuple] = []
         self._history: List[Deque[Optional[CellRef]]] = []
+        self._history_view: Any = None
         self._partial: Optional[dict] = None  # path -> value of the step being built
         self._partial_nest: Any = None  # its parts merged, while the first step is built
         self._single_leaf = False  # the steps are one array, not a nest
@@ -212,12 +205,9 @@ class TrajectoryWriter:
         Raises:
           InvalidArgumentError: nothing was appended yet.
         """
-        if self._structure is None:
+        if self._history_view is None:
             raise errors.InvalidArgumentError("the writer has no history yet; append a step first")
-        if self._single_leaf:
-            return _ColumnHistory(self._paths[0], self._history[0])
-        columns = [_ColumnHistory(path, h) for path, h in zip(self._paths, self._history)]
-        return tree.unflatten_as(self._structure, columns)
+        return self._history_view
 
     def configure(self, path, *, num_keep_alive_refs: int, max_chunk_length: Optional[int]) -> None:
         """Accepted for Reverb's API; the service writer chunks all columns together, so the
@@ -232,11 +222,6 @@ class TrajectoryWriter:
                 f"configure({path}): need num_keep_alive_refs >= 1 and 1 <= max_chunk_length <= "
                 f"num_keep_alive_refs, got {num_keep_alive_refs} and {max_chunk_length}")
 
-    def _expired(self, ref: native.CellRef) -> bool:
-        writer = self._writer
-        return (ref.episode_id != writer._episode_id  # noqa: SLF001
-                or ref.step < writer.episode_steps - self._keep)
-
     def _define_columns(self, data) -> None:
         self._structure = data
         self._single_leaf = not tree.is_nested(data)
@@ -250,6 +235,12 @@ class TrajectoryWriter:
             value = np.asarray(leaf)
             self._specs.append((value.shape, value.dtype))
         self._history = [collections.deque(maxlen=self._keep) for _ in self._paths]
+        # The view wraps the deques, which only ever change in place, so it is built once.
+        if self._single_leaf:
+            self._history_view = _ColumnHistory(self._paths[0], self._history[0])
+        else:
+            self._history_view = tree.unflatten_as(
+                data, [_ColumnHistory(path, h) for path, h in zip(self._paths, self._history)])
 
     def append(self, data: Any, *, partial_step: bool = False):
         """Appends a step (a nest of arrays; a None leaf leaves that column out of this step).
@@ -261,13 +252,23 @@ class TrajectoryWriter:
           InvalidArgumentError (a ValueError): a leaf given twice in one step, a new column after
           the first step, or a dtype or shape differing from the column's.
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         if self._partial is None and not partial_step and self._structure is not None:
-            leaves = self._complete_step_leaves(data)
-            if leaves is not None:
-                return self._append_values([self._checked(path, spec, leaf) for path, spec, leaf
-                                            in zip(self._paths, self._specs, leaves)],
-                                           [True] * len(leaves))
+            # A whole step goes to the service writer as given; it checks structure, dtypes and
+            # shapes. What it refuses (missing leaves among them) takes the general path below,
+            # which accepts it or says, in Reverb's words, what is wrong.
+            try:
+                refs = self._writer.append(data)
+            except errors.InvalidArgumentError:
+                pass
+            else:
+                if self._single_leaf:
+                    self._history[0].append(refs)
+                else:
+                    for mine, kept in zip(self._history, self._writer._history):  # noqa: SLF001
+                        mine.append(kept[-1])
+                return refs
         flat = dict(tree.flatten_with_path(data)) if data is not None else {}
         nest = data
         if self._partial is not None and self._structure is None:
@@ -308,18 +309,6 @@ class TrajectoryWriter:
                 present.append(True)
         return self._append_values(values, present)
 
-    def _complete_step_leaves(self, data) -> Optional[list]:
-        """The leaves of `data` when it is a whole step with the columns' structure (the common
-        case, taken without building paths); None otherwise."""
-        if self._single_leaf:
-            return None if data is None or tree.is_nested(data) else [data]
-        try:
-            tree.assert_same_structure(self._structure, data, check_types=False)
-        except (ValueError, TypeError):
-            return None  # the general path says what differs
-        leaves = tree.flatten(data)
-        return None if any(leaf is None for leaf in leaves) else leaves
-
     @staticmethod
     def _checked(path, spec, value) -> np.ndarray:
         shape, dtype = spec
@@ -337,13 +326,13 @@ class TrajectoryWriter:
         return value
 
     def _append_values(self, values: List[np.ndarray], present: List[bool]):
-        # The service writer gets a single array or a flat dict (its fast paths), not a list.
+        # The service writer gets the steps in their own structure (so whole steps can go to it
+        # directly later), with zeros where a leaf is missing.
         if self._single_leaf:
             refs = [self._writer.append(values[0])]
         else:
-            by_index = self._writer.append(dict(enumerate(values)))
-            refs = [by_index[i] for i in range(len(values))]
-        cells = [CellRef(ref, value, self) if ok else None for ref, value, ok in zip(refs, values, present)]
+            refs = tree.flatten(self._writer.append(tree.unflatten_as(self._structure, values)))
+        cells = [ref if ok else None for ref, ok in zip(refs, present)]
         for history, cell in zip(self._history, cells):
             history.append(cell)
         if self._single_leaf:
@@ -358,19 +347,23 @@ class TrajectoryWriter:
           InvalidArgumentError (a ValueError): a leaf that is not a TrajectoryColumn, an empty
           column, expired cells, a bad priority.
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
+        # A lone column (a one-leaf item) needs no structure walk. The service writer checks
+        # that every cell is still kept alive.
+        if type(trajectory) is TrajectoryColumn and trajectory.is_squeezed:
+            self._writer.create_item(table, priority, trajectory._refs[0])  # noqa: SLF001
+            return
+        leaves = (trajectory,) if type(trajectory) is TrajectoryColumn else tree.flatten(trajectory)
         columns = []
-        for leaf in tree.flatten(trajectory):
+        for leaf in leaves:
             if not isinstance(leaf, TrajectoryColumn):
                 raise errors.InvalidArgumentError(
                     f"trajectory leaves must be TrajectoryColumns (from history), got {type(leaf).__name__}")
-            if not len(leaf):
+            if not leaf._refs:  # noqa: SLF001 - same module
                 raise errors.InvalidArgumentError("an item column references no steps")
-            if any(ref.expired for ref in leaf):
-                raise errors.InvalidArgumentError(
-                    "the trajectory references expired cells (no longer kept alive); raise num_keep_alive_refs")
             columns.append(leaf.native())
-        self._writer.create_item(table, priority, columns)
+        self._writer.create_item(table, priority, columns[0] if len(columns) == 1 else columns)
 
     def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
         """Sends every item and waits until at most `block_until_num_items` are unacknowledged.
@@ -382,7 +375,9 @@ class TrajectoryWriter:
         self._writer.flush(block_until_num_items, None if timeout_ms is None else timeout_ms / 1000)
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
-        """Flushes and starts a new episode; later items cannot reference earlier steps.
+        """Flushes and starts a new episode. With `clear_buffers` the history is emptied and
+        later items cannot reference earlier steps; without it the kept-alive steps stay in the
+        history and items may still reference them.
 
         Raises:
           InvalidArgumentError: a partial step is open; as `flush`.
@@ -391,9 +386,12 @@ class TrajectoryWriter:
         if self._partial:
             raise errors.InvalidArgumentError(
                 "end_episode() called while a partial step is open; complete it with append()")
-        self._writer.end_episode(clear_buffers, None if timeout_ms is None else timeout_ms / 1000)
-        for history in self._history:
-            history.clear()
+        try:
+            self._writer.end_episode(clear_buffers, None if timeout_ms is None else timeout_ms / 1000)
+        finally:
+            if clear_buffers:  # the service writer released the steps even if the wait failed
+                for history in self._history:
+                    history.clear()
 
     def close(self) -> None:
         """Closes the stream (without flushing items not yet sent). Idempotent."""

@@ -99,6 +99,24 @@ def test_trajectory_writer_takes_a_first_step_in_parts_and_names_bad_columns_as_
     np.testing.assert_array_equal(sample.data[1], [1, 1])
 
 
+def test_trajectory_writer_keeps_its_history_over_end_episode_without_clearing_buffers(server):
+    client = server.localhost_client()
+    with client.trajectory_writer(2) as writer:
+        writer.append([np.int64([1, 2, 3])])
+        writer.end_episode(clear_buffers=False)
+        kept = writer.history[0][-1]
+        np.testing.assert_array_equal(kept.numpy(), [1, 2, 3])
+        writer.create_item("queue", 1.0, kept)  # a step of the ended episode
+        writer.append([np.int64([4, 5, 6])])
+        writer.create_item("queue", 1.0, writer.history[0][-1])
+        writer.end_episode()
+        assert len(writer.history[0]) == 0
+        with pytest.raises(ValueError, match="expired"):
+            kept.numpy()
+    values = [next(client.sample("queue", emit_timesteps=False)).data[0].tolist() for _ in range(2)]
+    assert values == [[1, 2, 3], [4, 5, 6]]
+
+
 def test_server_info_with_timeout_and_no_server_is_deadline_exceeded(free_port):
     client = reverb.Client(f"localhost:{free_port}")
     with pytest.raises(reverb.errors.DeadlineExceededError, match="within provided timeout"):

@@ -65,6 +65,29 @@ def test_end_episode_starts_a_new_episode(server, client):
     assert chunk.start_index == 0
 
 
+def test_end_episode_without_clearing_buffers_keeps_steps_referenceable(server, client):
+    writer = client.trajectory_writer(num_keep_alive_refs=3)
+    first = writer.append({"x": np.float32(1)})
+    writer.end_episode(clear_buffers=False, timeout=10)
+    assert writer.episode_steps == 0 and not first["x"].expired
+    writer.append({"x": np.float32(2)})
+    # One item over the end of the episode: a step of each.
+    writer.create_item("uniform", 1.0, {"x": writer.history["x"][-2:]})
+    writer.append({"x": np.float32(3)})
+    writer.append({"x": np.float32(4)})
+    assert first["x"].expired  # three later steps pushed it out of the window
+    with pytest.raises(errors.InvalidArgumentError, match="no longer kept alive"):
+        writer.create_item("uniform", 1.0, first)
+    last = writer.history["x"][-1]
+    writer.end_episode(clear_buffers=True, timeout=10)
+    assert last.expired and len(writer.history["x"]) == 0
+    writer.close()
+    sample = next(client.sample("uniform", 1, timeout=10))
+    np.testing.assert_array_equal(sample.data[0], [1.0, 2.0])
+    episodes = {server.chunk_store.get([k])[0].episode_id for k in server.chunk_store.keys()}
+    assert len(episodes) == 2  # each episode's steps are in chunks of their own
+
+
 def test_legacy_writer_append_sequence_and_argument_checks(server, client):
     with client.writer(max_sequence_length=3) as writer:
         writer.append_sequence({"a": np.arange(5, dtype=np.int64), "b": np.ones((5, 2), np.float32)})
