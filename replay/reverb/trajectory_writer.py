@@ -22,6 +22,10 @@ from replay import errors, specs
 from replay import trajectory_writer as native
 
 
+# A writer dropped without close() waits at most this long for its items' acks (Reverb waits
+# without a limit).
+_DROPPED_WRITER_FLUSH_SECONDS = 30.0
+
 # Reverb's CellRef is the service writer's: it keeps the leaf's value (`numpy()`) and knows
 # whether it left the keep-alive window (`expired`).
 CellRef = native.CellRef
@@ -392,6 +396,22 @@ class TrajectoryWriter:
             if clear_buffers:  # the service writer released the steps even if the wait failed
                 for history in self._history:
                     history.clear()
+
+    def __del__(self):
+        # As Reverb's writer does when it is destroyed: what was created is sent and acknowledged
+        # first (within _DROPPED_WRITER_FLUSH_SECONDS here), so items created before the writer
+        # went out of scope are in their tables once it is gone.
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        try:
+            self._writer.flush(0, _DROPPED_WRITER_FLUSH_SECONDS)
+        except BaseException:  # noqa: BLE001 - nowhere to report it from a finalizer
+            pass
+        try:
+            self._writer.close(flush=False)
+        except BaseException:  # noqa: BLE001
+            pass
 
     def close(self) -> None:
         """Closes the stream (without flushing items not yet sent). Idempotent."""

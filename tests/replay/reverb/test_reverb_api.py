@@ -117,6 +117,16 @@ def test_trajectory_writer_keeps_its_history_over_end_episode_without_clearing_b
     assert values == [[1, 2, 3], [4, 5, 6]]
 
 
+def test_a_trajectory_writer_dropped_without_close_sends_its_items_first(server):
+    client = server.localhost_client()
+    writer = client.trajectory_writer(1)
+    writer.append([np.int64([7, 8, 9])])
+    writer.create_item("queue", 1.0, writer.history[0][-1])
+    del writer  # as with Reverb's writer: the item is in the table once the writer is gone
+    assert client.server_info()["queue"].current_size == 1
+    assert next(client.sample("queue", emit_timesteps=False)).data[0].tolist() == [7, 8, 9]
+
+
 def test_server_info_with_timeout_and_no_server_is_deadline_exceeded(free_port):
     client = reverb.Client(f"localhost:{free_port}")
     with pytest.raises(reverb.errors.DeadlineExceededError, match="within provided timeout"):
