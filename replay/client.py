@@ -234,16 +234,24 @@ class Client:
           SignatureMismatchError: `data` does not fit a table's signature; DeadlineExceededError:
           not acked within `timeout` seconds; UnavailableError: the server cannot be reached.
         """
+        self._insert_step(data, priorities, timeout, time_dimension=False)
+
+    def _insert_step(self, data: Any, priorities: Mapping[str, float], timeout: Optional[float],
+                     time_dimension: bool) -> None:
+        """`insert`, where `time_dimension` gives the item's columns a leading time dimension of
+        one step (Reverb's `Client.insert`)."""
         if not priorities:
             raise errors.InvalidArgumentError("insert needs at least one table in `priorities`")
         if timeout is not None and not timeout > 0:
             raise errors.InvalidArgumentError(f"timeout must be None or a positive number of seconds, got {timeout}")
-        from replay.trajectory_writer import TrajectoryWriter
+        from replay.trajectory_writer import ColumnRefs, TrajectoryWriter
 
         writer = TrajectoryWriter(self, num_keep_alive_refs=1, call_timeout=timeout)
         acked = False
         try:
             refs = writer.append(data)
+            if time_dimension:
+                refs = tree.map_structure(lambda ref: ColumnRefs((ref,)), refs)
             for table, priority in priorities.items():
                 writer.create_item(table, priority, refs)
             # The call's deadline ends the wait; the extra second only covers its report arriving.

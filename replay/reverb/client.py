@@ -114,12 +114,13 @@ class Client(native_client.Client):
     # -- writing ------------------------------------------------------------------------
 
     def insert(self, data: Any, priorities: Dict[str, float], timeout: Optional[float] = None) -> None:
-        """Inserts one step as an item into each table of `priorities`.
+        """Inserts one step as an item into each table of `priorities`; as in Reverb, the item's
+        columns have a time dimension of one step.
 
         Raises:
           InvalidArgumentError (a ValueError): no tables or a bad priority; as `replay.Client.insert`.
         """
-        super().insert(data, priorities, timeout=timeout)
+        self._insert_step(data, priorities, timeout, time_dimension=True)
 
     def writer(self, max_sequence_length: int, delta_encoded: bool = False,
                chunk_length: Optional[int] = None, max_in_flight_items: Optional[int] = 25) -> Writer:

@@ -32,7 +32,8 @@ class TFClient:
         return self._server_address
 
     def sample(self, table: str, data_dtypes, name: Optional[str] = None) -> ReplaySample:
-        """An op sampling one item of `table`; data is nested as `data_dtypes`.
+        """An op sampling one item of `table` and giving its first timestep (as Reverb's op does;
+        an item written by `insert` has one); data is nested as `data_dtypes`.
 
         Raises (when run): NotFoundError / InvalidArgumentError as tf.errors of the op.
         """
@@ -41,7 +42,12 @@ class TFClient:
 
         def sample(table_name):
             table_name = table_name.decode() if isinstance(table_name, bytes) else str(table_name)
-            sample = next(self._client.sample(table_name, 1, emit_timesteps=False))
+            # As Reverb's op: one item is sampled and its first timestep returned.
+            samples = self._client.sample(table_name, 1, emit_timesteps=True)
+            try:
+                sample = next(samples)[0]  # the item's timesteps, first one
+            finally:
+                samples.close()
             columns = list(sample.data)
             if len(columns) != len(flat_dtypes):
                 raise errors.InvalidArgumentError(

@@ -50,7 +50,7 @@ def test_insert_sample_emits_timesteps_and_server_info(server):
     [steps] = list(client.sample("prio", 1))
     assert len(steps) == 1 and int(steps[0].data[0]) == 5 and steps[0].info.priority == 2.0
     whole = next(client.sample("prio", emit_timesteps=False))
-    assert int(whole.data[0]) == 5
+    assert whole.data[0].tolist() == [5]  # the item has a time dimension of one step, as in Reverb
     info = client.server_info()["prio"]
     assert info.current_size == 1 and info.num_unique_samples == 1
     assert info.sampler_options.prioritized.priority_exponent == 1.0
