@@ -52,6 +52,7 @@ class _ReplayLane:
         self.policy = None
         self.iterator = None
         self.beta = None
+        self.beta_value = None  # what was last assigned to `beta` through this lane
         self.signature = None
         self.items_inserted = 0
         self.num_train_steps = 0
@@ -150,6 +151,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
         with strategy.scope():
             lane.beta = tf.Variable(self.settings.prioritized_replay_beta,
                                     trainable=False, name="prioritized_replay_beta")
+        lane.beta_value = self.settings.prioritized_replay_beta
         lane.signature = lane.policy.loss_input_signature
         service, table = self.replay, lane.table
 
@@ -213,7 +215,12 @@ class SyncReplayOptimizer(PolicyOptimizer):
         final = self.settings.final_prioritized_replay_beta
         horizon = max(self.settings.prioritized_replay_beta_annealing_timesteps, 1)
         fraction = min(self.num_steps_sampled / horizon, 1.0)
-        lane.beta.assign(start + fraction * (final - start))
+        value = start + fraction * (final - start)
+        # Assigning a mirrored variable costs about as much as a small training step, so it is
+        # assigned only when the value changes (never, when beta is not annealed).
+        if value != lane.beta_value:
+            lane.beta.assign(value)
+            lane.beta_value = value
 
     def _launch_round(self) -> None:
         """Starts one sample() on every remote worker, after a weight broadcast every

@@ -23,7 +23,9 @@ def weights_of_remote_worker(trainer):
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("prioritized", [True, False])
 def test_pipelined_rounds_hold_the_replay_ratio_and_update_priorities(ray_session, prioritized):
-    config = dict(SMALL, prioritized_replay=prioritized, training_intensity=4)
+    config = dict(SMALL, prioritized_replay=prioritized, training_intensity=4,
+                  final_prioritized_replay_beta=1.0 if prioritized else 0.4,
+                  prioritized_replay_beta_annealing_timesteps=1000)
     trainer = DQNTrainer(config=config, env="CartPole-v1")
     optimizer = trainer.optimizer
     try:
@@ -41,8 +43,13 @@ def test_pipelined_rounds_hold_the_replay_ratio_and_update_priorities(ray_sessio
             result = trainer.train()
         optimizer.drain()
         sampled, trained = optimizer.num_steps_sampled, optimizer.num_steps_trained
+        beta = float(optimizer.beta.numpy())
     finally:
         trainer.stop()
+    if prioritized:  # beta anneals linearly from 0.4 towards 1.0 over 1000 sampled steps
+        assert 0.4 < beta <= 0.4 + 0.6 * min(sampled / 1000, 1)
+    else:
+        assert beta == pytest.approx(0.4)
     after = trainer.get_policy().get_weights()
     assert any(not np.allclose(b, a) for b, a in zip(before, after)), "the policy did not learn"
     # the driver trains exactly what the inserted steps paid for (intensity 4 rows per step)
