@@ -410,12 +410,11 @@ class TrajectoryWriter:
         self._add_item(table, priority, key, columns)
 
     def _add_item(self, table: str, priority: float, key: int, columns: list) -> None:
-        oldest = self._serial - self._keep
         builders = []
         for cells, _ in columns:
             for cell in cells:
                 builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
-                if builder.start_serial + cell.offset < oldest or builder.released:
+                if not self._kept_alive(cell):
                     raise errors.InvalidArgumentError(
                         f"the trajectory references step {cell.step} of "
                         f"{'an earlier episode' if builder.episode_id != self._episode_id else 'this episode'}"
@@ -541,25 +540,20 @@ class TrajectoryWriter:
         """
         self._check_open()
         self._close_referenced_chunks()
-        if not clear_buffers:
+        if clear_buffers:
+            for builder in set(self._window):
+                builder.live_steps = 0
+                if builder is not self._open and builder.pending_items == 0:
+                    self._release(builder, self._releases)
             if self._open is not None:
-                self._finalize(self._open)
-            self._send_releases()
-            self._episode_id = self._new_key()
-            self._episode_step = 0
-            self._stream.wait(0, timeout)
-            return
-        for builder in set(self._window):
-            builder.live_steps = 0
-            if builder is not self._open and builder.pending_items == 0:
-                self._release(builder, self._releases)
-        if self._open is not None:
-            self._open.released = True
-            self._open = None
+                self._open.released = True
+                self._open = None
+            self._window.clear()
+            for history in self._history:
+                history.clear()
+        elif self._open is not None:
+            self._finalize(self._open)  # the next episode's steps go into chunks of their own
         self._send_releases()
-        self._window.clear()
-        for history in self._history:
-            history.clear()
         self._episode_id = self._new_key()
         self._episode_step = 0
         self._stream.wait(0, timeout)

@@ -31,6 +31,12 @@ _DROPPED_WRITER_FLUSH_SECONDS = 30.0
 CellRef = native.CellRef
 
 
+def _none_reference_error() -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        "TrajectoryColumns cannot contain any None references (the leaf was missing in that "
+        "step; slice the history where the column has values)")
+
+
 class TrajectoryColumn:
     """A column of an item: cells of one leaf (from `TrajectoryWriter.history`), with a time
     dimension unless `squeeze` (which needs exactly one cell).
@@ -46,9 +52,7 @@ class TrajectoryColumn:
         refs = tuple(data_references)
         for ref in refs:
             if ref is None:
-                raise errors.InvalidArgumentError(
-                    "TrajectoryColumns cannot contain any None references (the leaf was missing "
-                    "in that step; slice the history where the column has values)")
+                raise _none_reference_error()
         if squeeze and len(refs) != 1:
             raise errors.InvalidArgumentError(
                 f"a squeezed column must have exactly one cell, got {len(refs)}")
@@ -67,9 +71,7 @@ class TrajectoryColumn:
         """`TrajectoryColumn([cell], squeeze=True, path=path)` without the general checks (the
         per-step item of a writer)."""
         if cell is None:
-            raise errors.InvalidArgumentError(
-                "TrajectoryColumns cannot contain any None references (the leaf was missing "
-                "in that step; slice the history where the column has values)")
+            raise _none_reference_error()
         column = cls.__new__(cls)
         column._refs = (cell,)  # noqa: SLF001 - its own class
         column.is_squeezed = True
