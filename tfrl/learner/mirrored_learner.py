@@ -16,6 +16,7 @@ statistics and gradients are means over the global batch, never sums over replic
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 from typing import Any, Callable, Dict, List, Optional, Sequence
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 # Signature of the per-replica loss: batch data -> (scalar loss, {name: scalar}, {name: [B, ...]}).
 LossFn = Callable[[Any], tuple]
+
+# Iterators whose traced training function a learner keeps (a lane, an evaluation stream, a test).
+_BOUND_ITERATORS_KEPT = 4
 
 
 @dataclasses.dataclass
@@ -140,6 +144,7 @@ class MirroredLearner:
         self._loss_fn = loss_fn or self._trainee.loss_and_stats
         self._gradient_step_fn = gradient_step_fn
         self._train_fn = None
+        self._bound_fns = collections.OrderedDict()  # id(iterator) -> (iterator, traced fn)
         self._batch_fn = None
         self._output_structure = None
 
@@ -202,7 +207,6 @@ class MirroredLearner:
         flat_specs = tree.flatten(structure)
         stats_count = len(tree.flatten(structure[0]))
 
-        @tf.function
         def train_k(iterator, max_steps):
             arrays = []
             for i, spec in enumerate(flat_specs):
@@ -231,13 +235,30 @@ class MirroredLearner:
 
         return train_k
 
-    def build(self, iterator) -> None:
-        """Traces the training function for `iterator` without running a step (what the first
-        `train` call would otherwise do), so its cost is paid when the caller chooses."""
+    def _bound_train_fn(self, iterator):
+        """The traced training function of `iterator`, which it captures rather than takes as an
+        argument: flattening a distributed iterator's type spec on every call cost about as much
+        as a small model's gradient step. One function per iterator (the last few are kept)."""
+        key = id(iterator)
+        entry = self._bound_fns.get(key)
+        if entry is not None and entry[0] is iterator:
+            self._bound_fns.move_to_end(key)
+            return entry[1]
         if self._train_fn is None:
             self._output_structure = self._trace_output_structure(iterator)
             self._train_fn = self._make_train_fn(self._output_structure)
-        self._train_fn.get_concrete_function(iterator, tf.TensorSpec([], tf.int32))
+        train_k = self._train_fn
+        concrete = tf.function(lambda max_steps: train_k(iterator, max_steps)).get_concrete_function(
+            tf.TensorSpec([], tf.int32))
+        self._bound_fns[key] = (iterator, concrete)
+        while len(self._bound_fns) > _BOUND_ITERATORS_KEPT:
+            self._bound_fns.popitem(last=False)
+        return concrete
+
+    def build(self, iterator) -> None:
+        """Traces the training function for `iterator` without running a step (what the first
+        `train` call would otherwise do), so its cost is paid when the caller chooses."""
+        self._bound_train_fn(iterator)
 
     def train(self, iterator, num_steps: Optional[int] = None) -> List[StepOutput]:
         """Runs up to K steps in one `tf.function` call on `iterator` (an iterator over a
@@ -256,14 +277,13 @@ class MirroredLearner:
             raise errors.InvalidConfigError(
                 "train() takes an iterator: pass iter(learner.distribute_dataset(dataset)) and keep "
                 "it between calls so each call continues where the previous one stopped")
-        if self._train_fn is None:
-            self.build(iterator)
+        train_fn = self._bound_train_fn(iterator)
         if num_steps is None:
             num_steps = self.steps_per_call
         elif int(num_steps) < 1:
             raise errors.InvalidConfigError(
                 f"num_steps must be >= 1, got {num_steps}; pass the number of gradient steps to run")
-        steps, flat_results = self._train_fn(iterator, tf.constant(int(num_steps), tf.int32))
+        steps, flat_results = train_fn(tf.constant(int(num_steps), tf.int32))
         return self._unpack(int(steps), [r.numpy() for r in flat_results])
 
     def _unpack(self, steps: int, flat_results: Sequence[np.ndarray]) -> List[StepOutput]:
@@ -361,8 +381,16 @@ class MirroredLearner:
 
 
 def mean_stats(outputs: Sequence[StepOutput]) -> Dict[str, float]:
-    """Averages each statistic over steps (each step already averaged over its global batch)."""
+    """Averages each statistic over steps (each step already averaged over its global batch).
+
+    A statistic that a step did not compute is NaN there (TD3's actor loss between its delayed
+    updates) and is averaged over the steps that did compute it; it stays NaN when none did."""
     if not outputs:
         return {}
-    names = outputs[0].stats.keys()
-    return {name: float(np.mean([o.stats[name] for o in outputs])) for name in names}
+    names = list(outputs[0].stats)
+    values = np.array([[o.stats[name] for name in names] for o in outputs], np.float64)
+    computed = ~np.isnan(values)
+    counts = computed.sum(axis=0)
+    sums = np.where(computed, values, 0.0).sum(axis=0)
+    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    return {name: float(mean) for name, mean in zip(names, means)}

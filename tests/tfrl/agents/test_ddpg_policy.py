@@ -77,6 +77,15 @@ def test_td3_losses_match_a_hand_computed_linear_case():
     critic = sum(np.mean(weights * (q[i] - target) ** 2) for i in range(2))
     actor = -np.mean(np.concatenate([obs, np.tanh(obs @ wa + ba)], 1) @ wq[0] + bq[0])
 
+    # policy_delay 2: the first step (critic update 1) leaves the actor out of the loss, its
+    # statistic NaN and its gradient zero
+    loss, stats, _ = loss_parts(policy, batch)
+    np.testing.assert_allclose(loss, critic, rtol=1e-4)
+    assert np.isnan(stats["actor_loss"])
+    grads, _ = policy.compute_gradients(batch)
+    assert all(not np.any(g) for g in grads[:len(policy.model.actor_variables())])
+
+    policy.critic_optimizer.iterations.assign(1)  # the second step updates the actor
     loss, stats, td_error = loss_parts(policy, batch)
     np.testing.assert_allclose(stats["critic_loss"], critic, rtol=1e-4)
     np.testing.assert_allclose(stats["actor_loss"], actor, rtol=1e-4)

@@ -180,6 +180,18 @@ def test_hook_gets_per_sample_info_and_outputs_in_global_batch_order():
     assert averaged["loss"] == pytest.approx(np.mean([o.stats["loss"] for o in seen]))
 
 
+def test_mean_stats_leaves_out_the_steps_that_did_not_compute_a_statistic():
+    # TD3's actor loss is NaN on the steps between its delayed updates
+    outputs = [StepOutput(step=i + 1, batch_size=4, per_sample={},
+                          stats={"critic_loss": critic, "actor_loss": actor, "never": np.nan})
+               for i, (critic, actor) in enumerate([(1.0, np.nan), (3.0, -2.0), (5.0, np.nan),
+                                                    (7.0, -4.0)])]
+    averaged = mean_stats(outputs)
+    assert averaged["critic_loss"] == pytest.approx(4.0)
+    assert averaged["actor_loss"] == pytest.approx(-3.0)
+    assert np.isnan(averaged["never"])
+
+
 def test_keras3_optimizer_slots_are_built_inside_the_scope():
     import keras
 

@@ -190,14 +190,28 @@ def ddpg_losses(policy, model, dist_class, train_batch):
         per_critic = [tf.square(td) for td in td_errors]
     policy.critic_loss = tf.add_n([tf.reduce_mean(weights * p) for p in per_critic])
 
-    x, _ = model({SampleBatch.OBS: obs})
-    q_policy = model.q_values(obs, tf.tanh(x), frozen=True)[0]
-    policy.actor_loss = -tf.reduce_mean(q_policy)
+    def actor_loss():
+        x, _ = model({SampleBatch.OBS: obs})
+        return -tf.reduce_mean(model.q_values(obs, tf.tanh(x), frozen=True)[0])
+
+    delay = int(config.get("policy_delay", 1))
+    if delay == 1:
+        policy.actor_loss = actor_loss()
+        loss = policy.critic_loss + policy.actor_loss
+    else:
+        # The actor learns on every `delay`-th step only (apply_actor_critic_gradients, after this
+        # step's critic update counts it), so on the others its loss and its gradient (the
+        # larger part of a TD3 step with policy_delay 2) are not computed; the statistic is NaN
+        # there, which `mean_stats` leaves out.
+        updates_actor = tf.equal((policy.critic_optimizer.iterations + 1) % delay, 0)
+        actor = tf.cond(updates_actor, actor_loss, lambda: tf.constant(0.0))
+        policy.actor_loss = tf.where(updates_actor, actor, float("nan"))
+        loss = policy.critic_loss + actor
 
     policy.q_t = q_taken[0]
     policy.td_error = (td_errors[0] if len(td_errors) == 1
                        else 0.5 * (tf.abs(td_errors[0]) + tf.abs(td_errors[1])))
-    return policy.critic_loss + policy.actor_loss
+    return loss
 
 
 def _huber(x, delta: float = 1.0):
