@@ -1,10 +1,10 @@
-"""This project against Stable-Baselines3, side by side in one run: PPO on CartPole-v1, SAC and TD3
-on Pendulum-v1.
+"""This project against Stable-Baselines3, side by side in one run: PPO on CartPole-v1, SAC, TD3
+and DDPG on Pendulum-v1.
 
     python tools/compare_sb3.py --sb3-python PATH/TO/venv/bin/python [--case cartpole-ppo]
         [--runs 3] [--max-seconds 300]
     python tools/compare_sb3.py --sb3-python ... --case pendulum-sac --max-seconds 1800
-    python tools/compare_sb3.py --sb3-python ... --case pendulum-td3 --max-seconds 1800
+    python tools/compare_sb3.py --sb3-python ... --case pendulum-td3 --max-seconds 1800 [--threads 1]
 
 Stable-Baselines3 is not a dependency: it runs in its own virtualenv (for example
 `python -m venv V && V/bin/pip install stable-baselines3 torch==2.13.0`), whose Python is passed by
@@ -12,9 +12,9 @@ path. Both sides train to the same criterion, wall clock counted from the constr
 trainer. cartpole-ppo: the mean return of the last 100 finished episodes first reaches 450 (ours:
 the `cartpole-ppo` tuned example through the full path of Ray rollout workers, the embedded replay
 server, ReplayDataset and the learner; theirs: rl-zoo's CartPole-v1 PPO settings in one process).
-pendulum-sac / pendulum-td3: the mean return of the last 10 finished episodes first reaches -200
-(ours: the tuned example of that name, checked after every 1,000-step iteration; theirs: rl-zoo's
-Pendulum-v1 settings, checked after every env step). Runs alternate between the two sides so that
+pendulum-sac / pendulum-td3 / pendulum-ddpg: the mean return of the last 10 finished episodes
+first reaches -200 (ours: the tuned example of that name, checked after every iteration; theirs:
+rl-zoo's Pendulum-v1 settings, checked after every env step). Runs alternate between the two sides so that
 a change of load on the machine hits both. Prints one line per run and a median line:
 
     run=1 ours_seconds=.. ours_env_steps=.. sb3_seconds=.. sb3_env_steps=.. seconds_ratio=.. steps_ratio=..
@@ -29,7 +29,8 @@ import sys
 import textwrap
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TARGETS = {"cartpole-ppo": 450.0, "pendulum-sac": -200.0, "pendulum-td3": -200.0}
+TARGETS = {"cartpole-ppo": 450.0, "pendulum-sac": -200.0, "pendulum-td3": -200.0,
+           "pendulum-ddpg": -200.0}
 
 OURS_SCRIPT = textwrap.dedent("""
     import os, sys, time
@@ -40,6 +41,7 @@ OURS_SCRIPT = textwrap.dedent("""
     from tfrl.cli import load_experiment_file
     ensure_ray({{}})
     experiment = load_experiment_file({case!r})
+    experiment["config"].update({overrides!r})
     built = time.time()
     trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
     try:
@@ -90,14 +92,15 @@ SB3_SCRIPTS["cartpole-ppo"] = textwrap.dedent("""
 # are Stable-Baselines3's defaults (SAC: 256x256 networks, batch 256, tau 0.005, gamma 0.99,
 # learning_starts 100, automatic entropy coefficient; TD3: batch 256, tau 0.005, policy_delay 2,
 # target noise 0.2 clipped at 0.5).
-# One torch thread: torch's default follows the host's core count, far above a shared machine's
-# share (SB3's SAC managed 714 env steps in 30 minutes that way here); tfrl's Pendulum examples
-# also run TensorFlow in the driver with one thread (driver_tf_threads: 1).
+# One torch thread by default (--threads): torch's default follows the host's core count, far above
+# a shared machine's share (SB3's SAC managed 714 env steps in 30 minutes that way here); tfrl's
+# Pendulum examples also run TensorFlow in the driver with one thread (driver_tf_threads: 1), and
+# --threads N gives both sides N.
 _PENDULUM_LOOP = """
     import time
     import numpy as np
     import torch
-    torch.set_num_threads(1)
+    torch.set_num_threads({{threads}})
     from stable_baselines3 import {algo}
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.noise import NormalActionNoise
@@ -122,6 +125,11 @@ SB3_SCRIPTS["pendulum-sac"] = textwrap.dedent(_PENDULUM_LOOP.format(
     algo="SAC", kwargs="learning_rate=1e-3"))
 SB3_SCRIPTS["pendulum-td3"] = textwrap.dedent(_PENDULUM_LOOP.format(
     algo="TD3", kwargs="learning_rate=1e-3, gamma=0.98, buffer_size=200_000, "
+    "learning_starts=10_000, train_freq=1, gradient_steps=1, "
+    "action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), "
+    "policy_kwargs=dict(net_arch=[400, 300])"))
+SB3_SCRIPTS["pendulum-ddpg"] = textwrap.dedent(_PENDULUM_LOOP.format(
+    algo="DDPG", kwargs="learning_rate=1e-3, gamma=0.98, buffer_size=200_000, "
     "learning_starts=10_000, train_freq=1, gradient_steps=1, "
     "action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), "
     "policy_kwargs=dict(net_arch=[400, 300])"))
@@ -153,10 +161,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-seconds", type=float, default=300.0)
     parser.add_argument("--max-steps", type=int, default=200_000)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="Pendulum cases: torch threads for SB3 and driver_tf_threads for tfrl")
     args = parser.parse_args()
     limits = dict(target=TARGETS[args.case], max_seconds=args.max_seconds, max_steps=args.max_steps)
-    ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case=args.case, **limits)
-    sb3_script = SB3_SCRIPTS[args.case].format(**limits)
+    pendulum = args.case.startswith("pendulum")
+    overrides = {"driver_tf_threads": args.threads} if pendulum else {}
+    ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case=args.case, overrides=overrides, **limits)
+    sb3_script = SB3_SCRIPTS[args.case].format(threads=args.threads, **limits)
     have_sb3 = sb3_available(args.sb3_python)
     if not have_sb3:
         print("sb3 not available: pass --sb3-python with a Python that imports stable_baselines3 and torch")
