@@ -130,17 +130,26 @@ class _TableSignals:
 
     Registered as the table's change listener; the events live on the server's event loop, and a
     change made on another thread (an in-process caller, `Server.stop`) is handed over to it.
+    A call takes the current event (`take`) before an attempt that the table may refuse, and
+    waits on it after a refusal: a change between the two (another coroutine's insert while the
+    attempt's result comes back) has already set the event, so no wake-up is lost. Changes
+    nobody took the event of cost nothing.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self.events = {"insert": asyncio.Event(), "sample": asyncio.Event()}
-        self.waiting = {"insert": 0, "sample": 0}
+        self._taken = {"insert": False, "sample": False}
+
+    def take(self, kind: str) -> asyncio.Event:
+        """The event the next change of `kind` sets."""
+        self._taken[kind] = True
+        return self.events[kind]
 
     def on_change(self, kind: str) -> None:
         if threading.get_ident() == self._loop_thread:
-            if self.waiting[kind]:
+            if self._taken[kind]:
                 self._fire(kind)
         else:
             try:
@@ -151,18 +160,17 @@ class _TableSignals:
     def _fire(self, kind: str) -> None:
         event = self.events[kind]
         self.events[kind] = asyncio.Event()
+        self._taken[kind] = False
         event.set()
 
-    async def wait(self, event: asyncio.Event, kind: str, timeout: float) -> None:
-        """Waits until `event` (taken from `events[kind]` before the refused attempt) fires, or
-        `timeout` seconds."""
-        self.waiting[kind] += 1
+    @staticmethod
+    async def wait(event: asyncio.Event, timeout: float) -> None:
+        """Waits until `event` (from `take` before the refused attempt) fires, or `timeout`
+        seconds."""
         try:
             await asyncio.wait_for(event.wait(), timeout)
         except asyncio.TimeoutError:
             pass
-        finally:
-            self.waiting[kind] -= 1
 
 
 class _WorkQueue:
@@ -433,7 +441,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             signals = self._signals[id(table)]
             waited = False
             while True:
-                event = signals.events["insert"]
+                event = signals.take("insert")
                 if waited:
                     remaining = context.time_remaining()
                     if remaining is not None and remaining < _INSERT_DEADLINE_GUARD_SECONDS:
@@ -444,7 +452,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 done += await self._work.run(table.try_insert_many, items[done:] if done else items)
                 if done == len(items):
                     break
-                await signals.wait(event, "insert", _RECHECK_SECONDS)
+                await signals.wait(event, _RECHECK_SECONDS)
                 waited = True
 
     # -- samples ----------------------------------------------------------------------------
@@ -515,7 +523,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         loop = asyncio.get_running_loop()
         deadline = None
         while True:
-            event = signals.events["sample"]
+            event = signals.take("sample")
             taken = await self._work.run(_take_samples, table, want, columnar)
             if taken is not None:
                 return taken
@@ -529,7 +537,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         f"table {table.name!r}: sample timed out after {timeout_ms / 1000.0:g} s: "
                         f"{table.sample_blocker()}")
                 wait = min(wait, remaining)
-            await signals.wait(event, "sample", wait)
+            await signals.wait(event, wait)
 
     # -- unary calls ------------------------------------------------------------------------
 

@@ -1,4 +1,6 @@
-"""16 concurrent writers and 4 samplers for a bounded time: every item exactly once, no deadlock."""
+"""16 concurrent writers and 4 samplers for a bounded time: every item exactly once, no deadlock;
+a waiting call is woken by every change that happens after its refused attempt."""
+import asyncio
 import collections
 import gc
 import threading
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 from replay import errors
+from replay.server import _TableSignals
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,3 +74,20 @@ def test_sixteen_writers_and_four_samplers_account_for_every_item(server):
         gc.collect()  # cancelled streams may leave their last frames in reference cycles
         time.sleep(0.05)
     assert len(server.chunk_store) == 0
+
+
+def test_a_change_between_a_refused_attempt_and_its_wait_still_wakes_the_call():
+    # An insert can run on the event loop after a sample attempt was refused and before that call
+    # starts waiting (the work queue runs both in one slice); the call must not sleep through it
+    # until its recheck a second later.
+    async def scenario():
+        signals = _TableSignals(asyncio.get_running_loop())
+        event = signals.take("sample")  # taken before the attempt, which the table refuses
+        signals.on_change("sample")  # another stream's insert, on the loop's thread
+        await asyncio.wait_for(signals.wait(event, timeout=30.0), timeout=5.0)
+        assert event.is_set()
+        assert not signals.take("sample").is_set()  # the next attempt waits for the next change
+        signals.on_change("insert")  # nobody took the insert event: nothing fires
+        assert not signals.events["insert"].is_set()
+
+    asyncio.run(scenario())
