@@ -237,8 +237,8 @@ class MirroredLearner:
 
     def _bound_train_fn(self, iterator):
         """The traced training function of `iterator`, which it captures rather than takes as an
-        argument: flattening a distributed iterator's type spec on every call cost about as much
-        as a small model's gradient step. One function per iterator (the last few are kept)."""
+        argument: flattening a distributed iterator's type spec on every call took about half of
+        the call's Python time. One function per iterator (the last few are kept)."""
         key = id(iterator)
         entry = self._bound_fns.get(key)
         if entry is not None and entry[0] is iterator:
@@ -380,11 +380,13 @@ class MirroredLearner:
             variable.assign(value)
 
 
-def mean_stats(outputs: Sequence[StepOutput]) -> Dict[str, float]:
+def mean_stats(outputs: Sequence[StepOutput],
+               previous: Optional[Dict[str, float]] = None) -> Dict[str, float]:
     """Averages each statistic over steps (each step already averaged over its global batch).
 
     A statistic that a step did not compute is NaN there (TD3's actor loss between its delayed
-    updates) and is averaged over the steps that did compute it; it stays NaN when none did."""
+    updates) and is averaged over the steps that did compute it. When no step did, it keeps its
+    value in `previous` (the statistics of the learner's call before), or stays NaN."""
     if not outputs:
         return {}
     names = list(outputs[0].stats)
@@ -393,4 +395,6 @@ def mean_stats(outputs: Sequence[StepOutput]) -> Dict[str, float]:
     counts = computed.sum(axis=0)
     sums = np.where(computed, values, 0.0).sum(axis=0)
     means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-    return {name: float(mean) for name, mean in zip(names, means)}
+    previous = previous or {}
+    return {name: float(mean) if count else float(previous.get(name, np.nan))
+            for name, mean, count in zip(names, means, counts)}

@@ -261,7 +261,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         steps_before = self.num_train_steps
         self.num_train_steps += len(outputs)
         self.num_steps_trained += sum(o.batch_size for o in outputs)
-        self.learner_stats = {self.policy_id: mean_stats(outputs)}
+        self.learner_stats = {self.policy_id: mean_stats(outputs, self.learner_stats.get(self.policy_id))}
         if (self.num_steps_trained - self._last_target_update
                 >= self.settings.target_network_update_freq):
             self.policy.update_target()

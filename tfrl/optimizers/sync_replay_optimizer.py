@@ -292,7 +292,9 @@ class SyncReplayOptimizer(PolicyOptimizer):
         if outputs:
             from tfrl.learner import mean_stats
 
-            self.learner_stats = dict(self.learner_stats, **{lane.policy_id: mean_stats(outputs)})
+            previous = self.learner_stats.get(lane.policy_id)
+            self.learner_stats = dict(self.learner_stats,
+                                      **{lane.policy_id: mean_stats(outputs, previous)})
 
     def drain(self) -> None:
         """Waits for the sampling round in flight and counts its steps and episodes."""

@@ -190,6 +190,11 @@ def test_mean_stats_leaves_out_the_steps_that_did_not_compute_a_statistic():
     assert averaged["critic_loss"] == pytest.approx(4.0)
     assert averaged["actor_loss"] == pytest.approx(-3.0)
     assert np.isnan(averaged["never"])
+    # a call none of whose steps computed the actor loss keeps the previous call's value
+    skipped = mean_stats(outputs[:1], previous=averaged)
+    assert skipped["critic_loss"] == pytest.approx(1.0)
+    assert skipped["actor_loss"] == pytest.approx(-3.0)
+    assert np.isnan(mean_stats(outputs[:1])["actor_loss"])
 
 
 def test_keras3_optimizer_slots_are_built_inside_the_scope():
