@@ -123,16 +123,14 @@ _PENDULUM_LOOP = """
 """
 SB3_SCRIPTS["pendulum-sac"] = textwrap.dedent(_PENDULUM_LOOP.format(
     algo="SAC", kwargs="learning_rate=1e-3"))
-SB3_SCRIPTS["pendulum-td3"] = textwrap.dedent(_PENDULUM_LOOP.format(
-    algo="TD3", kwargs="learning_rate=1e-3, gamma=0.98, buffer_size=200_000, "
-    "learning_starts=10_000, train_freq=1, gradient_steps=1, "
-    "action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), "
-    "policy_kwargs=dict(net_arch=[400, 300])"))
-SB3_SCRIPTS["pendulum-ddpg"] = textwrap.dedent(_PENDULUM_LOOP.format(
-    algo="DDPG", kwargs="learning_rate=1e-3, gamma=0.98, buffer_size=200_000, "
-    "learning_starts=10_000, train_freq=1, gradient_steps=1, "
-    "action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), "
-    "policy_kwargs=dict(net_arch=[400, 300])"))
+# rl-zoo gives TD3 and DDPG the same Pendulum-v1 settings (hyperparams/td3.yml, ddpg.yml).
+_DETERMINISTIC_ACTOR_KWARGS = (
+    "learning_rate=1e-3, gamma=0.98, buffer_size=200_000, learning_starts=10_000, train_freq=1, "
+    "gradient_steps=1, action_noise=NormalActionNoise(np.zeros(1), 0.1 * np.ones(1)), "
+    "policy_kwargs=dict(net_arch=[400, 300])")
+for _algo in ("TD3", "DDPG"):
+    SB3_SCRIPTS[f"pendulum-{_algo.lower()}"] = textwrap.dedent(_PENDULUM_LOOP.format(
+        algo=_algo, kwargs=_DETERMINISTIC_ACTOR_KWARGS))
 
 
 def run_side(python: str, script: str, timeout: float) -> tuple[float, int, bool]:

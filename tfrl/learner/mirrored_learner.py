@@ -393,8 +393,7 @@ def mean_stats(outputs: Sequence[StepOutput],
     values = np.array([[o.stats[name] for name in names] for o in outputs], np.float64)
     computed = ~np.isnan(values)
     counts = computed.sum(axis=0)
-    sums = np.where(computed, values, 0.0).sum(axis=0)
-    means = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    means = np.where(computed, values, 0.0).sum(axis=0) / np.maximum(counts, 1)
     previous = previous or {}
     return {name: float(mean) if count else float(previous.get(name, np.nan))
             for name, mean, count in zip(names, means, counts)}
