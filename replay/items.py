@@ -120,6 +120,12 @@ class Item:
         if not (self.priority >= 0.0) or self.priority == float("inf"):
             raise errors.InvalidArgumentError(
                 f"item {self.key}: priority must be a finite number >= 0, got {self.priority}")
+        span = self.span
+        if span is not None:  # what writers send: one slice of one chunk, the same in every column
+            chunk_key, offset, length, squeeze_mask = span
+            if offset >= 0 and 0 < length and offset + length <= self.chunks[chunk_key].length \
+                    and (length == 1 or not squeeze_mask):
+                return  # else the checks below name what is wrong
         if not self.trajectory:
             raise errors.InvalidArgumentError(f"item {self.key}: the trajectory has no columns")
         for c, (squeeze, slices) in enumerate(self.trajectory):

@@ -17,6 +17,7 @@ import dataclasses
 import math
 import threading
 import time
+import weakref
 from typing import Any, Callable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -88,6 +89,8 @@ _SPEC_KEYS = {"shape", "dtype", "name"}
 MAX_SAMPLES_PER_CALL = 4096
 # Distinct item column layouts a table remembers as checked against its signature.
 _MAX_FITTING_LAYOUTS = 64
+# chunks whose step items were found to fit the signature (weakly held: they go with their chunk)
+_MAX_FITTING_SPANS = 4096
 
 
 def _signature_to_config(signature):
@@ -177,6 +180,7 @@ class Table:
         # Column layouts (shape, dtype per column) already checked against the signature: a
         # table's items almost always share one, and checking walks the signature nest.
         self._fitting_layouts: set = set()
+        self._fitting_spans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         rate_limiter.owner = name
         self._sampler = sampler
         self._remover = remover
@@ -246,11 +250,22 @@ class Table:
             raise errors.InvalidArgumentError(f"table {self.name!r}: expected a replay.items.Item, got {item!r}")
         item.validate()
         if self.signature is not None:
+            span = item.span
+            if span is not None:
+                # the items of one chunk with the same length and squeeze flags share a layout
+                chunk = item.chunks[span[0]]
+                fitting = self._fitting_spans.get(chunk)
+                if fitting is not None and (span[2], span[3]) in fitting:
+                    return self._validate_priority(item.key, item.priority)
             layout = tuple(item.column_specs())
             if layout not in self._fitting_layouts:
                 specs.check_flat_columns(self.signature, list(layout), self.name)
                 if len(self._fitting_layouts) < _MAX_FITTING_LAYOUTS:
                     self._fitting_layouts.add(layout)
+            if span is not None:
+                if chunk not in self._fitting_spans and len(self._fitting_spans) >= _MAX_FITTING_SPANS:
+                    self._fitting_spans.clear()  # items of a chunk mostly arrive together
+                self._fitting_spans.setdefault(chunk, set()).add((span[2], span[3]))
         return self._validate_priority(item.key, item.priority)
 
     def _validate_priority(self, key: int, priority) -> float:

@@ -141,8 +141,8 @@ class ColumnHistory:
 class _ChunkBuilder:
     """The steps of one chunk being written, then the finished chunk until it is released."""
 
-    __slots__ = ("key", "writer", "episode_id", "start_index", "start_serial", "steps", "closed",
-                 "chunk", "sent", "released", "pending_items", "live_steps")
+    __slots__ = ("key", "writer", "episode_id", "start_index", "start_serial", "steps", "columns",
+                 "closed", "chunk", "sent", "released", "pending_items", "live_steps")
 
     def __init__(self, key: int, writer: "weakref.ref", episode_id: int, start_index: int,
                  start_serial: int):
@@ -152,6 +152,8 @@ class _ChunkBuilder:
         self.start_index = start_index  # the first step's index in its episode
         self.start_serial = start_serial  # ... and among all steps of the writer
         self.steps: Optional[List[list]] = []
+        # or, for the steps of `append_step_items`, one array per leaf holding all of them
+        self.columns: Optional[List[np.ndarray]] = None
         self.closed = False  # no more steps; the chunk is encoded when first sent
         self.chunk: Optional[Chunk] = None
         self.sent = False
@@ -282,6 +284,94 @@ class TrajectoryWriter:
         if len(builder.steps) >= (self._chunk_length or self._keep):
             self._finalize(builder)
         return self._refs_nest(data, refs)
+
+    def append_step_items(self, table: str, steps: Any, priorities: Any = None) -> None:
+        """Appends the n steps of `steps` and creates, for each, one item of `table` holding that
+        step alone: what `for t in range(n): create_item(table, priorities[t], append(step_t))`
+        does (step_t: every leaf's row t), with the work per chunk instead of per step.
+
+        `steps` is a nest like `append`'s whose leaves have a leading dimension of n (rows in
+        step order); `priorities` holds n numbers (None: all 1.0). The steps start a new chunk
+        and fill chunks of `chunk_length` (without one, each step is its own chunk, as items
+        close chunks then); the last `num_keep_alive_refs` of them stay in `history`.
+
+        Raises:
+          InvalidArgumentError: leaves of different lengths, a structure, dtype or row shape
+            other than the first step's, a leaf of Python objects, a bad priority or count of
+            priorities, or a closed writer; errors of the stream (see `flush`).
+        """
+        self._check_open()
+        flat = tree.flatten(steps)
+        leaves = [np.asarray(x) for x in flat]
+        if not leaves or any(leaf.ndim == 0 for leaf in leaves):
+            raise errors.InvalidArgumentError(
+                "append_step_items needs leaves with a leading dimension of steps")
+        n = leaves[0].shape[0]
+        if any(leaf.shape[0] != n for leaf in leaves):
+            raise errors.InvalidArgumentError(
+                f"the leaves hold different numbers of steps {[leaf.shape[0] for leaf in leaves]}; "
+                "every leaf needs one row per step")
+        if priorities is None:
+            priorities = np.ones(n)
+        priorities = np.asarray(priorities, np.float64).reshape(-1)
+        if priorities.shape[0] != n:
+            raise errors.InvalidArgumentError(
+                f"{priorities.shape[0]} priorities for {n} steps; give one per step")
+        bad = ~(priorities >= 0.0) | np.isinf(priorities)
+        if bad.any():
+            raise errors.InvalidArgumentError(
+                f"priority must be a finite number >= 0, got {priorities[bad][0]} (step "
+                f"{int(np.flatnonzero(bad)[0])})")
+        if n == 0:
+            return
+        first_step = tree.unflatten_as(steps, [leaf[0] for leaf in leaves]) if tree.is_nested(
+            steps) else leaves[0][0]
+        if self._leaf_specs is None:
+            self._set_structure(first_step, [leaf[0] for leaf in leaves])
+        else:
+            self._step_leaves(first_step)  # the structure check
+            for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, self._leaf_specs)):
+                if leaf.shape[1:] != shape or leaf.dtype != dtype:
+                    raise errors.InvalidArgumentError(
+                        f"leaf {i} has rows of shape {leaf.shape[1:]} and dtype {leaf.dtype}, but "
+                        f"the first step had {shape} and {dtype}; every step of a writer has the "
+                        "same specs")
+        if self._open is not None:
+            self._finalize(self._open, send=False)
+        specs = self._leaf_specs
+        num_leaves = len(specs)
+        per_chunk = self._chunk_length or 1
+        keep = self._keep
+        window, histories = self._window, self._history
+        first_kept = n - min(keep, n)
+        for start in range(0, n, per_chunk):
+            end = min(n, start + per_chunk)
+            builder = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
+                                    self._episode_step + start, self._serial + start)
+            builder.steps = None
+            builder.columns = [leaf[start:end] for leaf in leaves]
+            builder.closed = True
+            builder.pending_items = end - start
+            chunk_key = builder.key
+            builders = [builder]
+            for offset in range(end - start):
+                wire_columns = [(True, ((chunk_key, offset, 1, leaf),)) for leaf in range(num_leaves)]
+                self._pending.append((table, float(priorities[start + offset]), self._new_key(),
+                                      wire_columns, builders))
+            for t in range(max(start, first_kept), end):
+                builder.live_steps += 1
+                window.append(builder)
+                for i, history in enumerate(histories):
+                    history.append(CellRef(builder, t - start, i, specs[i][0], specs[i][1],
+                                           leaves[i][t]))
+                if len(window) > keep:
+                    old = window.popleft()
+                    old.live_steps -= 1
+                    if old.live_steps == 0 and old is not self._open:
+                        self._maybe_release(old)
+        self._episode_step += n
+        self._serial += n
+        self._send_ready()
 
     def _step_leaves(self, data) -> List[np.ndarray]:
         """The leaves of a later step as arrays, checked against the first step's structure.
@@ -426,7 +516,7 @@ class TrajectoryWriter:
             self._finalize(self._open, send=False)
         for builder in builders:
             builder.pending_items += 1
-        self._pending.append((table, priority, key, columns, builders))
+        self._pending.append((table, priority, key, _item_columns(columns), builders))
         self._send_ready()
 
     def _kept_alive(self, cell: CellRef) -> bool:
@@ -448,7 +538,7 @@ class TrajectoryWriter:
         releases, self._releases = self._releases, []
         pending = self._pending
         while pending:
-            table, priority, key, columns, builders = pending[0]
+            table, priority, key, wire_columns, builders = pending[0]
             if not all(b.closed for b in builders):
                 break  # waits for its chunk to close (chunk_length set)
             pending.popleft()
@@ -456,9 +546,9 @@ class TrajectoryWriter:
                 if not b.sent:
                     b.sent = True
                     b.chunk = self._encode_chunk(b)
-                    b.steps = None
+                    b.steps = b.columns = None
                     chunks.append(b.chunk)
-            items.append((table, key, priority, _item_columns(columns)))
+            items.append((table, key, priority, wire_columns))
             for b in builders:
                 b.pending_items -= 1
                 if b.pending_items == 0 and b.live_steps == 0 and b is not self._open:
@@ -468,7 +558,9 @@ class TrajectoryWriter:
 
     def _encode_chunk(self, builder: _ChunkBuilder) -> Chunk:
         steps = builder.steps
-        if len(steps) == 1:
+        if builder.columns is not None:
+            columns = builder.columns
+        elif len(steps) == 1:
             columns = [leaf[np.newaxis] for leaf in steps[0]]  # a view: no stacking copy
         else:
             columns = [np.stack(leaves) for leaves in zip(*steps)]
@@ -487,7 +579,8 @@ class TrajectoryWriter:
                 if hint[1] >= _INCOMPRESSIBLE_TRIES:
                     hint[0], hint[1] = _INCOMPRESSIBLE_SKIP, 0
             encoded.append(data)
-        return Chunk(builder.key, encoded, len(steps), builder.episode_id, builder.start_index)
+        return Chunk(builder.key, encoded, len(columns[0]), builder.episode_id,
+                     builder.start_index)
 
     def _maybe_release(self, builder: _ChunkBuilder) -> None:
         if builder.pending_items == 0:
@@ -506,7 +599,7 @@ class TrajectoryWriter:
         if builder.sent:
             releases.append(builder.key)
         builder.chunk = None
-        builder.steps = None
+        builder.steps = builder.columns = None
 
     # -- flushing and episodes -----------------------------------------------------------
 

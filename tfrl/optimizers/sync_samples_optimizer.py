@@ -116,7 +116,9 @@ class SyncSamplesOptimizer(PolicyOptimizer):
     def step(self) -> dict:
         self.activate()
         with self.timer("sync_weights"):
-            self.workers.sync_weights(global_vars={"timestep": self.num_steps_sampled})
+            # not waited for: each worker sets the weights before its sample call runs
+            weights_set = self.workers.sync_weights(
+                global_vars={"timestep": self.num_steps_sampled}, wait=False)
         with self.timer("sample"):
             steps, items = 0, {}
             while steps < self.train_batch_size:
@@ -125,6 +127,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
                 self._new_episodes.extend(episodes)
                 for pid, n in written.items():
                     items[pid] = items.get(pid, 0) + n
+            self.workers.gather(weights_set)  # done by now; raises what set_weights raised
         stats = {}
         for pid in self.policy_ids:
             n = items.get(pid, 0)

@@ -92,6 +92,9 @@ class RunningStat:
 class Filter:
     """Base class: `__call__(obs_batch, update=True)` returns the filtered batch."""
 
+    # True for a filter that learns nothing from what it sees: synchronising it is a no-op
+    stateless = False
+
     def __call__(self, obs_batch: Any, update: bool = True) -> Any:
         raise NotImplementedError
 
@@ -122,6 +125,8 @@ class Filter:
 
 class NoFilter(Filter):
     """Passes observations through unchanged."""
+
+    stateless = True
 
     def __call__(self, obs_batch, update=True):
         return obs_batch

@@ -334,17 +334,7 @@ class ReplayOutput:
                 priorities = priorities.max(axis=1)
         else:
             priorities = np.ones(n)
-        writer = self._get_writer()
-        table = self.tables[pid]
-        names = list(columns)
-        nested = any(tree.is_nested(columns[c]) for c in names)
-        for t in range(n):
-            if nested:
-                step = {c: tree.map_structure(lambda a: a[t], columns[c]) for c in names}
-            else:
-                step = {c: columns[c][t] for c in names}
-            refs = writer.append(step)
-            writer.create_item(table, float(priorities[t]), refs)
+        self._get_writer().append_step_items(self.tables[pid], columns, priorities)
         return n
 
     def _write_fragments(self, pid: str, batch: SampleBatch, signature: Dict[str, Any]) -> int:

@@ -44,6 +44,9 @@ class WorkerSettings(Settings):
     tf_threads_per_worker: Optional[int] = setting(
         "TensorFlow intra- and inter-op threads of a remote worker's process (None or 0: "
         "TensorFlow's default)", minimum=0)
+    jit_compile_actions: Union[bool, Literal["auto"]] = setting(
+        "compile the policies' action functions with XLA: True, False, or 'auto' (remote "
+        "workers of a single-agent env)")
     multiagent: Optional[dict] = setting(
         "{policies, policy_mapping_fn, policies_to_train}; None or keys it lacks mean: policies from "
         "the policy spec, the only policy for every agent, train all")

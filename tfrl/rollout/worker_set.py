@@ -309,18 +309,28 @@ class WorkerSet:
 
     # --- synchronisation ----------------------------------------------------------------
     def sync_weights(self, policies: Optional[Sequence[str]] = None,
-                     global_vars: Optional[dict] = None) -> None:
+                     global_vars: Optional[dict] = None, wait: bool = True) -> List[tuple]:
         """Sends the local worker's weights (one ray.put for all) and global vars to every
-        remote worker, and waits until they are set."""
+        remote worker, and waits until they are set.
+
+        With `wait=False` the calls are only sent and their (worker, ref) pairs returned, for
+        `gather` later: a call made to a worker afterwards (say `sample`) still runs after its
+        `set_weights`, since a worker actor runs one caller's calls in the order they were made,
+        and the round trip of waiting is saved. Returns [] when it waited.
+        """
         import ray
 
         if global_vars:
             self._local.set_global_vars(global_vars)
         self.wait_until_started()
         if not self._remote:
-            return
+            return []
         weights = ray.put(self._local.get_weights(policies))
-        self.gather([(w, w.set_weights.remote(weights, global_vars)) for w in self._remote])
+        pending = [(w, w.set_weights.remote(weights, global_vars)) for w in self._remote]
+        if not wait:
+            return pending
+        self.gather(pending)
+        return []
 
     def set_replay_output(self, replay_output: Any) -> None:
         """Points every worker (and workers started or recreated later) at a replay output;
@@ -333,11 +343,14 @@ class WorkerSet:
 
     def sync_filters(self) -> None:
         """Merges every remote worker's new filter statistics into the local worker's filters and
-        sends the merged filters back to all of them."""
+        sends the merged filters back to all of them. Nothing travels when every filter is
+        stateless (NoFilter)."""
         import ray
 
         self.wait_until_started()
         local = self._local.filters
+        if all(f.stateless for f in local.values()):
+            return
         for remote_filters in self.gather(
                 [(w, w.get_filters.remote(flush_after=True)) for w in self._remote]):
             for pid, f in remote_filters.items():

@@ -57,6 +57,14 @@ def test_weights_filters_and_calls_reach_every_worker(ray_session):
             assert f["default_policy"].running_stat.count == merged.count
             np.testing.assert_allclose(f["default_policy"].running_stat.mean, merged.mean)
 
+        # weights sent without waiting are set before the next call each worker runs
+        local.learn_on_batch(local.sample())
+        pending = ws.sync_weights(wait=False)
+        assert len(pending) == 2
+        remote_weights = ws.call_remote_workers("get_weights")
+        assert all(weights_equal(w, local.get_weights()) for w in remote_weights)
+        assert ws.gather(pending) == [None, None]
+
         ws.add_workers(1)
         assert ws.num_healthy_workers() == 3
         assert sorted(ws.foreach_worker(lambda w: w.worker_index)) == [0, 1, 2, 3]
