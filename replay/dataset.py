@@ -684,7 +684,8 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
         # Read one block ahead on a tf.data thread, as `prefetch(1)` would; but a cancelled
         # read (a TF1 session closed while `get_next` waits) ends with CancelledError here,
         # where through `prefetch` it would look like the end of the data.
-        blocks = stream_dataset(0).map(lambda block: block, num_parallel_calls=1)
+        blocks = stream_dataset(0).map(tf.autograph.experimental.do_not_convert(lambda block: block),
+                                       num_parallel_calls=1)
     else:
         # Each stream is pulled by its own tf.data thread; blocks come out as they are ready.
         blocks = tf.data.Dataset.range(len(streams)).interleave(

@@ -9,7 +9,7 @@ and DDPG on Pendulum-v1.
 Stable-Baselines3 is not a dependency: it runs in its own virtualenv (for example
 `python -m venv V && V/bin/pip install stable-baselines3 torch==2.13.0`), whose Python is passed by
 path. Both sides train to the same criterion, wall clock counted from the construction of the
-trainer. cartpole-ppo: the mean return of the last 100 finished episodes first reaches 450 (ours:
+trainer (each side's library, TensorFlow or torch, is imported before the clock starts). cartpole-ppo: the mean return of the last 100 finished episodes first reaches 450 (ours:
 the `cartpole-ppo` tuned example through the full path of Ray rollout workers, the embedded replay
 server, ReplayDataset and the learner; theirs: rl-zoo's CartPole-v1 PPO settings in one process).
 pendulum-sac / pendulum-td3 / pendulum-ddpg: the mean return of the last 10 finished episodes
@@ -42,8 +42,10 @@ OURS_SCRIPT = textwrap.dedent("""
     ensure_ray({{}})
     experiment = load_experiment_file({case!r})
     experiment["config"].update({overrides!r})
+    # the library is imported before the clock starts, as `from stable_baselines3 import ...` is
+    trainer_class = get_trainer_class(experiment["run"])
     built = time.time()
-    trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
+    trainer = trainer_class(config=experiment["config"], env=experiment["env"])
     try:
         while True:
             result = trainer.train()

@@ -108,8 +108,8 @@ class MinibatchSGD:
                 shards, seed, j // num_minibatches, j % num_minibatches, per_replica))
 
         stats = run(tf.constant(0))
-        for j in tf.range(1, num_iter * num_minibatches):
-            stats = run(j)
+        _, stats = tf.while_loop(lambda j, _: j < num_iter * num_minibatches,
+                                 lambda j, _: (j + 1, run(j)), (tf.constant(1), stats))
         # each replica's stats are weighted by its share of the minibatch: their sum is the mean
         return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
 
@@ -145,8 +145,9 @@ class MinibatchSGD:
             # batch varies for multi-agent and recurrent policies, and one trace serves all.
             spec = tree.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), batch)
             scalar = tf.TensorSpec([], tf.int32)
+            # traced as written, without autograph, as the policy's own functions are
             self._run = tf.function(self._distributed_sgd, input_signature=[
-                spec, scalar, scalar, tf.TensorSpec([], tf.int64)])
+                spec, scalar, scalar, tf.TensorSpec([], tf.int64)], autograph=False)
         stats = self._run(batch, tf.constant(self.num_sgd_iter), tf.constant(minibatch),
                           tf.constant(self._calls, tf.int64))
         self.policy.num_grad_updates += self.num_sgd_iter

@@ -187,7 +187,8 @@ class MirroredLearner:
         return weighted_stats, step.per_sample, info, step.global_rows
 
     def _distributed_step(self, element):
-        stats, per_sample, info, global_size = self.strategy.run(self._replica_step, args=(element,))
+        stats, per_sample, info, global_size = self.strategy.run(
+            tf.autograph.experimental.do_not_convert(self._replica_step), args=(element,))
         reduced_stats = {name: self.strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None)
                          for name, value in stats.items()}
         # Concatenated on the host rather than with strategy.gather: collectives do not take

@@ -167,7 +167,8 @@ class TargetNetworkMixin(ClassicSetupCall):
                 "with the same model config as the model.")
         self._extra_state_variables["target_model"] = list(self.target_model.variables)
         self._update_target_fn = tf.function(self._polyak_update,
-                                             input_signature=[tf.TensorSpec([], tf.float32)])
+                                             input_signature=[tf.TensorSpec([], tf.float32)],
+                                             autograph=False)
         self.update_target(tau=1.0)
 
     def _polyak_update(self, tau):

@@ -22,7 +22,10 @@ computation and application. Acting, value estimation and the learn step are on 
 (once per env step, or per train batch), so they are called through `_FlatCall`: the one
 concrete function of each is fetched once and called with a flat list of tensors, which skips
 tf.function's per-call argument binding and signature matching (most of the cost of a call
-for a small model).
+for a small model). They are traced as written, without autograph (as RLlib's traced eager
+policies are), and so is the policy's step inside the learners' loops: a loss or model that
+branches or loops on tensor values uses tf.cond / tf.while_loop. Autograph conversion was
+about a second of every trainer's start.
 
 Distributed learning: construct the policy inside `strategy.scope()`; then inside
 `strategy.run` call `loss_and_stats(batch)` (pure) or `compute_and_apply_gradients(batch)`.
@@ -363,7 +366,8 @@ class TFPolicy(Policy):
             return self.model.value_function()
 
         self._value_fn = tf.function(value_fn, input_signature=[self._obs_spec,
-                                                                self._state_specs])
+                                                                self._state_specs],
+                                     autograph=False)
         self._flat_values = _FlatCall(self._value_fn)
         flat_obs_specs = tf.nest.flatten(self._obs_spec)
         self._obs_is_nested = tf.nest.is_nested(self._obs_spec)
@@ -375,8 +379,9 @@ class TFPolicy(Policy):
 
     def _build_learn_functions(self):
         sig = [self._learn_signature]
-        self._learn_fn = tf.function(self.compute_and_apply_gradients, input_signature=sig)
-        self._loss_fn = tf.function(self.loss_and_stats, input_signature=sig)
+        self._learn_fn = tf.function(self.compute_and_apply_gradients, input_signature=sig,
+                                     autograph=False)
+        self._loss_fn = tf.function(self.loss_and_stats, input_signature=sig, autograph=False)
 
         def grads_fn(batch):
             with tf.GradientTape() as tape:
@@ -387,7 +392,7 @@ class TFPolicy(Policy):
             stats.update(self.grad_stats(batch, grads))
             return grads, stats
 
-        self._grads_fn = tf.function(grads_fn, input_signature=sig)
+        self._grads_fn = tf.function(grads_fn, input_signature=sig, autograph=False)
         self._flat_learn = _FlatCall(self._learn_fn)
         self._flat_grads = _FlatCall(self._grads_fn)
         self._learn_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s), f"Column {k!r}")
@@ -396,7 +401,8 @@ class TFPolicy(Policy):
         variables = self.model.trainable_variables
         self._apply_fn = tf.function(
             lambda grads: self.apply_gradients_op(self.optimizer, list(zip(grads, variables))),
-            input_signature=[[tf.TensorSpec(v.shape, v.dtype) for v in variables]])
+            input_signature=[[tf.TensorSpec(v.shape, v.dtype) for v in variables]],
+            autograph=False)
 
     def compile_actions_with_xla(self, enabled: bool) -> None:
         """Whether `compute_actions` runs an XLA-compiled function (`jit_compile`) or the plain
@@ -407,7 +413,8 @@ class TFPolicy(Policy):
         policy acts with the plain graph from then on."""
         self._compute_actions_fn = tf.function(self._forward_actions,
                                                input_signature=self._actions_signature,
-                                               jit_compile=bool(enabled) or None)
+                                               jit_compile=bool(enabled) or None,
+                                               autograph=False)
         self._flat_actions = _FlatCall(self._compute_actions_fn)
         self._actions_with_xla = bool(enabled)
         self._actions_called = False
