@@ -9,7 +9,8 @@ and DDPG on Pendulum-v1.
 Stable-Baselines3 is not a dependency: it runs in its own virtualenv (for example
 `python -m venv V && V/bin/pip install stable-baselines3 torch==2.13.0`), whose Python is passed by
 path. Both sides train to the same criterion, wall clock counted from the construction of the
-trainer (each side's library, TensorFlow or torch, is imported before the clock starts). cartpole-ppo: the mean return of the last 100 finished episodes first reaches 450 (ours:
+trainer (each side's library, TensorFlow or torch, is imported before the clock starts).
+cartpole-ppo: the mean return of the last 100 finished episodes first reaches 450 (ours:
 the `cartpole-ppo` tuned example through the full path of Ray rollout workers, the embedded replay
 server, ReplayDataset and the learner; theirs: rl-zoo's CartPole-v1 PPO settings in one process).
 pendulum-sac / pendulum-td3 / pendulum-ddpg: the mean return of the last 10 finished episodes
