@@ -1,6 +1,8 @@
 """Observation filters through a Trainer: the driver's MeanStdFilter follows the rollout workers'
 (synchronised every iteration), survives save/restore, and is part of the exported SavedModel,
 whose Box actions are clipped to the action space like `compute_action`'s."""
+import time
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,6 +12,18 @@ from tfrl.agents.ppo.ppo import PPOTrainer
 
 def _filter_stat(worker_filters):
     return worker_filters["default_policy"].running_stat
+
+
+def _wait_until_dead(actor, attempts=100):
+    import ray
+
+    for _ in range(attempts):
+        try:
+            ray.get(actor.ping.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the killed actor still answers")
 
 
 @pytest.mark.timeout(300)
@@ -42,7 +56,9 @@ def test_mean_std_filter_is_synchronised_saved_and_served(ray_session, small_con
         # a recreated worker starts from the driver's filter (plus its own first resets)
         import ray
 
-        ray.kill(trainer.workers.remote_workers()[0], no_restart=True)
+        victim = trainer.workers.remote_workers()[0]
+        ray.kill(victim, no_restart=True)
+        _wait_until_dead(victim)  # ray.kill only asks: a ping sent at once may still be answered
         assert trainer.workers.probe_workers() == 1
         recreated = _filter_stat(trainer.workers.foreach_worker(
             lambda w: w.get_filters(), local_worker=False)[0])
