@@ -11,7 +11,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["replay", "replay.*", "tfrl", "tfrl.*"]),
     include_package_data=True,
-    package_data={"replay": ["proto/*.proto"], "tfrl": ["tuned_examples/*.yaml"]},
+    package_data={"replay": ["proto/*.proto"], "tfrl": ["tuned_examples/*.yaml", "serving/proto/*.proto"]},
     install_requires=[
         "tensorflow>=2.16,<2.22",
         "tensorflow-probability>=0.24,<0.26",

@@ -66,6 +66,22 @@ class EnvCrashError(EnvError, RuntimeError):
     """An env raised an exception in reset() or step(); the worker holding it must be recreated."""
 
 
+class ExternalEnvError(EnvError, ValueError):
+    """A call of an ExternalEnv (or of a PolicyClient) that cannot be carried out: an unknown or
+    finished episode id, too many episodes at once, a bad reward, a closed env, or no action in
+    time. Over gRPC it is INVALID_ARGUMENT (or DEADLINE_EXCEEDED, UNAVAILABLE)."""
+
+
+class PolicyServerError(TfrlError, RuntimeError):
+    """A policy server refused or failed a PolicyClient call. `code` is the gRPC status code's
+    name (INVALID_ARGUMENT, UNAUTHENTICATED, DEADLINE_EXCEEDED, UNAVAILABLE, ...) and the message
+    is the server's."""
+
+    def __init__(self, message: str, code: str = "UNKNOWN"):
+        super().__init__(message)
+        self.code = code
+
+
 class WorkerCrashedError(TfrlError, RuntimeError):
     """A remote rollout worker died and could not be recreated."""
 

@@ -1,8 +1,10 @@
-"""Regenerates replay/proto/replay_pb2.py and replay_pb2_grpc.py from replay/proto/replay.proto.
+"""Regenerates the protobuf and gRPC modules of the project's two services from their .proto files:
+replay/proto/replay.proto (the replay service) and tfrl/serving/proto/policy_service.proto (the
+policy service of the serving bridge).
 
-Run from anywhere: `python tools/gen_proto.py` (needs grpcio-tools, the `dev` extra). The
-generated gRPC module imports the messages as `replay.proto.replay_pb2`, so it works from the
-installed package and not only from inside its folder.
+Run from anywhere: `python tools/gen_proto.py` (needs grpcio-tools, the `dev` extra). Each
+generated gRPC module imports its messages by package path (`replay.proto.replay_pb2`), so it works
+from the installed package and not only from inside its folder.
 """
 import pathlib
 import re
@@ -11,29 +13,36 @@ import sys
 from grpc_tools import protoc
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-PROTO_DIR = REPO_ROOT / "replay" / "proto"
+PROTOS = [REPO_ROOT / "replay" / "proto" / "replay.proto",
+          REPO_ROOT / "tfrl" / "serving" / "proto" / "policy_service.proto"]
+
+
+def generate(proto: pathlib.Path) -> int:
+    folder = proto.parent
+    result = protoc.main(["grpc_tools.protoc", f"--proto_path={folder}", f"--python_out={folder}",
+                          f"--grpc_python_out={folder}", str(proto)])
+    if result != 0:
+        print(f"protoc failed on {proto} with exit code {result}", file=sys.stderr)
+        return result
+    stem = proto.stem
+    package = ".".join(folder.relative_to(REPO_ROOT).parts)
+    grpc_module = folder / f"{stem}_pb2_grpc.py"
+    source = grpc_module.read_text()
+    fixed, count = re.subn(rf"^import {stem}_pb2 as (\w+)$", rf"from {package} import {stem}_pb2 as \1",
+                           source, flags=re.M)
+    if count != 1:
+        print(f"could not find the generated 'import {stem}_pb2' line to fix", file=sys.stderr)
+        return 1
+    grpc_module.write_text(fixed)
+    print(f"generated {folder / f'{stem}_pb2.py'} and {grpc_module}")
+    return 0
 
 
 def main() -> int:
-    result = protoc.main([
-        "grpc_tools.protoc",
-        f"--proto_path={PROTO_DIR}",
-        f"--python_out={PROTO_DIR}",
-        f"--grpc_python_out={PROTO_DIR}",
-        str(PROTO_DIR / "replay.proto"),
-    ])
-    if result != 0:
-        print(f"protoc failed with exit code {result}", file=sys.stderr)
-        return result
-    grpc_module = PROTO_DIR / "replay_pb2_grpc.py"
-    source = grpc_module.read_text()
-    fixed, count = re.subn(r"^import replay_pb2 as replay__pb2$",
-                           "from replay.proto import replay_pb2 as replay__pb2", source, flags=re.M)
-    if count != 1:
-        print("could not find the generated 'import replay_pb2' line to fix", file=sys.stderr)
-        return 1
-    grpc_module.write_text(fixed)
-    print(f"generated {PROTO_DIR / 'replay_pb2.py'} and {grpc_module}")
+    for proto in PROTOS:
+        result = generate(proto)
+        if result:
+            return result
     return 0
 
 

@@ -23,13 +23,14 @@ def check_env(env: Any, env_name: str) -> None:
     """
     import gymnasium
 
+    from tfrl.env.external_env import ExternalEnv
     from tfrl.env.multi_agent_env import MultiAgentEnv
 
-    for method in ("reset", "step"):
+    for method in () if isinstance(env, ExternalEnv) else ("reset", "step"):
         if not callable(getattr(env, method, None)):
             raise errors.InvalidEnvError(
                 f"env {env_name!r} ({type(env).__name__}) has no {method}() method; an env must be a "
-                "gymnasium.Env or a tfrl.env.MultiAgentEnv")
+                "gymnasium.Env, a tfrl.env.MultiAgentEnv or a tfrl.env.ExternalEnv")
     if isinstance(env, MultiAgentEnv):
         spaces = [("observation space", a, s) for a, s in env.observation_spaces.items()]
         spaces += [("action space", a, s) for a, s in env.action_spaces.items()]

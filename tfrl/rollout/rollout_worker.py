@@ -28,6 +28,7 @@ import numpy as np
 
 from tfrl import errors
 from tfrl.env.checks import check_env
+from tfrl.env.external_env import ExternalEnv
 from tfrl.env.multi_agent_env import MultiAgentEnv
 from tfrl.env.registry import EnvContext, resolve_env_creator
 from tfrl.rollout.action_adapter import ActionAdapter
@@ -174,6 +175,8 @@ class RolloutWorker:
                 f"creating env {self.env_name!r} raised {type(exc).__name__}: {exc}") from exc
         check_env(env, self.env_name)
         seed = self._env_seed(j)
+        if isinstance(env, ExternalEnv):
+            return env
         if seed is not None and hasattr(env, "action_space") and hasattr(env.action_space, "seed"):
             env.action_space.seed(seed)
         return env
@@ -258,6 +261,20 @@ class RolloutWorker:
                                        normalize_actions=settings.normalize_actions,
                                        check=settings.check_actions)
                     for pid, p in self.policy_map.items()}
+        if isinstance(self.env, ExternalEnv):
+            from tfrl.rollout.external_sampler import ExternalEnvRunner
+
+            if len(self.envs) != 1:
+                raise errors.InvalidConfigError(
+                    f"env {self.env_name!r} is an ExternalEnv, which a worker hosts once; set "
+                    f"num_envs_per_worker to 1 (got {len(self.envs)})")
+            pid = next(iter(self.policy_map))
+            runner = ExternalEnvRunner(self, self.env, self.env_name, self.policy_map[pid], pid,
+                                       self.filters[pid], self.callbacks, settings, adapters[pid])
+            old = getattr(self, "runner", None)
+            if isinstance(old, ExternalEnvRunner):
+                runner.adopt(old)
+            return runner
         if self.multi_agent:
             from tfrl.rollout.multi_agent_sampler import MultiAgentEnvRunner
 

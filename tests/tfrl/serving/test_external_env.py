@@ -1,0 +1,132 @@
+"""ExternalEnv through a RolloutWorker: the rows follow the application's calls exactly."""
+import threading
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from tfrl import errors
+from tfrl.agents.pg.pg_policy import PGTFPolicy
+from tfrl.env import ExternalEnv
+from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout import RolloutWorker
+
+CARTPOLE = gym.make("CartPole-v1")
+OBS = [np.array([0.01 * i, -0.02 * i, 0.03, 0.0], np.float32) for i in range(6)]
+
+
+class ScriptedEnv(ExternalEnv):
+    """Two episodes: one of logged actions ended by a time limit, one asking for actions."""
+
+    def __init__(self, _ctx=None):
+        super().__init__(CARTPOLE.action_space, CARTPOLE.observation_space)
+        self.asked = []
+        self.done = threading.Event()
+
+    def run(self):
+        first = self.start_episode()
+        self.log_action(first, OBS[0], 1)
+        self.log_returns(first, 1.0)
+        self.log_returns(first, 0.5)  # rewards between two actions add up
+        self.log_action(first, OBS[1], 0)
+        self.log_returns(first, 2.0)
+        self.end_episode(first, OBS[2], truncated=True)
+        second = self.start_episode()
+        for i in (3, 4):
+            self.asked.append(self.get_action(second, OBS[i]))
+            self.log_returns(second, 1.0)
+        self.end_episode(second, OBS[5])
+        self.done.set()
+
+
+def make_worker(env_creator=ScriptedEnv, **config):
+    base = {"batch_mode": "complete_episodes", "rollout_fragment_length": 4,
+            "model": {"fcnet_hiddens": [8]}}
+    return RolloutWorker(env_creator, PGTFPolicy, dict(base, **config))
+
+
+def test_rows_follow_the_application_calls():
+    worker = make_worker()
+    try:
+        batch = worker.sample()
+        env = worker.env
+        assert env.done.wait(10)
+        assert batch.count == 4
+        np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(OBS[0:2] + OBS[3:5]), rtol=1e-6)
+        np.testing.assert_allclose(batch[SampleBatch.NEXT_OBS], np.stack(OBS[1:3] + OBS[4:6]),
+                                   rtol=1e-6)
+        assert batch[SampleBatch.ACTIONS].tolist() == [1, 0] + [int(a) for a in env.asked]
+        np.testing.assert_allclose(batch[SampleBatch.REWARDS], [1.5, 2.0, 1.0, 1.0])
+        assert batch[SampleBatch.TERMINATEDS].tolist() == [False, False, False, True]
+        assert batch[SampleBatch.TRUNCATEDS].tolist() == [False, True, False, False]
+        eps = batch[SampleBatch.EPS_ID]
+        assert eps[0] == eps[1] and eps[2] == eps[3] and eps[0] != eps[2]
+        # a logged action's likelihood is the policy's for that action, not for the one it sampled
+        policy = worker.get_policy()
+        expected = policy.compute_log_likelihoods(np.array([1, 0]), np.stack(OBS[0:2]))
+        np.testing.assert_allclose(batch[SampleBatch.ACTION_LOGP][:2], expected, rtol=1e-5)
+        metrics = worker.get_metrics()
+        assert [(m.episode_length, m.episode_reward) for m in metrics] == [(2, 3.5), (2, 2.0)]
+    finally:
+        worker.stop()
+
+
+def test_truncate_episodes_returns_exactly_one_fragment_and_keeps_the_rest():
+    class ManySteps(ExternalEnv):
+        def __init__(self, _ctx=None):
+            super().__init__(CARTPOLE.action_space, CARTPOLE.observation_space)
+
+        def run(self):
+            episode = self.start_episode()
+            for i in range(11):
+                self.log_action(episode, OBS[i % 6], i % 2)
+                self.log_returns(episode, float(i))
+            self.end_episode(episode, OBS[0])
+
+    worker = make_worker(ManySteps, batch_mode="truncate_episodes", rollout_fragment_length=4)
+    try:
+        batches = [worker.sample() for _ in range(2)]
+        assert [b.count for b in batches] == [4, 4]
+        rewards = np.concatenate([b[SampleBatch.REWARDS] for b in batches])
+        np.testing.assert_allclose(rewards, np.arange(8.0))
+        assert batches[1][SampleBatch.T].tolist() == [4, 5, 6, 7]  # the episode goes on
+    finally:
+        worker.stop()
+
+
+def test_bad_calls_raise_before_anything_is_recorded():
+    env = ScriptedEnv()
+    episode = env.start_episode()
+    with pytest.raises(errors.InvalidObservationError, match="not in the observation space"):
+        env.log_action(episode, np.array([100.0, 0, 0, 0], np.float32), 0)
+    with pytest.raises(errors.InvalidObservationError):
+        env.log_action(episode, np.zeros(3, np.float32), 0)
+    with pytest.raises(errors.ActionOutOfSpaceError, match="action space"):
+        env.log_action(episode, OBS[0], 7)
+    with pytest.raises(errors.ExternalEnvError, match="unknown episode id"):
+        env.log_returns("no-such-episode", 1.0)
+    with pytest.raises(errors.ExternalEnvError, match="finite"):
+        env.log_returns(episode, float("nan"))
+    with pytest.raises(errors.ExternalEnvError, match="already running"):
+        env.start_episode(episode)
+    env.end_episode(episode, OBS[1])
+    with pytest.raises(errors.ExternalEnvError, match="unknown episode id"):
+        env.end_episode(episode, OBS[1])
+    kinds = [env.events.get_nowait()[0] for _ in range(env.events.qsize())]
+    assert kinds == ["start", "end"]  # only the good calls became events
+
+
+def test_a_crashing_run_surfaces_as_env_crash_error():
+    class Crashing(ExternalEnv):
+        def __init__(self, _ctx=None):
+            super().__init__(CARTPOLE.action_space, CARTPOLE.observation_space)
+
+        def run(self):
+            raise RuntimeError("the application fell over")
+
+    worker = make_worker(Crashing)
+    try:
+        with pytest.raises(errors.EnvCrashError, match="the application fell over"):
+            worker.sample()
+    finally:
+        worker.stop()

@@ -1,0 +1,196 @@
+"""The serving bridge end to end: a PolicyServer inside a real trainer or worker, real
+PolicyClients over loopback gRPC (remote and local inference, token and TLS), bad calls."""
+import threading
+
+import grpc
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from tests.replay.tls import self_signed_certificate
+from tfrl import errors
+from tfrl.agents.pg.pg_policy import PGTFPolicy
+from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout import RolloutWorker
+from tfrl.serving import PolicyClient, PolicyServer
+from tfrl.serving.proto import policy_service_pb2 as pb
+from tfrl.serving.values import encode_value
+
+CARTPOLE = gym.make("CartPole-v1")
+PPO_CONFIG = {"num_workers": 0, "train_batch_size": 500, "rollout_fragment_length": 100,
+              "sgd_minibatch_size": 100, "num_sgd_iter": 10, "lr": 2e-3}
+
+
+def play(client, returns, stop, seed=0):
+    """A plain loop that owns CartPole and asks `client` for every action."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    try:
+        while not stop.is_set():
+            episode = client.start_episode()
+            obs, _ = env.reset()
+            total = 0.0
+            while True:
+                action = client.get_action(episode, obs)
+                obs, reward, terminated, truncated, _ = env.step(action)
+                client.log_returns(episode, reward)
+                total += reward
+                if terminated or truncated:
+                    client.end_episode(episode, obs, truncated=truncated and not terminated)
+                    break
+            returns.append(total)
+    except errors.PolicyServerError as exc:
+        if exc.code != "UNAVAILABLE" and not stop.is_set():
+            raise
+
+
+def start_loop(client, returns, stop):
+    failures = []
+
+    def body():
+        try:
+            play(client, returns, stop)
+        except Exception as exc:  # collected and asserted on by the test
+            failures.append(exc)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    return thread, failures
+
+
+def ppo_with_server(**server_kwargs):
+    from tfrl.agents.ppo.ppo import PPOTrainer
+
+    return PPOTrainer(env=lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space,
+                                                   **server_kwargs),
+                      config=dict(PPO_CONFIG))
+
+
+def test_ppo_learns_from_an_application_loop_through_a_remote_client(ray_session):
+    trainer = ppo_with_server()
+    server = trainer.workers.local_worker().env
+    client = PolicyClient(server.address)
+    returns, stop = [], threading.Event()
+    thread, failures = start_loop(client, returns, stop)
+    try:
+        results = [trainer.train() for _ in range(8)]
+    finally:
+        stop.set()
+        trainer.stop()
+        thread.join(10)
+        client.close()
+    assert not failures
+    assert [r["timesteps_total"] for r in results] == [500 * (i + 1) for i in range(8)]
+    # every episode the trainer reports is one the application played, with its return
+    reported = [x for r in results for x in r["hist_stats"]["episode_reward"][-r["episodes_this_iter"]:]]
+    assert reported == returns[:len(reported)]
+    first, last = results[0]["episode_reward_mean"], np.mean(returns[-10:])
+    assert last > 1.4 * first, (first, last)
+
+
+def test_local_inference_over_tls_with_a_token_trains_and_follows_the_weights(ray_session):
+    certificate, key = self_signed_certificate()
+    trainer = ppo_with_server(token="s3cret", tls_certificate=certificate, tls_private_key=key)
+    server = trainer.workers.local_worker().env
+    with pytest.raises(errors.PolicyServerError) as refused:
+        PolicyClient(server.address, "local", root_certificates=certificate)
+    assert refused.value.code == "UNAUTHENTICATED"
+    client = PolicyClient(server.address, "local", token="s3cret", root_certificates=certificate,
+                          update_interval=0.5, report_every=64)
+    policy = trainer.get_policy()
+    assert type(client.policy) is type(policy)
+    returns, stop = [], threading.Event()
+    thread, failures = start_loop(client, returns, stop)
+    try:
+        results = [trainer.train() for _ in range(3)]
+        client.update_policy_weights()
+        for mine, theirs in zip(client.policy.get_weights(), policy.get_weights()):
+            np.testing.assert_array_equal(mine, theirs)
+    finally:
+        stop.set()
+        trainer.stop()
+        thread.join(10)
+    assert not failures
+    assert results[-1]["timesteps_total"] == 1500
+    assert results[-1]["episodes_total"] > 0
+
+
+def test_bad_calls_get_invalid_argument_and_the_server_keeps_serving():
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
+        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 3,
+                     "model": {"fcnet_hiddens": [8]}})
+    server = worker.env
+    sampled = []
+    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
+    sampler.start()
+    client = PolicyClient(server.address, timeout=20)
+    channel = grpc.insecure_channel(server.address)
+    try:
+        episode = client.start_episode()
+
+        def refused(call, *args):
+            with pytest.raises(errors.PolicyServerError) as info:
+                call(*args)
+            assert info.value.code == "INVALID_ARGUMENT", info.value
+            return str(info.value)
+
+        assert "not in the observation space" in refused(
+            client.get_action, episode, np.array([100.0, 0, 0, 0], np.float32))
+        assert "leaves" in refused(client.get_action, episode, (np.zeros(4, np.float32),) * 2)
+        assert "unknown episode id" in refused(client.get_action, "nobody", np.zeros(4, np.float32))
+        assert "action space" in refused(client.log_action, episode, np.zeros(4, np.float32), 5)
+        raw = channel.unary_unary("/tfrl.serving.PolicyService/GetAction")
+        short = pb.GetActionRequest(episode_id=episode, observation=pb.SpaceValue(
+            leaves=[pb.Tensor(dtype="float32", shape=[4], data=b"\0" * 15)]))
+        strange = pb.GetActionRequest(episode_id=episode, observation=pb.SpaceValue(
+            leaves=[pb.Tensor(dtype="object", shape=[4], data=b"\0" * 32)]))
+        for message, expected in ((short.SerializeToString(), "needs 16 bytes"),
+                                  (strange.SerializeToString(), "dtype 'object'"),
+                                  (b"\xff\xff\xff", "not a tfrl.serving.GetActionRequest")):
+            with pytest.raises(grpc.RpcError) as info:
+                raw(message, timeout=10)
+            assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert expected in info.value.details()
+        # a report stops at its first bad call; the ones before it are applied
+        report = pb.ReportRequest(calls=[
+            pb.Call(log_returns=pb.LogReturnsRequest(episode_id=episode, reward=0.0)),
+            pb.Call(end_episode=pb.EndEpisodeRequest(episode_id="nobody",
+                                                     observation=encode_value(np.zeros(4, np.float32))))])
+        with pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary("/tfrl.serving.PolicyService/Report")(report.SerializeToString(), timeout=10)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "call 1 of 2" in info.value.details()
+
+        # after all that, the episode plays on and only its good steps become rows
+        observations = [np.array([0.01 * i, 0.0, 0.02, 0.0], np.float32) for i in range(4)]
+        actions = []
+        for i in range(3):
+            actions.append(client.get_action(episode, observations[i]))
+            client.log_returns(episode, 1.0)
+        client.end_episode(episode, observations[3])
+        sampler.join(20)
+        batch = sampled[0]
+        assert batch.count == 3
+        np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(observations[:3]))
+        assert batch[SampleBatch.ACTIONS].tolist() == [int(a) for a in actions]
+        np.testing.assert_allclose(batch[SampleBatch.REWARDS], [1.0, 1.0, 1.0])
+        assert batch[SampleBatch.TERMINATEDS].tolist() == [False, False, True]
+    finally:
+        channel.close()
+        client.close()
+        worker.stop()
+    with pytest.raises(errors.PolicyServerError) as info:
+        PolicyClient(server.address, timeout=5).start_episode()
+    assert info.value.code == "UNAVAILABLE"
+
+
+def test_the_server_listens_on_loopback_by_default_and_refuses_half_a_tls_pair():
+    server = PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space)
+    try:
+        assert server.host == "127.0.0.1" and server.address.startswith("localhost:")
+    finally:
+        server.close()
+    certificate, _ = self_signed_certificate()
+    with pytest.raises(errors.InvalidConfigError, match="both a certificate and a private key"):
+        PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space, tls_certificate=certificate)

@@ -1,0 +1,276 @@
+"""ExternalEnv: an environment that lives in the user's application, which asks for actions.
+
+RLlib classic's ExternalEnv (the RLlib paper, Appendix E.1: an evaluator that bridges training
+and serving). Where a gymnasium env is stepped by the rollout worker, an ExternalEnv steps itself:
+its `run()` (a thread the worker starts) owns the loop and calls
+
+    episode_id = self.start_episode()
+    action = self.get_action(episode_id, observation)   # blocks until the policy answers
+    self.log_returns(episode_id, reward)                # any number of times between actions
+    self.log_action(episode_id, observation, action)    # an action the application chose itself
+    self.end_episode(episode_id, observation)           # the episode's final observation
+
+Each call is checked here, in the caller's thread (an unknown or finished episode id, an
+observation outside the observation space, an action outside the action space, too many
+episodes at once), and raises before anything is recorded. The calls become events in one
+queue, in order; the worker's `ExternalEnvRunner` (tfrl/rollout/external_sampler.py) turns them
+into rows, answers `get_action` with one batched `compute_actions` call for every episode waiting
+at that moment, and builds the fragments that training reads. `tfrl.serving.PolicyServer` is an
+ExternalEnv whose calls come from remote `PolicyClient`s over gRPC.
+
+A worker hosting an ExternalEnv has exactly one env (`num_envs_per_worker: 1`); the usual setup
+is `num_workers: 0`, where the trainer's own worker serves it.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import uuid
+from typing import Any, Dict, Optional
+
+import numpy as np
+
+from tfrl import errors
+
+# the kinds of event an ExternalEnv queues for its runner
+START, OBSERVATION, REWARD, END = "start", "observation", "reward", "end"
+
+
+class ActionReply:
+    """Where the runner puts the action an observation asked for; `get_action` waits on it."""
+
+    __slots__ = ("_event", "action", "error")
+
+    def __init__(self):
+        self._event = threading.Event()
+        self.action: Any = None
+        self.error: Optional[BaseException] = None
+
+    def set(self, action: Any) -> None:
+        self.action = action
+        self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self._event.set()
+
+    def wait(self, timeout: Optional[float]) -> Any:
+        if not self._event.wait(timeout):
+            raise errors.ExternalEnvError(
+                f"no action within {timeout} s: the trainer is not sampling (call train(), or "
+                "raise the timeout)")
+        if self.error is not None:
+            raise self.error
+        return self.action
+
+
+class ExternalEnv(threading.Thread):
+    """An env whose own thread (`run()`) asks the worker's policy for actions; see the module
+    docstring.
+
+    Args:
+      action_space, observation_space: gymnasium spaces of the application's actions and
+        observations.
+      max_concurrent: the most episodes running at once; one more `start_episode` raises.
+      action_timeout_s: how long `get_action` waits for the policy (None: forever).
+    """
+
+    def __init__(self, action_space, observation_space, max_concurrent: int = 100,
+                 action_timeout_s: Optional[float] = None):
+        super().__init__(name=f"{type(self).__name__}", daemon=True)
+        self.action_space = action_space
+        self.observation_space = observation_space
+        self.max_concurrent = int(max_concurrent)
+        self.action_timeout_s = action_timeout_s
+        self.events: "queue.Queue[tuple]" = queue.Queue()
+        self._lock = threading.Lock()
+        self._running: Dict[str, bool] = {}  # episode id -> training enabled
+        self._stopped = threading.Event()
+        self.run_error: Optional[BaseException] = None
+
+    # --- the application's side -------------------------------------------------------------
+    def run(self) -> None:
+        """The application's loop; override it (a PolicyServer's is its gRPC server)."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.run() must be implemented: the loop that starts episodes and "
+            "asks for actions")
+
+    def start_episode(self, episode_id: Optional[str] = None, training_enabled: bool = True) -> str:
+        """Starts an episode and returns its id (`episode_id`, or a new random one).
+
+        Raises:
+          ExternalEnvError: the id is already running, or `max_concurrent` episodes are.
+        """
+        episode_id = uuid.uuid4().hex if episode_id is None else str(episode_id)
+        with self._lock:
+            self._check_open()
+            if episode_id in self._running:
+                raise errors.ExternalEnvError(
+                    f"episode {episode_id!r} is already running; end it first or use a new id")
+            if len(self._running) >= self.max_concurrent:
+                raise errors.ExternalEnvError(
+                    f"{len(self._running)} episodes are running, the most this env allows "
+                    f"(max_concurrent={self.max_concurrent}); end some first")
+            self._running[episode_id] = bool(training_enabled)
+            self.events.put((START, episode_id, bool(training_enabled)))
+        return episode_id
+
+    def get_action(self, episode_id: str, observation: Any) -> Any:
+        """The policy's action for `observation`; blocks until the worker answers.
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, the env closed, or no answer within
+            `action_timeout_s`.
+          InvalidObservationError: an observation outside the observation space.
+        """
+        reply = ActionReply()
+        self._queue_observation(episode_id, observation, reply, None)
+        return reply.wait(self.action_timeout_s)
+
+    def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
+        """Records an action the application took itself (off-policy) for `observation`.
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, or the env closed.
+          InvalidObservationError, ActionOutOfSpaceError: a value outside its space.
+        """
+        action = self._checked(action, self.action_space, "action", errors.ActionOutOfSpaceError)
+        self._queue_observation(episode_id, observation, None, action)
+
+    def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
+        """Adds `reward` to the episode's current step (several calls add up).
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, a reward that is not a finite
+            number, or the env closed.
+        """
+        try:
+            reward = float(reward)
+        except (TypeError, ValueError) as exc:
+            raise errors.ExternalEnvError(f"reward must be a number, got {reward!r}") from exc
+        if not np.isfinite(reward):
+            raise errors.ExternalEnvError(f"reward must be finite, got {reward}")
+        with self._lock:
+            self._check_running(episode_id)
+            self.events.put((REWARD, episode_id, reward, info))
+
+    def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
+        """Ends the episode with its final observation: terminated, or with `truncated` cut
+        short (a time limit), so training bootstraps from the observation's value.
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, or the env closed.
+          InvalidObservationError: an observation outside the observation space.
+        """
+        observation = self._checked(observation, self.observation_space, "observation",
+                                    errors.InvalidObservationError)
+        with self._lock:
+            self._check_running(episode_id)
+            del self._running[episode_id]
+            self.events.put((END, episode_id, observation, bool(truncated)))
+
+    # --- the worker's side ----------------------------------------------------------------------
+    def bind_policy(self, policy, config: dict) -> None:
+        """Called by the worker's runner with the policy that acts here and its config (a
+        PolicyServer serves them to local-inference clients)."""
+
+    def close(self) -> None:
+        """Stops the env: calls after this raise, and a `get_action` still waiting fails."""
+        with self._lock:
+            self._stopped.set()
+            self._running.clear()
+        self.events.put((END, None, None, False))  # wakes a runner waiting for events
+
+    @property
+    def closed(self) -> bool:
+        return self._stopped.is_set()
+
+    def running_episodes(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    def start_thread(self) -> None:
+        """Starts `run()` in its thread once (the worker calls this); a failure of `run()` is
+        kept in `run_error` for the runner to raise."""
+        if self.is_alive() or self._started_once():
+            return
+        body = self.run
+
+        def guarded_run():
+            try:
+                body()
+            except BaseException as exc:  # noqa: BLE001 - reported by the runner
+                self.run_error = exc
+
+        self.run = guarded_run  # type: ignore[method-assign]
+        self.start()
+
+    def _started_once(self) -> bool:
+        return self.ident is not None
+
+    # --- checks ---------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._stopped.is_set():
+            raise errors.ExternalEnvError(f"{type(self).__name__} is closed")
+
+    def _check_running(self, episode_id: str) -> None:
+        self._check_open()
+        if episode_id not in self._running:
+            raise errors.ExternalEnvError(
+                f"unknown episode id {episode_id!r} (never started, or already ended); call "
+                "start_episode() first")
+
+    def _checked(self, value: Any, space, what: str, error: type) -> Any:
+        converted = _as_space_value(value, space)
+        if converted is None or not space.contains(converted):
+            raise error(
+                f"the {what} {_short(value)} is not in the {what} space {space}; send values of "
+                "that space (dtype and shape included)")
+        return converted
+
+    def _queue_observation(self, episode_id: str, observation: Any, reply: Optional[ActionReply],
+                           action: Any) -> None:
+        observation = self._checked(observation, self.observation_space, "observation",
+                                    errors.InvalidObservationError)
+        with self._lock:
+            self._check_running(episode_id)
+            self.events.put((OBSERVATION, episode_id, observation, reply, action))
+
+
+def _as_space_value(value: Any, space) -> Any:
+    """`value` in the form `space.contains` expects (arrays of the space's dtype for Box, ints
+    for Discrete), or None when it cannot be converted."""
+    import gymnasium.spaces as spaces
+
+    try:
+        if isinstance(space, spaces.Box):
+            array = np.asarray(value)
+            if array.shape != space.shape or not np.can_cast(array.dtype, space.dtype, "same_kind"):
+                return None
+            return array.astype(space.dtype, copy=False)
+        if isinstance(space, spaces.Discrete):
+            array = np.asarray(value)
+            if array.shape != () or not np.issubdtype(array.dtype, np.integer):
+                return None
+            return np.int64(array)
+        if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
+            array = np.asarray(value)
+            return array.astype(space.dtype) if np.issubdtype(array.dtype, np.integer) else None
+        if isinstance(space, spaces.Dict):
+            if not isinstance(value, dict) or set(value) != set(space.spaces):
+                return None
+            parts = {k: _as_space_value(value[k], s) for k, s in space.spaces.items()}
+            return None if any(v is None for v in parts.values()) else parts
+        if isinstance(space, spaces.Tuple):
+            if not isinstance(value, (tuple, list)) or len(value) != len(space.spaces):
+                return None
+            parts = tuple(_as_space_value(v, s) for v, s in zip(value, space.spaces))
+            return None if any(v is None for v in parts) else parts
+    except (TypeError, ValueError):
+        return None
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."

@@ -1,0 +1,325 @@
+"""ExternalEnvRunner: the env runner of a worker whose env is an ExternalEnv.
+
+Where `EnvRunner` (sampler.py) steps gymnasium envs, this runner waits for the events an
+ExternalEnv queues (tfrl/env/external_env.py: episode starts, observations, rewards, episode
+ends), in the order the application made them, and turns them into the same rows the other
+runners record: a row is complete when the episode's next observation (or its end) arrives,
+carrying the rewards logged in between. Every observation waiting for an action when the queue
+runs dry gets it from one batched `compute_actions` call. Actions the application logged itself
+(`log_action`) are recorded as taken; the policy's extra outputs for them are computed all the
+same (values for GAE) and, where the policy has action likelihoods, their `action_logp` /
+`action_prob` are those of the logged action.
+
+`sample()` returns when `rollout_fragment_length` complete rows are ready (truncate_episodes:
+running episodes are cut there and bootstrap from their last observation; complete_episodes:
+whole episodes only), each episode piece postprocessed as in sampler.py.
+"""
+from __future__ import annotations
+
+import queue
+import time
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional
+
+import numpy as np
+
+from tfrl import errors
+from tfrl.env.external_env import END, OBSERVATION, REWARD, START
+from tfrl.policy.sample_batch import SampleBatch, concat_samples
+from tfrl.rollout.episode import Episode
+from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
+from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
+                                     next_unroll_id, row_of, stack_rows)
+
+# the most events handled between two batched policy calls
+MAX_EVENTS_PER_STEP = 1024
+# how often a runner waiting for events checks that the env's thread is still alive
+POLL_SECONDS = 0.5
+
+
+class _RunningEpisode:
+    __slots__ = ("episode", "trajectory", "slot", "states", "pending", "reward", "training",
+                 "unacted")
+
+    def __init__(self, episode: Episode, trajectory: Trajectory, slot: int, states: list,
+                 training: bool):
+        self.episode = episode
+        self.trajectory = trajectory
+        self.slot = slot
+        self.states = states
+        self.pending: Optional[dict] = None  # the row waiting for its next observation
+        self.reward = 0.0                    # rewards logged since the pending row's action
+        self.training = training
+        self.unacted = 0                     # rows waiting for the next batched policy call
+
+
+class _Book:
+    """What a runner keeps between events: the running episodes, the rows awaiting an action,
+    the pieces of ended episodes not yet returned, and the env-id slots of running episodes."""
+
+    def __init__(self):
+        self.episodes: Dict[str, _RunningEpisode] = {}
+        # rows whose action is not computed yet: (episode, row, ActionReply or None, logged action)
+        self.awaiting: List[tuple] = []
+        self.held_rows = 0                         # complete rows among them
+        self.finished: List[tuple] = []            # (trajectory, slot) of ended episodes
+        self.finished_rows = 0
+        self.free_slots: List[int] = []
+        self.next_slot = 0
+        self.leftover: Deque[tuple] = deque()      # events taken but not handled yet
+
+
+class ExternalEnvRunner:
+    """Samples one ExternalEnv with one policy. Arguments as `EnvRunner`'s, with `env` the
+    ExternalEnv (its thread is started here)."""
+
+    def __init__(self, worker, env, env_name: str, policy, policy_id: str, obs_filter, callbacks,
+                 settings, action_adapter):
+        self.worker = worker
+        self.env = env
+        self.envs = [env]
+        self.env_name = env_name
+        self.policy = policy
+        self.policy_id = policy_id
+        self.obs_filter = obs_filter
+        self.callbacks = callbacks
+        self.settings = settings
+        self.adapter = action_adapter
+        self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
+        self.book = _Book()
+        self._finished_metrics: List[RolloutMetrics] = []
+        self.env_steps_sampled = 0
+        self.perf = SamplerPerfStats()
+        env.bind_policy(policy, worker.config)
+        env.start_thread()
+
+    def set_filters(self, filters: Dict[str, Any]) -> None:
+        self.obs_filter = filters[self.policy_id]
+
+    def pop_metrics(self) -> List[RolloutMetrics]:
+        out, self._finished_metrics = self._finished_metrics, []
+        return out
+
+    def adopt(self, old: "ExternalEnvRunner") -> None:
+        """Carries the running episodes of the runner this one replaces (a policy swap)."""
+        self.book = old.book
+
+    # --- sampling -------------------------------------------------------------------------------
+    def sample(self, explore: bool = True, timestep: Optional[int] = None) -> SampleBatch:
+        """Handles the env's events until a fragment is ready; returns its postprocessed rows.
+
+        Raises:
+          EnvCrashError: the env's `run()` raised.
+          ExternalEnvError: the env was closed while sampling.
+        """
+        fragment = self.settings.rollout_fragment_length
+        complete = self.settings.complete_episodes
+        while self._ready_rows(complete) < fragment:
+            events = self._next_events()
+            self.perf.start_step()
+            for index, event in enumerate(events):
+                self._handle(event, explore, timestep)
+                if event[0] != REWARD and self._ready_rows(complete) >= fragment:
+                    # exactly one fragment: the rest waits for the next sample()
+                    self.book.leftover.extend(events[index + 1:])
+                    break
+            self._act(explore, timestep)
+            self.perf.end_step()
+        pieces, self.book.finished, self.book.finished_rows = self.book.finished, [], 0
+        if not complete:
+            for running in self.book.episodes.values():
+                trajectory = running.trajectory
+                if len(trajectory):
+                    pieces.append((trajectory, running.slot))
+                    running.trajectory = Trajectory(trajectory.episode, 0, self.policy_id,
+                                                    trajectory.start_t + len(trajectory))
+        started = time.perf_counter()
+        batch = self._postprocess(pieces)
+        self.perf.add_processing(time.perf_counter() - started)
+        return batch
+
+    def _ready_rows(self, complete: bool) -> int:
+        if complete:
+            return self.book.finished_rows
+        return (self.book.finished_rows + self.book.held_rows
+                + sum(len(r.trajectory) for r in self.book.episodes.values()))
+
+    def _next_events(self) -> List[tuple]:
+        leftover = self.book.leftover
+        if leftover:
+            return [leftover.popleft() for _ in range(min(len(leftover), MAX_EVENTS_PER_STEP))]
+        events = self.env.events
+        while True:
+            if self.env.run_error is not None:
+                error = self.env.run_error
+                raise errors.EnvCrashError(
+                    f"external env {self.env_name!r} raised {type(error).__name__} in run(): "
+                    f"{error}") from error
+            if self.env.closed:
+                raise errors.ExternalEnvError(
+                    f"external env {self.env_name!r} was closed while the worker sampled it")
+            try:
+                first = events.get(timeout=POLL_SECONDS)
+                break
+            except queue.Empty:
+                continue
+        out = [first]
+        while len(out) < MAX_EVENTS_PER_STEP:
+            try:
+                out.append(events.get_nowait())
+            except queue.Empty:
+                break
+        return out
+
+    def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
+        kind, episode_id = event[0], event[1]
+        if kind == START:
+            self._start(episode_id, event[2])
+            return
+        if episode_id is None:  # the wake-up a close() sends
+            return
+        running = self.book.episodes.get(episode_id) or self._start(episode_id, True)
+        if kind == REWARD:
+            reward, info = event[2], event[3]
+            running.reward += reward
+            episode = running.episode
+            episode.total_reward += reward
+            episode.agent_rewards[(0, self.policy_id)] += reward
+            if info is not None:
+                episode.record_info(0, info)
+            return
+        if running.unacted and (kind == END or self._initial_state):
+            # an episode's end, or a recurrent policy's next step, needs the actions before it
+            self._act(explore, timestep)
+        observation = self._filter(event[2])
+        if kind == OBSERVATION:
+            self._complete_pending(running, observation, False, False)
+            running.pending = row = {SampleBatch.OBS: observation}
+            running.unacted += 1
+            self.book.awaiting.append((running, row, event[3], event[4]))
+        elif kind == END:
+            truncated = event[3]
+            self._complete_pending(running, observation, not truncated, truncated)
+            self._end(episode_id, running)
+
+    def _filter(self, observation: Any) -> Any:
+        return row_of(self.obs_filter(stack_rows([observation])), 0)
+
+    def _start(self, episode_id: str, training: bool) -> _RunningEpisode:
+        slot = self.book.free_slots.pop() if self.book.free_slots else self.book.next_slot
+        self.book.next_slot = max(self.book.next_slot, slot + 1)
+        episode = Episode(slot, policy_mapping_fn=lambda _agent: self.policy_id)
+        running = _RunningEpisode(episode, Trajectory(episode, 0, self.policy_id, 0), slot,
+                                  list(self._initial_state), training)
+        self.book.episodes[episode_id] = running
+        self.callbacks.on_episode_start(worker=self.worker, base_env=self.envs,
+                                        policies=self.worker.policy_map, episode=episode,
+                                        env_index=slot)
+        return running
+
+    def _complete_pending(self, running: _RunningEpisode, next_obs: Any, terminated: bool,
+                          truncated: bool) -> None:
+        row, running.pending = running.pending, None
+        if row is None:
+            return
+        row[SampleBatch.NEXT_OBS] = next_obs
+        row[SampleBatch.REWARDS] = np.float32(clip_rewards(np.float32(running.reward),
+                                                           self.settings.clip_rewards))
+        row[SampleBatch.TERMINATEDS] = terminated
+        row[SampleBatch.TRUNCATEDS] = truncated
+        running.reward = 0.0
+        if not running.training:
+            return
+        if SampleBatch.ACTIONS in row:
+            self._record(running, row)
+        else:
+            self.book.held_rows += 1  # recorded by _act once its action is known
+
+    @staticmethod
+    def _record(running: _RunningEpisode, row: dict) -> None:
+        columns = running.trajectory.columns
+        for key, value in row.items():
+            columns[key].append(value)
+
+    def _end(self, episode_id: str, running: _RunningEpisode) -> None:
+        del self.book.episodes[episode_id]
+        self.book.free_slots.append(running.slot)
+        episode = running.episode
+        if len(running.trajectory):
+            self.book.finished.append((running.trajectory, running.slot))
+            self.book.finished_rows += len(running.trajectory)
+        self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
+                                      policies=self.worker.policy_map, episode=episode,
+                                      env_index=running.slot)
+        self._finished_metrics.append(RolloutMetrics(
+            episode.length, episode.total_reward, dict(episode.agent_rewards),
+            dict(episode.custom_metrics), dict(episode.hist_data), self.worker.worker_index,
+            self.perf.get()))
+
+    def _act(self, explore: bool, timestep: Optional[int]) -> None:
+        """One batched policy call for every observation awaiting its action."""
+        waiting, self.book.awaiting = self.book.awaiting, []
+        if not waiting:
+            return
+        obs = stack_rows([row[SampleBatch.OBS] for _, row, _, _ in waiting])
+        state_in = [stack_rows([running.states[k] for running, _, _, _ in waiting])
+                    for k in range(len(self._initial_state))]
+        started = time.perf_counter()
+        actions, state_out, extra = batched_policy_outputs(*self.policy.compute_actions(
+            obs, state_batches=state_in or None, explore=explore, timestep=timestep))
+        logged = [j for j, entry in enumerate(waiting) if entry[3] is not None]
+        if logged:
+            actions, extra = self._take_logged_actions(waiting, logged, obs, actions, extra)
+        self.perf.add_inference(time.perf_counter() - started)
+        env_actions = self.adapter(actions)
+        self.env_steps_sampled += len(waiting)
+        for j, (running, row, reply, _) in enumerate(waiting):
+            row[SampleBatch.ACTIONS] = row_of(actions, j)
+            for key, value in extra.items():
+                row[key] = row_of(value, j)
+            for k in range(len(state_in)):
+                row[SampleBatch.state_in(k)] = state_in[k][j]
+                row[SampleBatch.state_out(k)] = row_of(state_out[k], j)
+                running.states[k] = row_of(state_out[k], j)
+            running.unacted -= 1
+            running.episode.length += 1
+            running.episode.record_action(0, row[SampleBatch.ACTIONS])
+            if SampleBatch.NEXT_OBS in row and running.training:
+                self._record(running, row)
+                self.book.held_rows -= 1
+            if reply is not None:
+                reply.set(self.adapter.env_action(env_actions, j))
+
+    def _take_logged_actions(self, waiting, logged, obs, actions, extra):
+        """The computed actions with the logged ones in their rows, and those rows' action
+        likelihoods recomputed where the policy has them."""
+        actions = np.array(actions)
+        for j in logged:
+            actions[j] = waiting[j][3]
+        if SampleBatch.ACTION_LOGP in extra or SampleBatch.ACTION_PROB in extra:
+            try:
+                logp = np.asarray(self.policy.compute_log_likelihoods(actions, obs), np.float32)
+            except errors.NotSupportedError:
+                return actions, extra
+            extra = dict(extra)
+            for key, value in ((SampleBatch.ACTION_LOGP, logp),
+                               (SampleBatch.ACTION_PROB, np.exp(logp))):
+                if key in extra:
+                    column = np.array(extra[key])
+                    column[logged] = value[logged].astype(column.dtype)
+                    extra[key] = column
+        return actions, extra
+
+    def _postprocess(self, pieces: List[tuple]) -> SampleBatch:
+        unroll_id = next_unroll_id()
+        batches = []
+        for trajectory, slot in pieces:
+            raw = trajectory.build(0, unroll_id)
+            raw[SampleBatch.ENV_ID] = np.full(raw.count, slot, np.int64)
+            batch = self.policy.postprocess_trajectory(raw, None, trajectory.episode)
+            self.callbacks.on_postprocess_trajectory(
+                worker=self.worker, episode=trajectory.episode, agent_id=0,
+                policy_id=self.policy_id, policies=self.worker.policy_map,
+                postprocessed_batch=batch, original_batches={0: (self.policy_id, raw)})
+            batches.append(batch)
+        return concat_samples(batches) if batches else SampleBatch()

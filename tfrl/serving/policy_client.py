@@ -1,0 +1,241 @@
+"""PolicyClient: the application's side of the serving bridge (RLlib classic's PolicyClient).
+
+An application that owns its environment (a game server, a simulator, a production system)
+makes the ExternalEnv calls against a remote `PolicyServer` (policy_server.py):
+
+    client = PolicyClient("localhost:9900")
+    episode_id = client.start_episode()
+    action = client.get_action(episode_id, observation)
+    client.log_returns(episode_id, reward)
+    client.end_episode(episode_id, observation)
+
+inference_mode "remote" (the default) asks the server for every action: one round trip each,
+and the trainer's current policy answers. "local" builds a copy of the server's policy in this
+process (its class, spaces and config from the server's `PolicyInfo`; the class must come from
+the tfrl package unless `policy_class` is given), acts with it, pulls fresh weights every
+`update_interval` seconds, and sends the episode's calls in batches (`Report`): at each episode
+end and every `report_every` calls. Local inference needs the server's `observation_filter` to be
+NoFilter (a filter's statistics live in the trainer).
+
+Errors: every call the server refuses raises `PolicyServerError` with the gRPC status code's
+name in `code` and the server's message; in local mode a refused batched call surfaces at the
+next flush.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import threading
+import time
+import uuid
+from typing import Any, List, Optional, Union
+
+import grpc
+import numpy as np
+
+from tfrl import errors
+from tfrl.serving import values
+from tfrl.serving.policy_server import DEFAULT_MAX_MESSAGE_BYTES, TOKEN_METADATA_KEY
+from tfrl.serving.proto import policy_service_pb2 as pb
+from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
+
+INFERENCE_MODES = ("remote", "local")
+
+
+class PolicyClient:
+    """Calls a PolicyServer; see the module docstring.
+
+    Args:
+      address: "host:port" of the server.
+      inference_mode: "remote" or "local".
+      token: the server's token, if it has one.
+      root_certificates: PEM of the CA (or self-signed certificate) to trust; given, the channel
+        uses TLS.
+      update_interval: local mode: seconds between weight pulls.
+      report_every: local mode: send the buffered calls once this many are waiting.
+      policy_class: local mode: the policy class to build instead of the server's.
+      timeout: seconds a call may take (a remote `get_action` waits for the trainer to sample).
+
+    Raises:
+      InvalidConfigError: an unknown inference mode; local mode with an observation filter.
+      PolicyServerError: local mode could not read the server's policy.
+      NotSupportedError: local mode with a policy class outside the tfrl package.
+    """
+
+    def __init__(self, address: str, inference_mode: str = "remote", *, token: Optional[str] = None,
+                 root_certificates: Optional[Union[bytes, str]] = None, update_interval: float = 10.0,
+                 report_every: int = 512, policy_class: Any = None, timeout: float = 120.0):
+        if inference_mode not in INFERENCE_MODES:
+            raise errors.InvalidConfigError(
+                f"inference_mode must be one of {INFERENCE_MODES}, got {inference_mode!r}")
+        self.address = address
+        self.inference_mode = inference_mode
+        self.timeout = timeout
+        options = [("grpc.max_receive_message_length", DEFAULT_MAX_MESSAGE_BYTES),
+                   ("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES)]
+        if root_certificates is not None:
+            pem = root_certificates.encode() if isinstance(root_certificates, str) else root_certificates
+            self._channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(pem), options)
+        else:
+            self._channel = grpc.insecure_channel(address, options)
+        self._stub = pb_grpc.PolicyServiceStub(self._channel)
+        self._metadata = ((TOKEN_METADATA_KEY, token),) if token is not None else ()
+        self._lock = threading.Lock()
+        self._calls: List[pb.Call] = []
+        self.report_every = int(report_every)
+        self.update_interval = float(update_interval)
+        self.policy = None
+        self._action_space = None
+        if inference_mode == "local":
+            self._build_local_policy(policy_class)
+            self.update_policy_weights()
+
+    # --- the ExternalEnv calls ------------------------------------------------------------------
+    def start_episode(self, episode_id: Optional[str] = None, training_enabled: bool = True) -> str:
+        """Starts an episode; returns its id (`episode_id`, or one the server or client picks)."""
+        request = pb.StartEpisodeRequest(episode_id=episode_id or "",
+                                         training_disabled=not training_enabled)
+        if self.policy is None:
+            return self._call("StartEpisode", request).episode_id
+        request.episode_id = episode_id or uuid.uuid4().hex
+        self._queue(pb.Call(start_episode=request))
+        return request.episode_id
+
+    def get_action(self, episode_id: str, observation: Any) -> Any:
+        """The action for `observation`: the server's policy's (remote), or the local copy's,
+        recorded on the server as a logged action (local)."""
+        if self.policy is None:
+            response = self._call("GetAction", pb.GetActionRequest(
+                episode_id=episode_id, observation=values.encode_value(observation)))
+            if len(response.action.leaves) == 1:
+                return _plain(values.tensor_array(response.action.leaves[0]))
+            return values.decode_value(response.action, self._remote_action_space(), "action")
+        if time.monotonic() - self._weights_pulled >= self.update_interval:
+            self.update_policy_weights()
+        obs = np.asarray(observation)[None] if not isinstance(observation, (dict, tuple)) else \
+            _batch_of_one(observation)
+        actions, _, _ = self.policy.compute_actions(obs, explore=self._explore)
+        action = self._adapter.env_action(self._adapter(actions), 0)
+        self.log_action(episode_id, observation, action)
+        return action
+
+    def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
+        """Records an action the application chose itself."""
+        request = pb.LogActionRequest(episode_id=episode_id,
+                                      observation=values.encode_value(observation),
+                                      action=values.encode_value(action))
+        if self.policy is None:
+            self._call("LogAction", request)
+        else:
+            self._queue(pb.Call(log_action=request))
+
+    def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
+        """Adds `reward` to the episode's current step (`info` is not sent)."""
+        request = pb.LogReturnsRequest(episode_id=episode_id, reward=float(reward))
+        if self.policy is None:
+            self._call("LogReturns", request)
+        else:
+            self._queue(pb.Call(log_returns=request))
+
+    def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
+        """Ends the episode with its final observation (local mode: sends the buffered calls)."""
+        request = pb.EndEpisodeRequest(episode_id=episode_id,
+                                       observation=values.encode_value(observation),
+                                       truncated=bool(truncated))
+        if self.policy is None:
+            self._call("EndEpisode", request)
+        else:
+            self._queue(pb.Call(end_episode=request))
+            self.flush()
+
+    # --- local inference ------------------------------------------------------------------------
+    def update_policy_weights(self) -> None:
+        """Local mode: pulls the server's current weights into the local copy."""
+        response = self._call("GetWeights", pb.WeightsRequest())
+        self.policy.set_weights([values.tensor_array(t) for t in response.weights])
+        self._weights_pulled = time.monotonic()
+
+    def flush(self) -> None:
+        """Local mode: sends the buffered calls (in order) in one Report.
+
+        Raises:
+          PolicyServerError: the server refused one of them; the ones before it were applied.
+        """
+        with self._lock:
+            calls, self._calls = self._calls, []
+        if calls:
+            self._call("Report", pb.ReportRequest(calls=calls))
+
+    def close(self) -> None:
+        """Sends what is buffered and closes the channel."""
+        try:
+            if self.policy is not None:
+                self.flush()
+        finally:
+            self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def _queue(self, call: pb.Call) -> None:
+        with self._lock:
+            self._calls.append(call)
+            full = len(self._calls) >= self.report_every
+        if full:
+            self.flush()
+
+    def _remote_action_space(self):
+        """The server's action space (read once: a structured action is unflattened by it)."""
+        if self._action_space is None:
+            info = self._call("PolicyInfo", pb.PolicyInfoRequest())
+            self._action_space = values.space_from_json(info.action_space_json)
+        return self._action_space
+
+    def _build_local_policy(self, policy_class: Any) -> None:
+        info = self._call("PolicyInfo", pb.PolicyInfoRequest())
+        if info.observation_filter not in ("NoFilter", ""):
+            raise errors.InvalidConfigError(
+                f"local inference needs the server's observation_filter to be NoFilter, but it is "
+                f"{info.observation_filter!r} (its statistics live in the trainer); use "
+                "inference_mode='remote'")
+        if policy_class is None:
+            module_name, _, class_name = info.policy_class.partition(":")
+            if not module_name.startswith("tfrl.") or "." in class_name:
+                raise errors.NotSupportedError(
+                    f"the server's policy class {info.policy_class!r} is not one of tfrl's; pass "
+                    "policy_class= to build it locally")
+            policy_class = getattr(importlib.import_module(module_name), class_name)
+        from tfrl.rollout.action_adapter import ActionAdapter
+
+        config = json.loads(info.config_json)
+        config.pop("seed", None)
+        observation_space = values.space_from_json(info.observation_space_json)
+        action_space = values.space_from_json(info.action_space_json)
+        self.policy = policy_class(observation_space, action_space, config)
+        self._explore = bool(config.get("explore", True))
+        self._adapter = ActionAdapter(action_space, "PolicyClient",
+                                      clip_actions=bool(config.get("clip_actions", False)),
+                                      normalize_actions=bool(config.get("normalize_actions", False)))
+
+    def _call(self, method: str, request) -> Any:
+        try:
+            return getattr(self._stub, method)(request, metadata=self._metadata, timeout=self.timeout)
+        except grpc.RpcError as exc:
+            code = exc.code() if callable(getattr(exc, "code", None)) else None
+            name = code.name if code is not None else "UNKNOWN"
+            details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+            raise errors.PolicyServerError(f"{method} failed with {name}: {details}", name) from None
+
+
+def _plain(value: Any) -> Any:
+    """A 0-d array as its numpy scalar (a Discrete action), anything else unchanged."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def _batch_of_one(observation: Any) -> Any:
+    import tree
+
+    return tree.map_structure(lambda leaf: np.asarray(leaf)[None], observation)

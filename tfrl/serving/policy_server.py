@@ -1,0 +1,300 @@
+"""PolicyServer: an ExternalEnv whose application talks to it over gRPC (the serving bridge).
+
+RLlib classic's PolicyServerInput, on the project's gRPC with its own .proto
+(tfrl/serving/proto/policy_service.proto, compilable for any language): a trainer samples a
+PolicyServer like any ExternalEnv (tfrl/env/external_env.py), and each call a remote
+`PolicyClient` makes (start_episode, get_action, log_action, log_returns, end_episode, or a
+batch of them from a local-inference client) becomes the same ExternalEnv call. It also serves
+what a local-inference client needs: the policy's class, spaces and config (`PolicyInfo`) and its
+current weights (`GetWeights`).
+
+Use it as the trainer's env, served by the trainer's own worker:
+
+    trainer = PPOTrainer(env=lambda ctx: PolicyServer(obs_space, action_space, port=9900),
+                         config={"num_workers": 0})
+
+It listens on 127.0.0.1 unless given another host, can require a token (metadata key
+`tfrl-policy-token`) and serve over TLS, decodes values with numpy only (nothing received is
+unpickled), and answers a bad call with INVALID_ARGUMENT while it goes on serving the others.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hmac
+import json
+import logging
+import threading
+from typing import Any, Callable, Optional, Union
+
+import grpc
+import numpy as np
+
+from tfrl import errors
+from tfrl.env.external_env import ExternalEnv
+from tfrl.serving import values
+from tfrl.serving.proto import policy_service_pb2 as pb
+from google.protobuf.message import DecodeError
+
+logger = logging.getLogger(__name__)
+
+TOKEN_METADATA_KEY = "tfrl-policy-token"
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+_STATUS = {
+    errors.ExternalEnvError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.InvalidObservationError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.ActionOutOfSpaceError: grpc.StatusCode.INVALID_ARGUMENT,
+}
+
+
+class PolicyServer(ExternalEnv):
+    """An ExternalEnv served over gRPC; see the module docstring.
+
+    Args:
+      observation_space, action_space: the application's spaces.
+      host: the interface to listen on; 127.0.0.1 unless you mean to serve other machines.
+      port: the port; 0 picks a free one (read it from `port` or `address`).
+      token: a shared secret every call must carry (`PolicyClient(token=...)`); None for none.
+      tls_certificate, tls_private_key: PEM bytes (or str) to serve over TLS.
+      max_concurrent: the most episodes running at once.
+      max_workers: threads serving calls; each remote `get_action` holds one while it waits.
+      action_timeout_s: how long a `get_action` waits for the trainer to sample before the call
+        ends with DEADLINE_EXCEEDED.
+      max_message_bytes: the largest message accepted; larger ones end with RESOURCE_EXHAUSTED.
+
+    Raises:
+      InvalidConfigError: only one of certificate and key.
+      ExternalEnvError: the port cannot be bound.
+    """
+
+    def __init__(self, observation_space, action_space, *, host: str = "127.0.0.1", port: int = 0,
+                 token: Optional[str] = None, tls_certificate: Optional[Union[bytes, str]] = None,
+                 tls_private_key: Optional[Union[bytes, str]] = None, max_concurrent: int = 100,
+                 max_workers: int = 32, action_timeout_s: float = 60.0,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+        super().__init__(action_space, observation_space, max_concurrent=max_concurrent,
+                         action_timeout_s=action_timeout_s)
+        if (tls_certificate is None) != (tls_private_key is None):
+            raise errors.InvalidConfigError("TLS needs both a certificate and a private key")
+        self.host = host
+        self._token = token
+        self._policy = None
+        self._policy_config: dict = {}
+        self._server = grpc.server(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
+                                                  thread_name_prefix="policy-server"),
+            options=[("grpc.max_receive_message_length", max_message_bytes),
+                     ("grpc.max_send_message_length", max_message_bytes),
+                     ("grpc.so_reuseport", 0)])
+        self._server.add_generic_rpc_handlers((_method_handlers(_Servicer(self)),))
+        address = f"{host}:{int(port)}"
+        try:
+            if tls_certificate is not None:
+                credentials = grpc.ssl_server_credentials([(_as_bytes(tls_private_key),
+                                                            _as_bytes(tls_certificate))])
+                self.port = self._server.add_secure_port(address, credentials)
+            else:
+                self.port = self._server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise errors.ExternalEnvError(f"policy server cannot listen on {address}: {exc}") from exc
+        if self.port == 0:
+            raise errors.ExternalEnvError(f"policy server cannot listen on {address} (port in use?)")
+        self._server.start()
+        self._closed_event = threading.Event()
+        logger.info("policy server listening on %s", self.address)
+
+    @property
+    def address(self) -> str:
+        return f"{'localhost' if self.host in ('127.0.0.1', 'localhost') else self.host}:{self.port}"
+
+    def bind_policy(self, policy, config: dict) -> None:
+        """Serves `policy` (the worker's acting copy) to local-inference clients."""
+        self._policy = policy
+        self._policy_config = config
+
+    def run(self) -> None:
+        self._closed_event.wait()
+
+    def close(self) -> None:
+        """Stops serving: calls in flight end with UNAVAILABLE, and the env closes."""
+        super().close()
+        self._closed_event.set()
+        self._server.stop(grace=None)
+
+    # --- what the servicer reads ------------------------------------------------------------
+    def check_token(self, context) -> None:
+        if self._token is None:
+            return
+        given = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA_KEY, "")
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self._token.encode()):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                          "missing or wrong token; pass the server's token to PolicyClient(token=...)")
+
+    def policy_info(self) -> pb.PolicyInfoResponse:
+        policy = self._require_policy()
+        from tfrl.trainer import _storable  # noqa: SLF001 - the checkpoint's rule for plain data
+
+        config = _storable(dict(self._policy_config), "config", [])
+        cls = type(policy)
+        return pb.PolicyInfoResponse(
+            policy_class=f"{cls.__module__}:{cls.__qualname__}",
+            observation_space_json=values.space_to_json(policy.observation_space),
+            action_space_json=values.space_to_json(policy.action_space),
+            config_json=json.dumps(config, default=_json_default),
+            observation_filter=str(self._policy_config.get("observation_filter", "NoFilter")))
+
+    def weights(self) -> pb.WeightsResponse:
+        return values.weights_message(self._require_policy().get_weights())
+
+    def _require_policy(self):
+        if self._policy is None:
+            raise errors.ExternalEnvError(
+                "no policy is serving yet: the trainer's worker has not started this env")
+        return self._policy
+
+
+SERVICE_NAME = "tfrl.serving.PolicyService"
+# method -> (request message, response message)
+METHODS = {
+    "StartEpisode": (pb.StartEpisodeRequest, pb.StartEpisodeResponse),
+    "GetAction": (pb.GetActionRequest, pb.GetActionResponse),
+    "LogAction": (pb.LogActionRequest, pb.Empty),
+    "LogReturns": (pb.LogReturnsRequest, pb.Empty),
+    "EndEpisode": (pb.EndEpisodeRequest, pb.Empty),
+    "Report": (pb.ReportRequest, pb.ReportResponse),
+    "PolicyInfo": (pb.PolicyInfoRequest, pb.PolicyInfoResponse),
+    "GetWeights": (pb.WeightsRequest, pb.WeightsResponse),
+}
+
+
+def _method_handlers(servicer: "_Servicer"):
+    """The service's handlers, taking raw bytes: a request that does not parse is answered with
+    INVALID_ARGUMENT (gRPC's own deserialisation would answer INTERNAL)."""
+    def handler(name: str, request_class):
+        method = getattr(servicer, name)
+
+        def handle(raw: bytes, context):
+            request = request_class()
+            try:
+                request.ParseFromString(raw)
+            except DecodeError as exc:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"{name}: the request is not a {request_class.DESCRIPTOR.full_name} "
+                              f"message ({exc}); build it from policy_service.proto")
+            return method(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=None,
+            response_serializer=lambda message: message.SerializeToString())
+
+    return grpc.method_handlers_generic_handler(
+        SERVICE_NAME, {name: handler(name, request) for name, (request, _) in METHODS.items()})
+
+
+class _Servicer:
+    """Each RPC as the ExternalEnv call of the same name, errors as status codes."""
+
+    def __init__(self, server: PolicyServer):
+        self.server = server
+
+    def _serve(self, context, call: Callable[[], Any]) -> Any:
+        self.server.check_token(context)
+        try:
+            return call()
+        except errors.TfrlError as exc:
+            code = _STATUS.get(type(exc), grpc.StatusCode.INVALID_ARGUMENT)
+            text = str(exc)
+            if self.server.closed:
+                code = grpc.StatusCode.UNAVAILABLE
+            elif "no action within" in text:
+                code = grpc.StatusCode.DEADLINE_EXCEEDED
+            context.abort(code, text)
+
+    def StartEpisode(self, request, context):
+        env = self.server
+        return self._serve(context, lambda: pb.StartEpisodeResponse(episode_id=env.start_episode(
+            request.episode_id or None, training_enabled=not request.training_disabled)))
+
+    def GetAction(self, request, context):
+        env = self.server
+
+        def act():
+            observation = values.decode_value(request.observation, env.observation_space,
+                                              "observation")
+            action = env.get_action(request.episode_id, observation)
+            return pb.GetActionResponse(action=values.encode_value(action))
+
+        return self._serve(context, act)
+
+    def LogAction(self, request, context):
+        return self._serve(context, lambda: _log_action(self.server, request) or pb.Empty())
+
+    def LogReturns(self, request, context):
+        return self._serve(context, lambda: self.server.log_returns(
+            request.episode_id, request.reward) or pb.Empty())
+
+    def EndEpisode(self, request, context):
+        return self._serve(context, lambda: _end_episode(self.server, request) or pb.Empty())
+
+    def Report(self, request, context):
+        env = self.server
+
+        def apply_all():
+            for index, call in enumerate(request.calls):
+                try:
+                    _apply(env, call)
+                except errors.TfrlError as exc:
+                    raise type(exc)(f"call {index} of {len(request.calls)} in the report "
+                                    f"({call.WhichOneof('call')}): {exc}; the calls before it "
+                                    "were applied") from exc
+            return pb.ReportResponse(applied=len(request.calls))
+
+        return self._serve(context, apply_all)
+
+    def PolicyInfo(self, request, context):
+        return self._serve(context, self.server.policy_info)
+
+    def GetWeights(self, request, context):
+        return self._serve(context, self.server.weights)
+
+
+def _log_action(env: PolicyServer, request) -> None:
+    observation = values.decode_value(request.observation, env.observation_space, "observation")
+    action = values.decode_value(request.action, env.action_space, "action")
+    env.log_action(request.episode_id, observation, action)
+
+
+def _end_episode(env: PolicyServer, request) -> None:
+    observation = values.decode_value(request.observation, env.observation_space, "observation")
+    env.end_episode(request.episode_id, observation, truncated=request.truncated)
+
+
+def _apply(env: PolicyServer, call) -> None:
+    kind = call.WhichOneof("call")
+    if kind == "start_episode":
+        if not call.start_episode.episode_id:
+            raise errors.ExternalEnvError("a reported start_episode must name its episode id")
+        env.start_episode(call.start_episode.episode_id,
+                          training_enabled=not call.start_episode.training_disabled)
+    elif kind == "log_action":
+        _log_action(env, call.log_action)
+    elif kind == "log_returns":
+        env.log_returns(call.log_returns.episode_id, call.log_returns.reward)
+    elif kind == "end_episode":
+        _end_episode(env, call.end_episode)
+    else:
+        raise errors.ExternalEnvError("an empty call in the report")
+
+
+def _as_bytes(value: Union[bytes, str]) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {value!r}")
