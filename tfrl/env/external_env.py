@@ -209,6 +209,23 @@ class ExternalEnv(threading.Thread):
         return self.ident is not None
 
     # --- checks ---------------------------------------------------------------------------------
+    def check_observation(self, observation: Any) -> Any:
+        """`observation` as the observation space holds it.
+
+        Raises:
+          InvalidObservationError: it is not in the observation space.
+        """
+        return self._checked(observation, self.observation_space, "observation",
+                             errors.InvalidObservationError)
+
+    def check_action(self, action: Any) -> Any:
+        """`action` as the action space holds it.
+
+        Raises:
+          ActionOutOfSpaceError: it is not in the action space.
+        """
+        return self._checked(action, self.action_space, "action", errors.ActionOutOfSpaceError)
+
     def _check_open(self) -> None:
         if self._stopped.is_set():
             raise errors.ExternalEnvError(f"{type(self).__name__} is closed")

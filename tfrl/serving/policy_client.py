@@ -86,6 +86,7 @@ class PolicyClient:
         self.update_interval = float(update_interval)
         self.policy = None
         self._action_space = None
+        self._rewards: dict = {}  # remote mode: rewards not sent yet, by episode
         if inference_mode == "local":
             self._build_local_policy(policy_class)
             self.update_policy_weights()
@@ -106,7 +107,8 @@ class PolicyClient:
         recorded on the server as a logged action (local)."""
         if self.policy is None:
             response = self._call("GetAction", pb.GetActionRequest(
-                episode_id=episode_id, observation=values.encode_value(observation)))
+                episode_id=episode_id, observation=values.encode_value(observation),
+                reward=self._rewards.pop(episode_id, 0.0)))
             if len(response.action.leaves) == 1:
                 return _plain(values.tensor_array(response.action.leaves[0]))
             return values.decode_value(response.action, self._remote_action_space(), "action")
@@ -123,25 +125,28 @@ class PolicyClient:
         """Records an action the application chose itself."""
         request = pb.LogActionRequest(episode_id=episode_id,
                                       observation=values.encode_value(observation),
-                                      action=values.encode_value(action))
+                                      action=values.encode_value(action),
+                                      reward=self._rewards.pop(episode_id, 0.0))
         if self.policy is None:
             self._call("LogAction", request)
         else:
             self._queue(pb.Call(log_action=request))
 
     def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
-        """Adds `reward` to the episode's current step (`info` is not sent)."""
-        request = pb.LogReturnsRequest(episode_id=episode_id, reward=float(reward))
+        """Adds `reward` to the episode's current step (`info` is not sent). Remote mode: the
+        rewards travel with the episode's next call (no round trip of their own)."""
         if self.policy is None:
-            self._call("LogReturns", request)
+            self._rewards[episode_id] = self._rewards.get(episode_id, 0.0) + float(reward)
         else:
-            self._queue(pb.Call(log_returns=request))
+            self._queue(pb.Call(log_returns=pb.LogReturnsRequest(episode_id=episode_id,
+                                                                 reward=float(reward))))
 
     def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
         """Ends the episode with its final observation (local mode: sends the buffered calls)."""
         request = pb.EndEpisodeRequest(episode_id=episode_id,
                                        observation=values.encode_value(observation),
-                                       truncated=bool(truncated))
+                                       truncated=bool(truncated),
+                                       reward=self._rewards.pop(episode_id, 0.0))
         if self.policy is None:
             self._call("EndEpisode", request)
         else:
@@ -215,6 +220,9 @@ class PolicyClient:
         observation_space = values.space_from_json(info.observation_space_json)
         action_space = values.space_from_json(info.action_space_json)
         self.policy = policy_class(observation_space, action_space, config)
+        if hasattr(self.policy, "compile_actions_with_xla"):
+            # one observation per call: one XLA compile serves every call (see TFPolicy)
+            self.policy.compile_actions_with_xla(True)
         self._explore = bool(config.get("explore", True))
         self._adapter = ActionAdapter(action_space, "PolicyClient",
                                       clip_actions=bool(config.get("clip_actions", False)),

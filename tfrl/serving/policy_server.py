@@ -219,8 +219,9 @@ class _Servicer:
         env = self.server
 
         def act():
-            observation = values.decode_value(request.observation, env.observation_space,
-                                              "observation")
+            observation = env.check_observation(values.decode_value(
+                request.observation, env.observation_space, "observation"))
+            _add_reward(env, request)
             action = env.get_action(request.episode_id, observation)
             return pb.GetActionResponse(action=values.encode_value(action))
 
@@ -258,14 +259,25 @@ class _Servicer:
         return self._serve(context, self.server.weights)
 
 
+def _add_reward(env: PolicyServer, request) -> None:
+    """The reward a call carries, logged before the call itself (once its values are checked,
+    so a refused call logs nothing)."""
+    if request.reward:
+        env.log_returns(request.episode_id, request.reward)
+
+
 def _log_action(env: PolicyServer, request) -> None:
-    observation = values.decode_value(request.observation, env.observation_space, "observation")
-    action = values.decode_value(request.action, env.action_space, "action")
+    observation = env.check_observation(
+        values.decode_value(request.observation, env.observation_space, "observation"))
+    action = env.check_action(values.decode_value(request.action, env.action_space, "action"))
+    _add_reward(env, request)
     env.log_action(request.episode_id, observation, action)
 
 
 def _end_episode(env: PolicyServer, request) -> None:
-    observation = values.decode_value(request.observation, env.observation_space, "observation")
+    observation = env.check_observation(
+        values.decode_value(request.observation, env.observation_space, "observation"))
+    _add_reward(env, request)
     env.end_episode(request.episode_id, observation, truncated=request.truncated)
 
 

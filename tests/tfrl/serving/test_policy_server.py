@@ -194,3 +194,35 @@ def test_the_server_listens_on_loopback_by_default_and_refuses_half_a_tls_pair()
     certificate, _ = self_signed_certificate()
     with pytest.raises(errors.InvalidConfigError, match="both a certificate and a private key"):
         PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space, tls_certificate=certificate)
+
+
+def load_serving_example():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[3] / "examples" / "serving_cartpole.py"
+    spec = importlib.util.spec_from_file_location("serving_cartpole_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_serving_example_trains_with_its_application_loop_and_a_token(ray_session):
+    """examples/serving_cartpole.py's two sides, as the README runs them (the client in a thread
+    here): the trainer's results come from the episodes the application played."""
+    example = load_serving_example()
+    returns, threads = [], []
+
+    def start_client(address):
+        thread = threading.Thread(target=lambda: returns.extend(
+            example.run_client(address, "t0ken", "remote")), daemon=True)
+        thread.start()
+        threads.append(thread)
+
+    result = example.serve(0, "t0ken", stop_reward=float("inf"), max_iterations=1,
+                           started=start_client)
+    threads[0].join(30)
+    assert not threads[0].is_alive()  # the client saw the server stop and returned
+    assert result["timesteps_total"] == example.PPO_CONFIG["train_batch_size"]
+    assert result["episodes_total"] > 0
+    assert sorted(result["hist_stats"]["episode_reward"]) == sorted(returns[:result["episodes_total"]])

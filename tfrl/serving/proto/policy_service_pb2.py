@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14policy_service.proto\x12\x0ctfrl.serving\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"2\n\nSpaceValue\x12$\n\x06leaves\x18\x01 \x03(\x0b\x32\x14.tfrl.serving.Tensor\"D\n\x13StartEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x19\n\x11training_disabled\x18\x02 \x01(\x08\"*\n\x14StartEpisodeResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"U\n\x10GetActionRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12-\n\x0bobservation\x18\x02 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\"=\n\x11GetActionResponse\x12(\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\"\x7f\n\x10LogActionRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12-\n\x0bobservation\x18\x02 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\x12(\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\"7\n\x11LogReturnsRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x0e\n\x06reward\x18\x02 \x01(\x01\"i\n\x11\x45ndEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12-\n\x0bobservation\x18\x02 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\x12\x11\n\ttruncated\x18\x03 \x01(\x08\"\x07\n\x05\x45mpty\"\xf0\x01\n\x04\x43\x61ll\x12:\n\rstart_episode\x18\x01 \x01(\x0b\x32!.tfrl.serving.StartEpisodeRequestH\x00\x12\x34\n\nlog_action\x18\x02 \x01(\x0b\x32\x1e.tfrl.serving.LogActionRequestH\x00\x12\x36\n\x0blog_returns\x18\x03 \x01(\x0b\x32\x1f.tfrl.serving.LogReturnsRequestH\x00\x12\x36\n\x0b\x65nd_episode\x18\x04 \x01(\x0b\x32\x1f.tfrl.serving.EndEpisodeRequestH\x00\x42\x06\n\x04\x63\x61ll\"2\n\rReportRequest\x12!\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x12.tfrl.serving.Call\"!\n\x0eReportResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\"\x13\n\x11PolicyInfoRequest\"\x96\x01\n\x12PolicyInfoResponse\x12\x14\n\x0cpolicy_class\x18\x01 \x01(\t\x12\x1e\n\x16observation_space_json\x18\x02 \x01(\t\x12\x19\n\x11\x61\x63tion_space_json\x18\x03 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x04 \x01(\t\x12\x1a\n\x12observation_filter\x18\x05 \x01(\t\"\x10\n\x0eWeightsRequest\"8\n\x0fWeightsResponse\x12%\n\x07weights\x18\x01 \x03(\x0b\x32\x14.tfrl.serving.Tensor2\xdf\x04\n\rPolicyService\x12U\n\x0cStartEpisode\x12!.tfrl.serving.StartEpisodeRequest\x1a\".tfrl.serving.StartEpisodeResponse\x12L\n\tGetAction\x12\x1e.tfrl.serving.GetActionRequest\x1a\x1f.tfrl.serving.GetActionResponse\x12@\n\tLogAction\x12\x1e.tfrl.serving.LogActionRequest\x1a\x13.tfrl.serving.Empty\x12\x42\n\nLogReturns\x12\x1f.tfrl.serving.LogReturnsRequest\x1a\x13.tfrl.serving.Empty\x12\x42\n\nEndEpisode\x12\x1f.tfrl.serving.EndEpisodeRequest\x1a\x13.tfrl.serving.Empty\x12\x43\n\x06Report\x12\x1b.tfrl.serving.ReportRequest\x1a\x1c.tfrl.serving.ReportResponse\x12O\n\nPolicyInfo\x12\x1f.tfrl.serving.PolicyInfoRequest\x1a .tfrl.serving.PolicyInfoResponse\x12I\n\nGetWeights\x12\x1c.tfrl.serving.WeightsRequest\x1a\x1d.tfrl.serving.WeightsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14policy_service.proto\x12\x0ctfrl.serving\"4\n\x06Tensor\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"2\n\nSpaceValue\x12$\n\x06leaves\x18\x01 \x03(\x0b\x32\x14.tfrl.serving.Tensor\"D\n\x13StartEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x19\n\x11training_disabled\x18\x02 \x01(\x08\"*\n\x14StartEpisodeResponse\x12\x12\n\nepisode_id\x18\x01 \x01(\t\"e\n\x10GetActionRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12-\n\x0bobservation\x18\x02 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\x12\x0e\n\x06reward\x18\x03 \x01(\x01\"=\n\x11GetActionResponse\x12(\n\x06\x61\x63tion\x18\x01 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\"\x8f\x01\n\x10LogActionRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12-\n\x0bobservation\x18\x02 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\x12(\n\x06\x61\x63tion\x18\x03 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\x12\x0e\n\x06reward\x18\x04 \x01(\x01\"7\n\x11LogReturnsRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12\x0e\n\x06reward\x18\x02 \x01(\x01\"y\n\x11\x45ndEpisodeRequest\x12\x12\n\nepisode_id\x18\x01 \x01(\t\x12-\n\x0bobservation\x18\x02 \x01(\x0b\x32\x18.tfrl.serving.SpaceValue\x12\x11\n\ttruncated\x18\x03 \x01(\x08\x12\x0e\n\x06reward\x18\x04 \x01(\x01\"\x07\n\x05\x45mpty\"\xf0\x01\n\x04\x43\x61ll\x12:\n\rstart_episode\x18\x01 \x01(\x0b\x32!.tfrl.serving.StartEpisodeRequestH\x00\x12\x34\n\nlog_action\x18\x02 \x01(\x0b\x32\x1e.tfrl.serving.LogActionRequestH\x00\x12\x36\n\x0blog_returns\x18\x03 \x01(\x0b\x32\x1f.tfrl.serving.LogReturnsRequestH\x00\x12\x36\n\x0b\x65nd_episode\x18\x04 \x01(\x0b\x32\x1f.tfrl.serving.EndEpisodeRequestH\x00\x42\x06\n\x04\x63\x61ll\"2\n\rReportRequest\x12!\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x12.tfrl.serving.Call\"!\n\x0eReportResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x05\"\x13\n\x11PolicyInfoRequest\"\x96\x01\n\x12PolicyInfoResponse\x12\x14\n\x0cpolicy_class\x18\x01 \x01(\t\x12\x1e\n\x16observation_space_json\x18\x02 \x01(\t\x12\x19\n\x11\x61\x63tion_space_json\x18\x03 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x04 \x01(\t\x12\x1a\n\x12observation_filter\x18\x05 \x01(\t\"\x10\n\x0eWeightsRequest\"8\n\x0fWeightsResponse\x12%\n\x07weights\x18\x01 \x03(\x0b\x32\x14.tfrl.serving.Tensor2\xdf\x04\n\rPolicyService\x12U\n\x0cStartEpisode\x12!.tfrl.serving.StartEpisodeRequest\x1a\".tfrl.serving.StartEpisodeResponse\x12L\n\tGetAction\x12\x1e.tfrl.serving.GetActionRequest\x1a\x1f.tfrl.serving.GetActionResponse\x12@\n\tLogAction\x12\x1e.tfrl.serving.LogActionRequest\x1a\x13.tfrl.serving.Empty\x12\x42\n\nLogReturns\x12\x1f.tfrl.serving.LogReturnsRequest\x1a\x13.tfrl.serving.Empty\x12\x42\n\nEndEpisode\x12\x1f.tfrl.serving.EndEpisodeRequest\x1a\x13.tfrl.serving.Empty\x12\x43\n\x06Report\x12\x1b.tfrl.serving.ReportRequest\x1a\x1c.tfrl.serving.ReportResponse\x12O\n\nPolicyInfo\x12\x1f.tfrl.serving.PolicyInfoRequest\x1a .tfrl.serving.PolicyInfoResponse\x12I\n\nGetWeights\x12\x1c.tfrl.serving.WeightsRequest\x1a\x1d.tfrl.serving.WeightsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,31 +40,31 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTEPISODERESPONSE']._serialized_start=214
   _globals['_STARTEPISODERESPONSE']._serialized_end=256
   _globals['_GETACTIONREQUEST']._serialized_start=258
-  _globals['_GETACTIONREQUEST']._serialized_end=343
-  _globals['_GETACTIONRESPONSE']._serialized_start=345
-  _globals['_GETACTIONRESPONSE']._serialized_end=406
-  _globals['_LOGACTIONREQUEST']._serialized_start=408
-  _globals['_LOGACTIONREQUEST']._serialized_end=535
-  _globals['_LOGRETURNSREQUEST']._serialized_start=537
-  _globals['_LOGRETURNSREQUEST']._serialized_end=592
-  _globals['_ENDEPISODEREQUEST']._serialized_start=594
-  _globals['_ENDEPISODEREQUEST']._serialized_end=699
-  _globals['_EMPTY']._serialized_start=701
-  _globals['_EMPTY']._serialized_end=708
-  _globals['_CALL']._serialized_start=711
-  _globals['_CALL']._serialized_end=951
-  _globals['_REPORTREQUEST']._serialized_start=953
-  _globals['_REPORTREQUEST']._serialized_end=1003
-  _globals['_REPORTRESPONSE']._serialized_start=1005
-  _globals['_REPORTRESPONSE']._serialized_end=1038
-  _globals['_POLICYINFOREQUEST']._serialized_start=1040
-  _globals['_POLICYINFOREQUEST']._serialized_end=1059
-  _globals['_POLICYINFORESPONSE']._serialized_start=1062
-  _globals['_POLICYINFORESPONSE']._serialized_end=1212
-  _globals['_WEIGHTSREQUEST']._serialized_start=1214
-  _globals['_WEIGHTSREQUEST']._serialized_end=1230
-  _globals['_WEIGHTSRESPONSE']._serialized_start=1232
-  _globals['_WEIGHTSRESPONSE']._serialized_end=1288
-  _globals['_POLICYSERVICE']._serialized_start=1291
-  _globals['_POLICYSERVICE']._serialized_end=1898
+  _globals['_GETACTIONREQUEST']._serialized_end=359
+  _globals['_GETACTIONRESPONSE']._serialized_start=361
+  _globals['_GETACTIONRESPONSE']._serialized_end=422
+  _globals['_LOGACTIONREQUEST']._serialized_start=425
+  _globals['_LOGACTIONREQUEST']._serialized_end=568
+  _globals['_LOGRETURNSREQUEST']._serialized_start=570
+  _globals['_LOGRETURNSREQUEST']._serialized_end=625
+  _globals['_ENDEPISODEREQUEST']._serialized_start=627
+  _globals['_ENDEPISODEREQUEST']._serialized_end=748
+  _globals['_EMPTY']._serialized_start=750
+  _globals['_EMPTY']._serialized_end=757
+  _globals['_CALL']._serialized_start=760
+  _globals['_CALL']._serialized_end=1000
+  _globals['_REPORTREQUEST']._serialized_start=1002
+  _globals['_REPORTREQUEST']._serialized_end=1052
+  _globals['_REPORTRESPONSE']._serialized_start=1054
+  _globals['_REPORTRESPONSE']._serialized_end=1087
+  _globals['_POLICYINFOREQUEST']._serialized_start=1089
+  _globals['_POLICYINFOREQUEST']._serialized_end=1108
+  _globals['_POLICYINFORESPONSE']._serialized_start=1111
+  _globals['_POLICYINFORESPONSE']._serialized_end=1261
+  _globals['_WEIGHTSREQUEST']._serialized_start=1263
+  _globals['_WEIGHTSREQUEST']._serialized_end=1279
+  _globals['_WEIGHTSRESPONSE']._serialized_start=1281
+  _globals['_WEIGHTSRESPONSE']._serialized_end=1337
+  _globals['_POLICYSERVICE']._serialized_start=1340
+  _globals['_POLICYSERVICE']._serialized_end=1947
 # @@protoc_insertion_point(module_scope)
