@@ -18,6 +18,7 @@ ALGORITHMS = {
     "DDPG": ("tfrl.agents.ddpg.ddpg", "DDPGTrainer"),
     "TD3": ("tfrl.agents.ddpg.td3", "TD3Trainer"),
     "SAC": ("tfrl.agents.sac.sac", "SACTrainer"),
+    "CQL": ("tfrl.agents.cql.cql", "CQLTrainer"),
     "APEX": ("tfrl.agents.dqn.apex", "ApexTrainer"),
     "ES": ("tfrl.agents.es.es", "ESTrainer"),
     "ARS": ("tfrl.agents.ars.ars", "ARSTrainer"),
