@@ -1,6 +1,6 @@
 """The serving bridge's speed: one PolicyClient against a PolicyServer on loopback.
 
-    python tools/bench_policy_server.py [--steps 5000] [--hiddens 64 64]
+    python tools/bench_policy_server.py [--steps 5000] [--hiddens 64 64] [--jit]
 
 The server is a RolloutWorker (PG policy, CartPole spaces, a `hiddens` network) sampling its
 PolicyServer in a thread of this process; the client runs in a process of its own and plays one
@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--hiddens", type=int, nargs="+", default=[64, 64])
     parser.add_argument("--modes", nargs="+", default=["remote", "local"])
+    parser.add_argument("--jit", action="store_true",
+                        help="the server's policy acts through its XLA-compiled action function")
     args = parser.parse_args()
 
     import gymnasium as gym
@@ -66,7 +68,8 @@ def main() -> None:
     spaces = gym.make("CartPole-v1")
     worker = RolloutWorker(
         lambda ctx: PolicyServer(spaces.observation_space, spaces.action_space),
-        PGTFPolicy, {"rollout_fragment_length": 200, "model": {"fcnet_hiddens": args.hiddens}})
+        PGTFPolicy, {"rollout_fragment_length": 200, "model": {"fcnet_hiddens": args.hiddens},
+                     "jit_compile_actions": bool(args.jit)})
     stop = threading.Event()
 
     def sample_forever():
@@ -84,7 +87,8 @@ def main() -> None:
             client.start()
             rate, p50, p99 = results.get(timeout=600)
             client.join(60)
-            print(f"case={mode} actions_per_s={rate:.0f} p50_ms={p50:.3f} p99_ms={p99:.3f}", flush=True)
+            print(f"case={mode}{'_jit' if args.jit and mode == 'remote' else ''} "
+                  f"actions_per_s={rate:.0f} p50_ms={p50:.3f} p99_ms={p99:.3f}", flush=True)
     finally:
         stop.set()
         worker.stop()

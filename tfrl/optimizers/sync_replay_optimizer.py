@@ -5,7 +5,11 @@ Workers write postprocessed (e.g. n-step) transitions into the `replay` table; t
 table holds `learning_starts` items (the table's rate limiter's minimum size), and the replay
 ratio (samples per inserted step, `training_intensity`) is held by a `SampleToInsertRatio`
 rate limiter: the driver trains exactly the batches the inserted steps pay for, and the limiter
-guarantees no stream runs further ahead than its error buffer. With prioritized replay, the
+guarantees no stream runs further ahead than its error buffer. When the workers read recorded
+files (`input`), a round inserts whatever batches were recorded (whole episodes, say), which an
+error buffer sized for `rollout_fragment_length` would block until the learner samples, and the
+learner runs after the round in the same loop: those tables have a `MinSize` limiter only, and
+the driver's own count of paid-for batches keeps the ratio. With prioritized replay, the
 importance weights (N * P(i))^-beta / max_j w_j are computed in the learner from each sample's
 `SampleInfo` (probability, table size), with beta annealed linearly, and |TD error| + eps goes
 back to the table as the new priority (`Client.mutate_priorities`).
@@ -72,7 +76,9 @@ class SyncReplayOptimizer(PolicyOptimizer):
                  strategy: tf.distribute.Strategy = None, **settings):
         super().__init__(workers, config, replay, **settings)
         config, replay = self.config, self.replay
-        from replay import Fifo, Prioritized, SampleToInsertRatio, Table, Uniform
+        from replay import Fifo, MinSize, Prioritized, SampleToInsertRatio, Table, Uniform
+
+        from tfrl.offline.settings import OfflineSettings
 
         from tfrl.learner.strategy import learner_strategy
 
@@ -102,6 +108,8 @@ class SyncReplayOptimizer(PolicyOptimizer):
             spi = float(intensity) if intensity else self.train_batch_size / items_per_round
             self.lanes[pid] = _ReplayLane(pid, "", spi)
 
+        reads_files = OfflineSettings.from_config(config).reads_files
+
         def make_table(name, signature, pid):
             spi = self.lanes[pid].samples_per_insert
             items_per_round = rows_per_round * _agents_of_policy(local, pid)
@@ -109,9 +117,10 @@ class SyncReplayOptimizer(PolicyOptimizer):
                                2.0 * max(1.0, spi))
             sampler = (Prioritized(settings.prioritized_replay_alpha) if self.prioritized
                        else Uniform())
+            limiter = (MinSize(self.learning_starts) if reads_files
+                       else SampleToInsertRatio(spi, self.learning_starts, error_buffer))
             return Table(name, sampler=sampler, remover=Fifo(), max_size=settings.buffer_size,
-                         rate_limiter=SampleToInsertRatio(spi, self.learning_starts, error_buffer),
-                         signature=signature)
+                         rate_limiter=limiter, signature=signature)
 
         self.address, tables = declare_replay_tables(workers, self.worker_settings, replay,
                                                      make_table, REPLAY_TABLE, self.policy_ids)

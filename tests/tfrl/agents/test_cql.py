@@ -105,15 +105,22 @@ def test_bad_settings_are_refused(bad):
         validate_config(trainer_config(DEFAULT_CONFIG, **bad))
 
 
-def test_cql_trains_from_files_recorded_by_sac_and_evaluates_in_the_env(ray_session, tmp_path):
+def test_cql_trains_from_whole_recorded_episodes_and_evaluates_in_the_env(ray_session, tmp_path):
+    """The recording holds whole 200-step episodes, far more rows per batch than
+    rollout_fragment_length: the replay table must still take them while the learner waits."""
     from tfrl.agents.cql.cql import CQLTrainer
     from tfrl.agents.sac.sac import SACTrainer
 
     small = {"actor_hiddens": [16], "critic_hiddens": [16], "train_batch_size": 32,
              "learning_starts": 64, "rollout_fragment_length": 8, "timesteps_per_iteration": 100}
-    recorder = SACTrainer(env="Pendulum-v1", config=dict(small, output=str(tmp_path / "data")))
-    recorder.train()
-    recorder.stop()
+    recorder = SACTrainer(env="Pendulum-v1", config=dict(
+        small, output=str(tmp_path / "data"), batch_mode="complete_episodes"))
+    try:
+        worker = recorder.workers.local_worker()
+        worker.set_replay_output(None)  # record only
+        assert [worker.sample().count for _ in range(2)] == [200, 200]
+    finally:
+        recorder.stop()
     trainer = CQLTrainer(env="Pendulum-v1", config=dict(
         small, input=str(tmp_path / "data"), evaluation_interval=1, evaluation_num_episodes=1,
         evaluation_num_workers=0, evaluation_config={"explore": False}))
@@ -126,3 +133,14 @@ def test_cql_trains_from_files_recorded_by_sac_and_evaluates_in_the_env(ray_sess
     assert result["info"]["num_steps_trained"] > 0
     assert result["evaluation"]["episodes_this_iter"] == 1
     assert result["evaluation"]["episode_len_mean"] == 200  # a Pendulum episode, played
+
+
+def test_the_pendulum_cql_example_is_a_valid_offline_config():
+    from tfrl.agents.cql.cql import CQLTrainer, validate_config
+    from tfrl.cli import load_experiment_file
+    from tfrl.config import merge_config
+
+    experiment = load_experiment_file("pendulum-cql")
+    assert experiment["run"] == "CQL" and experiment["config"]["input"] == "data/pendulum-sac"
+    assert experiment["stop"]["evaluation/episode_reward_mean"] == -300
+    validate_config(merge_config(CQLTrainer.default_config(), experiment["config"]))
