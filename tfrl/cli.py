@@ -81,8 +81,8 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="show TensorFlow's, absl's and Ray's start-up messages")
 
     train = sub.add_parser("train", parents=[common], help="train an algorithm on an environment")
-    train.add_argument("--run", help="algorithm: PG, A2C, A3C, PPO, DQN, IMPALA, APPO, DDPG, TD3, "
-                                     "SAC, MARWIL or BC")
+    train.add_argument("--run", help="algorithm: PG, A2C, A3C, PPO, DQN, APEX, IMPALA, APPO, DDPG, "
+                                     "TD3, SAC, MARWIL, BC, CQL, ES or ARS")
     train.add_argument("--env", help="gymnasium environment id, e.g. CartPole-v1")
     train.add_argument("-f", "--file", help="tuned example YAML (path or shipped name)")
     train.add_argument("--config", type=_json_arg, default={}, help="config overrides as JSON")

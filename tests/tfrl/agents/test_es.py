@@ -128,3 +128,139 @@ def test_nesting_examples_run_an_es_loop_over_unmodified_trainers(ray_session, e
     spec.loader.exec_module(module)
     history = module.main(["--population", "2", "--generations", "1", "--workers", "0"])
     assert len(history) == 1 and history[0] > 0
+
+
+def _observations(env_name: str, count: int = 12) -> np.ndarray:
+    """Real observations of `env_name` under random actions (seeded)."""
+    import gymnasium as gym
+
+    env = gym.make(env_name)
+    env.action_space.seed(0)
+    obs, _ = env.reset(seed=0)
+    seen = []
+    while len(seen) < count:
+        seen.append(obs)
+        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            obs, _ = env.reset(seed=len(seen))
+    env.close()
+    return np.asarray(seen, np.float32)
+
+
+@pytest.mark.parametrize("run", ["ES", "ARS"])
+def test_es_and_ars_restore_weights_optimizer_and_filter_from_a_checkpoint(
+        ray_session, tmp_path, run):
+    from tfrl.agents.registry import get_trainer_class
+
+    config = dict(TINY, observation_filter="MeanStdFilter")
+    trainer_cls = get_trainer_class(run)
+    trainer = trainer_cls(env="CartPole-v1", config=config)
+    try:
+        for _ in range(2):
+            trainer.train()
+        checkpoint = trainer.save(str(tmp_path))
+        weights = trainer.get_policy().get_flat_weights()
+        optimizer = trainer.es_optimizer.get_state()
+        stat = trainer.observation_filter.running_stat
+        observations = _observations("CartPole-v1")
+        actions = [trainer.compute_action(obs) for obs in observations]
+    finally:
+        trainer.stop()
+    assert stat.count > 0 and optimizer["t"] == 2
+
+    restored = trainer_cls(env="CartPole-v1", config=config)
+    try:
+        assert not np.array_equal(restored.get_policy().get_flat_weights(), weights)
+        restored.restore(checkpoint)
+        np.testing.assert_array_equal(restored.get_policy().get_flat_weights(), weights)
+        restored_optimizer = restored.es_optimizer.get_state()
+        assert restored_optimizer.keys() == optimizer.keys()
+        for key, value in optimizer.items():
+            np.testing.assert_array_equal(restored_optimizer[key], value, err_msg=key)
+        restored_stat = restored.observation_filter.running_stat
+        assert restored_stat.count == stat.count
+        np.testing.assert_array_equal(restored_stat.mean, stat.mean)
+        np.testing.assert_array_equal(restored_stat.m2, stat.m2)
+        assert [restored.compute_action(obs) for obs in observations] == actions
+        assert restored.iteration == 2
+        # the workers were handed the restored statistics and train on from them
+        result = restored.train()
+        assert result["timesteps_total"] > 0 and restored.iteration == 3
+        assert restored.observation_filter.running_stat.count > stat.count
+    finally:
+        restored.stop()
+
+
+@pytest.mark.parametrize("run,env_name", [("ES", "CartPole-v1"), ("ARS", "Pendulum-v1"),
+                                          ("ES", "Pendulum-v1")])
+def test_exported_es_policy_serves_the_actions_of_compute_action(
+        ray_session, tmp_path, run, env_name):
+    import tensorflow as tf
+
+    from tfrl.agents.registry import get_trainer_class
+
+    trainer = get_trainer_class(run)(env=env_name, config=dict(
+        TINY, observation_filter="MeanStdFilter"))
+    try:
+        trainer.train()
+        policy = trainer.get_policy()
+        # large weights: CartPole's actions then differ between observations, and Pendulum's
+        # squashed outputs reach the bounds, where they must stay
+        noise = np.random.default_rng(0).normal(scale=3.0, size=policy.num_params)
+        policy.set_flat_weights(policy.get_flat_weights() + noise)
+        observations = _observations(env_name, count=32)
+        expected = np.array([trainer.compute_action(obs) for obs in observations])
+        export_dir = trainer.export_policy_model(str(tmp_path / "model"))
+    finally:
+        trainer.stop()
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    out = serve(observations=tf.constant(observations))
+    # the documented outputs: ES's policy is deterministic, so both are the same actions
+    np.testing.assert_array_equal(out["actions"].numpy(), out["deterministic_actions"].numpy())
+    served = out["actions"].numpy()
+    if env_name == "CartPole-v1":
+        assert served.shape == (len(observations),)
+        np.testing.assert_array_equal(served, expected)
+        assert len(set(expected.tolist())) == 2, "a policy with one action tests little"
+    else:
+        assert served.shape == expected.shape == (len(observations), 1)
+        np.testing.assert_allclose(served, expected, rtol=1e-4, atol=1e-4)
+        assert np.all(served >= -2.0) and np.all(served <= 2.0)
+        assert np.all(expected >= -2.0) and np.all(expected <= 2.0)
+        assert np.abs(served).max() > 1.9, "the check should reach the bounds"
+
+
+def test_tfrl_export_and_rollout_read_an_es_checkpoint_without_workers(
+        ray_session, tmp_path, capsys):
+    # `tfrl export` / `tfrl rollout` rebuild the trainer with num_workers=0: ES then plays in
+    # the driver, and the stored num_aggregators (the tree needs actors) is set aside
+    import tensorflow as tf
+
+    from tfrl.agents.es.es import ESTrainer
+    from tfrl.cli import main
+    from tfrl.trainer import Trainer
+
+    trainer = ESTrainer(env="CartPole-v1", config=dict(TINY, num_aggregators=1))
+    try:
+        trainer.train()
+        checkpoint = trainer.save(str(tmp_path / "checkpoints"))
+        observations = _observations("CartPole-v1")
+        expected = [trainer.compute_action(obs) for obs in observations]
+    finally:
+        trainer.stop()
+    assert main(["export", checkpoint, str(tmp_path / "model")]) == 0
+    serve = tf.saved_model.load(str(tmp_path / "model")).signatures["serving_default"]
+    served = serve(observations=tf.constant(observations))["actions"].numpy()
+    np.testing.assert_array_equal(served, expected)
+    assert main(["rollout", checkpoint, "--episodes", "2"]) == 0
+    assert "mean return over 2 episodes" in capsys.readouterr().out
+
+    local = Trainer.from_checkpoint(checkpoint, num_workers=0)
+    try:
+        before = local.get_policy().get_flat_weights()
+        result = local.train()
+    finally:
+        local.stop()
+    # the one in-driver worker: two rounds of 2 pairs, one evaluation episode after each
+    assert result["info"]["num_pairs"] == 4 and result["episodes_this_iter"] == 10
+    assert not np.array_equal(before, local.get_policy().get_flat_weights())

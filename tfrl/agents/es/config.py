@@ -35,6 +35,7 @@ DEFAULT_CONFIG = with_common_config({
     # Iterations over which episode_reward_mean is averaged.
     "report_length": 10,
     "observation_filter": "MeanStdFilter",
+    # Ray worker actors; 0 plays every episode in the driver (flat, num_aggregators ignored).
     "num_workers": 2,
     "model": {"fcnet_hiddens": [32, 32], "fcnet_activation": "tanh"},
 })

@@ -22,7 +22,7 @@ from tfrl import errors
 from tfrl.agents.es.aggregation import Aggregator, build_tree, received_size
 from tfrl.agents.es.config import DEFAULT_CONFIG
 from tfrl.agents.es.es_policy import ESPolicy
-from tfrl.agents.es.es_worker import ESWorker
+from tfrl.agents.es.es_worker import ESWorker, InProcessActor
 from tfrl.agents.es.noise_table import make_noise
 from tfrl.agents.es.optimizers import Adam
 from tfrl.trainer import DEFAULT_POLICY_ID, Trainer
@@ -34,10 +34,10 @@ def validate_config(config: dict) -> None:
 
     Raises:
       InvalidConfigError: a count below its minimum, a noise_stdev or stepsize that is not
-        positive, an eval_prob outside [0, 1], or evaluation_interval (ES evaluates with
-        eval_prob instead).
+        positive, an eval_prob outside [0, 1], more aggregators than (remote) workers, or
+        evaluation_interval (ES evaluates with eval_prob instead).
     """
-    for key, low in (("num_workers", 1), ("perturbations_per_round", 1), ("episodes_per_batch", 1),
+    for key, low in (("num_workers", 0), ("perturbations_per_round", 1), ("episodes_per_batch", 1),
                      ("train_batch_size", 0), ("num_aggregators", 0), ("aggregation_fan_in", 2),
                      ("report_length", 1), ("noise_size", 1)):
         value = config[key]
@@ -48,7 +48,7 @@ def validate_config(config: dict) -> None:
             raise errors.InvalidConfigError(f"{key} must be a number > 0, got {config[key]!r}")
     if not 0 <= config["eval_prob"] <= 1:
         raise errors.InvalidConfigError(f"eval_prob must be in [0, 1], got {config['eval_prob']!r}")
-    if config["num_aggregators"] > config["num_workers"]:
+    if config["num_workers"] and config["num_aggregators"] > config["num_workers"]:
         raise errors.InvalidConfigError(
             f"num_aggregators={config['num_aggregators']} exceeds num_workers="
             f"{config['num_workers']}; use at most one aggregator per worker (0: flat)")
@@ -93,11 +93,15 @@ class ESTrainer(Trainer, trial_base()):
         env.close()
         dim = self.policy.num_params
         self.noise_ref = ray.put(make_noise(config["noise_size"]))
-        worker_cls = ray.remote(ESWorker).options(num_cpus=config["num_cpus_per_worker"])
-        self.es_workers = [worker_cls.remote(config, self.noise_ref, index + 1)
-                           for index in range(config["num_workers"])]
+        if config["num_workers"]:
+            worker_cls = ray.remote(ESWorker).options(num_cpus=config["num_cpus_per_worker"])
+            self.es_workers = [worker_cls.remote(config, self.noise_ref, index + 1)
+                               for index in range(config["num_workers"])]
+        else:
+            # one worker in the driver (what `tfrl rollout` and `tfrl export` build), flat
+            self.es_workers = [InProcessActor(ESWorker(config, ray.get(self.noise_ref), 1))]
         self.aggregators = []
-        if config["num_aggregators"]:
+        if config["num_aggregators"] and config["num_workers"]:
             self.root, self.aggregators = build_tree(
                 self.es_workers, self.noise_ref, dim, config["num_aggregators"],
                 config["aggregation_fan_in"])
@@ -220,5 +224,6 @@ class ESTrainer(Trainer, trial_base()):
             import ray
 
             for actor in getattr(self, "aggregators", []) + getattr(self, "es_workers", []):
-                ray.kill(actor)
+                if not isinstance(actor, InProcessActor):
+                    ray.kill(actor)
         super().stop()

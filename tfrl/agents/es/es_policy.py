@@ -112,7 +112,9 @@ class ESPolicy:
 
     def export_model(self, export_dir: str, observation_filter: Optional[dict] = None) -> None:
         """Writes the network (with the observation filter's statistics) as a SavedModel whose
-        `serving_default` signature maps raw observations [batch, *obs_shape] to actions."""
+        `serving_default` signature takes raw observations [batch, *obs_shape] as
+        `observations` and returns `actions` and `deterministic_actions` (the same: the policy
+        is deterministic), as other policies' exports do (tfrl/policy/export.py)."""
         import tensorflow as tf
 
         obs_shape = self.observation_space.shape
@@ -123,9 +125,10 @@ class ESPolicy:
                 super().__init__()
                 self.layer_vars = [(tf.Variable(w), tf.Variable(b)) for w, b in policy.layers]
 
-            @tf.function(input_signature=[tf.TensorSpec([None, *obs_shape], tf.float32)])
-            def serve(self, obs):
-                x = tf.reshape(obs, [-1, int(np.prod(obs_shape))])
+            @tf.function(input_signature=[
+                tf.TensorSpec([None, *obs_shape], tf.float32, name="observations")])
+            def serve(self, observations):
+                x = tf.reshape(observations, [-1, int(np.prod(obs_shape))])
                 if observation_filter is not None:
                     f = observation_filter
                     mean = tf.constant(np.ravel(f["mean"]), tf.float32)
@@ -142,11 +145,14 @@ class ESPolicy:
                         x = {"tanh": tf.tanh, "relu": tf.nn.relu,
                              "linear": tf.identity}[policy.activation_name](x)
                 if policy.discrete:
-                    return {"actions": tf.argmax(x, axis=-1)}
-                if policy.bounded:
-                    x = (policy.action_center.astype(np.float32)
-                         + policy.action_half_range.astype(np.float32) * tf.tanh(x))
-                return {"actions": x}
+                    actions = tf.argmax(x, axis=-1)
+                else:
+                    actions = tf.reshape(x, [-1, *policy.action_space.shape])
+                    if policy.bounded:
+                        actions = (policy.action_center.astype(np.float32)
+                                   + policy.action_half_range.astype(np.float32)
+                                   * tf.tanh(actions))
+                return {"actions": actions, "deterministic_actions": tf.identity(actions)}
 
         module = ServedPolicy()
         tf.saved_model.save(module, export_dir, signatures={"serving_default": module.serve})

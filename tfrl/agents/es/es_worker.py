@@ -6,9 +6,11 @@ plays n antithetic pairs: for a random offset i it plays one episode with params
 noise[i] and one with params - sigma * noise[i]. It returns only the offsets, the pairs' returns
 and lengths, the unperturbed evaluation episodes' summary and the filter's updates since the
 last call, never a parameter vector. Workers are used by ES and ARS alike (tfrl/agents/ars).
+With `num_workers: 0` one worker runs in the driver behind `InProcessActor`.
 """
 from __future__ import annotations
 
+import types
 from typing import Any, Dict, Optional
 
 import numpy as np
@@ -95,3 +97,24 @@ class ESWorker:
     def set_filter(self, observation_filter) -> None:
         """Takes the driver's merged filter statistics (the local updates were reported)."""
         self.filter.sync(observation_filter)
+
+
+class InProcessActor:
+    """An object of the driver process called like a Ray actor handle: `handle.method.remote(
+    *args)` runs the method at once and returns an object reference to its result (arguments
+    that are object references are resolved first, as Ray does for actor calls). It lets the
+    aggregation code drive an in-driver worker (`num_workers: 0`) like remote ones."""
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def __getattr__(self, name: str):
+        import ray
+
+        method = getattr(self.target, name)
+
+        def remote(*args, **kwargs):
+            args = [ray.get(a) if isinstance(a, ray.ObjectRef) else a for a in args]
+            return ray.put(method(*args, **kwargs))
+
+        return types.SimpleNamespace(remote=remote)
