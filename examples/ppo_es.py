@@ -5,7 +5,8 @@ perturbation, trains a few PPO iterations (with its own Ray rollout workers and 
 and is scored by its mean episode return; the new population weights are the members' trained
 weights averaged with centered-rank fitness weights (ES's shaping, tfrl/agents/es/fitness.py).
 The loop only uses `train()` and `get_policy().get_weights()/set_weights()`: PPO does not know
-it is nested. examples/a3c_es.py runs the same loop over A3C trainers.
+it is nested. examples/a3c_es.py runs the same loop over A3C trainers. `evolve` also takes an
+optional `on_generation` callback (added for tools/bench_ppo_es.py; without it nothing changes).
 
     python examples/ppo_es.py --population 4 --generations 10
 """
@@ -17,9 +18,11 @@ import ray
 from tfrl.agents.es.fitness import compute_centered_ranks
 
 
-def evolve(make_member, args) -> list:
+def evolve(make_member, args, on_generation=None) -> list:
     """Runs the ES loop over members built by `make_member(seed, workers)`; returns the
-    population's mean return per generation."""
+    population's mean return per generation. `on_generation(generation, theta, scores, results)`,
+    if given, is called after each generation with the new population weights, the members'
+    scores and each member's last `train()` result."""
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     rng = np.random.default_rng(0)
@@ -31,7 +34,7 @@ def evolve(make_member, args) -> list:
             half = [[args.sigma * rng.standard_normal(w.shape) for w in theta]
                     for _ in range((args.population + 1) // 2)]
             noises = (half + [[-e for e in eps] for eps in half])[:args.population]
-            scores, trained = [], []
+            scores, trained, results = [], [], []
             for member, eps in zip(members, noises):
                 member.get_policy().set_weights([w + e for w, e in zip(theta, eps)])
                 member.workers.sync_weights()
@@ -39,12 +42,15 @@ def evolve(make_member, args) -> list:
                     result = member.train()
                 scores.append(np.nan_to_num(result["episode_reward_mean"], nan=0.0))
                 trained.append(member.get_policy().get_weights())
+                results.append(result)
             fitness = compute_centered_ranks(np.array(scores)) + 0.5  # in [0, 1]
             fitness = fitness / fitness.sum()
             theta = [sum(f * weights[i] for f, weights in zip(fitness, trained))
                      for i in range(len(theta))]
             history.append(float(np.mean(scores)))
             print(f"generation {generation}: returns {np.round(scores, 1).tolist()}", flush=True)
+            if on_generation is not None:
+                on_generation(generation, theta, scores, results)
     finally:
         for member in members:
             member.stop()
