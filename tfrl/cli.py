@@ -207,17 +207,15 @@ def _record_episodes(args) -> int:
         args.checkpoint, num_workers=0, num_envs_per_worker=1, input="sampler",
         output=args.out, output_format=args.output_format, batch_mode="complete_episodes",
         rollout_fragment_length=1, explore=bool(args.explore), evaluation_interval=None)
+    from tfrl.offline.output_writer import record_episodes
+
     try:
         worker = trainer.workers.local_worker()
-        worker.set_replay_output(None)  # the batches go to the files only
-        returns: List[float] = []
-        while len(returns) < args.episodes:
-            worker.sample()  # one whole episode per call
-            for episode in worker.get_metrics():
-                print(f"episode {len(returns)}: return {episode.episode_reward:.1f}")
-                returns.append(episode.episode_reward)
+        returns = record_episodes(
+            worker, args.episodes,
+            on_episode=lambda index, episode_return: print(f"episode {index}: return "
+                                                           f"{episode_return:.1f}"))
         print(f"mean return over {len(returns)} episodes: {sum(returns) / len(returns):.1f}")
-        worker.output_writer.close()
         print(f"recorded into {os.path.abspath(args.out)}: "
               f"{', '.join(os.path.basename(p) for p in worker.output_writer.files_written)}")
     finally:

@@ -72,6 +72,11 @@ class ExternalEnvError(EnvError, ValueError):
     time. Over gRPC it is INVALID_ARGUMENT (or DEADLINE_EXCEEDED, UNAVAILABLE)."""
 
 
+class ActionTimeoutError(ExternalEnvError):
+    """An ExternalEnv's `get_action` got no action within its `action_timeout_s`: the trainer is
+    not sampling. Over gRPC it is DEADLINE_EXCEEDED."""
+
+
 class PolicyServerError(TfrlError, RuntimeError):
     """A policy server refused or failed a PolicyClient call. `code` is the gRPC status code's
     name (INVALID_ARGUMENT, UNAUTHENTICATED, DEADLINE_EXCEEDED, UNAVAILABLE, ...) and the message

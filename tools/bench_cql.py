@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 def record(workdir: str, sac_steps: int, episodes: int) -> str:
     from tfrl.agents.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
+    from tfrl.offline.output_writer import record_episodes
     from tfrl.trainer import Trainer
 
     experiment = load_experiment_file("pendulum-sac")
@@ -39,13 +40,7 @@ def record(workdir: str, sac_steps: int, episodes: int) -> str:
         checkpoint, num_workers=0, num_envs_per_worker=1, output=os.path.join(workdir, "data"),
         batch_mode="complete_episodes", rollout_fragment_length=1, explore=True)
     try:
-        worker = recorder.workers.local_worker()
-        worker.set_replay_output(None)
-        returns = []
-        while len(returns) < episodes:
-            worker.sample()
-            returns.extend(m.episode_reward for m in worker.get_metrics())
-        worker.output_writer.close()
+        returns = record_episodes(recorder.workers.local_worker(), episodes)
     finally:
         recorder.stop()
     return (f"record sac_env_steps={result['timesteps_total']} sac_mean={result['episode_reward_mean']:.1f} "

@@ -36,19 +36,14 @@ def record(workdir: str, episodes: int, max_seconds: float) -> str:
         checkpoint = trainer.save(os.path.join(workdir, "ppo-checkpoints"))
     finally:
         trainer.stop()
+    from tfrl.offline.output_writer import record_episodes
     from tfrl.trainer import Trainer
 
     recorder = Trainer.from_checkpoint(
         checkpoint, num_workers=0, num_envs_per_worker=1, output=os.path.join(workdir, "data"),
         batch_mode="complete_episodes", rollout_fragment_length=1, explore=False)
     try:
-        worker = recorder.workers.local_worker()
-        worker.set_replay_output(None)
-        returns = []
-        while len(returns) < episodes:
-            worker.sample()
-            returns.extend(m.episode_reward for m in worker.get_metrics())
-        worker.output_writer.close()
+        returns = record_episodes(recorder.workers.local_worker(), episodes)
     finally:
         recorder.stop()
     return (f"record ppo_env_steps={result['timesteps_total']} ppo_mean={result['episode_reward_mean']:.1f} "

@@ -56,7 +56,7 @@ class ActionReply:
 
     def wait(self, timeout: Optional[float]) -> Any:
         if not self._event.wait(timeout):
-            raise errors.ExternalEnvError(
+            raise errors.ActionTimeoutError(
                 f"no action within {timeout} s: the trainer is not sampling (call train(), or "
                 "raise the timeout)")
         if self.error is not None:
@@ -86,6 +86,7 @@ class ExternalEnv(threading.Thread):
         self._lock = threading.Lock()
         self._running: Dict[str, bool] = {}  # episode id -> training enabled
         self._stopped = threading.Event()
+        self._replies: set = set()  # the ActionReplies get_action calls wait on
         self.run_error: Optional[BaseException] = None
 
     # --- the application's side -------------------------------------------------------------
@@ -115,27 +116,36 @@ class ExternalEnv(threading.Thread):
             self.events.put((START, episode_id, bool(training_enabled)))
         return episode_id
 
-    def get_action(self, episode_id: str, observation: Any) -> Any:
-        """The policy's action for `observation`; blocks until the worker answers.
+    def get_action(self, episode_id: str, observation: Any, reward: float = 0.0) -> Any:
+        """The policy's action for `observation`; blocks until the worker answers. `reward`:
+        rewards earned since the previous call, logged first (as `log_returns` would), once the
+        call is checked.
 
         Raises:
-          ExternalEnvError: an unknown or finished episode, the env closed, or no answer within
-            `action_timeout_s`.
+          ExternalEnvError: an unknown or finished episode, a bad reward, or the env closed.
+          ActionTimeoutError: no answer within `action_timeout_s`.
           InvalidObservationError: an observation outside the observation space.
         """
         reply = ActionReply()
-        self._queue_observation(episode_id, observation, reply, None)
-        return reply.wait(self.action_timeout_s)
+        with self._lock:
+            self._replies.add(reply)
+        try:
+            self._queue_observation(episode_id, observation, reply, None, reward)
+            return reply.wait(self.action_timeout_s)
+        finally:
+            with self._lock:
+                self._replies.discard(reply)
 
-    def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
-        """Records an action the application took itself (off-policy) for `observation`.
+    def log_action(self, episode_id: str, observation: Any, action: Any, reward: float = 0.0) -> None:
+        """Records an action the application took itself (off-policy) for `observation`;
+        `reward` as in `get_action`.
 
         Raises:
-          ExternalEnvError: an unknown or finished episode, or the env closed.
+          ExternalEnvError: an unknown or finished episode, a bad reward, or the env closed.
           InvalidObservationError, ActionOutOfSpaceError: a value outside its space.
         """
         action = self._checked(action, self.action_space, "action", errors.ActionOutOfSpaceError)
-        self._queue_observation(episode_id, observation, None, action)
+        self._queue_observation(episode_id, observation, None, action, reward)
 
     def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
         """Adds `reward` to the episode's current step (several calls add up).
@@ -144,29 +154,28 @@ class ExternalEnv(threading.Thread):
           ExternalEnvError: an unknown or finished episode, a reward that is not a finite
             number, or the env closed.
         """
-        try:
-            reward = float(reward)
-        except (TypeError, ValueError) as exc:
-            raise errors.ExternalEnvError(f"reward must be a number, got {reward!r}") from exc
-        if not np.isfinite(reward):
-            raise errors.ExternalEnvError(f"reward must be finite, got {reward}")
+        reward = _finite_reward(reward)
         with self._lock:
             self._check_running(episode_id)
             self.events.put((REWARD, episode_id, reward, info))
 
-    def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
+    def end_episode(self, episode_id: str, observation: Any, truncated: bool = False,
+                    reward: float = 0.0) -> None:
         """Ends the episode with its final observation: terminated, or with `truncated` cut
-        short (a time limit), so training bootstraps from the observation's value.
+        short (a time limit), so training bootstraps from the observation's value; `reward` as in
+        `get_action`.
 
         Raises:
-          ExternalEnvError: an unknown or finished episode, or the env closed.
+          ExternalEnvError: an unknown or finished episode, a bad reward, or the env closed.
           InvalidObservationError: an observation outside the observation space.
         """
         observation = self._checked(observation, self.observation_space, "observation",
                                     errors.InvalidObservationError)
+        reward = _finite_reward(reward)
         with self._lock:
             self._check_running(episode_id)
             del self._running[episode_id]
+            self._put_reward(episode_id, reward)
             self.events.put((END, episode_id, observation, bool(truncated)))
 
     # --- the worker's side ----------------------------------------------------------------------
@@ -179,20 +188,20 @@ class ExternalEnv(threading.Thread):
         with self._lock:
             self._stopped.set()
             self._running.clear()
+            waiting, self._replies = self._replies, set()
+        for reply in waiting:
+            reply.fail(errors.ExternalEnvError(f"{type(self).__name__} was closed while this "
+                                               "call waited for its action"))
         self.events.put((END, None, None, False))  # wakes a runner waiting for events
 
     @property
     def closed(self) -> bool:
         return self._stopped.is_set()
 
-    def running_episodes(self) -> int:
-        with self._lock:
-            return len(self._running)
-
     def start_thread(self) -> None:
         """Starts `run()` in its thread once (the worker calls this); a failure of `run()` is
         kept in `run_error` for the runner to raise."""
-        if self.is_alive() or self._started_once():
+        if self.ident is not None:  # started before
             return
         body = self.run
 
@@ -205,27 +214,7 @@ class ExternalEnv(threading.Thread):
         self.run = guarded_run  # type: ignore[method-assign]
         self.start()
 
-    def _started_once(self) -> bool:
-        return self.ident is not None
-
     # --- checks ---------------------------------------------------------------------------------
-    def check_observation(self, observation: Any) -> Any:
-        """`observation` as the observation space holds it.
-
-        Raises:
-          InvalidObservationError: it is not in the observation space.
-        """
-        return self._checked(observation, self.observation_space, "observation",
-                             errors.InvalidObservationError)
-
-    def check_action(self, action: Any) -> Any:
-        """`action` as the action space holds it.
-
-        Raises:
-          ActionOutOfSpaceError: it is not in the action space.
-        """
-        return self._checked(action, self.action_space, "action", errors.ActionOutOfSpaceError)
-
     def _check_open(self) -> None:
         if self._stopped.is_set():
             raise errors.ExternalEnvError(f"{type(self).__name__} is closed")
@@ -245,12 +234,18 @@ class ExternalEnv(threading.Thread):
                 "that space (dtype and shape included)")
         return converted
 
+    def _put_reward(self, episode_id: str, reward: float) -> None:
+        if reward:
+            self.events.put((REWARD, episode_id, reward, None))
+
     def _queue_observation(self, episode_id: str, observation: Any, reply: Optional[ActionReply],
-                           action: Any) -> None:
+                           action: Any, reward: float) -> None:
         observation = self._checked(observation, self.observation_space, "observation",
                                     errors.InvalidObservationError)
+        reward = _finite_reward(reward)
         with self._lock:
             self._check_running(episode_id)
+            self._put_reward(episode_id, reward)
             self.events.put((OBSERVATION, episode_id, observation, reply, action))
 
 
@@ -286,6 +281,16 @@ def _as_space_value(value: Any, space) -> Any:
     except (TypeError, ValueError):
         return None
     return value
+
+
+def _finite_reward(reward: Any) -> float:
+    try:
+        reward = float(reward)
+    except (TypeError, ValueError) as exc:
+        raise errors.ExternalEnvError(f"reward must be a number, got {reward!r}") from exc
+    if not np.isfinite(reward):
+        raise errors.ExternalEnvError(f"reward must be finite, got {reward}")
+    return reward
 
 
 def _short(value: Any) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 
@@ -123,3 +123,23 @@ def make_output_writer(settings, worker_index: int) -> Optional[OutputWriter]:
 
     return TFRecordWriter(settings.output, worker_index, settings.output_max_file_size,
                           settings.output_compress_columns)
+
+
+def record_episodes(worker, episodes: int,
+                    on_episode: Optional[Callable[[int, float], None]] = None) -> List[float]:
+    """Plays `episodes` whole episodes in `worker` (a RolloutWorker with `output` set, built
+    with batch_mode "complete_episodes" and rollout_fragment_length 1, so that each `sample()`
+    is one episode), which records every step; closes its output files and returns the
+    episodes' returns. What `tfrl rollout --out` and the offline benchmarks run.
+    `on_episode(index, episode_return)` is called as each episode ends.
+    """
+    worker.set_replay_output(None)  # the batches go to the files only
+    returns: List[float] = []
+    while len(returns) < episodes:
+        worker.sample()
+        for episode in worker.get_metrics():
+            if on_episode is not None:
+                on_episode(len(returns), episode.episode_reward)
+            returns.append(episode.episode_reward)
+    worker.output_writer.close()
+    return returns

@@ -30,6 +30,13 @@ class RolloutMetrics(NamedTuple):
     worker_index: int = 0
     perf_stats: Dict[str, float] = {}  # the runner's SamplerPerfStats.get() at episode end
 
+    @classmethod
+    def of_episode(cls, episode: Any, worker_index: int, perf_stats: Dict[str, float]):
+        """The metrics of a finished `Episode` (what every env runner reports)."""
+        return cls(episode.length, episode.total_reward, dict(episode.agent_rewards),
+                   dict(episode.custom_metrics), dict(episode.hist_data), worker_index,
+                   perf_stats)
+
 
 class OffPolicyEstimate(NamedTuple):
     """One off-policy estimate of one recorded episode (tfrl/offline/off_policy_estimator.py);

@@ -224,10 +224,8 @@ class MultiAgentEnvRunner:
                 self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
                                               policies=self.policy_map, episode=episode,
                                               env_index=i)
-                self._finished_metrics.append(RolloutMetrics(
-                    episode.length, episode.total_reward, dict(episode.agent_rewards),
-                    dict(episode.custom_metrics), dict(episode.hist_data),
-                    self.worker.worker_index, perf.get()))
+                self._finished_metrics.append(RolloutMetrics.of_episode(
+                    episode, self.worker.worker_index, perf.get()))
                 self._reset(i)
             else:
                 self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,

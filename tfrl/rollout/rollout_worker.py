@@ -175,8 +175,6 @@ class RolloutWorker:
                 f"creating env {self.env_name!r} raised {type(exc).__name__}: {exc}") from exc
         check_env(env, self.env_name)
         seed = self._env_seed(j)
-        if isinstance(env, ExternalEnv):
-            return env
         if seed is not None and hasattr(env, "action_space") and hasattr(env.action_space, "seed"):
             env.action_space.seed(seed)
         return env

@@ -289,10 +289,8 @@ class EnvRunner:
         self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
                                       policies=self.worker.policy_map, episode=episode,
                                       env_index=i)
-        self._finished_metrics.append(RolloutMetrics(
-            episode.length, episode.total_reward, dict(episode.agent_rewards),
-            dict(episode.custom_metrics), dict(episode.hist_data), self.worker.worker_index,
-            self.perf.get()))
+        self._finished_metrics.append(RolloutMetrics.of_episode(
+            episode, self.worker.worker_index, self.perf.get()))
         return self._rows - start
 
     def _postprocess(self, segments: List[tuple]) -> SampleBatch:

@@ -41,6 +41,7 @@ TOKEN_METADATA_KEY = "tfrl-policy-token"
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 _STATUS = {
+    errors.ActionTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
     errors.ExternalEnvError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.InvalidObservationError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.ActionOutOfSpaceError: grpc.StatusCode.INVALID_ARGUMENT,
@@ -203,12 +204,9 @@ class _Servicer:
             return call()
         except errors.TfrlError as exc:
             code = _STATUS.get(type(exc), grpc.StatusCode.INVALID_ARGUMENT)
-            text = str(exc)
             if self.server.closed:
                 code = grpc.StatusCode.UNAVAILABLE
-            elif "no action within" in text:
-                code = grpc.StatusCode.DEADLINE_EXCEEDED
-            context.abort(code, text)
+            context.abort(code, str(exc))
 
     def StartEpisode(self, request, context):
         env = self.server
@@ -219,10 +217,9 @@ class _Servicer:
         env = self.server
 
         def act():
-            observation = env.check_observation(values.decode_value(
-                request.observation, env.observation_space, "observation"))
-            _add_reward(env, request)
-            action = env.get_action(request.episode_id, observation)
+            observation = values.decode_value(request.observation, env.observation_space,
+                                              "observation")
+            action = env.get_action(request.episode_id, observation, reward=request.reward)
             return pb.GetActionResponse(action=values.encode_value(action))
 
         return self._serve(context, act)
@@ -259,26 +256,16 @@ class _Servicer:
         return self._serve(context, self.server.weights)
 
 
-def _add_reward(env: PolicyServer, request) -> None:
-    """The reward a call carries, logged before the call itself (once its values are checked,
-    so a refused call logs nothing)."""
-    if request.reward:
-        env.log_returns(request.episode_id, request.reward)
-
-
 def _log_action(env: PolicyServer, request) -> None:
-    observation = env.check_observation(
-        values.decode_value(request.observation, env.observation_space, "observation"))
-    action = env.check_action(values.decode_value(request.action, env.action_space, "action"))
-    _add_reward(env, request)
-    env.log_action(request.episode_id, observation, action)
+    observation = values.decode_value(request.observation, env.observation_space, "observation")
+    action = values.decode_value(request.action, env.action_space, "action")
+    env.log_action(request.episode_id, observation, action, reward=request.reward)
 
 
 def _end_episode(env: PolicyServer, request) -> None:
-    observation = env.check_observation(
-        values.decode_value(request.observation, env.observation_space, "observation"))
-    _add_reward(env, request)
-    env.end_episode(request.episode_id, observation, truncated=request.truncated)
+    observation = values.decode_value(request.observation, env.observation_space, "observation")
+    env.end_episode(request.episode_id, observation, truncated=request.truncated,
+                    reward=request.reward)
 
 
 def _apply(env: PolicyServer, call) -> None:
@@ -307,6 +294,4 @@ def _json_default(value: Any) -> Any:
         return value.item()
     if isinstance(value, np.ndarray):
         return value.tolist()
-    if isinstance(value, tuple):
-        return list(value)
     raise TypeError(f"not JSON serialisable: {value!r}")

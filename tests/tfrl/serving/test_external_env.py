@@ -130,3 +130,22 @@ def test_a_crashing_run_surfaces_as_env_crash_error():
             worker.sample()
     finally:
         worker.stop()
+
+
+def test_a_waiting_get_action_fails_on_close_and_times_out_without_a_sampler():
+    env = ScriptedEnv()
+    episode = env.start_episode()
+    failures = []
+    waiter = threading.Thread(target=lambda: failures.append(
+        pytest.raises(errors.ExternalEnvError, env.get_action, episode, OBS[0])), daemon=True)
+    waiter.start()
+    while not env._replies:  # the call is waiting for its action
+        waiter.join(0.01)
+    env.close()
+    waiter.join(10)
+    assert not waiter.is_alive() and "was closed" in str(failures[0].value)
+
+    patient = ScriptedEnv()
+    patient.action_timeout_s = 0.2
+    with pytest.raises(errors.ActionTimeoutError, match="no action within 0.2 s"):
+        patient.get_action(patient.start_episode(), OBS[0])

@@ -87,11 +87,10 @@ def cql_losses(policy, model, dist_class, train_batch):
 
     bc_iters = int(config["bc_iters"])
     if bc_iters > 0:
+        # sac_losses' draw a~ ~ pi(.|s) (policy.logp_t) and constant alpha serve the cloning loss
         outputs, _ = model({SampleBatch.OBS: obs})
-        dist = squashed_gaussian(policy, outputs)
-        _, logp = dist.sample_and_logp()
-        alpha = tf.stop_gradient(tf.exp(model.log_alpha))
-        bc_loss = tf.reduce_mean(alpha * logp - dist.logp(train_batch[SampleBatch.ACTIONS]))
+        data_logp = squashed_gaussian(policy, outputs).logp(train_batch[SampleBatch.ACTIONS])
+        bc_loss = tf.reduce_mean(policy.alpha_value * policy.logp_t - data_logp)
         cloning = tf.cast(policy.critic_optimizer.iterations < bc_iters, tf.float32)
         total = total + cloning * (bc_loss - policy.actor_loss)
         policy.actor_loss = cloning * bc_loss + (1.0 - cloning) * policy.actor_loss
