@@ -37,12 +37,18 @@ setup(
             "pettingzoo>=1.24",
             # self-signed certificates for the TLS server tests
             "cryptography>=42",
+            # the Atari env tests (tests/tfrl/env/test_atari.py); ale-py ships the ROMs
+            "ale-py>=0.9",
+            "opencv-python-headless>=4.8",
         ],
         # multi-agent envs through tfrl.env.ParallelPettingZooEnv (the base package is light:
         # numpy, gymnasium; its env families have their own pettingzoo extras)
         "pettingzoo": ["pettingzoo>=1.24"],
         # gymnasium's MuJoCo envs (HalfCheetah-v5, ...; tuned example halfcheetah-sac)
         "mujoco": ["gymnasium[mujoco]>=1.0"],
+        # Atari games through tfrl.env.atari (ale-py ships the ROMs; gymnasium's
+        # AtariPreprocessing resizes frames with opencv); tuned example pong-impala
+        "atari": ["ale-py>=0.9", "opencv-python-headless>=4.8"],
         "dev": ["grpcio-tools>=1.85.1"],
     },
     entry_points={

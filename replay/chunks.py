@@ -259,6 +259,11 @@ class Chunk:
         """Bytes stored (compressed size)."""
         return sum(len(c.data) for c in self.columns)
 
+    @property
+    def raw_nbytes(self) -> int:
+        """Bytes of the decoded columns (`nbytes` before compression)."""
+        return sum(c.raw_size(self.length) for c in self.columns)
+
     def validate(self) -> None:
         """Checks that every column decodes to its declared dtype and shape: a dtype replay
         stores (`specs.parse_dtype`), a decodable shape, bytes matching their checksum and the

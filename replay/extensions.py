@@ -9,7 +9,8 @@ quick and must not call the table's public methods (the lock is held); an extens
 priorities uses `Table.assign_priority_in_hook`, which triggers no hooks, so extensions cannot
 recurse into each other or themselves.
 
-Shipped: `StatisticsExtension` (items and bytes inserted and sampled) and
+Shipped: `StatisticsExtension` (items and bytes inserted and sampled, the compression ratio of
+the table's chunks) and
 `PriorityDiffusionExtension` (spreads a priority update to neighbouring items of one episode).
 `extension_from_config(extension.config())` rebuilds an extension (checkpoints, YAML config).
 """
@@ -73,22 +74,57 @@ class TableExtension:
 
 
 class StatisticsExtension(TableExtension):
-    """Counts items and bytes inserted, sampled and deleted, and priority updates.
+    """Counts items and bytes inserted, sampled and deleted, priority updates, and how well the
+    table's chunks compress.
 
-    Bytes are the stored (compressed) bytes of the chunks an item references, counted per item:
-    chunks shared by several items count once for each of them.
+    `bytes_inserted` / `bytes_sampled` are the stored (compressed) bytes of the chunks an item
+    references, counted per item: chunks shared by several items count once for each of them.
+    The chunk counters count each chunk once, when the first item of this table that references
+    it arrives: `chunks_inserted`, `chunk_bytes_inserted` (stored) and `chunk_raw_bytes_inserted`
+    (decoded), and per chunk column (leaf i of the steps, in dm-tree's flatten order of the
+    signature) `chunk_column_bytes_inserted[i]` / `chunk_column_raw_bytes_inserted[i]`;
+    `info()` adds `compression_ratio` = raw / stored bytes of those chunks (1.0 before any
+    insert), the ratio the table actually achieves, and `chunk_bytes_live` /
+    `chunk_raw_bytes_live` of the chunks its present items reference.
     """
 
     _FIELDS = ("items_inserted", "bytes_inserted", "items_sampled", "bytes_sampled", "items_deleted",
-               "priority_updates")
+               "priority_updates", "chunks_inserted", "chunk_bytes_inserted",
+               "chunk_raw_bytes_inserted")
 
     def __init__(self):
         super().__init__()
         self._counts = dict.fromkeys(self._FIELDS, 0)
+        self._chunk_refs: Dict[int, int] = {}  # chunk key -> present items referencing it
+        self._live = [0, 0]  # stored, raw bytes of the referenced chunks
+        self._column_bytes: List[int] = []
+        self._column_raw_bytes: List[int] = []
 
     def on_insert(self, item):
-        self._counts["items_inserted"] += 1
-        self._counts["bytes_inserted"] += item.nbytes
+        counts = self._counts
+        counts["items_inserted"] += 1
+        counts["bytes_inserted"] += item.nbytes
+        refs = self._chunk_refs
+        for key, chunk in item.chunks.items():
+            n = refs.get(key, 0)
+            refs[key] = n + 1
+            if n == 0:
+                stored, raw = chunk.nbytes, chunk.raw_nbytes
+                counts["chunks_inserted"] += 1
+                counts["chunk_bytes_inserted"] += stored
+                counts["chunk_raw_bytes_inserted"] += raw
+                self._live[0] += stored
+                self._live[1] += raw
+                self._count_columns(chunk)
+
+    def _count_columns(self, chunk) -> None:
+        missing = len(chunk.columns) - len(self._column_bytes)
+        if missing > 0:
+            self._column_bytes += [0] * missing
+            self._column_raw_bytes += [0] * missing
+        for i, column in enumerate(chunk.columns):
+            self._column_bytes[i] += len(column.data)
+            self._column_raw_bytes[i] += column.raw_size(chunk.length)
 
     def on_sample(self, item):
         self._counts["items_sampled"] += 1
@@ -99,9 +135,23 @@ class StatisticsExtension(TableExtension):
 
     def on_delete(self, item):
         self._counts["items_deleted"] += 1
+        refs = self._chunk_refs
+        for key, chunk in item.chunks.items():
+            n = refs.get(key)
+            if n is None:  # inserted before a checkpoint restore
+                continue
+            if n > 1:
+                refs[key] = n - 1
+            else:
+                del refs[key]
+                self._live[0] -= chunk.nbytes
+                self._live[1] -= chunk.raw_nbytes
 
     def on_reset(self):
         self._counts = dict.fromkeys(self._FIELDS, 0)
+        self._chunk_refs.clear()
+        self._live = [0, 0]
+        self._column_bytes, self._column_raw_bytes = [], []
 
     def state(self):
         return dict(self._counts)
@@ -110,7 +160,12 @@ class StatisticsExtension(TableExtension):
         self._counts = {k: int(state.get(k, 0)) for k in self._FIELDS}
 
     def info(self):
-        return {**self.config(), **self._counts}
+        stored = self._counts["chunk_bytes_inserted"]
+        ratio = self._counts["chunk_raw_bytes_inserted"] / stored if stored else 1.0
+        return {**self.config(), **self._counts, "compression_ratio": ratio,
+                "chunk_bytes_live": self._live[0], "chunk_raw_bytes_live": self._live[1],
+                "chunk_column_bytes_inserted": list(self._column_bytes),
+                "chunk_column_raw_bytes_inserted": list(self._column_raw_bytes)}
 
 
 def _episode_position(item) -> Tuple[int, int]:

@@ -175,14 +175,16 @@ def cmd_train(args) -> int:
 
 
 def cmd_rollout(args) -> int:
-    import gymnasium as gym
+    from tfrl.env.registry import EnvContext, resolve_env_creator
 
     if args.out:
         return _record_episodes(args)
 
     trainer = _trainer_from_checkpoint(args.checkpoint, num_workers=0)
     try:
-        env = gym.make(trainer.config["env"], **trainer.config.get("env_config", {}))
+        # the env the workers trained on (registered names, Atari preprocessing)
+        env = resolve_env_creator(trainer.config["env"])(
+            EnvContext(trainer.config.get("env_config") or {}))
         returns: List[float] = []
         for episode in range(args.episodes):
             obs, _ = env.reset(seed=episode)

@@ -126,8 +126,12 @@ class ReplayHosting:
         server = Server(tables, port=None, host=listen, **self.server_kwargs())
         return server, f"{advertised}:{server.port}"
 
-    def start_actors(self, num_servers: int, table_configs: List[dict]) -> Tuple[List[Any], List[str]]:
+    def start_actors(self, num_servers: int, table_configs: List[dict],
+                     checkpoint_paths: Optional[List[Optional[str]]] = None,
+                     ) -> Tuple[List[Any], List[str]]:
         """Starts `num_servers` server actors placed by `resources`; returns (actors, addresses).
+        `checkpoint_paths[i]`: a directory server i checkpoints into and, at start, restores the
+        latest complete checkpoint from (None: no checkpoints).
 
         Raises:
           InvalidConfigError: no node of the cluster offers `resources` (Ray would wait for
@@ -139,8 +143,9 @@ class ReplayHosting:
         # num_cpus=0: a server is I/O bound and must not take a rollout worker's CPU slot.
         actor_cls = ray.remote(num_cpus=0, resources=self.resources or None,
                                max_restarts=0)(ReplayServerActor)
-        actors = [actor_cls.remote(table_configs, self.bind_address, self.server_kwargs())
-                  for _ in range(num_servers)]
+        paths = list(checkpoint_paths or [None] * num_servers)
+        actors = [actor_cls.remote(table_configs, self.bind_address, self.server_kwargs(), path)
+                  for path in paths[:num_servers]]
         try:
             addresses = ray.get([actor.address.remote() for actor in actors])
         except BaseException:
@@ -152,16 +157,20 @@ class ReplayHosting:
 
 class ReplayServerActor:
     """A Ray actor body: one `replay.Server` built from table configs (`Table.config()` dicts, so
-    nothing but plain data crosses to the actor), listening per `bind_address` on a free port."""
+    nothing but plain data crosses to the actor), listening per `bind_address` on a free port;
+    with `checkpoint_path` it restores the latest checkpoint there and `Client.checkpoint()`
+    writes new ones."""
 
     def __init__(self, table_configs: List[dict], bind_address: Optional[str] = None,
-                 server_kwargs: Optional[dict] = None):
+                 server_kwargs: Optional[dict] = None, checkpoint_path: Optional[str] = None):
         from replay import Server
+        from replay.checkpoint import Checkpointer
         from replay.table import Table
 
         listen, self._advertised = listen_and_advertised(bind_address)
+        checkpointer = Checkpointer(checkpoint_path) if checkpoint_path else None
         self._server = Server([Table.from_config(c) for c in table_configs], port=None,
-                              host=listen, **(server_kwargs or {}))
+                              host=listen, checkpointer=checkpointer, **(server_kwargs or {}))
 
     def address(self) -> str:
         """host:port clients on any node use (loopback for a loopback server)."""

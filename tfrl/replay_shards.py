@@ -12,6 +12,7 @@ See docs/architecture.md, "Data path".
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfrl import errors
@@ -34,14 +35,24 @@ class ReplayShards:
       hosting: where the servers the trainer starts run and listen (`ReplayHosting`: placed by
         replay_resources, bound per replay_bind_address, with its token and TLS); None: actors
         anywhere, on loopback.
+      checkpoint_dir: servers the trainer starts checkpoint shard i into `checkpoint_dir/shard_i`
+        (`checkpoint()`), and a shard `restart`ed after its loss comes back from there. On a
+        cluster it must be a path every replay node reaches (shared storage).
 
     Raises (constructor):
-      InvalidConfigError: num_shards below 1, or an empty address list.
+      InvalidConfigError: num_shards below 1, an empty address list, or a checkpoint_dir with
+        external servers (they checkpoint where their own --checkpoint-dir says).
     """
 
     def __init__(self, num_shards: int = 1, addresses: Optional[Sequence[str]] = None,
                  client_kwargs: Optional[Dict[str, Any]] = None,
-                 hosting: Optional[ReplayHosting] = None):
+                 hosting: Optional[ReplayHosting] = None, checkpoint_dir: Optional[str] = None):
+        if checkpoint_dir and addresses is not None:
+            raise errors.InvalidConfigError(
+                "replay_shard_checkpoint_dir makes the shards the trainer starts checkpoint and "
+                "come back after a loss; the servers at replay_shard_addresses are yours (start "
+                "them with replay-server --checkpoint-dir); drop one of the two")
+        self.checkpoint_dir = checkpoint_dir or None
         if addresses is not None:
             addresses = [str(a) for a in addresses]
             if not addresses:
@@ -97,9 +108,72 @@ class ReplayShards:
                         "or drop replay_shard_addresses to let the trainer start its shards")
             return self.addresses
         configs = [table.config() for table in self._tables.values()]
-        self._actors, self.addresses = self.hosting.start_actors(self.num_shards, configs)
+        self._actors, self.addresses = self.hosting.start_actors(
+            self.num_shards, configs, [self._checkpoint_path(i) for i in range(self.num_shards)])
         logger.info("replay shards on %s", self.addresses)
         return self.addresses
+
+    def _checkpoint_path(self, index: int) -> Optional[str]:
+        return os.path.join(self.checkpoint_dir, f"shard_{index}") if self.checkpoint_dir else None
+
+    @property
+    def restartable(self) -> bool:
+        """True: the trainer started the shards with checkpoints, so a lost one can come back."""
+        return bool(self._actors) and self.checkpoint_dir is not None
+
+    def checkpoint(self, indices: Sequence[int], timeout: float = 60.0) -> Dict[int, str]:
+        """Has each shard in `indices` write a checkpoint; returns {index: path}. A shard that
+        fails to is left out (logged): it may be the one being lost."""
+        from replay import errors as replay_errors
+
+        paths = {}
+        for index in indices:
+            try:
+                paths[index] = self.client(index).checkpoint(timeout=timeout)
+            except replay_errors.ReplayError as exc:
+                logger.warning("replay shard %d at %s did not checkpoint: %s", index,
+                               self.addresses[index], exc)
+        return paths
+
+    def alive(self, index: int, timeout: float = 5.0) -> bool:
+        """True when shard `index` answers a ServerInfo within `timeout` seconds."""
+        from replay import errors as replay_errors
+
+        try:
+            self.client(index).server_info(timeout=timeout)
+            return True
+        except replay_errors.ReplayError:
+            return False
+
+    def restart(self, index: int) -> str:
+        """Starts a new server for lost shard `index` (placed by replay_resources, on any node
+        that has them) from the shard's latest checkpoint; returns its address.
+
+        Raises:
+          InvalidConfigError: the shards are external or were started without checkpoints.
+        """
+        import ray
+
+        if not self.restartable:
+            raise errors.InvalidConfigError(
+                "only shards the trainer started with replay_shard_checkpoint_dir can be restarted")
+        try:
+            ray.kill(self._actors[index])
+        except Exception:  # noqa: BLE001 - the actor died with its node
+            pass
+        old_client = self._clients[index] if index < len(self._clients) else None
+        if old_client is not None:
+            self._clients[index] = None
+            try:
+                old_client.close()
+            except Exception:  # noqa: BLE001 - a client of a server that is gone
+                pass
+        configs = [table.config() for table in self._tables.values()]
+        actors, addresses = self.hosting.start_actors(1, configs, [self._checkpoint_path(index)])
+        self._actors[index], self.addresses[index] = actors[0], addresses[0]
+        logger.warning("replay shard %d restarted on %s from %s", index, addresses[0],
+                       self._checkpoint_path(index))
+        return addresses[0]
 
     def client(self, index: int):
         """The `replay.Client` of shard `index` (one per shard, reused)."""

@@ -1,4 +1,5 @@
 """Table extensions: statistics counts and the priority-diffusion rule."""
+import numpy as np
 import pytest
 
 from replay import errors
@@ -26,6 +27,35 @@ def test_statistics_counts_items_and_bytes(make_item, make_chunk):
     assert info["items_deleted"] == 2 and info["priority_updates"] == 1
     table.reset()
     assert table.info().extensions[0]["items_inserted"] == 0
+
+
+def test_statistics_report_the_compression_ratio_of_each_chunk_once(make_item, make_chunk):
+    """Items sharing a chunk count its bytes once; raw / stored bytes is the ratio lz4 reached on
+    the chunk's columns (frames of one colour compress far, random bytes not at all)."""
+    stats = StatisticsExtension()
+    table = Table("t", Fifo(), Fifo(), 3, MinSize(1), extensions=[stats])
+    frames = make_chunk(length=8, columns=[np.full((8, 84, 84), 7, np.uint8)])
+    noise = make_chunk(length=8, columns=[np.random.default_rng(0).integers(0, 256, (8, 84, 84), np.uint8)])
+    for k in range(2):
+        table.insert_or_assign(make_item(k, chunk=frames, offset=k, length=1))
+    info = table.info().extensions[0]
+    assert info["chunks_inserted"] == 1 and info["bytes_inserted"] == 2 * frames.nbytes
+    assert info["chunk_raw_bytes_inserted"] == frames.raw_nbytes == 8 * 84 * 84
+    assert info["compression_ratio"] == pytest.approx(frames.raw_nbytes / frames.nbytes)
+    assert info["compression_ratio"] > 100
+    assert info["chunk_column_bytes_inserted"] == [frames.nbytes]
+    assert info["chunk_column_raw_bytes_inserted"] == [frames.raw_nbytes]
+    table.insert_or_assign(make_item(2, chunk=noise, offset=0, length=1))
+    table.insert_or_assign(make_item(3, chunk=noise, offset=1, length=1))  # evicts item 0
+    info = table.info().extensions[0]
+    assert info["chunks_inserted"] == 2
+    assert info["compression_ratio"] == pytest.approx(
+        (frames.raw_nbytes + noise.raw_nbytes) / (frames.nbytes + noise.nbytes))
+    assert info["chunk_bytes_live"] == frames.nbytes + noise.nbytes  # item 1 still holds frames
+    table.insert_or_assign(make_item(4, chunk=noise, offset=2, length=1))  # evicts item 1
+    info = table.info().extensions[0]
+    assert info["chunk_bytes_live"] == noise.nbytes and info["chunk_raw_bytes_live"] == noise.raw_nbytes
+    assert noise.nbytes == noise.raw_nbytes  # incompressible columns are stored raw
 
 
 def episode_table(make_item, make_chunk, diffusion=0.5, max_distance=1, priorities=(1.0, 1.0, 1.0, 1.0, 1.0)):

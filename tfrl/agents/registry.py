@@ -20,6 +20,7 @@ ALGORITHMS = {
     "SAC": ("tfrl.agents.sac.sac", "SACTrainer"),
     "CQL": ("tfrl.agents.cql.cql", "CQLTrainer"),
     "APEX": ("tfrl.agents.dqn.apex", "ApexTrainer"),
+    "APEX_DDPG": ("tfrl.agents.ddpg.apex_ddpg", "ApexDDPGTrainer"),
     "ES": ("tfrl.agents.es.es", "ESTrainer"),
     "ARS": ("tfrl.agents.ars.ars", "ARSTrainer"),
 }

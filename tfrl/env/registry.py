@@ -74,11 +74,13 @@ class ResolvedEnvCreator:
 def resolve_env_creator(env: Union[str, EnvCreator, ResolvedEnvCreator]) -> ResolvedEnvCreator:
     """Returns a creator for a registered name, a gymnasium id or a callable(env_config).
 
-    Registered names win over gymnasium ids. Unknown gymnasium ids are detected here, before any
-    worker starts.
+    Registered names win over gymnasium ids. `atari:<ALE id>` and ALE ids themselves
+    (`ALE/Pong-v5`, `PongNoFrameskip-v4`) give the preprocessed Atari env of tfrl.env.atari.
+    Unknown gymnasium ids are detected here, before any worker starts.
 
     Raises:
-      UnknownEnvError: `env` is a string that is neither registered nor a gymnasium id.
+      UnknownEnvError: `env` is a string that is neither registered nor a gymnasium id; an
+        `atari:` name without ale-py installed or naming no ALE game.
       InvalidConfigError: `env` is neither a string nor callable.
     """
     if isinstance(env, ResolvedEnvCreator):
@@ -86,6 +88,13 @@ def resolve_env_creator(env: Union[str, EnvCreator, ResolvedEnvCreator]) -> Reso
     if isinstance(env, str):
         if env in _REGISTRY:
             return ResolvedEnvCreator(env, _REGISTRY[env])
+        from tfrl.env.atari import AtariEnvCreator, atari_env_id
+
+        atari_id = atari_env_id(env)
+        if atari_id is not None:
+            creator = AtariEnvCreator(atari_id)
+            creator.check()
+            return ResolvedEnvCreator(env, creator)
         import gymnasium
 
         try:

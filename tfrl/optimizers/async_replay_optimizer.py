@@ -28,6 +28,22 @@ The data path (Horgan et al. 2018; RLlib's AsyncReplayOptimizer):
   learner thread) run concurrently; the driver's `step()` only waits for the next finished
   sample, counts it, and relaunches that worker with the newest weights.
 
+A lost shard (its process or node died) is noticed when the learner or a writer fails, or by
+a check every `replay_shard_check_interval_s`: the learner stops, and the shard is either dropped
+(writers and the learner go on with the remaining shards) or, with
+`replay_shard_checkpoint_dir`, restarted from its latest checkpoint (the shards checkpoint every
+`replay_shard_checkpoint_interval_s`); then the workers get the new shard addresses and the
+learner restarts. Samples in flight to the lost shard are lost with it; the result dict counts
+the losses (`num_replay_shard_failures`, `num_replay_shard_restarts`, `num_replay_shards_live`).
+
+A lost shard (its process or node died) is noticed when the learner or a writer fails, or by
+a check every `replay_shard_check_interval_s`: the learner stops, and the shard is either dropped
+(writers and the learner go on with the remaining shards) or, with
+`replay_shard_checkpoint_dir`, restarted from its latest checkpoint (the shards checkpoint every
+`replay_shard_checkpoint_interval_s`); then the learner restarts and the workers get the new
+shard addresses. Samples in flight to the lost shard are lost with it; the result dict counts
+the losses (`num_replay_shard_failures`, `num_replay_shard_restarts`, `num_replay_shards_live`).
+
 With `training_intensity` each shard's `SampleToInsertRatio` limiter holds the replay ratio
 (the learner waits for data, workers wait for the learner beyond a wide error buffer); without
 it the learner runs as fast as it can, as in the paper.
@@ -37,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import defaultdict
 from typing import Dict, List, Optional
 
@@ -75,9 +92,19 @@ def per_worker_epsilon(index: int, num_workers: int, epsilon: float = 0.4,
     return float(epsilon ** (1.0 + index / (num_workers - 1) * alpha))
 
 
+def _lost_replay_write(error: BaseException) -> bool:
+    """True when a worker's sample failed because a replay server stopped answering."""
+    from replay import errors as replay_errors
+
+    lost = (replay_errors.UnavailableError, replay_errors.DeadlineExceededError)
+    return isinstance(error, lost) or isinstance(getattr(error, "cause", None), lost)
+
+
 def _set_worker_epsilon(worker, num_workers: int, epsilon: float, alpha: float) -> float:
     """Runs inside a rollout worker: gives each of its policies that explores the worker's
-    constant epsilon (remote worker i+1 is worker index i of the formula)."""
+    constant exploration rate (remote worker i+1 is worker index i of the formula): epsilon
+    for epsilon-greedy policies (DQN), the scale of the action noise for deterministic actors
+    (DDPG, as RLlib's per-worker Ornstein-Uhlenbeck noise)."""
     from tfrl.utils.schedules import ConstantSchedule
 
     index = min(max(worker.worker_index - 1, 0), num_workers - 1)
@@ -85,6 +112,8 @@ def _set_worker_epsilon(worker, num_workers: int, epsilon: float, alpha: float) 
     for policy in worker.policy_map.values():
         if hasattr(policy, "set_epsilon_schedule"):
             policy.set_epsilon_schedule(ConstantSchedule(value))
+        elif hasattr(policy, "set_noise_scale_schedule"):
+            policy.set_noise_scale_schedule(ConstantSchedule(value))
     return value
 
 
@@ -106,11 +135,12 @@ class AsyncReplayOptimizer(PolicyOptimizer):
 
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
-        from replay import Fifo, MinSize, Prioritized, SampleToInsertRatio, Table, Uniform
+        from replay import (Fifo, MinSize, Prioritized, SampleToInsertRatio, StatisticsExtension,
+                            Table, Uniform)
 
         from tfrl.learner.strategy import learner_strategy
         from tfrl.replay_shards import ReplayShards
-        from tfrl.rollout import ReplayOutputSpec, replay_columns, replay_signature
+        from tfrl.rollout import replay_columns, replay_signature
         from tfrl.rollout.replay_output import PRIORITY_COLUMN
 
         self.settings = settings = AsyncReplaySettings.from_config(config)
@@ -125,7 +155,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             LearnerSettings.from_config(config).num_learner_devices)
         self.shards = ReplayShards(settings.num_replay_shards, settings.replay_shard_addresses,
                                    replay.client_kwargs if replay is not None else None,
-                                   hosting=getattr(replay, "hosting", None))
+                                   hosting=getattr(replay, "hosting", None),
+                                   checkpoint_dir=settings.replay_shard_checkpoint_dir)
         num_shards = self.shards.num_shards
         self.num_shards = num_shards
         self.train_batch_size = settings.train_batch_size
@@ -137,7 +168,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         # the workers' `priorities` column sets the item priority; it is not stored
         self.columns = [c for c in replay_columns(policy, ws.observation_filter)
                         if c != PRIORITY_COLUMN]
-        signature = replay_signature(policy, self.columns, ws.observation_filter)
+        signature = self.table_signature = replay_signature(policy, self.columns,
+                                                            ws.observation_filter)
         min_size = max(settings.learning_starts // num_shards, 1)
         if settings.training_intensity:
             samplers = max(workers.num_remote_workers(), 1)
@@ -154,16 +186,18 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             sampler=(Prioritized(settings.prioritized_replay_alpha)
                      if settings.prioritized_replay else Uniform()),
             remover=Fifo(), max_size=max(settings.buffer_size // num_shards, 1),
-            rate_limiter=rate_limiter, signature=signature))
+            rate_limiter=rate_limiter, signature=signature,
+            extensions=[StatisticsExtension()]))
         self.addresses = self.shards.start()
-        client_kwargs = self.shards.client_kwargs
-        workers.set_replay_output(ReplayOutputSpec(
-            self.addresses, {pid: REPLAY_TABLE}, columns={pid: self.columns},
-            chunk_length=ws.rollout_fragment_length,
-            max_unacked_after_write=ws.num_envs_per_worker * ws.rollout_fragment_length,
-            token=client_kwargs.get("token"),
-            root_certificates=client_kwargs.get("root_certificates")))
+        self.live_shards: List[int] = list(range(num_shards))
+        self.num_shard_failures = 0
+        self.num_shard_restarts = 0
+        self._last_shard_check = self._last_shard_checkpoint = time.monotonic()
+        self._known_worker_failures = workers.num_worker_failures
+        self._shard_suspect = False  # a write failed: check the shards at once
+        workers.set_replay_output(self._output_spec())
         self._datasets: List = []
+        self._per_replica_batch, self._in_flight_samples = per_replica_batch, in_flight
         self._build_learner(per_replica_batch, in_flight)
 
         # shared between the learner thread and the driver
@@ -184,10 +218,20 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._in_flight: Dict = {}
         self._worker_version: Dict = {}
 
+    def _output_spec(self):
+        """Where the workers write: every live shard, rotating."""
+        from tfrl.rollout import ReplayOutputSpec
+
+        ws, client_kwargs = self.worker_settings, self.shards.client_kwargs
+        return ReplayOutputSpec(
+            [self.shards.addresses[i] for i in self.live_shards], {self.policy_id: REPLAY_TABLE},
+            columns={self.policy_id: self.columns}, chunk_length=ws.rollout_fragment_length,
+            max_unacked_after_write=ws.num_envs_per_worker * ws.rollout_fragment_length,
+            token=client_kwargs.get("token"),
+            root_certificates=client_kwargs.get("root_certificates"))
+
     # ----- the learner ----------------------------------------------------------------------
     def _build_learner(self, per_replica_batch: int, in_flight: int) -> None:
-        from replay import ReplaySample
-
         from tfrl.learner import MirroredLearner
 
         local = self.workers.local_worker()
@@ -199,7 +243,17 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self.policy = self.learner.trainee
         local.set_policy(self.policy_id, self.policy)
         self.signature = self.policy.loss_input_signature
-        shards, num_shards = self.shards, self.num_shards
+        self._open_datasets()
+        # traced now, while the remote workers start, rather than at the first step
+        self.learner.build(self.iterator)
+
+    def _open_datasets(self) -> None:
+        """The learner's iterator: batches of every live shard, interleaved round-robin, each
+        item tagged with its shard's index."""
+        from replay import ReplaySample
+
+        shards, live = self.shards, list(self.live_shards)
+        per_replica_batch, in_flight = self._per_replica_batch, self._in_flight_samples
 
         def dataset_fn(input_context):
             def tagged(shard):
@@ -212,21 +266,19 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 return with_info
 
             per_shard = []
-            for shard in range(num_shards):
+            for shard in live:
                 dataset = shards.dataset(shard, REPLAY_TABLE,
                                          max_in_flight_samples_per_worker=in_flight,
                                          num_workers_per_iterator=1)
                 self._datasets.append(dataset)
                 per_shard.append(dataset.batch(per_replica_batch, drop_remainder=True)
                                  .map(tagged(shard)))
-            if num_shards == 1:
+            if len(per_shard) == 1:
                 return per_shard[0].prefetch(1)
-            order = tf.data.Dataset.range(num_shards).repeat()
+            order = tf.data.Dataset.range(len(per_shard)).repeat()
             return tf.data.Dataset.choose_from_datasets(per_shard, order).prefetch(1)
 
         self.iterator = iter(self.learner.distribute_datasets_from_function(dataset_fn))
-        # traced now, while the remote workers start, rather than at the first step
-        self.learner.build(self.iterator)
 
     def _loss(self, data):
         data = dict(data)
@@ -307,26 +359,100 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             for key, shard, priority in zip(keys, shards, priorities):
                 updates[int(shard)][key] = priority
         for shard, shard_updates in updates.items():
+            if shard not in self.live_shards:  # sampled before its shard was lost
+                continue
             self.shards.client(shard).mutate_priorities(REPLAY_TABLE, updates=shard_updates)
             self.priority_updates_per_shard[shard] += len(shard_updates)
 
-    def _learn_loop(self) -> None:
+    def _learn_loop(self, stop: threading.Event) -> None:
         try:
-            while not self._stop_learning.is_set():
+            while not stop.is_set():
                 with self.timer("learn"):
                     if not self._learn_once():
                         return
         except Exception as exc:  # noqa: BLE001 - handed to the driver, raised by step()
-            if not self._stop_learning.is_set():
-                logger.exception("the Ape-X learner thread failed")
+            if not stop.is_set():
+                logger.warning("the Ape-X learner thread failed: %s: %s", type(exc).__name__, exc)
                 self._learner_error = exc
 
     def _start_learner(self) -> None:
         if self._learner_thread is None:
             self.publish_weights(target=True)
             self._learner_thread = threading.Thread(target=self._learn_loop,
+                                                    args=(self._stop_learning,),
                                                     name="apex-learner", daemon=True)
             self._learner_thread.start()
+
+    def _stop_learner(self) -> None:
+        """Stops the learner thread and closes its datasets (a later `_start_learner` starts a
+        new one)."""
+        self._stop_learning.set()
+        for dataset in self._datasets:
+            dataset.close()  # ends the learner's pending reads
+        if self._learner_thread is not None:
+            self._learner_thread.join(timeout=30)
+        self._learner_thread = None
+        self._datasets = []
+        self._stop_learning = threading.Event()
+
+    # ----- lost shards -----------------------------------------------------------------------
+    def _watch_shards(self) -> None:
+        """Checks the shards when something failed (the learner, a worker) or the check interval
+        passed, fails over from lost ones, checkpoints the shards when due, and raises a learner
+        error that a lost shard does not explain."""
+        settings, now = self.settings, time.monotonic()
+        failures = self.workers.num_worker_failures
+        if (self._learner_error is not None or failures != self._known_worker_failures
+                or self._shard_suspect
+                or now - self._last_shard_check >= settings.replay_shard_check_interval_s):
+            self._known_worker_failures = failures
+            self._last_shard_check = now
+            self._shard_suspect = False
+            lost = [i for i in self.live_shards if not self.shards.alive(i)]
+            if lost:
+                self._fail_over(lost)
+        if (self.shards.restartable and now - self._last_shard_checkpoint
+                >= settings.replay_shard_checkpoint_interval_s):
+            with self.timer("checkpoint_shards"):
+                self.shards.checkpoint(self.live_shards)
+            self._last_shard_checkpoint = time.monotonic()
+        self._raise_learner_error()
+
+    def _fail_over(self, lost: List[int]) -> None:
+        """Stops the learner, restarts each lost shard from its checkpoint (or drops it), then
+        restarts the learner on the live shards and points the workers at them.
+
+        Raises:
+          TfrlError: every shard is lost.
+        """
+        logger.warning("replay shard(s) %s (%s) stopped answering; %s", lost,
+                       [self.shards.addresses[i] for i in lost],
+                       "restarting them from their checkpoints" if self.shards.restartable
+                       else "going on with the others")
+        self._stop_learner()
+        for index in lost:
+            self.num_shard_failures += 1
+            if self.shards.restartable:
+                try:
+                    self.shards.restart(index)
+                    self.num_shard_restarts += 1
+                    continue
+                except Exception as exc:  # noqa: BLE001 - dropped instead, and said so
+                    logger.warning("replay shard %d could not be restarted (%s: %s); dropping it",
+                                   index, type(exc).__name__, exc)
+            self.live_shards.remove(index)
+        if not self.live_shards:
+            raise errors.TfrlError(
+                f"every replay shard is lost (the last: {lost}); Ape-X cannot go on. Set "
+                "replay_shard_checkpoint_dir to restart lost shards from their checkpoints, or "
+                "restore the trainer from a checkpoint")
+        self._learner_error = None
+        self._open_datasets()
+        # the learner first: writers held back by a rate limiter wait for it
+        self._start_learner()
+        self.workers.set_replay_output(self._output_spec())
+        logger.warning("Ape-X goes on with replay shards %s at %s", self.live_shards,
+                       [self.shards.addresses[i] for i in self.live_shards])
 
     def _raise_learner_error(self) -> None:
         if self._learner_error is not None:
@@ -366,7 +492,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
     def step(self) -> dict:
         import ray
 
-        self._raise_learner_error()
+        self._watch_shards()
         self._start_learner()
         local = self.workers.local_worker()
         if not self.workers.remote_workers():
@@ -382,13 +508,21 @@ class AsyncReplayOptimizer(PolicyOptimizer):
             ready = []
             while not ready:  # workers may wait for the learner (rate limiter): watch it
                 ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=1.0)
-                self._raise_learner_error()
+                self._watch_shards()
             ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
             finished = [(by_ref[ref], ref) for ref in ready]
             for worker, ref in finished:
                 del self._in_flight[worker]
                 index = self.workers.remote_worker_index(worker)
-                summaries = self.workers.gather([(worker, ref)])  # a failed one is recreated
+                try:
+                    summaries = self.workers.gather([(worker, ref)])  # a failed one is recreated
+                except Exception as exc:  # noqa: BLE001 - a write to a lost shard is survived
+                    if not _lost_replay_write(exc):
+                        raise
+                    logger.warning("a sample of worker %d was lost with its replay shard: %s",
+                                   index, exc)
+                    self._shard_suspect = True
+                    continue
                 steps, episodes, _ = summarize_round(summaries)
                 self._count(steps, episodes if self._reports_episodes(index) else [])
         local.set_global_vars({"timestep": self.num_steps_sampled})
@@ -422,9 +556,20 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._new_episodes.extend(episodes)
 
     def stats(self) -> dict:
-        return dict(super().stats(), num_train_steps=self.num_train_steps,
-                    num_target_updates=self.num_target_updates,
-                    weights_version=self._weights_version, num_replay_shards=self.num_shards)
+        from tfrl.optimizers.replay_stats import table_compression
+
+        out = dict(super().stats(), num_train_steps=self.num_train_steps,
+                   num_target_updates=self.num_target_updates,
+                   weights_version=self._weights_version, num_replay_shards=self.num_shards,
+                   num_replay_shards_live=len(self.live_shards),
+                   num_replay_shard_failures=self.num_shard_failures,
+                   num_replay_shard_restarts=self.num_shard_restarts)
+        compression = table_compression(
+            [self.shards.client(i) for i in self.live_shards], REPLAY_TABLE,
+            self.table_signature)
+        if compression is not None:
+            out["replay"] = compression
+        return out
 
     def save(self) -> dict:
         return dict(super().save(), num_train_steps=self.num_train_steps,
@@ -440,11 +585,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         the shard servers the trainer started."""
         import ray
 
-        self._stop_learning.set()
-        for dataset in self._datasets:
-            dataset.close()  # ends the learner's pending reads
-        if self._learner_thread is not None:
-            self._learner_thread.join(timeout=30)
+        self._stop_learner()
         refs = list(self._in_flight.values())
         self._in_flight = {}
         if refs:

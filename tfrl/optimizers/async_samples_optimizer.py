@@ -9,6 +9,12 @@ write whole trajectory fragments into a replay Queue table, and a learner thread
               when one returns, the worker gets the newest weights (one ray.put per refresh)
               before its next sample() is queued behind them
 
+A fragment's `new_obs` repeats its `obs` one step later, so workers store it only at episode
+and fragment ends (zeros elsewhere; `ReplayOutputSpec.drop_repeated_next_obs`) and the learner's
+input pipeline rebuilds the rest (`restore_next_obs`): frame-stacked images are not written
+twice. The queue table's StatisticsExtension gives `stats()["replay"]` (compression ratio,
+stored bytes per column).
+
 The queue table is the learner queue: its rate limiter makes writers wait while it holds
 `learner_queue_size` fragments, so sampling can run at most that far ahead of learning. Each
 fragment is one item of consecutive steps of one env, so it reaches the learner whole and the
@@ -67,9 +73,9 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
 
     def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
         super().__init__(workers, config, replay, **settings)
-        from replay import Table
+        from replay import StatisticsExtension, Table
         from tfrl.rollout import ReplayOutputSpec, fragment_signature, replay_signature
-        from tfrl.rollout.replay_output import dummy_trajectory
+        from tfrl.rollout.replay_output import dummy_trajectory, restore_next_obs
 
         config = self.config = {**self.STANDALONE_DEFAULTS, **self.config}
         replay = self.replay
@@ -99,22 +105,33 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
         step_signature = replay_signature(self.policy, columns,
                                           observation_filter=observation_filter)
         table = Table.queue(LEARNER_QUEUE_TABLE, settings.learner_queue_size,
+                            extensions=[StatisticsExtension()],
                             signature=fragment_signature(step_signature, length))
         replay.add_table(table)
+        self.table_signature = table.signature
         self.address = replay.start()
         self.table = table.name
         client_kwargs = replay.client_kwargs or {}
+        # a fragment's new_obs repeat its obs one step later: only the ones at episode and
+        # fragment ends are stored (frames are not written twice); the reader rebuilds the rest
+        dedupe = {SampleBatch.OBS, SampleBatch.NEXT_OBS, SampleBatch.TERMINATEDS,
+                  SampleBatch.TRUNCATEDS} <= set(step_signature)
         workers.set_replay_output(ReplayOutputSpec(
             self.address, {self.policy_id: self.table},
             columns={self.policy_id: list(step_signature)}, chunk_length=length,
             item_length=length, flush_timeout=WRITE_TIMEOUT_S, token=client_kwargs.get("token"),
-            root_certificates=client_kwargs.get("root_certificates")))
+            root_certificates=client_kwargs.get("root_certificates"),
+            drop_repeated_next_obs=dedupe))
         self.fragments_per_batch = math.ceil(settings.train_batch_size / length)
         steps_per_batch = self.fragments_per_batch * length
         dataset = replay.dataset(
             self.table, max_in_flight_samples_per_worker=2 * self.fragments_per_batch,
             num_workers_per_iterator=1)
-        dataset = dataset.map(lambda sample: sample.data).batch(self.fragments_per_batch)
+        if dedupe:
+            dataset = dataset.map(lambda sample: restore_next_obs(sample.data, length))
+        else:
+            dataset = dataset.map(lambda sample: sample.data)
+        dataset = dataset.batch(self.fragments_per_batch)
         self.batches = iter(dataset)
         if learns_declared_loss:
             self.sgd = MinibatchSGD(self.policy, tf.distribute.get_strategy(), num_sgd_iter=1,
@@ -231,9 +248,15 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
     def stats(self) -> dict:
         with self.learner.lock:
             batches, version = self.learner.num_batches_read, self.learner.weights_version
-        return {**super().stats(), "learner_queue_size": self.settings.learner_queue_size,
-                "num_weight_broadcasts": self.num_weight_broadcasts,
-                "num_batches_learned": batches, "learner_weights_version": version}
+        from tfrl.optimizers.replay_stats import table_compression
+
+        out = {**super().stats(), "learner_queue_size": self.settings.learner_queue_size,
+               "num_weight_broadcasts": self.num_weight_broadcasts,
+               "num_batches_learned": batches, "learner_weights_version": version}
+        compression = table_compression([self.replay.client()], self.table, self.table_signature)
+        if compression is not None:
+            out["replay"] = compression
+        return out
 
     def stop(self) -> None:
         if self.learner.ident is None:

@@ -123,6 +123,13 @@ class AsyncReplaySettings(Settings):
         "constant epsilon per worker, eps_i = eps ** (1 + i / (N - 1) * alpha)")
     worker_epsilon: float = setting("eps of the per-worker epsilons", minimum=0, maximum=1)
     worker_epsilon_alpha: float = setting("alpha of the per-worker epsilons", minimum=0)
+    replay_shard_checkpoint_dir: Optional[str] = setting(
+        "directory the shards the trainer starts checkpoint into, and a lost shard is restarted "
+        "from (shared storage on a cluster; None: a lost shard is dropped)")
+    replay_shard_checkpoint_interval_s: float = setting(
+        "seconds between shard checkpoints (with replay_shard_checkpoint_dir)", above=0)
+    replay_shard_check_interval_s: float = setting(
+        "seconds between checks that every replay shard still answers", above=0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -198,6 +198,11 @@ class ReplayOutputSpec:
       item_length: when set, items are trajectory fragments of this many consecutive steps of
         one env (see the module docstring) instead of single steps; the table signature is
         `fragment_signature(replay_signature(policy), item_length)`.
+      drop_repeated_next_obs: with `item_length`, the `new_obs` rows that the item's own `obs`
+        column already holds (step t's next observation is step t+1's observation unless t
+        ends an episode or the item) are written as zeros, which lz4 compresses to almost
+        nothing, so frames are not stored twice; readers put them back with
+        `restore_next_obs`.
     """
 
     address: Union[str, Sequence[str]]
@@ -210,6 +215,7 @@ class ReplayOutputSpec:
     token: Optional[str] = None
     root_certificates: Optional[bytes] = None
     item_length: Optional[int] = None
+    drop_repeated_next_obs: bool = False
 
     def make(self, policy_map: Dict[str, Any], policies_to_train: Sequence[str],
              rollout_fragment_length: int = 200,
@@ -360,6 +366,8 @@ class ReplayOutput:
                    for name, spec in signature.items()}
         priorities = (np.asarray(batch[PRIORITY_COLUMN], np.float64)[order]
                       if PRIORITY_COLUMN in batch else None)
+        if self.spec.drop_repeated_next_obs:
+            columns[SampleBatch.NEXT_OBS] = _drop_repeated_next_obs(columns, length)
         writer = self._get_writer()
         table = self.tables[pid]
         names = list(columns)
@@ -395,6 +403,75 @@ class ReplayOutput:
                 error = error or exc
         if error is not None:
             raise error
+
+
+def repeated_next_obs_mask(terminateds, truncateds, item_length: int):
+    """True for the rows of fragment items whose next observation is the next row's
+    observation: neither an episode end nor an item's last step (numpy or TF inputs, rows of
+    whole items in order)."""
+    if isinstance(terminateds, np.ndarray):
+        ended = np.asarray(terminateds, bool) | np.asarray(truncateds, bool)
+        last = np.arange(len(ended)) % item_length == item_length - 1
+        return ~ended & ~last
+    import tensorflow as tf
+
+    ended = tf.logical_or(tf.cast(terminateds, tf.bool), tf.cast(truncateds, tf.bool))
+    steps = tf.range(tf.shape(ended)[-1])
+    return tf.logical_and(tf.logical_not(ended), steps < item_length - 1)
+
+
+def _drop_repeated_next_obs(columns: Dict[str, Any], item_length: int) -> Any:
+    """`new_obs` with zeros in the rows `repeated_next_obs_mask` marks (see
+    ReplayOutputSpec.drop_repeated_next_obs).
+
+    Raises:
+      InvalidBatchError: a marked row differs from the next row's observation (a reader would
+        rebuild it wrong), or the columns it needs are not written.
+    """
+    needed = (SampleBatch.OBS, SampleBatch.NEXT_OBS, SampleBatch.TERMINATEDS,
+              SampleBatch.TRUNCATEDS)
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        raise InvalidBatchError(
+            f"drop_repeated_next_obs needs the columns {list(needed)}; {missing} are not "
+            "written. Add them to the replay columns or turn drop_repeated_next_obs off")
+    repeated = repeated_next_obs_mask(columns[SampleBatch.TERMINATEDS],
+                                      columns[SampleBatch.TRUNCATEDS], item_length)
+    rows = np.flatnonzero(repeated)
+
+    def drop(obs, new_obs):
+        if not np.array_equal(new_obs[rows], obs[rows + 1],
+                              equal_nan=np.issubdtype(obs.dtype, np.floating)):
+            raise InvalidBatchError(
+                "drop_repeated_next_obs: a step's new_obs differs from the next step's obs "
+                "inside an episode, so it cannot be rebuilt from the fragment; write fragments "
+                "of consecutive steps of one env (batch_mode='truncate_episodes') or turn "
+                "drop_repeated_next_obs off")
+        out = np.array(new_obs, copy=True)
+        out[rows] = 0
+        return out
+
+    return tree.map_structure(drop, columns[SampleBatch.OBS], columns[SampleBatch.NEXT_OBS])
+
+
+def restore_next_obs(data: Dict[str, Any], item_length: int) -> Dict[str, Any]:
+    """The inverse of `drop_repeated_next_obs` on one sampled fragment item (TF tensors, time
+    first): `new_obs[t]` = `obs[t + 1]` where `repeated_next_obs_mask` holds, the stored
+    `new_obs[t]` elsewhere. Exact whether or not the writer dropped the rows."""
+    import tensorflow as tf
+
+    repeated = repeated_next_obs_mask(data[SampleBatch.TERMINATEDS],
+                                      data[SampleBatch.TRUNCATEDS], item_length)
+
+    def restore(obs, new_obs):
+        shifted = tf.concat([obs[1:], new_obs[-1:]], axis=0)
+        mask = tf.reshape(repeated, [-1] + [1] * (len(obs.shape) - 1))
+        return tf.where(mask, shifted, new_obs)
+
+    data = dict(data)
+    data[SampleBatch.NEXT_OBS] = tree.map_structure(restore, data[SampleBatch.OBS],
+                                                    data[SampleBatch.NEXT_OBS])
+    return data
 
 
 def _as_sequences(batch: SampleBatch, signature: Dict[str, Any], max_seq_len: int) -> dict:

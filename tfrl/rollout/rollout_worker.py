@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from replay import errors as replay_errors
 from tfrl import errors
 from tfrl.env.checks import check_env
 from tfrl.env.external_env import ExternalEnv
@@ -540,10 +541,16 @@ class RolloutWorker:
                 estimator.policy = policy
 
     def set_replay_output(self, replay_output: Any) -> None:
-        """Starts (a ReplayOutputSpec) or stops (None) writing sampled fragments into replay."""
+        """Starts (a ReplayOutputSpec) or stops (None) writing sampled fragments into replay.
+        The old output is closed; an error closing it (its server is gone: the reason for a
+        new output, often) is logged, not raised."""
         if self.replay_output is not None:
-            self.replay_output.close()
-            self.replay_output = None
+            old, self.replay_output = self.replay_output, None
+            try:
+                old.close()
+            except replay_errors.ReplayError as exc:
+                logger.warning("worker %d: closing its previous replay output failed: %s",
+                               self.worker_index, exc)
         if replay_output is not None:
             self.replay_output = replay_output.make(
                 self.policy_map, self.policies_to_train,

@@ -38,6 +38,10 @@ ALGORITHM_KEYS = {
             "learning_starts", "prioritized_replay", "n_step", "training_intensity"),
     "CQL": ("min_q_weight", "temperature", "num_actions", "bc_iters", "optimization",
             "initial_alpha", "twin_q", "buffer_size", "learning_starts"),
+    "APEX_DDPG": ("num_replay_shards", "replay_shard_addresses", "max_weight_sync_delay",
+                  "learner_steps_per_call", "per_worker_exploration", "worker_epsilon",
+                  "worker_epsilon_alpha", "actor_hiddens", "critic_hiddens", "tau",
+                  "exploration_config", "n_step"),
     "APEX": ("num_replay_shards", "replay_shard_addresses", "max_weight_sync_delay",
              "learner_steps_per_call", "per_worker_exploration", "worker_epsilon",
              "worker_epsilon_alpha", "worker_side_prioritization", "target_network_update_freq",
@@ -47,7 +51,7 @@ ALGORITHM_KEYS = {
     "ARS": ("noise_stdev", "rollouts_used", "stepsize", "num_aggregators", "aggregation_fan_in"),
 }
 # the continuous-control algorithms need a Box action space
-CONTINUOUS = {"DDPG", "TD3", "SAC", "CQL"}
+CONTINUOUS = {"DDPG", "TD3", "SAC", "CQL", "APEX_DDPG"}
 # derivative-free: their policy is a flat parameter vector, not a build_tf_policy policy
 # (tests/tfrl/agents/test_es.py covers it)
 DERIVATIVE_FREE = {"ES", "ARS"}

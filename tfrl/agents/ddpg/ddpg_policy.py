@@ -90,6 +90,11 @@ class ContinuousNoiseExploration:
             self._noise_value = value
             self.noise_scale.assign(value)
 
+    def set_noise_scale_schedule(self, schedule) -> None:
+        """Replaces the noise scale schedule (Ape-X gives each worker a constant scale)."""
+        self.noise_schedule = schedule
+        self._sync_noise_scale(self.global_timestep)
+
     def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
                         prev_reward_batch=None, explore=None, timestep=None, **kwargs):
         self._sync_noise_scale(self.global_timestep if timestep is None else int(timestep))

@@ -27,6 +27,15 @@ APEX_DEFAULT_CONFIG.update({
     "num_replay_shards": 4,
     # Or ["host:port", ...]: external replay-servers serving a `replay` table, one per shard.
     "replay_shard_addresses": None,
+    # A lost shard (its node died) is dropped: writers and the learner go on with the others.
+    # With a directory here (shared storage on a cluster) the shards checkpoint into it every
+    # replay_shard_checkpoint_interval_s and a lost shard is restarted, on any node with
+    # replay_resources, from its latest checkpoint.
+    "replay_shard_checkpoint_dir": None,
+    "replay_shard_checkpoint_interval_s": 60.0,
+    # How often the driver checks that every shard still answers (a loss is also noticed at
+    # once when the learner or a writer fails).
+    "replay_shard_check_interval_s": 10.0,
     # Transitions all shards hold together (each holds buffer_size / num_replay_shards).
     "buffer_size": 2000000,
     # Transitions all shards hold together before learning starts.
@@ -66,28 +75,37 @@ def validate_config(config: dict) -> None:
     """DQN's checks plus Ape-X's.
 
     Raises:
-        InvalidConfigError: anything DQN's validate_config refuses; worker-side prioritization
-            without prioritized replay; replay_address (Ape-X takes replay_shard_addresses);
-            an empty or non-list replay_shard_addresses; a max_weight_sync_delay,
-            learner_steps_per_call or num_replay_shards below 1.
+        InvalidConfigError: anything DQN's validate_config or `check_apex_settings` refuses.
     """
     validate_dqn_config(config)
+    check_apex_settings(config, "APEX")
+
+
+def check_apex_settings(config: dict, name: str) -> None:
+    """The settings every Ape-X trainer (`name` in messages) needs.
+
+    Raises:
+        InvalidConfigError: worker-side prioritization without prioritized replay;
+            replay_address (Ape-X takes replay_shard_addresses); an empty or non-list
+            replay_shard_addresses; a max_weight_sync_delay, learner_steps_per_call or
+            num_replay_shards below 1.
+    """
     if config["worker_side_prioritization"] and not config["prioritized_replay"]:
         raise InvalidConfigError(
-            "APEX: worker_side_prioritization needs prioritized_replay True (a uniform table "
+            f"{name}: worker_side_prioritization needs prioritized_replay True (a uniform table "
             "ignores priorities); set one of them False.")
     for key in ("max_weight_sync_delay", "learner_steps_per_call", "num_replay_shards"):
         if int(config[key]) < 1:
-            raise InvalidConfigError(f"APEX: {key} must be >= 1, got {config[key]}.")
+            raise InvalidConfigError(f"{name}: {key} must be >= 1, got {config[key]}.")
     if config.get("replay_address"):
         raise InvalidConfigError(
-            "APEX: replay_address names one replay server; Ape-X writes into several shards. "
+            f"{name}: replay_address names one replay server; Ape-X writes into several shards. "
             "Give them as replay_shard_addresses: [\"host:port\", ...] (each serving a table "
             "`replay`), or drop it to let the trainer start num_replay_shards servers.")
     addresses = config["replay_shard_addresses"]
     if addresses is not None and (isinstance(addresses, str) or not list(addresses)):
         raise InvalidConfigError(
-            f"APEX: replay_shard_addresses must be a non-empty list of host:port, got "
+            f"{name}: replay_shard_addresses must be a non-empty list of host:port, got "
             f"{addresses!r}.")
 
 

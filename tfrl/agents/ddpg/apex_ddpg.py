@@ -1,0 +1,92 @@
+"""Ape-X DDPG trainer: APEX_DDPG_DEFAULT_CONFIG and ApexDDPGTrainer (registered as "APEX_DDPG").
+
+Distributed prioritized experience replay (Horgan et al. 2018) with DDPG's deterministic actor
+and critic: the DDPG trainer with the AsyncReplayOptimizer of Ape-X DQN instead of the
+SyncReplayOptimizer (RLlib's `DDPGTrainer.with_updates(default_config=APEX_DDPG config,
+make_policy_optimizer=...)`). Many rollout workers, each exploring with its own constant action
+noise scale (0.4 ** (1 + i / (N - 1) * 7) of the Ornstein-Uhlenbeck noise, the per-worker
+epsilons of Ape-X DQN), rate their own n-step transitions from their copy of the critic and its
+target (worker-side prioritization) and write them into several replay shards; a learner thread
+samples from all shards, sends |TD error| + eps back to each item's shard and publishes weights
+that workers take before their next sample. The target networks follow the online ones by
+polyak `tau` in every learner step, as in DDPG; the optimizer also publishes them to the workers
+every `target_network_update_freq` trained rows. See tfrl/optimizers/async_replay_optimizer.py.
+"""
+from __future__ import annotations
+
+from tfrl.agents.ddpg.config import DEFAULT_CONFIG as DDPG_CONFIG
+from tfrl.agents.ddpg.ddpg import DDPGTrainer
+from tfrl.agents.ddpg.ddpg import validate_config as validate_ddpg_config
+from tfrl.agents.ddpg.ddpg_policy import DDPGTFPolicy
+from tfrl.agents.dqn.apex import check_apex_settings, make_async_replay_optimizer
+from tfrl.agents.dqn.dqn_policy import postprocess_with_worker_priorities
+from tfrl.config import merge_config
+
+APEX_DDPG_DEFAULT_CONFIG = merge_config(DDPG_CONFIG, {
+    # === Replay shards ===
+    # Replay servers the trainer starts, each a process of its own; workers write each fragment
+    # into one of them (rotating) and the learner reads from all.
+    "num_replay_shards": 4,
+    # Or ["host:port", ...]: external replay-servers serving a `replay` table, one per shard.
+    "replay_shard_addresses": None,
+    # Where the shards checkpoint and a lost shard restarts from (None: a lost shard is dropped).
+    "replay_shard_checkpoint_dir": None,
+    "replay_shard_checkpoint_interval_s": 60.0,
+    "replay_shard_check_interval_s": 10.0,
+    # Transitions all shards hold together (each holds buffer_size / num_replay_shards).
+    "buffer_size": 2000000,
+    # Transitions all shards hold together before learning starts.
+    "learning_starts": 50000,
+    # None: the learner trains as fast as it can (the paper); a number: the trained / inserted
+    # ratio each shard's rate limiter holds.
+    "training_intensity": None,
+    "prioritized_replay": True,
+    # Workers compute the initial priority of their transitions from their own TD errors.
+    "worker_side_prioritization": True,
+    # === Exploration ===
+    # Worker i of N scales its action noise by the constant worker_epsilon ** (1 + i / (N - 1)
+    # * worker_epsilon_alpha); False: exploration_config's scale schedule on every worker.
+    "per_worker_exploration": True,
+    "worker_epsilon": 0.4,
+    "worker_epsilon_alpha": 7.0,
+    # === Learner ===
+    "n_step": 3,
+    "train_batch_size": 512,
+    # Gradient steps per learner call; one priority update per shard and call.
+    "learner_steps_per_call": 4,
+    # Gradient steps between weight publications; a worker takes the newest before sampling.
+    "max_weight_sync_delay": 400,
+    # Trained rows between publications of the target networks to the workers (their
+    # priorities use them); the learner's targets move by polyak tau every step.
+    "target_network_update_freq": 500000,
+    # === Rollouts ===
+    "num_workers": 32,
+    "num_envs_per_worker": 1,
+    "rollout_fragment_length": 50,
+    "timesteps_per_iteration": 25000,
+    "min_iter_time_s": 30,
+}, allow_new_keys=True)
+
+
+def validate_config(config: dict) -> None:
+    """DDPG's checks plus Ape-X's.
+
+    Raises:
+        InvalidConfigError: anything DDPG's validate_config or
+            `tfrl.agents.dqn.apex.check_apex_settings` refuses.
+    """
+    validate_ddpg_config(config)
+    check_apex_settings(config, "APEX_DDPG")
+
+
+# DDPG's policy, rating its own transitions on the workers (the `priorities` column)
+ApexDDPGTFPolicy = DDPGTFPolicy.with_updates(
+    name="ApexDDPGTFPolicy", postprocess_fn=postprocess_with_worker_priorities)
+
+ApexDDPGTrainer = DDPGTrainer.with_updates(
+    name="APEX_DDPG",
+    default_config=APEX_DDPG_DEFAULT_CONFIG,
+    default_policy=ApexDDPGTFPolicy,
+    validate_config=validate_config,
+    make_policy_optimizer=make_async_replay_optimizer,
+)
