@@ -204,6 +204,7 @@ class AdaptiveOptimizer(PolicyOptimizer):
         out = dict(self.active.stats()) if self.active is not None else {}
         out.update(super().stats())
         out["optimizer"] = {
+            **out.get("optimizer", {}),  # the active strategy's own (e.g. shard failures)
             "strategy": self.active_name,
             "phase": self.phase,
             "num_switches": self.num_switches,
@@ -220,7 +221,16 @@ class AdaptiveOptimizer(PolicyOptimizer):
         return own() if own else {}
 
     def save(self) -> dict:
-        return dict(super().save(), strategy=self.active_name)
+        """The counters, the active strategy and every candidate's own state (e.g. the
+        parameter shards' optimizer variables)."""
+        return dict(super().save(), strategy=self.active_name,
+                    candidates={name: c.save() for name, c in self.candidates.items()})
+
+    def restore(self, state: dict) -> None:
+        super().restore(state)
+        for name, candidate_state in (state.get("candidates") or {}).items():
+            if name in self.candidates:
+                self.candidates[name].restore(candidate_state)
 
     def stop(self) -> None:
         for candidate in self.candidates.values():

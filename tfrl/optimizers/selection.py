@@ -81,7 +81,8 @@ def choose_policy_optimizer(workers, config: dict, replay, *, allowed: Sequence[
                             auto_candidates: Optional[Sequence[str]] = None):
     """The policy optimizer `config["optimizer"]` names for this algorithm: one of `allowed`,
     `default` when the key holds a dict, or "auto": an AdaptiveOptimizer measuring
-    config["auto_candidates"] (None: `auto_candidates`, else `allowed`).
+    config["auto_candidates"] (None: `auto_candidates`, else `allowed`, with multi_device
+    replaced by sync_samples when the learner has one device: see `_one_device_candidates`).
 
     Raises:
       InvalidConfigError: see `chosen_strategy`, AdaptiveOptimizer and each strategy.
@@ -91,5 +92,27 @@ def choose_policy_optimizer(workers, config: dict, replay, *, allowed: Sequence[
         return build_strategy(name, workers, config, replay)
     from tfrl.optimizers.adaptive_optimizer import AdaptiveOptimizer
 
+    candidates = _one_device_candidates(tuple(auto_candidates or allowed), allowed, config)
     return AdaptiveOptimizer(workers, config, replay, allowed=allowed,
-                             default_candidates=auto_candidates or allowed, algorithm=algorithm)
+                             default_candidates=candidates, algorithm=algorithm)
+
+
+def _one_device_candidates(candidates: tuple, allowed: Sequence[str], config: dict) -> tuple:
+    """`candidates` with multi_device replaced by sync_samples when the learner would have one
+    device: the same learning plus a one-replica MirroredStrategy's overhead (about half of
+    sync_samples' rate for PPO on CartPole in tools/bench_optimizers.py), and only one of the two
+    can be a candidate (they share the replay tables)."""
+    import tensorflow as tf
+
+    from tfrl.optimizers.settings import LearnerSettings
+
+    if "multi_device" not in candidates or "sync_samples" not in allowed:
+        return candidates
+    devices = LearnerSettings.from_config(config).num_learner_devices
+    if devices == "auto":
+        devices = len(tf.config.list_logical_devices("GPU")
+                      or tf.config.list_logical_devices("CPU"))
+    if devices != 1:
+        return candidates
+    return tuple("sync_samples" if c == "multi_device" else c for c in candidates
+                 if c != "sync_samples" or "multi_device" not in candidates)

@@ -15,20 +15,31 @@ made). So a worker never waits for the shards, at the price of gradients one pus
 the synchronous baseline's (A3C's asynchronous semantics).
 
 The driver's own policy gets the shards' weights at the end of every step (for checkpoints,
-exports and evaluation). One policy learns (a single-agent env).
+exports and evaluation), and the driver keeps a copy of every shard's whole state (its slice
+and its optimizer variables: Adam's moments and iteration count) taken then. That copy is what
+a trainer checkpoint stores (`save`/`restore`), and what a shard actor that died is recreated
+from: the step that finds it dead recreates it with that state, logs a warning and counts it
+under `info/optimizer/num_shard_failures`; the gradients pushed to it since that copy are lost
+(the other shards keep theirs), and training goes on. One policy learns (a single-agent env).
 """
 from __future__ import annotations
 
+import logging
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from tfrl import errors
 from tfrl.optimizers.flat_gradients import (assign_flat_trainable_weights,
                                             flat_trainable_weights, gradient_slices,
                                             set_weight_slices, single_trained_policy,
                                             slice_bounds, split)
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.settings import ShardedPSSettings
+
+logger = logging.getLogger(__name__)
+
+_SHARD_FAILURES_REPORTED = 10
 
 
 class ParameterShard:
@@ -58,8 +69,21 @@ class ParameterShard:
         self._apply(grad)
         return self._variable.numpy()
 
+    def ping(self) -> bool:
+        return True
+
     def pull(self) -> np.ndarray:
         return self._variable.numpy()
+
+    def get_state(self) -> dict:
+        """The slice and the optimizer's variables (slots and iteration count), as arrays."""
+        return {"values": self._variable.numpy(),
+                "optimizer": [v.numpy() for v in self._optimizer.variables]}
+
+    def set_state(self, state: dict) -> None:
+        self._variable.assign(state["values"])
+        for variable, value in zip(self._optimizer.variables, state["optimizer"]):
+            variable.assign(value)
 
     def set_values(self, values: np.ndarray) -> None:
         self._variable.assign(values)
@@ -75,6 +99,8 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
     Raises (constructor):
       InvalidConfigError: a bad train_batch_size or num_ps_shards (also more shards than
         weights), no remote workers, or several learning policies.
+    Raises (restore):
+      CheckpointError: the checkpoint's shards do not fit (another num_ps_shards or model).
     """
 
     def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
@@ -87,11 +113,18 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
         self.policy = workers.local_worker().get_policy(self.policy_id)
         flat = flat_trainable_weights(self.policy)
         self.bounds = slice_bounds(len(flat), self.settings.num_ps_shards)
-        shard_class = ray.remote(num_cpus=0, max_restarts=0)(ParameterShard)
-        optimizer_config = keras.optimizers.serialize(self.policy.optimizer)
-        self.shards = [shard_class.remote(piece, optimizer_config)
+        self._shard_class = ray.remote(num_cpus=0, max_restarts=0)(ParameterShard)
+        self._optimizer_config = keras.optimizers.serialize(self.policy.optimizer)
+        self.shards = [self._shard_class.remote(piece, self._optimizer_config)
                        for piece in split(flat, self.bounds)]
         self._learning_rate = self._policy_learning_rate()
+        # the driver's copy of each shard's state ("optimizer" None: a fresh optimizer), and
+        # the sampled timesteps when it was taken
+        self._shard_states: List[dict] = [{"values": piece, "optimizer": None}
+                                          for piece in split(flat, self.bounds)]
+        self._shard_states_timesteps = 0
+        self.num_shard_failures = 0
+        self.shard_failures: List[dict] = []
         # info ref of a gradient in flight -> (its worker, the refs of its slices)
         self._pending: Dict[object, Tuple[object, List[object]]] = {}
         self._weight_updates: Dict[object, object] = {}  # worker -> its last set_weights ref
@@ -102,10 +135,11 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
 
     def activate(self) -> None:
         """Loads the driver policy's weights into the shards (a strategy taking over)."""
-        import ray
-
-        ray.get([shard.set_values.remote(piece) for shard, piece in
-                 zip(self.shards, split(flat_trainable_weights(self.policy), self.bounds))])
+        pieces = split(flat_trainable_weights(self.policy), self.bounds)
+        self._on_every_shard(lambda: [shard.set_values.remote(piece)
+                                      for shard, piece in zip(self.shards, pieces)])
+        for state, piece in zip(self._shard_states, pieces):
+            state["values"] = piece
         self._active = True
 
     def deactivate(self) -> None:
@@ -179,10 +213,112 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
         return self.learner_stats
 
     def _pull_into_driver_policy(self) -> None:
+        """The shards' whole states become the driver's copy, their slices its policy's weights."""
+        states = self._shard_states = self._fetch_shard_states()
+        self._shard_states_timesteps = self.num_steps_sampled
+        assign_flat_trainable_weights(self.policy, np.concatenate([s["values"] for s in states]))
+
+    def _fetch_shard_states(self) -> List[dict]:
+        return self._on_every_shard(lambda: [shard.get_state.remote() for shard in self.shards])
+
+    # --- shard failures -----------------------------------------------------------------------
+    def _on_every_shard(self, calls):
+        """`ray.get` of the refs `calls()` returns, one call per shard; when a shard actor is dead,
+        the dead ones are recreated (`recover_dead_shards`) and the calls made again."""
         import ray
 
-        assign_flat_trainable_weights(
-            self.policy, np.concatenate(ray.get([shard.pull.remote() for shard in self.shards])))
+        try:
+            return ray.get(calls())
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            if not self.recover_dead_shards(exc):
+                raise
+            return ray.get(calls())
+
+    def recover_dead_shards(self, error: Optional[BaseException] = None) -> List[int]:
+        """Recreates every shard actor that died from the driver's copy of its state (taken at the
+        end of the last step); returns their indices. The workers get the recreated slices with
+        their next weights."""
+        import ray
+
+        dead = []
+        for index, shard in enumerate(self.shards):
+            try:
+                ray.get(shard.ping.remote())
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+                dead.append(index)
+        for index in dead:
+            ray.kill(self.shards[index], no_restart=True)
+            self.shards[index] = self._new_shard(self._shard_states[index])
+            self.num_shard_failures += 1
+            event = {"shard": index, "timesteps": self.num_steps_sampled,
+                     "restored_from_timesteps": self._shard_states_timesteps}
+            self.shard_failures = (self.shard_failures + [event])[-_SHARD_FAILURES_REPORTED:]
+            logger.warning(
+                "sharded_ps: parameter shard %d of %d died (%s); recreated from the driver's copy "
+                "of its weights and optimizer state at timestep %d (the gradients pushed to it "
+                "since are lost); training goes on", index, len(self.shards),
+                type(error).__name__ if error is not None else "found dead",
+                self._shard_states_timesteps)
+        return dead
+
+    def _new_shard(self, state: dict):
+        shard = self._shard_class.remote(state["values"], self._optimizer_config)
+        if state["optimizer"] is not None:
+            shard.set_state.remote(state)  # Ray runs an actor's calls in order
+        shard.set_learning_rate.remote(self._learning_rate)
+        return shard
+
+    # --- checkpoints and reporting ------------------------------------------------------------
+    def save(self) -> dict:
+        """The counters plus every shard's slice and optimizer variables (the driver's copy from
+        the end of the last step; asked from the shards when there is none yet)."""
+        if any(state["optimizer"] is None for state in self._shard_states):
+            self._shard_states = self._fetch_shard_states()
+        shards = [{"values": s["values"], "optimizer": list(s["optimizer"])}
+                  for s in self._shard_states]
+        return dict(super().save(), ps_shards=shards)
+
+    def restore(self, state: dict) -> None:
+        """Restores the counters and, when the checkpoint has them (`save` of this strategy),
+        every shard's slice and optimizer variables. Gradients in flight are dropped."""
+        super().restore(state)
+        saved = state.get("ps_shards")
+        if saved is None:
+            return  # another strategy's checkpoint: the shards take the driver's weights
+        self.deactivate()
+        restored = self._fitting_states(saved, self._fetch_shard_states())
+        self._on_every_shard(lambda: [shard.set_state.remote(s)
+                                      for shard, s in zip(self.shards, restored)])
+        self._shard_states = restored
+        self._shard_states_timesteps = self.num_steps_sampled
+
+    @staticmethod
+    def _fitting_states(saved, live: List[dict]) -> List[dict]:
+        """`saved` as arrays, checked against the shapes of the shards' `live` states."""
+        def shapes(states):
+            return [(np.shape(s["values"]), [np.shape(v) for v in s["optimizer"]])
+                    for s in states]
+
+        try:
+            restored = [{"values": np.asarray(s["values"]),
+                         "optimizer": [np.asarray(v) for v in s["optimizer"]]} for s in saved]
+        except (KeyError, TypeError) as exc:
+            raise errors.CheckpointError(
+                f"the checkpoint's ps_shards entry is malformed ({exc!r}); pass what save() "
+                "returned") from exc
+        if shapes(restored) != shapes(live):
+            raise errors.CheckpointError(
+                f"the checkpoint's parameter shards {shapes(restored)} (slice shape, optimizer "
+                f"variable shapes) do not fit this trainer's {shapes(live)}; restore with the "
+                "num_ps_shards, model config and optimizer the checkpoint was saved with")
+        return restored
+
+    def stats(self) -> dict:
+        out = super().stats()
+        out["optimizer"] = {"num_ps_shards": len(self.bounds),
+                            "num_shard_failures": self.num_shard_failures,
+                            "shard_failures": list(self.shard_failures)}
+        return out
 
     def step_on_samples(self, batches: list) -> None:
         """A deterministic step: one gradient per batch in `batches` (SampleBatches or their

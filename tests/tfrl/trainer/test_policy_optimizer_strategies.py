@@ -1,11 +1,13 @@
 """The gradient-exchanging policy optimizers (sharded parameter server, allreduce) against the
 synchronous learner on the same samples, their config errors, and `optimizer: auto` switching."""
+import logging
+
 import numpy as np
 import pytest
 
 from tfrl.agents.a3c import A3CTrainer
 from tfrl.agents.pg import PGTrainer
-from tfrl.errors import InvalidConfigError
+from tfrl.errors import CheckpointError, InvalidConfigError
 from tfrl.optimizers.flat_gradients import flat_trainable_weights
 from tfrl.policy.sample_batch import concat_samples
 
@@ -117,3 +119,123 @@ def test_auto_switches_to_the_parameter_server_when_one_worker_is_slow(ray_sessi
         assert info["rates"] == {}
     finally:
         trainer.stop()
+
+
+PS_CONFIG = dict(SMALL, optimizer="sharded_ps", num_ps_shards=2, rollout_fragment_length=10,
+                 train_batch_size=40)
+
+
+def _shard_states(trainer):
+    import ray
+
+    return ray.get([shard.get_state.remote() for shard in trainer.optimizer.shards])
+
+
+def _assert_same_shard_states(actual, expected):
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        np.testing.assert_array_equal(got["values"], want["values"])
+        assert len(got["optimizer"]) == len(want["optimizer"])
+        for a, b in zip(got["optimizer"], want["optimizer"]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_sharded_ps_checkpoint_restores_each_shards_weights_and_optimizer_slots(ray_session,
+                                                                                tmp_path):
+    trainer = A3CTrainer(config=dict(PS_CONFIG), env="CartPole-v1")
+    restored = mismatched = None
+    try:
+        for _ in range(2):
+            trainer.train()
+        path = trainer.save(str(tmp_path))
+        saved = A3CTrainer.load_checkpoint_state(path)["optimizer"]["ps_shards"]
+        _assert_same_shard_states(_shard_states(trainer), saved)
+        # Adam's iteration count and moments moved: the slots are worth restoring
+        assert all(int(s["optimizer"][0]) >= 4 for s in saved)
+        assert all(np.abs(s["optimizer"][1]).max() > 0 for s in saved)
+
+        restored = A3CTrainer(config=dict(PS_CONFIG), env="CartPole-v1")
+        restored.restore(path)
+        _assert_same_shard_states(_shard_states(restored), saved)
+
+        # the next update continues as the uninterrupted trainer's does (same gradients in)
+        batches = _samples(trainer, 2)
+        trainer.optimizer.step_on_samples(batches)
+        restored.optimizer.step_on_samples(batches)
+        np.testing.assert_allclose(flat_trainable_weights(restored.get_policy()),
+                                   flat_trainable_weights(trainer.get_policy()),
+                                   rtol=1e-5, atol=1e-7)
+        _assert_same_shard_states(_shard_states(restored), _shard_states(trainer))
+
+        mismatched = A3CTrainer(config=dict(PS_CONFIG, num_ps_shards=3), env="CartPole-v1")
+        with pytest.raises(CheckpointError, match="num_ps_shards"):
+            mismatched.restore(path)
+    finally:
+        for t in (trainer, restored, mismatched):
+            if t is not None:
+                t.stop()
+
+
+def _kill_and_wait_until_dead(actor):
+    import ray
+
+    ray.kill(actor, no_restart=True)
+    for _ in range(100):  # a call made before the kill lands may still be answered
+        try:
+            ray.get(actor.ping.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            return
+    raise AssertionError("the killed shard actor kept answering")
+
+
+def test_a_dead_parameter_shard_is_recreated_from_the_drivers_copy_and_training_goes_on(
+        ray_session, caplog):
+    trainer = PGTrainer(config=dict(PS_CONFIG), env="CartPole-v1")
+    try:
+        for _ in range(2):
+            result = trainer.train()
+        assert result["info"]["optimizer"]["num_shard_failures"] == 0
+        copy = trainer.optimizer.save()["ps_shards"]  # the driver's copy, end of iteration 2
+        trained_before = trainer.optimizer.num_steps_trained
+        dead = trainer.optimizer.shards[1]
+        _kill_and_wait_until_dead(dead)
+
+        with caplog.at_level(logging.WARNING, logger="tfrl.optimizers.sharded_ps_optimizer"):
+            result = trainer.train()  # workers still have gradients in flight (pipelining)
+        info = result["info"]["optimizer"]
+        assert info["num_shard_failures"] == 1
+        assert info["shard_failures"][-1]["shard"] == 1
+        # taken at the end of iteration 2 (sharded_ps trains every env step it samples)
+        assert info["shard_failures"][-1]["restored_from_timesteps"] == trained_before
+        assert "parameter shard 1 of 2 died" in caplog.text
+        assert trainer.optimizer.num_steps_trained >= trained_before + PS_CONFIG["train_batch_size"]
+        live = _shard_states(trainer)
+        # the recreated shard holds its slice and optimizer variables from the driver's copy;
+        # the surviving shard went on learning
+        _assert_same_shard_states(live[1:], copy[1:])
+        assert np.abs(live[0]["values"] - copy[0]["values"]).max() > 0
+        np.testing.assert_array_equal(flat_trainable_weights(trainer.get_policy()),
+                                      np.concatenate([s["values"] for s in live]))
+
+        result = trainer.train()  # the recreated shard takes gradients again
+        assert result["info"]["optimizer"]["num_shard_failures"] == 1
+        assert np.abs(_shard_states(trainer)[1]["values"] - copy[1]["values"]).max() > 0
+    finally:
+        trainer.stop()
+
+
+
+def test_ppo_auto_measures_sync_samples_instead_of_multi_device_on_one_learner_device(
+        ray_session):
+    """The tests' TensorFlow has 2 logical CPU devices (tests/conftest.py)."""
+    from tfrl.agents.ppo import PPOTrainer
+
+    config = dict(SMALL, num_workers=1, optimizer="auto", rollout_fragment_length=20,
+                  train_batch_size=40, sgd_minibatch_size=20, num_sgd_iter=1)
+    for devices, expected in ((1, ["sync_samples", "allreduce"]),
+                              ("auto", ["multi_device", "allreduce"])):
+        trainer = PPOTrainer(config=dict(config, num_learner_devices=devices), env="CartPole-v1")
+        try:
+            assert trainer.optimizer.candidate_names == expected
+        finally:
+            trainer.stop()
