@@ -2,11 +2,12 @@
 
 `PolicyServer` (an ExternalEnv served over gRPC, policy_server.py) runs inside the trainer;
 `PolicyClient` (policy_client.py) is the application's side, asking for actions remotely or
-acting with a local copy of the policy. The wire format is proto/policy_service.proto, its values
-plain arrays (values.py). Exported SavedModels for serving systems are written by
-tfrl/serving_export.py.
+acting with a local copy of the policy (in numpy where it can: numpy_actor.py). The wire
+format is proto/policy_service.proto, its values plain arrays (values.py). Exported SavedModels
+for serving systems are written by tfrl/serving_export.py.
 """
+from tfrl.serving.numpy_actor import NumpyActor
 from tfrl.serving.policy_client import PolicyClient
 from tfrl.serving.policy_server import PolicyServer
 
-__all__ = ["PolicyClient", "PolicyServer"]
+__all__ = ["NumpyActor", "PolicyClient", "PolicyServer"]

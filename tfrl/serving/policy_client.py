@@ -12,7 +12,8 @@ makes the ExternalEnv calls against a remote `PolicyServer` (policy_server.py):
 inference_mode "remote" (the default) asks the server for every action: one round trip each,
 and the trainer's current policy answers. "local" builds a copy of the server's policy in this
 process (its class, spaces and config from the server's `PolicyInfo`; the class must come from
-the tfrl package unless `policy_class` is given), acts with it, pulls fresh weights every
+the tfrl package unless `policy_class` is given), acts with it (through its numpy copy,
+`NumpyActor`, where the policy has one), pulls fresh weights every
 `update_interval` seconds, and sends the episode's calls in batches (`Report`): at each episode
 end and every `report_every` calls. Local inference needs the server's `observation_filter` to be
 NoFilter (a filter's statistics live in the trainer).
@@ -35,6 +36,7 @@ import numpy as np
 
 from tfrl import errors
 from tfrl.serving import values
+from tfrl.serving.numpy_actor import NumpyActor
 from tfrl.serving.policy_server import DEFAULT_MAX_MESSAGE_BYTES, TOKEN_METADATA_KEY
 from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
@@ -55,6 +57,9 @@ class PolicyClient:
       report_every: local mode: send the buffered calls once this many are waiting.
       policy_class: local mode: the policy class to build instead of the server's.
       timeout: seconds a call may take (a remote `get_action` waits for the trainer to sample).
+      numpy_inference: local mode: act with a numpy copy of the policy where it has one
+        (`NumpyActor`: fully connected, categorical or Gaussian; tens of microseconds an action)
+        rather than a TensorFlow call; False always uses TensorFlow.
 
     Raises:
       InvalidConfigError: an unknown inference mode; local mode with an observation filter.
@@ -64,7 +69,8 @@ class PolicyClient:
 
     def __init__(self, address: str, inference_mode: str = "remote", *, token: Optional[str] = None,
                  root_certificates: Optional[Union[bytes, str]] = None, update_interval: float = 10.0,
-                 report_every: int = 512, policy_class: Any = None, timeout: float = 120.0):
+                 report_every: int = 512, policy_class: Any = None, timeout: float = 120.0,
+                 numpy_inference: bool = True):
         if inference_mode not in INFERENCE_MODES:
             raise errors.InvalidConfigError(
                 f"inference_mode must be one of {INFERENCE_MODES}, got {inference_mode!r}")
@@ -82,9 +88,13 @@ class PolicyClient:
         self._metadata = ((TOKEN_METADATA_KEY, token),) if token is not None else ()
         self._lock = threading.Lock()
         self._calls: List[pb.Call] = []
+        self._report_in_flight = None  # a Report sent without waiting (local mode)
+        self._flush_lock = threading.Lock()
         self.report_every = int(report_every)
         self.update_interval = float(update_interval)
         self.policy = None
+        self._numpy_inference = bool(numpy_inference)
+        self.numpy_actor: Optional[NumpyActor] = None
         self._action_space = None
         self._rewards: dict = {}  # remote mode: rewards not sent yet, by episode
         if inference_mode == "local":
@@ -114,9 +124,12 @@ class PolicyClient:
             return values.decode_value(response.action, self._remote_action_space(), "action")
         if time.monotonic() - self._weights_pulled >= self.update_interval:
             self.update_policy_weights()
-        obs = np.asarray(observation)[None] if not isinstance(observation, (dict, tuple)) else \
-            _batch_of_one(observation)
-        actions, _, _ = self.policy.compute_actions(obs, explore=self._explore)
+        if self.numpy_actor is not None:
+            actions = self.numpy_actor.act(observation, self._explore)
+        else:
+            obs = np.asarray(observation)[None] if not isinstance(observation, (dict, tuple)) \
+                else _batch_of_one(observation)
+            actions, _, _ = self.policy.compute_actions(obs, explore=self._explore)
         action = self._adapter.env_action(self._adapter(actions), 0)
         self.log_action(episode_id, observation, action)
         return action
@@ -158,18 +171,33 @@ class PolicyClient:
         """Local mode: pulls the server's current weights into the local copy."""
         response = self._call("GetWeights", pb.WeightsRequest())
         self.policy.set_weights([values.tensor_array(t) for t in response.weights])
+        if self._numpy_inference:
+            self.numpy_actor = NumpyActor.from_policy(self.policy)
         self._weights_pulled = time.monotonic()
 
-    def flush(self) -> None:
-        """Local mode: sends the buffered calls (in order) in one Report.
+    def flush(self, wait: bool = True) -> None:
+        """Local mode: sends the buffered calls (in order) in one Report. With `wait` False the
+        Report goes out without waiting for the server's answer (the next flush waits for it
+        before sending, so reports stay in order).
 
         Raises:
-          PolicyServerError: the server refused one of them; the ones before it were applied.
+          PolicyServerError: the server refused one of them, or one of the report before; the
+            calls before the refused one were applied.
         """
-        with self._lock:
-            calls, self._calls = self._calls, []
-        if calls:
-            self._call("Report", pb.ReportRequest(calls=calls))
+        with self._flush_lock:  # one report at a time, in order
+            with self._lock:
+                calls, self._calls = self._calls, []
+            in_flight, self._report_in_flight = self._report_in_flight, None
+            if in_flight is not None:
+                self._result("Report", in_flight)
+            if not calls:
+                return
+            request = pb.ReportRequest(calls=calls)
+            if wait:
+                self._call("Report", request)
+                return
+            self._report_in_flight = self._stub.Report.future(
+                request, metadata=self._metadata, timeout=self.timeout)
 
     def close(self) -> None:
         """Sends what is buffered and closes the channel."""
@@ -190,7 +218,7 @@ class PolicyClient:
             self._calls.append(call)
             full = len(self._calls) >= self.report_every
         if full:
-            self.flush()
+            self.flush(wait=False)
 
     def _remote_action_space(self):
         """The server's action space (read once: a structured action is unflattened by it)."""
@@ -232,10 +260,21 @@ class PolicyClient:
         try:
             return getattr(self._stub, method)(request, metadata=self._metadata, timeout=self.timeout)
         except grpc.RpcError as exc:
-            code = exc.code() if callable(getattr(exc, "code", None)) else None
-            name = code.name if code is not None else "UNKNOWN"
-            details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
-            raise errors.PolicyServerError(f"{method} failed with {name}: {details}", name) from None
+            raise _server_error(method, exc) from None
+
+    @staticmethod
+    def _result(method: str, future) -> Any:
+        try:
+            return future.result()
+        except grpc.RpcError as exc:
+            raise _server_error(method, exc) from None
+
+
+def _server_error(method: str, exc: grpc.RpcError) -> errors.PolicyServerError:
+    code = exc.code() if callable(getattr(exc, "code", None)) else None
+    name = code.name if code is not None else "UNKNOWN"
+    details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    return errors.PolicyServerError(f"{method} failed with {name}: {details}", name)
 
 
 def _plain(value: Any) -> Any:

@@ -106,6 +106,11 @@ def test_local_inference_over_tls_with_a_token_trains_and_follows_the_weights(ra
         client.update_policy_weights()
         for mine, theirs in zip(client.policy.get_weights(), policy.get_weights()):
             np.testing.assert_array_equal(mine, theirs)
+        # the client acted through its numpy copy, which follows the pulled weights
+        obs = np.array([[0.02, -0.1, 0.03, 0.2]], np.float32)
+        _, _, extra = policy.compute_actions(obs, explore=False)
+        np.testing.assert_allclose(client.numpy_actor.distribution_inputs(obs[0]),
+                                   extra["action_dist_inputs"][0], rtol=1e-4, atol=1e-5)
     finally:
         stop.set()
         trainer.stop()
@@ -183,6 +188,34 @@ def test_bad_calls_get_invalid_argument_and_the_server_keeps_serving():
     with pytest.raises(errors.PolicyServerError) as info:
         PolicyClient(server.address, timeout=5).start_episode()
     assert info.value.code == "UNAVAILABLE"
+
+
+def test_a_local_clients_refused_report_surfaces_at_its_next_flush_and_the_client_goes_on():
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
+        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 2,
+                     "model": {"fcnet_hiddens": [8]}})
+    sampled = []
+    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
+    sampler.start()
+    client = PolicyClient(worker.env.address, "local", report_every=2, timeout=20)
+    try:
+        assert client.numpy_actor is not None
+        # two calls fill a report, which goes out without waiting for its answer
+        client.log_returns("nobody", 1.0)
+        client.log_returns("nobody", 1.0)
+        with pytest.raises(errors.PolicyServerError) as info:
+            client.flush()
+        assert info.value.code == "INVALID_ARGUMENT" and "unknown episode id" in str(info.value)
+        episode = client.start_episode()
+        observations = [np.array([0.01 * i, 0.0, 0.02, 0.0], np.float32) for i in range(3)]
+        actions = [client.get_action(episode, observations[i]) for i in range(2)]
+        client.end_episode(episode, observations[2])
+        sampler.join(20)
+        assert sampled and sampled[0][SampleBatch.ACTIONS].tolist() == [int(a) for a in actions]
+    finally:
+        client.close()
+        worker.stop()
 
 
 def test_the_server_listens_on_loopback_by_default_and_refuses_half_a_tls_pair():

@@ -1,0 +1,65 @@
+"""NumpyActor against the TensorFlow policy it copies: the same distribution inputs, the same
+greedy actions, draws from the same distribution; None for policies it cannot reproduce."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from tfrl.agents.dqn import DEFAULT_CONFIG as DQN_CONFIG
+from tfrl.agents.dqn import DQNTFPolicy
+from tfrl.agents.pg import DEFAULT_CONFIG as PG_CONFIG
+from tfrl.agents.pg import PGTFPolicy
+from tfrl.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
+from tfrl.agents.ppo import PPOTFPolicy
+from tfrl.serving.numpy_actor import NumpyActor
+
+from tests.tfrl.agents.agent_helpers import cartpole_spaces, trainer_config
+
+PENDULUM = gym.make("Pendulum-v1")
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_categorical_policy_matches_tensorflow(activation):
+    obs_space, act_space = cartpole_spaces()
+    policy = PGTFPolicy(obs_space, act_space, trainer_config(
+        PG_CONFIG, seed=5, model={"fcnet_hiddens": [16, 8], "fcnet_activation": activation}))
+    actor = NumpyActor.from_policy(policy, seed=0)
+    assert actor is not None and actor.distribution == "categorical"
+    obs = np.random.default_rng(1).normal(size=(32, 4)).astype(np.float32)
+    greedy, _, extra = policy.compute_actions(obs, explore=False)
+    for i in range(len(obs)):
+        np.testing.assert_allclose(actor.distribution_inputs(obs[i]),
+                                   extra["action_dist_inputs"][i], rtol=1e-4, atol=1e-5)
+        assert actor.act(obs[i], explore=False)[0] == greedy[i]
+    # exploring: draws follow softmax(logits)
+    logits = np.array([1.5, -0.5])
+    actor._layers[-1] = (np.zeros_like(actor._layers[-1][0]), logits, actor._layers[-1][2])
+    draws = np.array([actor.act(obs[0])[0] for _ in range(20000)])
+    expected = np.exp(logits) / np.exp(logits).sum()
+    assert abs(np.mean(draws == 0) - expected[0]) < 0.015
+    assert draws.dtype == np.int64 and set(np.unique(draws)) <= {0, 1}
+
+
+def test_gaussian_policy_matches_tensorflow():
+    policy = PPOTFPolicy(PENDULUM.observation_space, PENDULUM.action_space, trainer_config(
+        PPO_CONFIG, seed=7, model={"fcnet_hiddens": [16]}))
+    actor = NumpyActor.from_policy(policy, seed=0)
+    assert actor is not None and actor.distribution == "diag_gaussian"
+    obs = np.array([[0.3, -0.9, 0.5]], np.float32)
+    mean, _, extra = policy.compute_actions(obs, explore=False)
+    inputs = actor.distribution_inputs(obs[0])
+    np.testing.assert_allclose(inputs, extra["action_dist_inputs"][0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(actor.act(obs[0], explore=False), mean, rtol=1e-4, atol=1e-5)
+    draws = np.concatenate([actor.act(obs[0]) for _ in range(20000)])
+    assert draws.dtype == np.float32 and draws.shape == (20000, 1)
+    assert abs(draws.mean() - inputs[0]) < 0.05
+    assert abs(draws.std() - np.exp(inputs[1])) < 0.05 * np.exp(inputs[1])
+
+
+def test_policies_it_cannot_reproduce_get_none():
+    obs_space, act_space = cartpole_spaces()
+    # epsilon-greedy over Q-values: an action sampler, not a distribution
+    dqn = DQNTFPolicy(obs_space, act_space, trainer_config(DQN_CONFIG, seed=1))
+    assert NumpyActor.from_policy(dqn) is None
+    recurrent = PGTFPolicy(obs_space, act_space, trainer_config(
+        PG_CONFIG, seed=1, model={"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8}))
+    assert NumpyActor.from_policy(recurrent) is None
