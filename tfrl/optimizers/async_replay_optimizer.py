@@ -32,14 +32,6 @@ A lost shard (its process or node died) is noticed when the learner or a writer 
 a check every `replay_shard_check_interval_s`: the learner stops, and the shard is either dropped
 (writers and the learner go on with the remaining shards) or, with
 `replay_shard_checkpoint_dir`, restarted from its latest checkpoint (the shards checkpoint every
-`replay_shard_checkpoint_interval_s`); then the workers get the new shard addresses and the
-learner restarts. Samples in flight to the lost shard are lost with it; the result dict counts
-the losses (`num_replay_shard_failures`, `num_replay_shard_restarts`, `num_replay_shards_live`).
-
-A lost shard (its process or node died) is noticed when the learner or a writer fails, or by
-a check every `replay_shard_check_interval_s`: the learner stops, and the shard is either dropped
-(writers and the learner go on with the remaining shards) or, with
-`replay_shard_checkpoint_dir`, restarted from its latest checkpoint (the shards checkpoint every
 `replay_shard_checkpoint_interval_s`); then the learner restarts and the workers get the new
 shard addresses. Samples in flight to the lost shard are lost with it; the result dict counts
 the losses (`num_replay_shard_failures`, `num_replay_shard_restarts`, `num_replay_shards_live`).

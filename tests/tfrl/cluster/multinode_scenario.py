@@ -59,6 +59,27 @@ def certificate_for(ip: str):
                               serialization.NoEncryption()))
 
 
+def head_only_cluster():
+    """A `ray.cluster_utils.Cluster` with its head: the driver's node, {"learner": 1}, no CPUs."""
+    from ray.cluster_utils import Cluster
+
+    return Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 0, "resources": {"learner": 1}, "include_dashboard": False,
+        "_system_config": FAST_HEALTH_CHECKS})
+
+
+def secured_replay_config(directory: str, ip: str) -> dict:
+    """Writes a replay token and a certificate for `ip` into `directory`; returns the config
+    keys that make the trainer's replay servers demand the token and serve TLS."""
+    cert, key = certificate_for(ip)
+    for name, data in (("token", b"cluster-token\n"), ("cert.pem", cert), ("key.pem", key)):
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data)
+    return {"replay_token_file": os.path.join(directory, "token"),
+            "replay_tls_certificate_file": os.path.join(directory, "cert.pem"),
+            "replay_tls_private_key_file": os.path.join(directory, "key.pem")}
+
+
 def placement(trainer) -> dict:
     import ray
 
@@ -80,7 +101,6 @@ def remote_weights(trainer) -> list:
 
 def main(out_path: str) -> None:
     import ray
-    from ray.cluster_utils import Cluster
 
     from tfrl.agents.dqn.dqn import DQNTrainer
     from tfrl.agents.ppo.ppo import PPOTrainer
@@ -91,9 +111,7 @@ def main(out_path: str) -> None:
     def mark(what):
         print(f"[{time.time() - start:6.1f}s] {what}", flush=True)
 
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "resources": {"learner": 1}, "include_dashboard": False,
-        "_system_config": FAST_HEALTH_CHECKS})
+    cluster = head_only_cluster()
     try:
         replay_node = cluster.add_node(num_cpus=0, resources={"replay": 1})
         rollout_node = cluster.add_node(num_cpus=1, resources={"rollout": 2})
@@ -102,14 +120,7 @@ def main(out_path: str) -> None:
         mark("cluster up")
         seen["nodes"] = {"head": cluster.head_node.node_id, "replay": replay_node.node_id,
                          "rollout": rollout_node.node_id, "ip": ip}
-        credentials = tempfile.mkdtemp()
-        cert, key = certificate_for(ip)
-        for name, data in (("token", b"cluster-token\n"), ("cert.pem", cert), ("key.pem", key)):
-            with open(os.path.join(credentials, name), "wb") as f:
-                f.write(data)
-        secured = {"replay_token_file": os.path.join(credentials, "token"),
-                   "replay_tls_certificate_file": os.path.join(credentials, "cert.pem"),
-                   "replay_tls_private_key_file": os.path.join(credentials, "key.pem")}
+        secured = secured_replay_config(tempfile.mkdtemp(), ip)
 
         ppo = PPOTrainer(env="CartPole-v1", config=dict(PPO, **secured))
         try:

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from tests.tfrl.cluster.multinode_scenario import FAST_HEALTH_CHECKS, certificate_for
+from tests.tfrl.cluster.multinode_scenario import head_only_cluster, secured_replay_config
 
 APEX = {"num_workers": 1, "num_envs_per_worker": 1, "num_cpus_per_worker": 1,
         "rollout_fragment_length": 16, "learning_starts": 64, "train_batch_size": 16,
@@ -33,7 +33,6 @@ APEX = {"num_workers": 1, "num_envs_per_worker": 1, "num_cpus_per_worker": 1,
 
 def main(out_path: str) -> None:
     import ray
-    from ray.cluster_utils import Cluster
 
     from replay.checkpoint import Checkpointer
     from tfrl.agents.dqn import ApexTrainer
@@ -45,9 +44,7 @@ def main(out_path: str) -> None:
     def mark(what):
         print(f"[{time.time() - start:6.1f}s] {what}", flush=True)
 
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "resources": {"learner": 1}, "include_dashboard": False,
-        "_system_config": FAST_HEALTH_CHECKS})
+    cluster = head_only_cluster()
     try:
         cluster.add_node(num_cpus=1, resources={"rollout": 1})
         replay_nodes = {n.node_id: n for n in
@@ -56,14 +53,8 @@ def main(out_path: str) -> None:
         ip = ray.util.get_node_ip_address()
         mark("cluster up")
         shared = tempfile.mkdtemp()
-        cert, key = certificate_for(ip)
-        for name, data in (("token", b"cluster-token\n"), ("cert.pem", cert), ("key.pem", key)):
-            with open(os.path.join(shared, name), "wb") as f:
-                f.write(data)
         config = dict(APEX, replay_shard_checkpoint_dir=os.path.join(shared, "shards"),
-                      replay_token_file=os.path.join(shared, "token"),
-                      replay_tls_certificate_file=os.path.join(shared, "cert.pem"),
-                      replay_tls_private_key_file=os.path.join(shared, "key.pem"))
+                      **secured_replay_config(shared, ip))
         trainer = ApexTrainer(env="CartPole-v1", config=config)
         try:
             optimizer = trainer.optimizer

@@ -18,21 +18,14 @@ from tfrl.agents.ddpg.config import DEFAULT_CONFIG as DDPG_CONFIG
 from tfrl.agents.ddpg.ddpg import DDPGTrainer
 from tfrl.agents.ddpg.ddpg import validate_config as validate_ddpg_config
 from tfrl.agents.ddpg.ddpg_policy import DDPGTFPolicy
-from tfrl.agents.dqn.apex import check_apex_settings, make_async_replay_optimizer
+from tfrl.agents.dqn.apex import (APEX_SHARD_CONFIG, check_apex_settings,
+                                  make_async_replay_optimizer)
 from tfrl.agents.dqn.dqn_policy import postprocess_with_worker_priorities
 from tfrl.config import merge_config
 
-APEX_DDPG_DEFAULT_CONFIG = merge_config(DDPG_CONFIG, {
-    # === Replay shards ===
-    # Replay servers the trainer starts, each a process of its own; workers write each fragment
-    # into one of them (rotating) and the learner reads from all.
-    "num_replay_shards": 4,
-    # Or ["host:port", ...]: external replay-servers serving a `replay` table, one per shard.
-    "replay_shard_addresses": None,
-    # Where the shards checkpoint and a lost shard restarts from (None: a lost shard is dropped).
-    "replay_shard_checkpoint_dir": None,
-    "replay_shard_checkpoint_interval_s": 60.0,
-    "replay_shard_check_interval_s": 10.0,
+APEX_DDPG_DEFAULT_CONFIG = merge_config(merge_config(DDPG_CONFIG, APEX_SHARD_CONFIG,
+                                                     allow_new_keys=True), {
+    # === Replay shards (and APEX_SHARD_CONFIG) ===
     # Transitions all shards hold together (each holds buffer_size / num_replay_shards).
     "buffer_size": 2000000,
     # Transitions all shards hold together before learning starts.

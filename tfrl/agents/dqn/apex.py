@@ -19,9 +19,8 @@ from tfrl.agents.dqn.dqn import validate_config as validate_dqn_config
 from tfrl.errors import InvalidConfigError
 from tfrl.trainer import sync_target_networks
 
-APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
-APEX_DEFAULT_CONFIG.update({
-    # === Replay shards ===
+# The replay-shard keys of every Ape-X trainer (APEX, APEX_DDPG).
+APEX_SHARD_CONFIG = {
     # Replay servers the trainer starts, each a process of its own; workers write each fragment
     # into one of them (rotating) and the learner reads from all.
     "num_replay_shards": 4,
@@ -36,6 +35,12 @@ APEX_DEFAULT_CONFIG.update({
     # How often the driver checks that every shard still answers (a loss is also noticed at
     # once when the learner or a writer fails).
     "replay_shard_check_interval_s": 10.0,
+}
+
+APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
+APEX_DEFAULT_CONFIG.update(APEX_SHARD_CONFIG)
+APEX_DEFAULT_CONFIG.update({
+    # === Replay shards (and APEX_SHARD_CONFIG) ===
     # Transitions all shards hold together (each holds buffer_size / num_replay_shards).
     "buffer_size": 2000000,
     # Transitions all shards hold together before learning starts.
