@@ -18,30 +18,14 @@ from tfrl.agents.ddpg.config import DEFAULT_CONFIG as DDPG_CONFIG
 from tfrl.agents.ddpg.ddpg import DDPGTrainer
 from tfrl.agents.ddpg.ddpg import validate_config as validate_ddpg_config
 from tfrl.agents.ddpg.ddpg_policy import DDPGTFPolicy
-from tfrl.agents.dqn.apex import (APEX_SHARD_CONFIG, check_apex_settings,
+from tfrl.agents.dqn.apex import (APEX_COMMON_CONFIG, check_apex_settings,
                                   make_async_replay_optimizer)
 from tfrl.agents.dqn.dqn_policy import postprocess_with_worker_priorities
 from tfrl.config import merge_config
 
-APEX_DDPG_DEFAULT_CONFIG = merge_config(merge_config(DDPG_CONFIG, APEX_SHARD_CONFIG,
+APEX_DDPG_DEFAULT_CONFIG = merge_config(merge_config(DDPG_CONFIG, APEX_COMMON_CONFIG,
                                                      allow_new_keys=True), {
-    # === Replay shards (and APEX_SHARD_CONFIG) ===
-    # Transitions all shards hold together (each holds buffer_size / num_replay_shards).
-    "buffer_size": 2000000,
-    # Transitions all shards hold together before learning starts.
-    "learning_starts": 50000,
-    # None: the learner trains as fast as it can (the paper); a number: the trained / inserted
-    # ratio each shard's rate limiter holds.
-    "training_intensity": None,
-    "prioritized_replay": True,
-    # Workers compute the initial priority of their transitions from their own TD errors.
-    "worker_side_prioritization": True,
-    # === Exploration ===
-    # Worker i of N scales its action noise by the constant worker_epsilon ** (1 + i / (N - 1)
-    # * worker_epsilon_alpha); False: exploration_config's scale schedule on every worker.
-    "per_worker_exploration": True,
-    "worker_epsilon": 0.4,
-    "worker_epsilon_alpha": 7.0,
+    # (APEX_COMMON_CONFIG: replay shards, replay, per-worker exploration)
     # === Learner ===
     "n_step": 3,
     "train_batch_size": 512,

@@ -19,8 +19,9 @@ from tfrl.agents.dqn.dqn import validate_config as validate_dqn_config
 from tfrl.errors import InvalidConfigError
 from tfrl.trainer import sync_target_networks
 
-# The replay-shard keys of every Ape-X trainer (APEX, APEX_DDPG).
-APEX_SHARD_CONFIG = {
+# The replay-shard, replay and exploration keys every Ape-X trainer shares (APEX, APEX_DDPG).
+APEX_COMMON_CONFIG = {
+    # === Replay shards ===
     # Replay servers the trainer starts, each a process of its own; workers write each fragment
     # into one of them (rotating) and the learner reads from all.
     "num_replay_shards": 4,
@@ -35,12 +36,6 @@ APEX_SHARD_CONFIG = {
     # How often the driver checks that every shard still answers (a loss is also noticed at
     # once when the learner or a writer fails).
     "replay_shard_check_interval_s": 10.0,
-}
-
-APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
-APEX_DEFAULT_CONFIG.update(APEX_SHARD_CONFIG)
-APEX_DEFAULT_CONFIG.update({
-    # === Replay shards (and APEX_SHARD_CONFIG) ===
     # Transitions all shards hold together (each holds buffer_size / num_replay_shards).
     "buffer_size": 2000000,
     # Transitions all shards hold together before learning starts.
@@ -52,11 +47,17 @@ APEX_DEFAULT_CONFIG.update({
     # Workers compute the initial priority of their transitions from their own TD errors.
     "worker_side_prioritization": True,
     # === Exploration ===
-    # Worker i of N acts with the constant epsilon worker_epsilon ** (1 + i / (N - 1) *
-    # worker_epsilon_alpha) (0.4 and 7 in the paper); False: exploration_config's schedule.
+    # Worker i of N explores with the constant worker_epsilon ** (1 + i / (N - 1) *
+    # worker_epsilon_alpha) (0.4 and 7 in the paper) as its epsilon (APEX) or action-noise scale
+    # (APEX_DDPG); False: exploration_config's schedule on every worker.
     "per_worker_exploration": True,
     "worker_epsilon": 0.4,
     "worker_epsilon_alpha": 7.0,
+}
+
+APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
+APEX_DEFAULT_CONFIG.update(APEX_COMMON_CONFIG)
+APEX_DEFAULT_CONFIG.update({
     # === Learner ===
     "n_step": 3,
     "lr": 1e-4,
