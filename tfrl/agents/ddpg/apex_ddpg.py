@@ -25,23 +25,10 @@ from tfrl.config import merge_config
 
 APEX_DDPG_DEFAULT_CONFIG = merge_config(merge_config(DDPG_CONFIG, APEX_COMMON_CONFIG,
                                                      allow_new_keys=True), {
-    # (APEX_COMMON_CONFIG: replay shards, replay, per-worker exploration)
-    # === Learner ===
-    "n_step": 3,
-    "train_batch_size": 512,
-    # Gradient steps per learner call; one priority update per shard and call.
-    "learner_steps_per_call": 4,
-    # Gradient steps between weight publications; a worker takes the newest before sampling.
-    "max_weight_sync_delay": 400,
+    # (the rest: APEX_COMMON_CONFIG)
     # Trained rows between publications of the target networks to the workers (their
     # priorities use them); the learner's targets move by polyak tau every step.
     "target_network_update_freq": 500000,
-    # === Rollouts ===
-    "num_workers": 32,
-    "num_envs_per_worker": 1,
-    "rollout_fragment_length": 50,
-    "timesteps_per_iteration": 25000,
-    "min_iter_time_s": 30,
 }, allow_new_keys=True)
 
 

@@ -19,7 +19,8 @@ from tfrl.agents.dqn.dqn import validate_config as validate_dqn_config
 from tfrl.errors import InvalidConfigError
 from tfrl.trainer import sync_target_networks
 
-# The replay-shard, replay and exploration keys every Ape-X trainer shares (APEX, APEX_DDPG).
+# The keys every Ape-X trainer shares (APEX, APEX_DDPG): replay shards, replay, per-worker
+# exploration, the learner's pace and the rollouts (the paper's settings).
 APEX_COMMON_CONFIG = {
     # === Replay shards ===
     # Replay servers the trainer starts, each a process of its own; workers write each fragment
@@ -53,27 +54,27 @@ APEX_COMMON_CONFIG = {
     "per_worker_exploration": True,
     "worker_epsilon": 0.4,
     "worker_epsilon_alpha": 7.0,
-}
-
-APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
-APEX_DEFAULT_CONFIG.update(APEX_COMMON_CONFIG)
-APEX_DEFAULT_CONFIG.update({
     # === Learner ===
     "n_step": 3,
-    "lr": 1e-4,
     "train_batch_size": 512,
     # Gradient steps per learner call; one priority update per shard and call.
     "learner_steps_per_call": 4,
     # Gradient steps between weight publications; a worker takes the newest before sampling.
     "max_weight_sync_delay": 400,
-    # Copy the online network into the target every this many *trained* rows.
-    "target_network_update_freq": 500000,
     # === Rollouts ===
     "num_workers": 32,
     "num_envs_per_worker": 1,
     "rollout_fragment_length": 50,
     "timesteps_per_iteration": 25000,
     "min_iter_time_s": 30,
+}
+
+APEX_DEFAULT_CONFIG = copy.deepcopy(DQN_CONFIG)
+APEX_DEFAULT_CONFIG.update(APEX_COMMON_CONFIG)
+APEX_DEFAULT_CONFIG.update({
+    "lr": 1e-4,
+    # Copy the online network into the target every this many *trained* rows.
+    "target_network_update_freq": 500000,
 })
 
 
