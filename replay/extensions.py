@@ -95,7 +95,8 @@ class StatisticsExtension(TableExtension):
     def __init__(self):
         super().__init__()
         self._counts = dict.fromkeys(self._FIELDS, 0)
-        self._chunk_refs: Dict[int, int] = {}  # chunk key -> present items referencing it
+        # chunk key -> [present items referencing it, its stored bytes, its raw bytes]
+        self._chunk_refs: Dict[int, List[int]] = {}
         self._live = [0, 0]  # stored, raw bytes of the referenced chunks
         self._column_bytes: List[int] = []
         self._column_raw_bytes: List[int] = []
@@ -106,25 +107,33 @@ class StatisticsExtension(TableExtension):
         counts["bytes_inserted"] += item.nbytes
         refs = self._chunk_refs
         for key, chunk in item.chunks.items():
-            n = refs.get(key, 0)
-            refs[key] = n + 1
-            if n == 0:
-                stored, raw = chunk.nbytes, chunk.raw_nbytes
-                counts["chunks_inserted"] += 1
-                counts["chunk_bytes_inserted"] += stored
-                counts["chunk_raw_bytes_inserted"] += raw
-                self._live[0] += stored
-                self._live[1] += raw
-                self._count_columns(chunk)
+            ref = refs.get(key)
+            if ref is not None:
+                ref[0] += 1
+                continue
+            stored, raw = self._count_columns(chunk)
+            refs[key] = [1, stored, raw]
+            counts["chunks_inserted"] += 1
+            counts["chunk_bytes_inserted"] += stored
+            counts["chunk_raw_bytes_inserted"] += raw
+            self._live[0] += stored
+            self._live[1] += raw
 
-    def _count_columns(self, chunk) -> None:
+    def _count_columns(self, chunk) -> Tuple[int, int]:
+        """Adds a new chunk's columns to the per-column counters; returns its (stored, raw)
+        bytes."""
         missing = len(chunk.columns) - len(self._column_bytes)
         if missing > 0:
             self._column_bytes += [0] * missing
             self._column_raw_bytes += [0] * missing
+        stored = raw = 0
         for i, column in enumerate(chunk.columns):
-            self._column_bytes[i] += len(column.data)
-            self._column_raw_bytes[i] += column.raw_size(chunk.length)
+            column_stored, column_raw = len(column.data), column.raw_size(chunk.length)
+            self._column_bytes[i] += column_stored
+            self._column_raw_bytes[i] += column_raw
+            stored += column_stored
+            raw += column_raw
+        return stored, raw
 
     def on_sample(self, item):
         self._counts["items_sampled"] += 1
@@ -136,16 +145,16 @@ class StatisticsExtension(TableExtension):
     def on_delete(self, item):
         self._counts["items_deleted"] += 1
         refs = self._chunk_refs
-        for key, chunk in item.chunks.items():
-            n = refs.get(key)
-            if n is None:  # inserted before a checkpoint restore
+        for key in item.chunks:
+            ref = refs.get(key)
+            if ref is None:  # inserted before a checkpoint restore
                 continue
-            if n > 1:
-                refs[key] = n - 1
+            if ref[0] > 1:
+                ref[0] -= 1
             else:
                 del refs[key]
-                self._live[0] -= chunk.nbytes
-                self._live[1] -= chunk.raw_nbytes
+                self._live[0] -= ref[1]
+                self._live[1] -= ref[2]
 
     def on_reset(self):
         self._counts = dict.fromkeys(self._FIELDS, 0)
