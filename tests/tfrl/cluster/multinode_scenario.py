@@ -59,6 +59,16 @@ def certificate_for(ip: str):
                               serialization.NoEncryption()))
 
 
+def stage_marker():
+    """mark(what): prints `what` with the seconds since this call (the scenario's progress log)."""
+    start = time.time()
+
+    def mark(what):
+        print(f"[{time.time() - start:6.1f}s] {what}", flush=True)
+
+    return mark
+
+
 def head_only_cluster():
     """A `ray.cluster_utils.Cluster` with its head: the driver's node, {"learner": 1}, no CPUs."""
     from ray.cluster_utils import Cluster
@@ -106,11 +116,7 @@ def main(out_path: str) -> None:
     from tfrl.agents.ppo.ppo import PPOTrainer
 
     seen = {}
-    start = time.time()
-
-    def mark(what):
-        print(f"[{time.time() - start:6.1f}s] {what}", flush=True)
-
+    mark = stage_marker()
     cluster = head_only_cluster()
     try:
         replay_node = cluster.add_node(num_cpus=0, resources={"replay": 1})

@@ -15,9 +15,9 @@ import json
 import os
 import sys
 import tempfile
-import time
 
-from tests.tfrl.cluster.multinode_scenario import head_only_cluster, secured_replay_config
+from tests.tfrl.cluster.multinode_scenario import (head_only_cluster, secured_replay_config,
+                                                   stage_marker)
 
 APEX = {"num_workers": 1, "num_envs_per_worker": 1, "num_cpus_per_worker": 1,
         "rollout_fragment_length": 16, "learning_starts": 64, "train_batch_size": 16,
@@ -39,11 +39,7 @@ def main(out_path: str) -> None:
     from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE
 
     seen = {}
-    start = time.time()
-
-    def mark(what):
-        print(f"[{time.time() - start:6.1f}s] {what}", flush=True)
-
+    mark = stage_marker()
     cluster = head_only_cluster()
     try:
         cluster.add_node(num_cpus=1, resources={"rollout": 1})
