@@ -105,6 +105,7 @@ COMMON_CONFIG: Dict[str, Any] = {
     "auto_candidates": None,
     "auto_warmup_steps": 1,
     "auto_trial_steps": 2,
+    "auto_abandon_ratio": 0.5,
     # === Iterations and metrics ===
     "min_iter_time_s": 0,
     "timesteps_per_iteration": 0,

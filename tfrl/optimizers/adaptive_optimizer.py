@@ -8,12 +8,18 @@ measures the env steps trained per second of the measured ones, commits to the f
 starts the trials again when the runtime picture changes (remote workers added or removed, a
 worker lost and recreated, the local devices changed).
 
+Trials cost what a slower strategy trains less than the best one would have, so they are kept
+short: they run in the order of the candidates, except that a candidate still starting its
+actors (`ready()` false) waits behind those that are ready, and a trial whose first measured
+step trains at less than `auto_abandon_ratio` of the best rate measured so far ends there.
+
 All candidates are built up front (so a bad setting fails at construction) and share the
 trainer's workers; only the active one runs. At a switch the outgoing strategy hands its state
 to the driver policy (`deactivate`) and the incoming one takes it from there (`activate`), so
 learning goes on from the same weights. Every switch is logged and reported in the result dict
 under `info/optimizer`: the active `strategy`, `phase` ("trial" or "committed"), `num_switches`,
-the measured `rates` (trained env steps/s per strategy) and the last switches.
+the measured `rates` (trained env steps/s per strategy; the committed one's kept current as it
+runs) and the last switches.
 """
 from __future__ import annotations
 
@@ -115,6 +121,8 @@ class AdaptiveOptimizer(PolicyOptimizer):
         previous = self.active_name
         if self.active is not None:
             self.active.deactivate()
+            self._new_episodes.extend(self.active._new_episodes)  # noqa: SLF001 - ours to report
+            self.active._new_episodes = []  # noqa: SLF001
         self.candidates[name].activate()
         self.active_name = name
         self._last_step_end = None
@@ -157,25 +165,56 @@ class AdaptiveOptimizer(PolicyOptimizer):
         if change:
             self._restart_trials(f"runtime picture changed: {change}")
         if self.phase == "committed":
-            return self._measured_step(committed=True)
+            if not self._ready_queued():
+                return self._measured_step(committed=True)
+            self.phase = "trial"  # a candidate that was starting is up: measure it now
+        if self._trial["steps"] == 0:  # a new trial: of a candidate whose actors are up
+            ready = self._ready_queued()
+            if ready:
+                self._queue.remove(ready)
+                self._queue.insert(0, ready)
+            elif self.rates:  # the best so far runs while the others start
+                self._commit()
+                return self._measured_step(committed=True)
         name = self._queue[0]
         self._switch_to(name, "trial")
         fetches = self._measured_step(committed=False)
-        if self._trial["steps"] >= self.settings.auto_warmup_steps + self.settings.auto_trial_steps:
+        if self._trial_done():
             trial = self._trial
             self.rates[name] = trial["trained"] / max(trial["seconds"], 1e-9)
             logger.info("auto optimizer: %s trained %.1f env steps/s", name, self.rates[name])
             self._queue.pop(0)
             self._trial = {"steps": 0, "seconds": 0.0, "trained": 0}
-            if not self._queue:
-                best = max(self.rates, key=self.rates.get)
-                rates = ", ".join(f"{n} {r:.1f}" for n, r in self.rates.items())
-                self.decision = f"{best}: fastest of the trials (trained env steps/s: {rates})"
-                logger.info("auto optimizer: committing to %s", self.decision)
-                self._switch_to(best, self.decision)
-                self.phase = "committed"
-                self._committed_rate = self.rates[best]
+            if not self._ready_queued():  # all measured, or the rest still starting
+                self._commit()
         return fetches
+
+    def _ready_queued(self) -> Optional[str]:
+        """The first candidate still to measure whose actors have started, if any."""
+        return next((n for n in self._queue if self.candidates[n].ready()), None)
+
+    def _commit(self) -> None:
+        """Runs the fastest strategy measured; candidates still starting are measured later."""
+        best = max(self.rates, key=self.rates.get)
+        rates = ", ".join(f"{n} {r:.1f}" for n, r in self.rates.items())
+        self.decision = f"{best}: fastest of the trials (trained env steps/s: {rates})"
+        if self._queue:
+            self.decision += f"; still starting, measured later: {', '.join(self._queue)}"
+        logger.info("auto optimizer: committing to %s", self.decision)
+        self._switch_to(best, self.decision)
+        self.phase = "committed"
+        self._committed_rate = self.rates[best]
+
+    def _trial_done(self) -> bool:
+        """All its steps are done, or its first measured step was far below the best rate."""
+        settings = self.settings
+        measured = self._trial["steps"] - settings.auto_warmup_steps
+        if measured >= settings.auto_trial_steps:
+            return True
+        if measured != 1 or not self.rates:
+            return False
+        rate = self._trial["trained"] / max(self._trial["seconds"], 1e-9)
+        return rate < settings.auto_abandon_ratio * max(self.rates.values())
 
     def _measured_step(self, committed: bool) -> dict:
         """One step of the active strategy. Its time is the wall time since the end of the
@@ -189,9 +228,12 @@ class AdaptiveOptimizer(PolicyOptimizer):
         self._last_step_end = end
         trained = self.num_steps_trained - trained_before
         if committed:
+            # kept in `rates` too, so a later trial is compared with its rate of now rather
+            # than with its trial's (taken when more actors were still starting, say)
             rate = trained / max(seconds, 1e-9)
             self._committed_rate = rate if self._committed_rate is None else (
-                0.9 * self._committed_rate + 0.1 * rate)
+                0.7 * self._committed_rate + 0.3 * rate)
+            self.rates[self.active_name] = self._committed_rate
         else:
             self._trial["steps"] += 1
             if self._trial["steps"] > self.settings.auto_warmup_steps:
@@ -210,11 +252,18 @@ class AdaptiveOptimizer(PolicyOptimizer):
             "num_switches": self.num_switches,
             "decision": self.decision,
             "rates": {name: round(rate, 3) for name, rate in self.rates.items()},
+            "waiting": list(self._queue) if self.phase == "committed" else [],
             "committed_rate": (round(self._committed_rate, 3)
                                if self._committed_rate is not None else None),
             "switches": list(self.switches),
         }
         return out
+
+    def fetch_worker_episodes(self) -> list:
+        """As the active strategy fetches them (without asking busy workers where it can)."""
+        active = self.active
+        return active.fetch_worker_episodes() if active is not None else super(
+        ).fetch_worker_episodes()
 
     def learner_policies(self):
         own = getattr(self.active, "learner_policies", None)

@@ -90,6 +90,7 @@ def _minibatch_gradient(worker, policy_id: str, bounds, epoch: Optional[int], in
         share["shuffled"] = share["batch"].shuffle() if shuffle else share["batch"]
     start = index * minibatch_rows
     minibatch = share["shuffled"].slice(start, start + minibatch_rows)
+    worker.gradient_delay()
     grads, stats = worker.get_policy(policy_id).compute_gradients(minibatch)
     return (*split(flatten_gradients(grads), bounds), stats)
 

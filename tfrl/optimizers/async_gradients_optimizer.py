@@ -22,6 +22,8 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
       InvalidConfigError: no remote workers, or a missing or bad grads_per_step.
     """
 
+    results_bring_episodes = True  # every gradient
+
     def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
         super().__init__(workers, config, replay, **settings)
         config = self.config
@@ -54,7 +56,7 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
                 ready, _ = ray.wait(list(self._pending), num_returns=1)
             worker = self._pending.pop(ready[0])
             try:
-                grads, info, count = ray.get(ready[0])
+                grads, info, count, episodes = ray.get(ready[0])
             except Exception as exc:  # noqa: BLE001 - a dead worker is replaced, others re-raise
                 from tfrl.rollout.worker_set import is_worker_failure
 
@@ -70,6 +72,7 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
             with self.timer("apply"):
                 for pid, policy_grads in grads.items():
                     local.get_policy(pid).apply_gradients(policy_grads)
+            self._new_episodes.extend(episodes)
             self.num_steps_sampled += count
             self.num_steps_trained += count
             self.learner_stats = dict(self.learner_stats, **info)
@@ -80,11 +83,12 @@ class AsyncGradientsOptimizer(PolicyOptimizer):
         return self.learner_stats
 
     def deactivate(self) -> None:
-        """Waits for the gradients in flight and drops them."""
+        """Waits for the gradients in flight and drops them (the episodes they bring are kept)."""
         import ray
 
         if self._pending:
             ray.wait(list(self._pending), num_returns=len(self._pending))
+        self._keep_episodes_of(list(self._pending))
         self._pending.clear()
 
     def stop(self) -> None:

@@ -125,6 +125,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         (Ape-X here learns one policy); an external shard without the `replay` table.
     """
 
+    results_bring_episodes = True  # every sample summary
+
     def __init__(self, workers, config: dict, replay, strategy: tf.distribute.Strategy = None):
         super().__init__(workers, config, replay)
         from replay import (Fifo, MinSize, Prioritized, SampleToInsertRatio, StatisticsExtension,
@@ -535,13 +537,6 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         if not self.settings.per_worker_exploration or num_workers == 0:
             return True
         return worker_index > num_workers - -(-num_workers // 3)
-
-    def fetch_worker_episodes(self) -> list:
-        """Every sample summary brings its worker's episodes, so the busy remote workers are
-        not asked (their call would wait behind the sample in flight)."""
-        if self.workers.remote_workers():
-            return []
-        return self.workers.local_worker().get_metrics()
 
     def _count(self, steps: int, episodes: list) -> None:
         self.num_steps_sampled += steps

@@ -69,12 +69,14 @@ def split(flat: np.ndarray, bounds: Bounds) -> List[np.ndarray]:
 # --- worker-side steps (run through RolloutWorker.apply) -------------------------------------
 def gradient_slices(worker, policy_id: str, bounds: Bounds, samples=None):
     """Samples one fragment (or takes `samples`), computes the gradients of `policy_id` on it and
-    returns its flat gradient cut at `bounds`, followed by (learner stats, env steps): a tuple of
-    len(bounds) + 1 values, one object ref each when called with that many `num_returns`."""
+    returns its flat gradient cut at `bounds`, followed by (learner stats, env steps, the
+    episodes finished since the worker's last `get_metrics`): a tuple of len(bounds) + 1
+    values, one object ref each when called with that many `num_returns`."""
     if samples is None:
         samples = worker.sample()
+    worker.gradient_delay()
     grads, stats = worker.get_policy(policy_id).compute_gradients(samples)
-    return (*split(flatten_gradients(grads), bounds), (stats, samples.count))
+    return (*split(flatten_gradients(grads), bounds), (stats, samples.count, worker.get_metrics()))
 
 
 def set_weight_slices(worker, policy_id: str, global_vars: Optional[dict], *slices) -> None:

@@ -88,6 +88,11 @@ class PolicyOptimizer:
         """Takes over the workers from another strategy (AdaptiveOptimizer's switches): learning
         goes on from the driver policy's state. Nothing to do for most strategies."""
 
+    def ready(self) -> bool:
+        """Whether this strategy's own actors (if any) have started, so a first step would not
+        wait for them; AdaptiveOptimizer runs the ready ones' trials first."""
+        return True
+
     def deactivate(self) -> None:
         """Hands the workers over to another strategy: nothing of this one stays in flight, and
         the driver policy holds the state learned so far."""
@@ -121,9 +126,28 @@ class PolicyOptimizer:
         result["info"] = {"learner": self.learner_stats, **self.stats()}
         return result
 
+    # True where every remote worker's result (a sample summary, a gradient) brings the episodes
+    # it finished: its workers are busy between steps, and a call asking for them would wait
+    # behind the work in flight (behind the slowest worker)
+    results_bring_episodes = False
+
+    def _keep_episodes_of(self, refs: list) -> None:
+        """Keeps the episodes that the finished results `refs` bring (their last element);
+        results of workers that died bring none."""
+        import ray
+
+        for ref in refs:
+            try:
+                self._new_episodes.extend(ray.get(ref)[-1])
+            except ray.exceptions.RayError:
+                continue
+
     def fetch_worker_episodes(self) -> list:
-        """Episodes the workers finished that no sample summary brought (asks every worker)."""
+        """Episodes the workers finished that no result brought (asks every worker)."""
         from tfrl.rollout import collect_episodes
+
+        if self.results_bring_episodes and self.workers.remote_workers():
+            return []
 
         return collect_episodes(self.workers.local_worker(), self.workers.remote_workers())
 

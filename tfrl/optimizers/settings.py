@@ -174,3 +174,7 @@ class AdaptiveSettings(Settings):
     auto_warmup_steps: int = setting(
         "optimizer steps of each trial that are not measured (tracing, actor start)", minimum=0)
     auto_trial_steps: int = setting("optimizer steps each trial measures", minimum=1)
+    auto_abandon_ratio: float = setting(
+        "a trial ends after its first measured step when that step's rate is below this "
+        "fraction of the best rate measured so far (0: every trial runs all its steps)",
+        minimum=0.0, maximum=1.0)

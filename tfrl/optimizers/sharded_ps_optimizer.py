@@ -1,12 +1,13 @@
 """ShardedParameterServerOptimizer: the RLlib paper's sharded parameter server, with pipelining.
 
-The policy's trainable weights, as one flat vector, are cut into `num_ps_shards` contiguous
-slices; each slice lives in a `ParameterShard` Ray actor together with the optimizer state of
-that slice (the same tf_keras optimizer as the policy's, rebuilt from its config), so every shard
-applies the optimizer step to its own slice. Rollout workers sample a fragment and compute
+The policy's trainable weights, as one flat vector, are cut into `num_ps_shards` contiguous slices;
+each slice lives in a `ParameterShard` Ray actor together with the optimizer state of that slice
+(the same optimizer as the policy's, rebuilt from its tf_keras config), so every shard applies the
+optimizer step to its own slice: in numpy for SGD, Adam and RMSprop (slice_optimizers.py; such a
+shard needs no TensorFlow), else with tf_keras. Rollout workers sample a fragment and compute
 gradients on it; the gradient comes back as one object per slice, each pushed straight to its
-shard, and the shards' new slices go straight back to that worker: the bulk data moves
-worker -> shard -> worker through Ray's object store, the driver only passes refs along.
+shard, and the shards' new slices go straight back to that worker: the bulk data moves worker ->
+shard -> worker through Ray's object store, the driver only passes refs along.
 
 Pipelining: as soon as a worker's gradient is ready the driver starts the worker's next
 fragment and gradient, and only then pushes the previous gradient; the fresh weights are set
@@ -45,12 +46,66 @@ _SHARD_FAILURES_REPORTED = 10
 class ParameterShard:
     """One slice of the flat weights and the optimizer state of that slice (a Ray actor).
 
+    The optimizer step is numpy's (slice_optimizers.py) when it repeats the policy's optimizer
+    exactly, so the actor starts without TensorFlow; else it is the tf_keras optimizer itself.
+
     Args:
       values: the slice's initial weights.
       optimizer_config: `tf_keras.optimizers.serialize` of the policy's optimizer.
     """
 
     def __init__(self, values: np.ndarray, optimizer_config: dict, tf_threads: int = 1):
+        from tfrl.optimizers.slice_optimizers import slice_optimizer
+
+        self._values = np.array(values)
+        self._numpy = slice_optimizer(optimizer_config, self._values.size, self._values.dtype)
+        if self._numpy is None:
+            self._keras = _KerasSlice(self._values, optimizer_config, tf_threads)
+
+    def push(self, grad: np.ndarray) -> np.ndarray:
+        """Applies one optimizer step with `grad`; returns the new slice."""
+        if self._numpy is None:
+            return self._keras.push(grad)
+        self._values = self._numpy.apply(self._values, grad)
+        return self._values
+
+    def ping(self) -> bool:
+        return True
+
+    def pull(self) -> np.ndarray:
+        return self._values if self._numpy is not None else self._keras.pull()
+
+    def get_state(self) -> dict:
+        """The slice and the optimizer's variables (iteration count and slots), as arrays in
+        tf_keras's order."""
+        if self._numpy is None:
+            return self._keras.get_state()
+        return {"values": self._values.copy(), "optimizer": self._numpy.get_state()}
+
+    def set_state(self, state: dict) -> None:
+        if self._numpy is None:
+            self._keras.set_state(state)
+            return
+        self._values = np.array(state["values"], dtype=self._values.dtype)
+        self._numpy.set_state(state["optimizer"])
+
+    def set_values(self, values: np.ndarray) -> None:
+        if self._numpy is None:
+            self._keras.set_values(values)
+        else:
+            self._values = np.array(values, dtype=self._values.dtype)
+
+    def set_learning_rate(self, learning_rate: float) -> None:
+        if self._numpy is None:
+            self._keras.set_learning_rate(learning_rate)
+        else:
+            self._numpy.learning_rate = float(learning_rate)
+
+
+class _KerasSlice:
+    """A slice stepped by the tf_keras optimizer itself (optimizers numpy does not repeat)."""
+
+    def __init__(self, values: np.ndarray, optimizer_config: dict, tf_threads: int):
         from tfrl.runtime import configure_tf_threads
 
         configure_tf_threads(tf_threads)
@@ -65,18 +120,13 @@ class ParameterShard:
             input_signature=[tf.TensorSpec(values.shape, values.dtype)])
 
     def push(self, grad: np.ndarray) -> np.ndarray:
-        """Applies one optimizer step with `grad`; returns the new slice."""
         self._apply(grad)
         return self._variable.numpy()
-
-    def ping(self) -> bool:
-        return True
 
     def pull(self) -> np.ndarray:
         return self._variable.numpy()
 
     def get_state(self) -> dict:
-        """The slice and the optimizer's variables (slots and iteration count), as arrays."""
         return {"values": self._variable.numpy(),
                 "optimizer": [v.numpy() for v in self._optimizer.variables]}
 
@@ -102,6 +152,8 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
     Raises (restore):
       CheckpointError: the checkpoint's shards do not fit (another num_ps_shards or model).
     """
+
+    results_bring_episodes = True  # every gradient
 
     def __init__(self, workers, config: Optional[dict] = None, replay=None, **settings):
         import ray
@@ -129,6 +181,7 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
         self._pending: Dict[object, Tuple[object, List[object]]] = {}
         self._weight_updates: Dict[object, object] = {}  # worker -> its last set_weights ref
         self._active = False
+        self._started: Optional[List[object]] = None  # ping refs of ready()
 
     def _policy_learning_rate(self) -> float:
         return float(np.asarray(self.policy.optimizer.learning_rate))
@@ -142,13 +195,24 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
             state["values"] = piece
         self._active = True
 
+    def ready(self) -> bool:
+        """Whether every shard actor has started (asked once per actor, without waiting)."""
+        import ray
+
+        if self._started is None:
+            self._started = [shard.ping.remote() for shard in self.shards]
+        done, _ = ray.wait(self._started, num_returns=len(self._started), timeout=0)
+        return len(done) == len(self._started)
+
     def deactivate(self) -> None:
-        """Waits for the gradients and weight updates in flight (their results are dropped)."""
+        """Waits for the gradients and weight updates in flight (their results are dropped, the
+        episodes they bring kept)."""
         import ray
 
         in_flight = list(self._pending) + list(self._weight_updates.values())
         if in_flight:
             ray.wait(in_flight, num_returns=len(in_flight))
+        self._keep_episodes_of(list(self._pending))
         self._pending.clear()
         self._weight_updates.clear()
         self._active = False
@@ -191,7 +255,7 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
                 ready, _ = ray.wait(list(self._pending), num_returns=1)
             worker, grad_slices = self._pending.pop(ready[0])
             try:
-                stats, count = ray.get(ready[0])
+                stats, count, episodes = ray.get(ready[0])
             except Exception as exc:  # noqa: BLE001 - a dead worker is replaced, others re-raise
                 if not is_worker_failure(exc) or worker not in self.workers.remote_workers():
                     raise
@@ -204,6 +268,7 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
             with self.timer("push"):
                 self._send_weights(worker, self._push(grad_slices))
             trained += count
+            self._new_episodes.extend(episodes)
             self.num_steps_sampled += count
             self.num_steps_trained += count
             self.policy.on_global_var_update({"timestep": self.num_steps_sampled})
@@ -246,6 +311,8 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
                 ray.get(shard.ping.remote())
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
                 dead.append(index)
+        if dead:
+            self._started = None  # ready() asks the new actors
         for index in dead:
             ray.kill(self.shards[index], no_restart=True)
             self.shards[index] = self._new_shard(self._shard_states[index])
@@ -336,7 +403,8 @@ class ShardedParameterServerOptimizer(PolicyOptimizer):
             info_ref = next(iter(self._pending))
             _, grad_slices = self._pending.pop(info_ref)
             ray.get(self._push(grad_slices))
-            count = ray.get(info_ref)[1]
+            _, count, episodes = ray.get(info_ref)
+            self._new_episodes.extend(episodes)
             self.num_steps_sampled += count
             self.num_steps_trained += count
         self._pull_into_driver_policy()

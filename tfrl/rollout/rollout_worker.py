@@ -370,15 +370,20 @@ class RolloutWorker:
         return {DEFAULT_POLICY_ID if DEFAULT_POLICY_ID in self.policy_map
                 else next(iter(self.policy_map)): samples}
 
+    def gradient_delay(self) -> None:
+        """Sleeps `debug_gradient_delay_s[worker_index - 1]` seconds, if set: an artificially
+        slow worker. Every strategy's gradient computation calls it."""
+        delay = self.settings.gradient_delay(self.worker_index)
+        if delay:
+            time.sleep(delay)
+
     def compute_gradients(self, samples):
         """Gradients of the policies to train on `samples`.
 
         Returns (grads, info) for a SampleBatch and ({pid: grads}, {pid: info}) for a
         MultiAgentBatch.
         """
-        delay = self.settings.gradient_delay(self.worker_index)
-        if delay:
-            time.sleep(delay)  # an artificially slow worker (debug_gradient_delay_s)
+        self.gradient_delay()
         if not hasattr(samples, "policy_batches"):
             pid = next(iter(self._policy_batches(samples)))
             return self.policy_map[pid].compute_gradients(samples)
@@ -390,11 +395,12 @@ class RolloutWorker:
     def sample_and_compute_gradients(self):
         """One fragment sampled and turned into gradients on this worker (A3C's unit of work).
 
-        Returns (grads, info, env steps sampled).
+        Returns (grads, info, env steps sampled, the episodes finished since the last
+        `get_metrics`): the driver never has to ask a busy worker for its episodes.
         """
         samples = self.sample()
         grads, info = self.compute_gradients(samples)
-        return grads, info, samples.count
+        return grads, info, samples.count, self.get_metrics()
 
     def apply_gradients(self, grads) -> Any:
         """Applies gradients from `compute_gradients` (a dict per policy, or one policy's list)."""

@@ -101,11 +101,13 @@ def test_auto_switches_to_the_parameter_server_when_one_worker_is_slow(ray_sessi
         auto_warmup_steps=1, auto_trial_steps=1, rollout_fragment_length=10,
         train_batch_size=40, debug_gradient_delay_s=[0.0, 0.4]), env="CartPole-v1")
     try:
+        _wait_until_ready(trainer.optimizer.candidates["sharded_ps"])
         for _ in range(5):
             info = trainer.train()["info"]["optimizer"]
             if info["phase"] == "committed":
                 break
         assert info["phase"] == "committed"
+        assert info["waiting"] == []
         assert info["strategy"] == "sharded_ps"
         assert set(info["rates"]) == {"allreduce", "sharded_ps"}
         assert max(info["rates"], key=info["rates"].get) == "sharded_ps"
@@ -117,6 +119,58 @@ def test_auto_switches_to_the_parameter_server_when_one_worker_is_slow(ray_sessi
         info = trainer.train()["info"]["optimizer"]
         assert info["phase"] == "trial"
         assert info["rates"] == {}
+    finally:
+        trainer.stop()
+
+
+def _wait_until_ready(optimizer, timeout_s=120.0):
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not optimizer.ready():
+        assert time.monotonic() < deadline, "the parameter shard actors never started"
+        time.sleep(0.2)
+
+
+def test_auto_measures_a_starting_candidate_later_and_cuts_a_slow_trial_short(ray_session):
+    """While the shard actors start (their readiness held back here), allreduce runs; the
+    parameter server is measured once they are up and wins. Measured again after a worker is
+    added, allreduce's slow first measured step (worker 2 sleeps 0.4 s per gradient) ends its
+    trial there, under auto_abandon_ratio of sharded_ps's rate."""
+    trainer = A3CTrainer(config=dict(
+        SMALL, optimizer="auto", auto_candidates=["sharded_ps", "allreduce"],
+        auto_warmup_steps=1, auto_trial_steps=2, auto_abandon_ratio=0.5,
+        rollout_fragment_length=10, train_batch_size=40, debug_gradient_delay_s=[0.0, 0.4]),
+        env="CartPole-v1")
+    sharded = trainer.optimizer.candidates["sharded_ps"]
+    actors_started = sharded.ready
+    sharded.ready = lambda: False
+    try:
+        infos = [trainer.train()["info"]["optimizer"] for _ in range(3)]
+        assert [i["strategy"] for i in infos] == ["allreduce"] * 3
+        provisional = infos[-1]
+        assert provisional["phase"] == "committed" and provisional["waiting"] == ["sharded_ps"]
+        assert "still starting, measured later: sharded_ps" in provisional["decision"]
+        assert set(provisional["rates"]) == {"allreduce"}
+
+        sharded.ready = actors_started
+        _wait_until_ready(sharded)
+        for _ in range(4):
+            info = trainer.train()["info"]["optimizer"]
+        assert info["phase"] == "committed" and info["waiting"] == []
+        assert info["strategy"] == "sharded_ps"
+        assert info["rates"]["sharded_ps"] > info["rates"]["allreduce"], info
+        assert info["switches"][-1]["to"] == "sharded_ps"
+
+        trainer.workers.add_workers(1)
+        strategies = []
+        for _ in range(5):
+            info = trainer.train()["info"]["optimizer"]
+            strategies.append(info["strategy"])
+        # sharded_ps measured first (it is running): 3 steps; allreduce: warm-up + 1 measured
+        assert strategies == ["sharded_ps"] * 3 + ["allreduce", "sharded_ps"], str(info)
+        assert info["phase"] == "committed" and info["waiting"] == []
+        assert info["rates"]["allreduce"] < 0.5 * info["rates"]["sharded_ps"]
     finally:
         trainer.stop()
 
