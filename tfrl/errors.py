@@ -121,3 +121,17 @@ class CorruptRecordError(OfflineDataError, IOError):
 class UnsupportedRecordError(OfflineDataError, ValueError):
     """A recorded batch that tfrl will not read, such as a classic RLlib JSON column packed with
     pickle (reading it could run code)."""
+
+
+class ReplayInputError(OfflineDataError):
+    """A replay table used as `input` (tfrl/offline/replay_input.py) gave no batch: for example
+    no sample within the input's `timeout_s` (an empty table)."""
+
+
+class ReplayInputUnreachableError(ReplayInputError, ConnectionError):
+    """No replay server answers at the address an `input` replay table names."""
+
+
+class InvalidReplayInputError(ReplayInputError, InvalidConfigError):
+    """An `input` replay table that cannot be read as SampleBatches: a malformed spelling, a
+    refused token, an unknown table, or items whose columns are not a SampleBatch's."""

@@ -5,8 +5,11 @@ A `RolloutWorker` samples from one InputReader (the RLlib paper's offline evalua
 default); `FileInput` reads recorded files (`input: DIR | glob | [files]`): TFRecord files
 (tfrecord_reader.py) and RLlib-classic JSON lines (json_reader.py, files ending in `.json`),
 cycling through them forever, each pass in a new random order, with an optional shuffle buffer
-of batches; `MixedInput` (mixed_input.py) mixes sources with given probabilities
-(`{"sampler": 0.5, DIR: 0.5}`). `make_input_reader` builds the one the settings ask for.
+of batches; `ReplayInput` (replay_input.py) samples a replay server's table
+(`input: "replay://HOST:PORT/TABLE"` or `{"replay": {"address": ..., "table": ...}}`);
+`MixedInput` (mixed_input.py) mixes sources with given probabilities (`{"sampler": 0.5, DIR:
+0.5}`, a `replay://` URL being a source too). `make_input_reader` builds the one the settings
+ask for.
 
 `last_was_recorded` tells the worker whether the batch just returned came from files, so it
 postprocesses (`postprocess_inputs`) and evaluates off-policy (`input_evaluation`) only those.
@@ -176,16 +179,30 @@ def make_input_reader(settings, sample_fn: Callable[[], object], worker_index: i
     Raises:
       NoInputFilesError: a file source that names no files.
       InvalidConfigError: mixing probabilities that are not positive or do not sum to 1.
+      InvalidReplayInputError, ReplayInputUnreachableError: a replay table source that cannot
+        be read (see replay_input.py).
     """
+    from tfrl.offline.replay_input import is_replay_source, replay_input
+
     spec = settings.input
     if spec == "sampler":
         return SamplerInput(sample_fn)
+    if is_replay_source(spec):
+        return replay_input(spec)
     if isinstance(spec, dict):
         from tfrl.offline.mixed_input import MixedInput
 
+        if "replay" in spec and isinstance(spec["replay"], dict):
+            raise errors.InvalidConfigError(
+                f"input {spec!r}: a {{'replay': {{...}}}} source cannot be mixed; use its URL "
+                "spelling as the key: {'sampler': 0.5, 'replay://HOST:PORT/TABLE': 0.5}")
         sources = {}
         for source in spec:
-            sources[source] = (SamplerInput(sample_fn) if source == "sampler" else
-                               file_input(source, settings, worker_index, num_workers, seed))
+            if source == "sampler":
+                sources[source] = SamplerInput(sample_fn)
+            elif is_replay_source(source):
+                sources[source] = replay_input(source)
+            else:
+                sources[source] = file_input(source, settings, worker_index, num_workers, seed)
         return MixedInput(sources, spec, seed=None if seed is None else seed + worker_index)
     return file_input(spec, settings, worker_index, num_workers, seed)
