@@ -16,10 +16,12 @@ episodes at once), and raises before anything is recorded. The calls become even
 queue, in order; the worker's `ExternalEnvRunner` (tfrl/rollout/external_sampler.py) turns them
 into rows, answers `get_action` with one batched `compute_actions` call for every episode waiting
 at that moment, and builds the fragments that training reads. `tfrl.serving.PolicyServer` is an
-ExternalEnv whose calls come from remote `PolicyClient`s over gRPC.
+ExternalEnv whose calls come from remote `PolicyClient`s over gRPC. The multi-agent form, with
+dicts keyed by agent id, is `ExternalMultiAgentEnv` (external_multi_agent_env.py).
 
 A worker hosting an ExternalEnv has exactly one env (`num_envs_per_worker: 1`); the usual setup
-is `num_workers: 0`, where the trainer's own worker serves it.
+is `num_workers: 0`, where the trainer's own worker serves it (with remote workers, each hosts
+its own: tfrl.serving.PolicyServerPerWorker).
 """
 from __future__ import annotations
 

@@ -11,12 +11,13 @@ from tfrl.offline.dataset import offline_dataset
 from tfrl.offline.input_reader import (FileInput, InputReader, SamplerInput, make_input_reader,
                                        resolve_input_files)
 from tfrl.offline.mixed_input import MixedInput
-from tfrl.offline.off_policy_estimator import (ImportanceSampling, OffPolicyEstimator,
-                                               WeightedImportanceSampling)
+from tfrl.offline.off_policy_estimator import (DirectMethod, DoublyRobust, ImportanceSampling,
+                                               OffPolicyEstimator, WeightedImportanceSampling)
 from tfrl.offline.output_writer import OutputWriter, make_output_writer
 from tfrl.offline.settings import OfflineSettings
 
 __all__ = ["InputReader", "SamplerInput", "FileInput", "MixedInput", "make_input_reader",
            "resolve_input_files", "OutputWriter", "make_output_writer", "OffPolicyEstimator",
-           "ImportanceSampling", "WeightedImportanceSampling", "OfflineSettings",
+           "ImportanceSampling", "WeightedImportanceSampling", "DoublyRobust", "DirectMethod",
+           "OfflineSettings",
            "offline_dataset"]

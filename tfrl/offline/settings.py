@@ -17,10 +17,11 @@ class OfflineSettings(Settings):
     """Where a worker's experience comes from and where it is recorded (module docstring)."""
 
     input: Union[str, list, dict] = setting(
-        "'sampler' (the envs), a directory, a glob, a list of files, or {source: probability} "
-        "mixing them (e.g. {'sampler': 0.5, 'DIR': 0.5})")
+        "'sampler' (the envs), a directory, a glob, a list of files, a replay table "
+        "('replay://HOST:PORT/TABLE' or {'replay': {'address': ..., 'table': ...}}), or "
+        "{source: probability} mixing them (e.g. {'sampler': 0.5, 'DIR': 0.5})")
     input_evaluation: list = setting(
-        "off-policy estimators run on batches read from files: 'is', 'wis'")
+        "off-policy estimators run on batches read from files: 'is', 'wis', 'dr', 'dm'")
     postprocess_inputs: bool = setting(
         "run the policy's postprocess_trajectory on every episode piece read from files")
     shuffle_buffer_size: int = setting(
@@ -41,5 +42,6 @@ class OfflineSettings(Settings):
 
     @property
     def reads_files(self) -> bool:
-        """True when any of the worker's batches may come from recorded files."""
+        """True when any of the worker's batches may come from recorded experience (files or
+        a replay table)."""
         return self.input != "sampler"

@@ -12,7 +12,8 @@ same (values for GAE) and, where the policy has action likelihoods, their `actio
 
 `sample()` returns when `rollout_fragment_length` complete rows are ready (truncate_episodes:
 running episodes are cut there and bootstrap from their last observation; complete_episodes:
-whole episodes only), each episode piece postprocessed as in sampler.py.
+whole episodes only), each episode piece postprocessed as in sampler.py. The multi-agent runner
+(external_multi_agent_sampler.py) shares its event loop's constants and `take_logged_actions`.
 """
 from __future__ import annotations
 
@@ -267,7 +268,8 @@ class ExternalEnvRunner:
             obs, state_batches=state_in or None, explore=explore, timestep=timestep))
         logged = [j for j, entry in enumerate(waiting) if entry[3] is not None]
         if logged:
-            actions, extra = self._take_logged_actions(waiting, logged, obs, actions, extra)
+            actions, extra = take_logged_actions(self.policy, [entry[3] for entry in waiting],
+                                                 logged, obs, actions, extra)
         self.perf.add_inference(time.perf_counter() - started)
         env_actions = self.adapter(actions)
         self.env_steps_sampled += len(waiting)
@@ -288,26 +290,6 @@ class ExternalEnvRunner:
             if reply is not None:
                 reply.set(self.adapter.env_action(env_actions, j))
 
-    def _take_logged_actions(self, waiting, logged, obs, actions, extra):
-        """The computed actions with the logged ones in their rows, and those rows' action
-        likelihoods recomputed where the policy has them."""
-        actions = np.array(actions)
-        for j in logged:
-            actions[j] = waiting[j][3]
-        if SampleBatch.ACTION_LOGP in extra or SampleBatch.ACTION_PROB in extra:
-            try:
-                logp = np.asarray(self.policy.compute_log_likelihoods(actions, obs), np.float32)
-            except errors.NotSupportedError:
-                return actions, extra
-            extra = dict(extra)
-            for key, value in ((SampleBatch.ACTION_LOGP, logp),
-                               (SampleBatch.ACTION_PROB, np.exp(logp))):
-                if key in extra:
-                    column = np.array(extra[key])
-                    column[logged] = value[logged].astype(column.dtype)
-                    extra[key] = column
-        return actions, extra
-
     def _postprocess(self, pieces: List[tuple]) -> SampleBatch:
         unroll_id = next_unroll_id()
         batches = []
@@ -321,3 +303,26 @@ class ExternalEnvRunner:
                 postprocessed_batch=batch, original_batches={0: (self.policy_id, raw)})
             batches.append(batch)
         return concat_samples(batches) if batches else SampleBatch()
+
+
+def take_logged_actions(policy, logged_actions: List[Any], logged: List[int], obs: Any,
+                        actions: Any, extra: Dict[str, Any]) -> tuple:
+    """`compute_actions`' actions and extra outputs with the actions the application logged
+    (`logged_actions[j]` for each row `j` in `logged`) in their rows, and those rows' action
+    likelihoods recomputed where the policy has them."""
+    actions = np.array(actions)
+    for j in logged:
+        actions[j] = logged_actions[j]
+    if SampleBatch.ACTION_LOGP in extra or SampleBatch.ACTION_PROB in extra:
+        try:
+            logp = np.asarray(policy.compute_log_likelihoods(actions, obs), np.float32)
+        except errors.NotSupportedError:
+            return actions, extra
+        extra = dict(extra)
+        for key, value in ((SampleBatch.ACTION_LOGP, logp),
+                           (SampleBatch.ACTION_PROB, np.exp(logp))):
+            if key in extra:
+                column = np.array(extra[key])
+                column[logged] = value[logged].astype(column.dtype)
+                extra[key] = column
+    return actions, extra

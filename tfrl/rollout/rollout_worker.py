@@ -267,11 +267,19 @@ class RolloutWorker:
                 raise errors.InvalidConfigError(
                     f"env {self.env_name!r} is an ExternalEnv, which a worker hosts once; set "
                     f"num_envs_per_worker to 1 (got {len(self.envs)})")
-            pid = next(iter(self.policy_map))
-            runner = ExternalEnvRunner(self, self.env, self.env_name, self.policy_map[pid], pid,
-                                       self.filters[pid], self.callbacks, settings, adapters[pid])
+            if self.multi_agent:
+                from tfrl.rollout.external_multi_agent_sampler import ExternalMultiAgentEnvRunner
+
+                runner = ExternalMultiAgentEnvRunner(
+                    self, self.env, self.env_name, self.policy_map, self.policy_mapping_fn,
+                    self.filters, self.callbacks, settings, adapters)
+            else:
+                pid = next(iter(self.policy_map))
+                runner = ExternalEnvRunner(self, self.env, self.env_name, self.policy_map[pid],
+                                           pid, self.filters[pid], self.callbacks, settings,
+                                           adapters[pid])
             old = getattr(self, "runner", None)
-            if isinstance(old, ExternalEnvRunner):
+            if isinstance(old, type(runner)):  # running episodes go on under the new policy
                 runner.adopt(old)
             return runner
         if self.multi_agent:
@@ -324,7 +332,7 @@ class RolloutWorker:
                 batch = postprocess(self.policy_map[next(iter(self.policy_map))], batch)
         if self.estimators and not hasattr(batch, "policy_batches"):
             for estimator in self.estimators:
-                self._metrics_stash.extend(estimator.process(batch))
+                estimator.process(batch)
         return batch
 
     # --- sampling -----------------------------------------------------------------------
@@ -357,9 +365,12 @@ class RolloutWorker:
             items_written=items, episodes=self.get_metrics())
 
     def get_metrics(self) -> List[RolloutMetrics]:
-        """The metrics of the episodes finished since the last call."""
+        """The metrics of the episodes finished since the last call, with the off-policy
+        estimates of the recorded episodes read since then (one evaluation pass)."""
         out = self._metrics_stash + self.runner.pop_metrics()
         self._metrics_stash = []
+        for estimator in self.estimators:
+            out.extend(estimator.get_metrics())
         return out
 
     # --- learning -----------------------------------------------------------------------

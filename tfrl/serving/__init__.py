@@ -2,12 +2,16 @@
 
 `PolicyServer` (an ExternalEnv served over gRPC, policy_server.py) runs inside the trainer;
 `PolicyClient` (policy_client.py) is the application's side, asking for actions remotely or
-acting with a local copy of the policy (in numpy where it can: numpy_actor.py). The wire
+acting with a local copy of the policy (in numpy where it can: numpy_actor.py).
+`MultiAgentPolicyServer` / `MultiAgentPolicyClient` are the same for multi-agent envs, and
+`PolicyServerPerWorker` (worker_servers.py) puts a server on every remote rollout worker. The wire
 format is proto/policy_service.proto, its values plain arrays (values.py). Exported SavedModels
 for serving systems are written by tfrl/serving_export.py.
 """
 from tfrl.serving.numpy_actor import NumpyActor
-from tfrl.serving.policy_client import PolicyClient
-from tfrl.serving.policy_server import PolicyServer
+from tfrl.serving.policy_client import MultiAgentPolicyClient, PolicyClient
+from tfrl.serving.policy_server import MultiAgentPolicyServer, PolicyServer
+from tfrl.serving.worker_servers import PolicyServerPerWorker, policy_server_addresses
 
-__all__ = ["NumpyActor", "PolicyClient", "PolicyServer"]
+__all__ = ["MultiAgentPolicyClient", "MultiAgentPolicyServer", "NumpyActor", "PolicyClient",
+           "PolicyServer", "PolicyServerPerWorker", "policy_server_addresses"]

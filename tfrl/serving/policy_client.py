@@ -18,6 +18,9 @@ the tfrl package unless `policy_class` is given), acts with it (through its nump
 end and every `report_every` calls. Local inference needs the server's `observation_filter` to be
 NoFilter (a filter's statistics live in the trainer).
 
+`MultiAgentPolicyClient` makes the same calls against a `MultiAgentPolicyServer` with dicts
+keyed by agent id (RLlib classic's multi-agent PolicyClient calls); it infers remotely only.
+
 Errors: every call the server refuses raises `PolicyServerError` with the gRPC status code's
 name in `code` and the server's message; in local mode a refused batched call surfaces at the
 next flush.
@@ -29,7 +32,7 @@ import json
 import threading
 import time
 import uuid
-from typing import Any, List, Optional, Union
+from typing import Any, Dict, Hashable, List, Optional, Union
 
 import grpc
 import numpy as np
@@ -268,6 +271,126 @@ class PolicyClient:
             return future.result()
         except grpc.RpcError as exc:
             raise _server_error(method, exc) from None
+
+
+class MultiAgentPolicyClient(PolicyClient):
+    """Calls a MultiAgentPolicyServer with one value per agent (remote inference only):
+
+        client = MultiAgentPolicyClient("localhost:9900")
+        episode_id = client.start_episode()
+        actions = client.get_action(episode_id, {"a": obs_a, "b": obs_b})
+        client.log_returns(episode_id, {"a": 1.0, "b": 0.0})
+        client.end_episode(episode_id, {"a": obs_a, "b": obs_b})
+
+    Agent ids travel as strings (`str(agent_id)`); the actions come back keyed by the ids of the
+    observation dict. Rewards are sent with the episode's next call. Arguments as
+    PolicyClient's (`update_interval`, `report_every`, `policy_class` and `numpy_inference` are
+    local-mode settings and do not apply).
+
+    Raises:
+      NotSupportedError: inference_mode "local" (local inference is single-agent only).
+      InvalidConfigError: an unknown inference mode.
+    """
+
+    def __init__(self, address: str, inference_mode: str = "remote", **client_kwargs):
+        if inference_mode == "local":
+            raise errors.NotSupportedError(
+                "MultiAgentPolicyClient infers remotely only: local inference is single-agent "
+                "only; use inference_mode='remote'")
+        super().__init__(address, inference_mode, **client_kwargs)
+        self._agent_action_spaces: Optional[Dict[str, Any]] = None
+
+    def start_episode(self, episode_id: Optional[str] = None, training_enabled: bool = True) -> str:
+        """Starts an episode; returns its id (`episode_id`, or one the server picks)."""
+        return super().start_episode(episode_id, training_enabled)
+
+    def get_action(self, episode_id: str, observation_dict: Dict[Hashable, Any]) -> Dict[Hashable, Any]:
+        """The server's policies' actions for the agents of `observation_dict`.
+
+        Raises:
+          ExternalEnvError: `observation_dict` is not a dict, or holds a value that cannot be
+            sent.
+          PolicyServerError: the server refused the call (an unknown agent or episode id, a
+            value outside its space: INVALID_ARGUMENT).
+        """
+        keys = _agent_keys(observation_dict, "observation_dict")
+        response = self._call("GetAction", pb.GetActionRequest(
+            episode_id=episode_id, agent_observations=_encode_agents(observation_dict),
+            agent_rewards=self._rewards.pop(episode_id, {})))
+        return {keys.get(key, key): self._agent_action(key, message)
+                for key, message in response.agent_actions.items()}
+
+    def log_action(self, episode_id: str, observation_dict: Dict[Hashable, Any],
+                   action_dict: Dict[Hashable, Any]) -> None:
+        """Records actions the application chose itself, one per agent of `observation_dict`.
+
+        Raises:
+          ExternalEnvError: a dict argument that is not a dict, or a value that cannot be sent.
+          PolicyServerError: the server refused the call.
+        """
+        _agent_keys(observation_dict, "observation_dict")
+        _agent_keys(action_dict, "action_dict")
+        self._call("LogAction", pb.LogActionRequest(
+            episode_id=episode_id, agent_observations=_encode_agents(observation_dict),
+            agent_actions=_encode_agents(action_dict),
+            agent_rewards=self._rewards.pop(episode_id, {})))
+
+    def log_returns(self, episode_id: str, reward_dict: Dict[Hashable, float],
+                    info_dict: Optional[dict] = None) -> None:
+        """Adds each agent's reward to its current step (`info_dict` is not sent); the rewards
+        travel with the episode's next call.
+
+        Raises:
+          ExternalEnvError: `reward_dict` is not a dict of numbers.
+        """
+        _agent_keys(reward_dict, "reward_dict")
+        pending = self._rewards.setdefault(episode_id, {})
+        for agent, reward in reward_dict.items():
+            try:
+                reward = float(reward)
+            except (TypeError, ValueError):
+                raise errors.ExternalEnvError(
+                    f"the reward of agent {agent!r} must be a number, got {reward!r}") from None
+            pending[str(agent)] = pending.get(str(agent), 0.0) + reward
+
+    def end_episode(self, episode_id: str, observation_dict: Dict[Hashable, Any],
+                    truncated: bool = False) -> None:
+        """Ends the episode with the agents' final observations.
+
+        Raises:
+          ExternalEnvError: `observation_dict` is not a dict, or holds a value that cannot be
+            sent.
+          PolicyServerError: the server refused the call.
+        """
+        _agent_keys(observation_dict, "observation_dict")
+        self._call("EndEpisode", pb.EndEpisodeRequest(
+            episode_id=episode_id, agent_observations=_encode_agents(observation_dict),
+            truncated=bool(truncated), agent_rewards=self._rewards.pop(episode_id, {})))
+
+    def _agent_action(self, key: str, message: pb.SpaceValue) -> Any:
+        if len(message.leaves) == 1:
+            return _plain(values.tensor_array(message.leaves[0]))
+        if self._agent_action_spaces is None:
+            info = self._call("PolicyInfo", pb.PolicyInfoRequest())
+            self._agent_action_spaces = {k: values.space_from_json(v)
+                                         for k, v in info.agent_action_spaces_json.items()}
+        return values.decode_value(message, self._agent_action_spaces[key], f"action of {key!r}")
+
+
+def _agent_keys(value: Any, what: str) -> Dict[str, Hashable]:
+    """str(agent id) -> agent id of a dict argument.
+
+    Raises:
+      ExternalEnvError: `value` is not a dict.
+    """
+    if not isinstance(value, dict):
+        raise errors.ExternalEnvError(
+            f"{what} must be a dict agent id -> value, got {type(value).__name__}")
+    return {str(agent): agent for agent in value}
+
+
+def _encode_agents(value_dict: Dict[Hashable, Any]) -> Dict[str, pb.SpaceValue]:
+    return {str(agent): values.encode_value(value) for agent, value in value_dict.items()}
 
 
 def _server_error(method: str, exc: grpc.RpcError) -> errors.PolicyServerError:

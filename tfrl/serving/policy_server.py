@@ -16,6 +16,12 @@ Use it as the trainer's env, served by the trainer's own worker:
 It listens on 127.0.0.1 unless given another host, can require a token (metadata key
 `tfrl-policy-token`) and serve over TLS, decodes values with numpy only (nothing received is
 unpickled), and answers a bad call with INVALID_ARGUMENT while it goes on serving the others.
+
+`MultiAgentPolicyServer` is the same server for an ExternalMultiAgentEnv
+(tfrl/env/external_multi_agent_env.py): its calls carry one value per agent (the proto's agent_*
+fields, keyed by the agent id as a string) and its clients are `MultiAgentPolicyClient`s in
+remote inference mode. With remote rollout workers, `PolicyServerPerWorker`
+(worker_servers.py) starts one server per worker.
 """
 from __future__ import annotations
 
@@ -24,13 +30,14 @@ import hmac
 import json
 import logging
 import threading
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Dict, Hashable, Optional, Union
 
 import grpc
 import numpy as np
 
 from tfrl import errors
 from tfrl.env.external_env import ExternalEnv
+from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
 from tfrl.serving.proto import policy_service_pb2 as pb
 from google.protobuf.message import DecodeError
@@ -45,6 +52,7 @@ _STATUS = {
     errors.ExternalEnvError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.InvalidObservationError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.ActionOutOfSpaceError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.NotSupportedError: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 
@@ -67,6 +75,8 @@ class PolicyServer(ExternalEnv):
       InvalidConfigError: only one of certificate and key.
       ExternalEnvError: the port cannot be bound.
     """
+
+    multi_agent = False
 
     def __init__(self, observation_space, action_space, *, host: str = "127.0.0.1", port: int = 0,
                  token: Optional[str] = None, tls_certificate: Optional[Union[bytes, str]] = None,
@@ -99,7 +109,9 @@ class PolicyServer(ExternalEnv):
         except RuntimeError as exc:
             raise errors.ExternalEnvError(f"policy server cannot listen on {address}: {exc}") from exc
         if self.port == 0:
-            raise errors.ExternalEnvError(f"policy server cannot listen on {address} (port in use?)")
+            raise errors.ExternalEnvError(
+                f"policy server cannot listen on {address} (port in use?); with remote rollout "
+                "workers make the env tfrl.serving.PolicyServerPerWorker (a port per worker)")
         self._server.start()
         self._closed_event = threading.Event()
         logger.info("policy server listening on %s", self.address)
@@ -147,11 +159,121 @@ class PolicyServer(ExternalEnv):
     def weights(self) -> pb.WeightsResponse:
         return values.weights_message(self._require_policy().get_weights())
 
+    # --- how requests become ExternalEnv calls (MultiAgentPolicyServer overrides them) --------
+    def decode_observation(self, request) -> Any:
+        """The observation of a GetAction, LogAction or EndEpisode request.
+
+        Raises:
+          ExternalEnvError: a malformed value, or a multi-agent request.
+        """
+        if request.agent_observations:
+            raise errors.ExternalEnvError(
+                "this policy server is single-agent: send observation, not agent_observations "
+                "(a multi-agent env is served by MultiAgentPolicyServer)")
+        return values.decode_value(request.observation, self.observation_space, "observation")
+
+    def decode_action(self, request) -> Any:
+        return values.decode_value(request.action, self.action_space, "action")
+
+    def decode_reward(self, request) -> Any:
+        if request.agent_rewards:
+            raise errors.ExternalEnvError(
+                "this policy server is single-agent: send reward, not agent_rewards")
+        return request.reward
+
+    def action_response(self, action: Any) -> pb.GetActionResponse:
+        return pb.GetActionResponse(action=values.encode_value(action))
+
     def _require_policy(self):
         if self._policy is None:
             raise errors.ExternalEnvError(
                 "no policy is serving yet: the trainer's worker has not started this env")
         return self._policy
+
+
+class MultiAgentPolicyServer(PolicyServer, ExternalMultiAgentEnv):
+    """An ExternalMultiAgentEnv served over gRPC: each call carries one value per agent, keyed by
+    the agent id as a string (`str(agent_id)`); see the module docstring.
+
+    Args:
+      observation_spaces, action_spaces: dicts agent id -> gymnasium space (the same agents).
+      The keyword arguments are PolicyServer's.
+
+    Raises:
+      InvalidEnvError: the spaces are not two dicts over the same agents.
+      InvalidConfigError: two agent ids with the same string (0 and "0"); a TLS half-pair.
+      ExternalEnvError: the port cannot be bound.
+    """
+
+    multi_agent = True
+
+    def __init__(self, observation_spaces: Dict[Hashable, Any], action_spaces: Dict[Hashable, Any],
+                 **server_kwargs):
+        agents = list(observation_spaces) if isinstance(observation_spaces, dict) else []
+        self._agent_by_key = {str(agent): agent for agent in agents}
+        if len(self._agent_by_key) != len(agents):
+            raise errors.InvalidConfigError(
+                f"agent ids {agents} collide as strings (the wire keys agents by str(agent_id)); "
+                "give the agents distinct names")
+        super().__init__(observation_spaces, action_spaces, **server_kwargs)
+
+    def policy_info(self) -> pb.PolicyInfoResponse:
+        return pb.PolicyInfoResponse(
+            observation_filter=str(self._policy_config.get("observation_filter", "NoFilter")),
+            agent_observation_spaces_json={str(a): values.space_to_json(s)
+                                           for a, s in self.observation_spaces.items()},
+            agent_action_spaces_json={str(a): values.space_to_json(s)
+                                      for a, s in self.action_spaces.items()})
+
+    def weights(self) -> pb.WeightsResponse:
+        raise errors.NotSupportedError(
+            "a multi-agent policy server serves no weights: local inference is single-agent "
+            "only; use MultiAgentPolicyClient in remote inference mode")
+
+    def agent_of_key(self, key: str) -> Hashable:
+        """The env's agent id whose string is `key`.
+
+        Raises:
+          ExternalEnvError: no agent has that id.
+        """
+        try:
+            return self._agent_by_key[key]
+        except KeyError:
+            raise errors.ExternalEnvError(
+                f"unknown agent id {key!r}; this server's agents are "
+                f"{sorted(self._agent_by_key)}") from None
+
+    def decode_observation(self, request) -> Dict[Hashable, Any]:
+        if request.HasField("observation"):
+            raise errors.ExternalEnvError(
+                "this policy server is multi-agent: send agent_observations (agent id -> "
+                "observation), not observation")
+        return self._decode_agents(request.agent_observations, self.observation_spaces,
+                                   "observation")
+
+    def decode_action(self, request) -> Dict[Hashable, Any]:
+        if request.HasField("action"):
+            raise errors.ExternalEnvError(
+                "this policy server is multi-agent: send agent_actions, not action")
+        return self._decode_agents(request.agent_actions, self.action_spaces, "action")
+
+    def decode_reward(self, request) -> Dict[Hashable, float]:
+        if request.reward:
+            raise errors.ExternalEnvError(
+                "this policy server is multi-agent: send agent_rewards, not reward")
+        return {self.agent_of_key(key): reward for key, reward in request.agent_rewards.items()}
+
+    def action_response(self, actions: Dict[Hashable, Any]) -> pb.GetActionResponse:
+        return pb.GetActionResponse(agent_actions={str(agent): values.encode_value(action)
+                                                   for agent, action in actions.items()})
+
+    def _decode_agents(self, messages, spaces: dict, what: str) -> Dict[Hashable, Any]:
+        decoded = {}
+        for key, message in messages.items():
+            agent = self.agent_of_key(key)
+            decoded[agent] = values.decode_value(message, spaces[agent],
+                                                 f"{what} of agent {key!r}")
+        return decoded
 
 
 SERVICE_NAME = "tfrl.serving.PolicyService"
@@ -217,10 +339,9 @@ class _Servicer:
         env = self.server
 
         def act():
-            observation = values.decode_value(request.observation, env.observation_space,
-                                              "observation")
-            action = env.get_action(request.episode_id, observation, reward=request.reward)
-            return pb.GetActionResponse(action=values.encode_value(action))
+            observation = env.decode_observation(request)
+            action = env.get_action(request.episode_id, observation, env.decode_reward(request))
+            return env.action_response(action)
 
         return self._serve(context, act)
 
@@ -229,7 +350,7 @@ class _Servicer:
 
     def LogReturns(self, request, context):
         return self._serve(context, lambda: self.server.log_returns(
-            request.episode_id, request.reward) or pb.Empty())
+            request.episode_id, self.server.decode_reward(request)) or pb.Empty())
 
     def EndEpisode(self, request, context):
         return self._serve(context, lambda: _end_episode(self.server, request) or pb.Empty())
@@ -257,15 +378,15 @@ class _Servicer:
 
 
 def _log_action(env: PolicyServer, request) -> None:
-    observation = values.decode_value(request.observation, env.observation_space, "observation")
-    action = values.decode_value(request.action, env.action_space, "action")
-    env.log_action(request.episode_id, observation, action, reward=request.reward)
+    observation = env.decode_observation(request)
+    action = env.decode_action(request)
+    env.log_action(request.episode_id, observation, action, env.decode_reward(request))
 
 
 def _end_episode(env: PolicyServer, request) -> None:
-    observation = values.decode_value(request.observation, env.observation_space, "observation")
-    env.end_episode(request.episode_id, observation, truncated=request.truncated,
-                    reward=request.reward)
+    observation = env.decode_observation(request)
+    env.end_episode(request.episode_id, observation, bool(request.truncated),
+                    env.decode_reward(request))
 
 
 def _apply(env: PolicyServer, call) -> None:
@@ -278,7 +399,7 @@ def _apply(env: PolicyServer, call) -> None:
     elif kind == "log_action":
         _log_action(env, call.log_action)
     elif kind == "log_returns":
-        env.log_returns(call.log_returns.episode_id, call.log_returns.reward)
+        env.log_returns(call.log_returns.episode_id, env.decode_reward(call.log_returns))
     elif kind == "end_episode":
         _end_episode(env, call.end_episode)
     else:

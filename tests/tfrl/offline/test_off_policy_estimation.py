@@ -1,6 +1,6 @@
 """Off-policy estimation end to end: episodes recorded by a PG trainer acting with a known
 behaviour policy (uniformly random) are read back by a trainer whose policy is a different,
-known target policy; its IS and WIS estimates, reported under `off_policy_estimator/<name>/`,
+known target policy; its IS, WIS and DR estimates, reported under `off_policy_estimator/<name>/`,
 match the target's true mean return measured by playing it, while the recorded return does not.
 """
 import numpy as np
@@ -35,7 +35,7 @@ def test_is_and_wis_estimate_the_target_policys_return_from_uniform_data(ray_ses
     assert recorded_steps >= 8000
 
     estimator = get_trainer_class("PG")(config=dict(
-        common, num_workers=0, input=out, input_evaluation=["is", "wis"],
+        common, num_workers=0, input=out, input_evaluation=["is", "wis", "dr"],
         train_batch_size=recorded_steps - 400, evaluation_interval=1,
         evaluation_num_episodes=400, evaluation_config={"input": "sampler"}))
     try:
@@ -45,10 +45,11 @@ def test_is_and_wis_estimate_the_target_policys_return_from_uniform_data(ray_ses
     finally:
         estimator.stop()
     # the seeds fix the recorded episodes; tools/bench_off_policy.py measures the spread over
-    # seeds (IS within 10% in 10 of 10, WIS in 8 of 10)
+    # seeds (README, "Off-policy estimation")
     truth = result["evaluation"]["episode_reward_mean"]  # 400 episodes of the target policy
     is_estimate = result["off_policy_estimator"]["is"]
     wis_estimate = result["off_policy_estimator"]["wis"]
+    dr_estimate = result["off_policy_estimator"]["dr"]
     assert is_estimate["num_episodes"] >= 300
     behaviour_return = is_estimate["V_prev"]
     # the data's own return is far from the target's, so matching the target means the
@@ -56,4 +57,6 @@ def test_is_and_wis_estimate_the_target_policys_return_from_uniform_data(ray_ses
     assert abs(behaviour_return - truth) > 0.15 * truth
     assert abs(is_estimate["V_step_IS"] - truth) < 0.12 * truth, (is_estimate, truth)
     assert abs(wis_estimate["V_step_WIS"] - truth) < 0.12 * truth, (wis_estimate, truth)
+    assert abs(dr_estimate["V_step_DR"] - truth) < 0.12 * truth, (dr_estimate, truth)
     assert wis_estimate["V_prev"] == pytest.approx(behaviour_return)
+    assert dr_estimate["num_episodes"] == is_estimate["num_episodes"]

@@ -90,6 +90,16 @@ def test_env_interfaces_tfrl_does_not_sample_from_are_refused_by_name():
         from tfrl.rllib.env import BaseEnv  # noqa: F401
     with pytest.raises(ImportError, match="VectorEnv"):
         from tfrl.rllib.env import VectorEnv  # noqa: F401
+    with pytest.raises(ImportError, match="PolicyServerPerWorker"):
+        from tfrl.rllib.env import PolicyServerInput  # noqa: F401
+
+
+def test_classic_external_env_paths_are_tfrls_serving_bridge():
+    from tfrl import env, serving
+    from tfrl.rllib.env import ExternalEnv, ExternalMultiAgentEnv, PolicyClient
+
+    assert (ExternalEnv, ExternalMultiAgentEnv) == (env.ExternalEnv, env.ExternalMultiAgentEnv)
+    assert PolicyClient is serving.PolicyClient
 
 
 def test_optimizers_of_other_tfrl_modules_appear_once_those_modules_exist():
