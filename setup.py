@@ -31,6 +31,8 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.2",
+            # the test command runs the suite in two processes (-n 2)
+            "pytest-xdist>=3.5",
             # the lint step of the test command (rules in ruff.toml)
             "ruff>=0.6",
             "hypothesis>=6.100",

@@ -40,7 +40,8 @@ def free_port():
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray, started once for the whole test session.
+    """A local Ray, started once for the whole test session (once per process under
+    pytest-xdist: the test command runs two).
 
     Six logical CPUs on the 2-core machine: enough for a Tune grid search of two trials that
     each reserve a trainer and two rollout workers of one CPU (tests/tfrl/trainer/test_tune.py).
