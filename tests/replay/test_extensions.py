@@ -139,7 +139,8 @@ def test_an_extension_serves_one_table():
         Table("b", Fifo(), Fifo(), 5, MinSize(1), extensions=[stats])
 
 
-@pytest.mark.parametrize("extension", [StatisticsExtension(), PriorityDiffusionExtension(0.3, 3)], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("extension", [StatisticsExtension(), PriorityDiffusionExtension(0.3, 3)],
+                         ids=lambda e: type(e).__name__)
 def test_config_round_trip(extension):
     rebuilt = extension_from_config(extension.config())
     assert type(rebuilt) is type(extension) and rebuilt.config() == extension.config()

@@ -18,7 +18,6 @@ pieces of its episode as `other_agent_batches`.
 """
 from __future__ import annotations
 
-import queue
 import time
 from collections import defaultdict, deque
 from typing import Any, Deque, Dict, List, Optional
@@ -29,8 +28,7 @@ from tfrl import errors
 from tfrl.env.external_env import END, OBSERVATION, REWARD, START
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from tfrl.rollout.episode import Episode
-from tfrl.rollout.external_sampler import (MAX_EVENTS_PER_STEP, POLL_SECONDS,
-                                           take_logged_actions)
+from tfrl.rollout.external_sampler import next_events, take_logged_actions
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      next_unroll_id, row_of, stack_rows)
@@ -178,31 +176,7 @@ class ExternalMultiAgentEnvRunner:
         return self.book.finished_steps if complete else self.book.steps
 
     def _next_events(self) -> List[tuple]:
-        leftover = self.book.leftover
-        if leftover:
-            return [leftover.popleft() for _ in range(min(len(leftover), MAX_EVENTS_PER_STEP))]
-        events = self.env.events
-        while True:
-            if self.env.run_error is not None:
-                error = self.env.run_error
-                raise errors.EnvCrashError(
-                    f"external env {self.env_name!r} raised {type(error).__name__} in run(): "
-                    f"{error}") from error
-            if self.env.closed:
-                raise errors.ExternalEnvError(
-                    f"external env {self.env_name!r} was closed while the worker sampled it")
-            try:
-                first = events.get(timeout=POLL_SECONDS)
-                break
-            except queue.Empty:
-                continue
-        out = [first]
-        while len(out) < MAX_EVENTS_PER_STEP:
-            try:
-                out.append(events.get_nowait())
-            except queue.Empty:
-                break
-        return out
+        return next_events(self.book, self.env, self.env_name)
 
     def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
         kind, episode_id = event[0], event[1]

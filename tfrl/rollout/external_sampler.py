@@ -146,31 +146,7 @@ class ExternalEnvRunner:
                 + sum(len(r.trajectory) for r in self.book.episodes.values()))
 
     def _next_events(self) -> List[tuple]:
-        leftover = self.book.leftover
-        if leftover:
-            return [leftover.popleft() for _ in range(min(len(leftover), MAX_EVENTS_PER_STEP))]
-        events = self.env.events
-        while True:
-            if self.env.run_error is not None:
-                error = self.env.run_error
-                raise errors.EnvCrashError(
-                    f"external env {self.env_name!r} raised {type(error).__name__} in run(): "
-                    f"{error}") from error
-            if self.env.closed:
-                raise errors.ExternalEnvError(
-                    f"external env {self.env_name!r} was closed while the worker sampled it")
-            try:
-                first = events.get(timeout=POLL_SECONDS)
-                break
-            except queue.Empty:
-                continue
-        out = [first]
-        while len(out) < MAX_EVENTS_PER_STEP:
-            try:
-                out.append(events.get_nowait())
-            except queue.Empty:
-                break
-        return out
+        return next_events(self.book, self.env, self.env_name)
 
     def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
         kind, episode_id = event[0], event[1]
@@ -326,3 +302,38 @@ def take_logged_actions(policy, logged_actions: List[Any], logged: List[int], ob
                 column[logged] = value[logged].astype(column.dtype)
                 extra[key] = column
     return actions, extra
+
+
+def next_events(book, env, env_name: str) -> List[tuple]:
+    """The events a runner handles next (at most MAX_EVENTS_PER_STEP): those `book` kept over
+    from a full fragment, else at least one from `env`'s queue, waiting for it.
+
+    Raises:
+      EnvCrashError: the env's `run()` raised.
+      ExternalEnvError: the env was closed while the worker sampled it.
+    """
+    leftover = book.leftover
+    if leftover:
+        return [leftover.popleft() for _ in range(min(len(leftover), MAX_EVENTS_PER_STEP))]
+    events = env.events
+    while True:
+        if env.run_error is not None:
+            error = env.run_error
+            raise errors.EnvCrashError(
+                f"external env {env_name!r} raised {type(error).__name__} in run(): "
+                f"{error}") from error
+        if env.closed:
+            raise errors.ExternalEnvError(
+                f"external env {env_name!r} was closed while the worker sampled it")
+        try:
+            first = events.get(timeout=POLL_SECONDS)
+            break
+        except queue.Empty:
+            continue
+    out = [first]
+    while len(out) < MAX_EVENTS_PER_STEP:
+        try:
+            out.append(events.get_nowait())
+        except queue.Empty:
+            break
+    return out
