@@ -28,7 +28,8 @@ from tfrl import errors
 from tfrl.env.external_env import END, OBSERVATION, REWARD, START
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from tfrl.rollout.episode import Episode
-from tfrl.rollout.external_sampler import next_events, take_logged_actions
+from tfrl.rollout.external_sampler import (handle_until_fragment, next_events,
+                                           take_logged_actions)
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      next_unroll_id, row_of, stack_rows)
@@ -138,18 +139,8 @@ class ExternalMultiAgentEnvRunner:
           ExternalEnvError: the env was closed while sampling.
           InvalidConfigError: `policy_mapping_fn` named a policy the worker does not have.
         """
-        fragment = self.settings.rollout_fragment_length
         complete = self.settings.complete_episodes
-        while self._ready_steps(complete) < fragment:
-            events = self._next_events()
-            self.perf.start_step()
-            for index, event in enumerate(events):
-                self._handle(event, explore, timestep)
-                if event[0] != REWARD and self._ready_steps(complete) >= fragment:
-                    self.book.leftover.extend(events[index + 1:])
-                    break
-            self._act(explore, timestep)
-            self.perf.end_step()
+        handle_until_fragment(self, lambda: self._ready_steps(complete), explore, timestep)
         book = self.book
         groups, book.finished = book.finished, []
         if complete:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import queue
 import time
 from collections import deque
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 import numpy as np
 
@@ -113,19 +113,8 @@ class ExternalEnvRunner:
           EnvCrashError: the env's `run()` raised.
           ExternalEnvError: the env was closed while sampling.
         """
-        fragment = self.settings.rollout_fragment_length
         complete = self.settings.complete_episodes
-        while self._ready_rows(complete) < fragment:
-            events = self._next_events()
-            self.perf.start_step()
-            for index, event in enumerate(events):
-                self._handle(event, explore, timestep)
-                if event[0] != REWARD and self._ready_rows(complete) >= fragment:
-                    # exactly one fragment: the rest waits for the next sample()
-                    self.book.leftover.extend(events[index + 1:])
-                    break
-            self._act(explore, timestep)
-            self.perf.end_step()
+        handle_until_fragment(self, lambda: self._ready_rows(complete), explore, timestep)
         pieces, self.book.finished, self.book.finished_rows = self.book.finished, [], 0
         if not complete:
             for running in self.book.episodes.values():
@@ -302,6 +291,24 @@ def take_logged_actions(policy, logged_actions: List[Any], logged: List[int], ob
                 column[logged] = value[logged].astype(column.dtype)
                 extra[key] = column
     return actions, extra
+
+
+def handle_until_fragment(runner, ready: Callable[[], int], explore: bool,
+                          timestep: Optional[int]) -> None:
+    """Handles `runner`'s events, acting once per batch of them, until `ready()` counts
+    `rollout_fragment_length`: exactly one fragment, the events after it wait in the runner's
+    book for the next sample()."""
+    fragment = runner.settings.rollout_fragment_length
+    while ready() < fragment:
+        events = runner._next_events()  # noqa: SLF001 - the runners' own steps
+        runner.perf.start_step()
+        for index, event in enumerate(events):
+            runner._handle(event, explore, timestep)  # noqa: SLF001
+            if event[0] != REWARD and ready() >= fragment:
+                runner.book.leftover.extend(events[index + 1:])
+                break
+        runner._act(explore, timestep)  # noqa: SLF001
+        runner.perf.end_step()
 
 
 def next_events(book, env, env_name: str) -> List[tuple]:
