@@ -25,12 +25,11 @@ from typing import Any, Deque, Dict, List, Optional
 import numpy as np
 
 from tfrl import errors
-from tfrl.env.external_env import END, OBSERVATION, REWARD, START
+from tfrl.env.external_env import END, OBSERVATION, REWARD
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from tfrl.rollout.episode import Episode
-from tfrl.rollout.external_sampler import (handle_until_fragment, next_events,
-                                           take_logged_actions)
-from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
+from tfrl.rollout.external_sampler import ExternalRunnerBase, take_logged_actions
+from tfrl.rollout.metrics import RolloutMetrics
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      next_unroll_id, row_of, stack_rows)
 
@@ -91,39 +90,26 @@ class _Book:
         self.leftover: Deque[tuple] = deque()
 
 
-class ExternalMultiAgentEnvRunner:
+class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
     """Samples one ExternalMultiAgentEnv with a map of policies. Arguments as
     `MultiAgentEnvRunner`'s, with `env` the ExternalMultiAgentEnv (its thread is started here)."""
 
     def __init__(self, worker, env, env_name: str, policy_map, policy_mapping_fn, filters,
                  callbacks, settings, adapters):
-        self.worker = worker
-        self.env = env
-        self.envs = [env]
-        self.env_name = env_name
+        super().__init__(worker, env, env_name, callbacks, settings, _Book())
         self.policy_map = policy_map
         self.policy_mapping_fn = policy_mapping_fn
         self.filters = filters
-        self.callbacks = callbacks
-        self.settings = settings
         self.adapters = adapters
         self._initial_states = {pid: [np.asarray(s) for s in (p.get_initial_state() or [])]
                                 for pid, p in policy_map.items()}
         self._recurrent = any(self._initial_states.values())
         self.agent_indices: Dict[Any, int] = {}
-        self.book = _Book()
-        self._finished_metrics: List[RolloutMetrics] = []
-        self.env_steps_sampled = 0
-        self.perf = SamplerPerfStats()
         env.bind_policy(None, worker.config)
         env.start_thread()
 
     def set_filters(self, filters: Dict[str, Any]) -> None:
         self.filters = filters
-
-    def pop_metrics(self) -> List[RolloutMetrics]:
-        out, self._finished_metrics = self._finished_metrics, []
-        return out
 
     def adopt(self, old: "ExternalMultiAgentEnvRunner") -> None:
         """Carries the running episodes of the runner this one replaces (a policy swap)."""
@@ -140,7 +126,7 @@ class ExternalMultiAgentEnvRunner:
           InvalidConfigError: `policy_mapping_fn` named a policy the worker does not have.
         """
         complete = self.settings.complete_episodes
-        handle_until_fragment(self, lambda: self._ready_steps(complete), explore, timestep)
+        self._handle_until_fragment(lambda: self._ready_steps(complete), explore, timestep)
         book = self.book
         groups, book.finished = book.finished, []
         if complete:
@@ -166,17 +152,11 @@ class ExternalMultiAgentEnvRunner:
     def _ready_steps(self, complete: bool) -> int:
         return self.book.finished_steps if complete else self.book.steps
 
-    def _next_events(self) -> List[tuple]:
-        return next_events(self.book, self.env, self.env_name)
-
     def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
+        running = self._running_episode(event)
+        if running is None:
+            return
         kind, episode_id = event[0], event[1]
-        if kind == START:
-            self._start(episode_id, event[2])
-            return
-        if episode_id is None:  # the wake-up a close() sends
-            return
-        running = self.book.episodes.get(episode_id) or self._start(episode_id, True)
         episode = running.episode
         if kind == REWARD:
             rewards, infos = event[2], event[3]

@@ -70,36 +70,117 @@ class _Book:
         self.leftover: Deque[tuple] = deque()      # events taken but not handled yet
 
 
-class ExternalEnvRunner:
+class ExternalRunnerBase:
+    """What the single- and multi-agent external env runners share: the env's event queue,
+    the loop that handles events until a fragment is ready, the start of an event's handling,
+    and the finished episodes' metrics. Subclasses set `book` (with `episodes` and
+    `leftover`) and define `_handle`, `_start` and `_act`."""
+
+    def __init__(self, worker, env, env_name: str, callbacks, settings, book):
+        self.worker = worker
+        self.env = env
+        self.envs = [env]
+        self.env_name = env_name
+        self.callbacks = callbacks
+        self.settings = settings
+        self.book = book
+        self._finished_metrics: List[RolloutMetrics] = []
+        self.env_steps_sampled = 0
+        self.perf = SamplerPerfStats()
+
+    def pop_metrics(self) -> List[RolloutMetrics]:
+        out, self._finished_metrics = self._finished_metrics, []
+        return out
+
+    def _handle_until_fragment(self, ready: Callable[[], int], explore: bool,
+                               timestep: Optional[int]) -> None:
+        """Handles the env's events, acting once per batch of them, until `ready()` counts
+        `rollout_fragment_length`: exactly one fragment, the events after it wait in the book
+        for the next sample().
+
+        Raises:
+          EnvCrashError: the env's `run()` raised.
+          ExternalEnvError: the env was closed while the worker sampled it.
+        """
+        fragment = self.settings.rollout_fragment_length
+        while ready() < fragment:
+            events = self._next_events()
+            self.perf.start_step()
+            for index, event in enumerate(events):
+                self._handle(event, explore, timestep)
+                if event[0] != REWARD and ready() >= fragment:
+                    self.book.leftover.extend(events[index + 1:])
+                    break
+            self._act(explore, timestep)
+            self.perf.end_step()
+
+    def _running_episode(self, event: tuple):
+        """The running episode an event belongs to (started if the event is its first), or
+        None when the event is handled already: a START, or the wake-up a close() sends."""
+        kind, episode_id = event[0], event[1]
+        if kind == START:
+            self._start(episode_id, event[2])
+            return None
+        if episode_id is None:
+            return None
+        return self.book.episodes.get(episode_id) or self._start(episode_id, True)
+
+    def _next_events(self) -> List[tuple]:
+        """The events to handle next (at most MAX_EVENTS_PER_STEP): those the book kept over
+        from a full fragment, else at least one from the env's queue, waiting for it."""
+        leftover = self.book.leftover
+        if leftover:
+            return [leftover.popleft() for _ in range(min(len(leftover), MAX_EVENTS_PER_STEP))]
+        env, events = self.env, self.env.events
+        while True:
+            if env.run_error is not None:
+                error = env.run_error
+                raise errors.EnvCrashError(
+                    f"external env {self.env_name!r} raised {type(error).__name__} in run(): "
+                    f"{error}") from error
+            if env.closed:
+                raise errors.ExternalEnvError(
+                    f"external env {self.env_name!r} was closed while the worker sampled it")
+            try:
+                first = events.get(timeout=POLL_SECONDS)
+                break
+            except queue.Empty:
+                continue
+        out = [first]
+        while len(out) < MAX_EVENTS_PER_STEP:
+            try:
+                out.append(events.get_nowait())
+            except queue.Empty:
+                break
+        return out
+
+    def _start(self, episode_id: str, training: bool):
+        raise NotImplementedError
+
+    def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
+        raise NotImplementedError
+
+    def _act(self, explore: bool, timestep: Optional[int]) -> None:
+        raise NotImplementedError
+
+
+class ExternalEnvRunner(ExternalRunnerBase):
     """Samples one ExternalEnv with one policy. Arguments as `EnvRunner`'s, with `env` the
     ExternalEnv (its thread is started here)."""
 
     def __init__(self, worker, env, env_name: str, policy, policy_id: str, obs_filter, callbacks,
                  settings, action_adapter):
-        self.worker = worker
-        self.env = env
-        self.envs = [env]
-        self.env_name = env_name
+        super().__init__(worker, env, env_name, callbacks, settings, _Book())
         self.policy = policy
         self.policy_id = policy_id
         self.obs_filter = obs_filter
-        self.callbacks = callbacks
-        self.settings = settings
         self.adapter = action_adapter
         self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
-        self.book = _Book()
-        self._finished_metrics: List[RolloutMetrics] = []
-        self.env_steps_sampled = 0
-        self.perf = SamplerPerfStats()
         env.bind_policy(policy, worker.config)
         env.start_thread()
 
     def set_filters(self, filters: Dict[str, Any]) -> None:
         self.obs_filter = filters[self.policy_id]
-
-    def pop_metrics(self) -> List[RolloutMetrics]:
-        out, self._finished_metrics = self._finished_metrics, []
-        return out
 
     def adopt(self, old: "ExternalEnvRunner") -> None:
         """Carries the running episodes of the runner this one replaces (a policy swap)."""
@@ -114,7 +195,7 @@ class ExternalEnvRunner:
           ExternalEnvError: the env was closed while sampling.
         """
         complete = self.settings.complete_episodes
-        handle_until_fragment(self, lambda: self._ready_rows(complete), explore, timestep)
+        self._handle_until_fragment(lambda: self._ready_rows(complete), explore, timestep)
         pieces, self.book.finished, self.book.finished_rows = self.book.finished, [], 0
         if not complete:
             for running in self.book.episodes.values():
@@ -134,17 +215,11 @@ class ExternalEnvRunner:
         return (self.book.finished_rows + self.book.held_rows
                 + sum(len(r.trajectory) for r in self.book.episodes.values()))
 
-    def _next_events(self) -> List[tuple]:
-        return next_events(self.book, self.env, self.env_name)
-
     def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
+        running = self._running_episode(event)
+        if running is None:
+            return
         kind, episode_id = event[0], event[1]
-        if kind == START:
-            self._start(episode_id, event[2])
-            return
-        if episode_id is None:  # the wake-up a close() sends
-            return
-        running = self.book.episodes.get(episode_id) or self._start(episode_id, True)
         if kind == REWARD:
             reward, info = event[2], event[3]
             running.reward += reward
@@ -291,56 +366,3 @@ def take_logged_actions(policy, logged_actions: List[Any], logged: List[int], ob
                 column[logged] = value[logged].astype(column.dtype)
                 extra[key] = column
     return actions, extra
-
-
-def handle_until_fragment(runner, ready: Callable[[], int], explore: bool,
-                          timestep: Optional[int]) -> None:
-    """Handles `runner`'s events, acting once per batch of them, until `ready()` counts
-    `rollout_fragment_length`: exactly one fragment, the events after it wait in the runner's
-    book for the next sample()."""
-    fragment = runner.settings.rollout_fragment_length
-    while ready() < fragment:
-        events = runner._next_events()  # noqa: SLF001 - the runners' own steps
-        runner.perf.start_step()
-        for index, event in enumerate(events):
-            runner._handle(event, explore, timestep)  # noqa: SLF001
-            if event[0] != REWARD and ready() >= fragment:
-                runner.book.leftover.extend(events[index + 1:])
-                break
-        runner._act(explore, timestep)  # noqa: SLF001
-        runner.perf.end_step()
-
-
-def next_events(book, env, env_name: str) -> List[tuple]:
-    """The events a runner handles next (at most MAX_EVENTS_PER_STEP): those `book` kept over
-    from a full fragment, else at least one from `env`'s queue, waiting for it.
-
-    Raises:
-      EnvCrashError: the env's `run()` raised.
-      ExternalEnvError: the env was closed while the worker sampled it.
-    """
-    leftover = book.leftover
-    if leftover:
-        return [leftover.popleft() for _ in range(min(len(leftover), MAX_EVENTS_PER_STEP))]
-    events = env.events
-    while True:
-        if env.run_error is not None:
-            error = env.run_error
-            raise errors.EnvCrashError(
-                f"external env {env_name!r} raised {type(error).__name__} in run(): "
-                f"{error}") from error
-        if env.closed:
-            raise errors.ExternalEnvError(
-                f"external env {env_name!r} was closed while the worker sampled it")
-        try:
-            first = events.get(timeout=POLL_SECONDS)
-            break
-        except queue.Empty:
-            continue
-    out = [first]
-    while len(out) < MAX_EVENTS_PER_STEP:
-        try:
-            out.append(events.get_nowait())
-        except queue.Empty:
-            break
-    return out
