@@ -17,14 +17,25 @@ With p_t = prod_{s<=t} pi(a_s|o_s) / mu(a_s|o_s), the cumulative importance rati
 
 - "is", per-decision importance sampling (Precup et al. 2000, as in classic RLlib):
   sum_t gamma^t p_t r_t.
-- "wis", per-decision weighted importance sampling: p_t divided by the mean of p_t over all
-  episodes of the pass (an episode that ended before t counting with its final ratio). The mean
-  over the pass's episodes is the textbook per-decision WIS estimate of the pass. Classic RLlib
-  normalises each batch by a running mean over the episodes seen so far instead; its first
-  batches are then normalised by a handful of episodes, which weights them towards the
-  behaviour's return (an episode alone gets weight 1), and it mixes ratios of earlier target
-  policies into the normaliser. Normalising per pass is why the estimates come at `get_metrics`
-  rather than with each batch.
+- "wis", per-decision (step-wise) weighted importance sampling: sum_t gamma^t (p_t / w_t) r_t,
+  with w_t the mean of p_t over all the episodes of the pass, an episode that ended before t
+  counting with its final ratio. The pass's estimate, the mean over its episodes, is then
+  sum_t gamma^t (sum_i p_t^i r_t^i) / (sum_i p_t^i): the consistent weighted per-decision
+  importance sampling of Thomas (2015, CWPDIS) and the step-wise WIS of Jiang & Li (2016), which
+  take episodes of one common horizon; shorter episodes are padded to it with an absorbing state
+  of reward 0 where both policies act alike (ratio 1), so p_t keeps the episode's final ratio.
+  With that padding E_mu[p_t] = 1 and E_mu[p_t r_t] = E_pi[r_t] at every t, so each step's
+  weighted mean converges to the target's expected reward at t. (Precup et al. 2000's weighted
+  per-decision estimator divides every step by the mean ratio of the whole episodes instead,
+  which Thomas 2015 shows is not consistent.)
+  Classic RLlib's step-wise WIS averages only the episodes that reach t in w_t. Its step t
+  then estimates the target's expected reward given that the episode is still running at t,
+  weighted by the share of recorded episodes that reach t; with one reward per step (CartPole)
+  the mean estimate is exactly the recorded (behaviour) return whatever the target policy.
+  Classic RLlib also keeps w_t as a running mean over every episode seen so far, so its first
+  episodes are normalised by a handful of others (an episode alone gets weight 1) and ratios of
+  earlier target policies enter the normaliser. Normalising per pass is why the estimates come
+  at `get_metrics` rather than with each batch.
 - "dr", doubly robust (Jiang & Li 2016; per decision as in Thomas & Brunskill 2016): with a
   fitted Q model of the target policy and V(s) = sum_a pi(a|s) Q(s, a), backwards from
   V_DR = 0 after the last step, V_DR <- V(s_t) + rho_t (r_t + gamma V_DR - Q(s_t, a_t)), with
@@ -182,11 +193,12 @@ class ImportanceSampling(OffPolicyEstimator):
 
 
 class WeightedImportanceSampling(OffPolicyEstimator):
-    """Per-decision weighted importance sampling ("wis"), normalised over the pass: the
-    normaliser of step t is the mean cumulative ratio at t over the pass's episodes, an episode
-    that ended before t counting with its final ratio (its ratio no longer changes; without
-    this, short episodes would be left out of the normaliser and the estimate biased towards
-    long ones)."""
+    """Per-decision weighted importance sampling ("wis", CWPDIS), normalised over the pass:
+    the normaliser of step t is the mean cumulative ratio at t over all the pass's episodes, an
+    episode that ended before t counting with its final ratio (the absorbing-state padding of
+    the module docstring). Normalising over only the episodes that reach t, as classic RLlib
+    does, would weight step t by how many recorded episodes last that long, i.e. by the
+    behaviour's episode lengths rather than the target's."""
 
     name = "wis"
     value_metric = "V_step_WIS"

@@ -2,9 +2,12 @@
 
 Layout (fixed by the design): every postprocessed step becomes ONE replay item of sequence
 length 1 with the time dimension squeezed; its columns are a fixed, ordered dict of SampleBatch
-columns cast to fixed dtypes. A worker appends all steps of a fragment through one
-`replay.TrajectoryWriter` whose chunks hold `chunk_length` steps (default: the rollout fragment
-length), so the step items of a fragment share their chunks and each chunk crosses the wire once.
+columns cast to fixed dtypes. A worker appends all steps a policy contributed to a fragment
+through that policy's `replay.TrajectoryWriter` (one per policy and replay shard, opened at the
+policy's first write: a writer's steps all have the specs of its first step, and policies of a
+multi-agent config may differ in spaces and columns), whose chunks hold `chunk_length` steps
+(default: the rollout fragment length), so the step items of a fragment share their chunks and
+each chunk crosses the wire once. A single-policy worker therefore has one writer per shard.
 An item's priority is 1.0, or the step's value in the `priorities` column when the policy's
 postprocessing added one. Bulk data goes from the worker to the replay server; the driver only
 sees counts.
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tree
@@ -185,14 +188,16 @@ class ReplayOutputSpec:
         the dict are not written).
       columns: item columns (default: `replay_columns(policy)`); may be a dict per policy id.
       chunk_length: steps per chunk (default: the rollout fragment length).
-      max_in_flight_items: unacknowledged items beyond which the writer blocks.
+      max_in_flight_items: unacknowledged items beyond which a writer blocks (each policy's
+        writer counts its own).
       flush_timeout: seconds to wait for the server's acks at the end of each sample (None:
         forever).
       max_unacked_after_write: items a write may leave unacknowledged when it returns
-        (Reverb's `flush(block_until_num_items)`). 0: every written item is in the table when
-        `sample()` returns. A positive value lets the worker step its envs while the server is
-        still inserting the previous fragment (replay-fed off-policy learners set one round of
-        steps); an error of those items is raised by a later write or by `close`.
+        (Reverb's `flush(block_until_num_items)`; all policies' writers together). 0: every
+        written item is in the table when `sample()` returns. A positive value lets the worker
+        step its envs while the server is still inserting the previous fragment (replay-fed
+        off-policy learners set one round of steps); an error of those items is raised by a
+        later write or by `close`.
       token: the replay server's access token, if it needs one.
       root_certificates: PEM bytes of the certificate to trust when the server uses TLS.
       item_length: when set, items are trajectory fragments of this many consecutive steps of
@@ -272,22 +277,25 @@ class ReplayOutput:
                     f"are not supported for recurrent policies {recurrent}; use a feed-forward "
                     "model")
             self.chunk_length = self.item_length
-        self._writers: Dict[int, Any] = {}
+        # (shard, policy id) -> that policy's writer on that shard, opened at its first write: a
+        # writer fixes its step specs at its first step, and policies' signatures differ
+        self._writers: Dict[Tuple[int, str], Any] = {}
         self._shard = os.getpid() % len(self.clients)  # the shard the next write goes to
         self.items_written = 0
         self.items_written_per_shard = [0] * len(self.clients)
 
-    @property
-    def _writer(self):
-        """The writer of the shard the current write goes to (None until it is opened)."""
-        return self._writers.get(self._shard)
+    def _shard_writers(self) -> List[Any]:
+        """The open writers of the shard the current write goes to, in the order they opened."""
+        return [w for (shard, _), w in self._writers.items() if shard == self._shard]
 
-    def _get_writer(self):
-        if self._shard not in self._writers:
-            self._writers[self._shard] = self.clients[self._shard].trajectory_writer(
+    def _get_writer(self, pid: str):
+        """`pid`'s writer on the shard the current write goes to (opened at first use)."""
+        key = (self._shard, pid)
+        if key not in self._writers:
+            self._writers[key] = self.clients[self._shard].trajectory_writer(
                 num_keep_alive_refs=self.item_length or 1, chunk_length=self.chunk_length,
                 max_in_flight_items=self.spec.max_in_flight_items)
-        return self._writers[self._shard]
+        return self._writers[key]
 
     def write(self, batch: Any) -> Dict[str, int]:
         """Writes the rows of `batch` (SampleBatch or MultiAgentBatch) as step items and waits
@@ -295,8 +303,9 @@ class ReplayOutput:
 
         Raises:
           InvalidBatchError: a column of the signature is missing from the batch.
-          replay.errors.ReplayError: the server refused the items or went away (the writer is
-            dropped and a new one is opened at the next write).
+          replay.errors.ReplayError: the server refused the items or went away (the writers of
+            that shard are dropped, unflushed items with them, and new ones are opened at the
+            next write).
         """
         if hasattr(batch, "policy_batches"):
             batches = batch.policy_batches
@@ -307,16 +316,23 @@ class ReplayOutput:
             for pid, b in batches.items():
                 if pid in self.tables and b.count:
                     written[pid] = self._write_policy_batch(pid, b)
-            if self._writer is not None:
-                self._writer.flush(block_until_num_items=self.spec.max_unacked_after_write,
-                                   timeout=self.spec.flush_timeout)
+            self._flush_shard()
         except Exception:
-            self._drop_writer()
+            self._drop_shard_writers()
             raise
         self.items_written += sum(written.values())
         self.items_written_per_shard[self._shard] += sum(written.values())
         self._shard = (self._shard + 1) % len(self.clients)
         return written
+
+    def _flush_shard(self) -> None:
+        """Waits until at most `max_unacked_after_write` items of this shard's writers, all
+        together, are unacknowledged: each writer in turn may leave what the earlier ones left
+        of that budget (acks only lower a writer's count afterwards)."""
+        budget = self.spec.max_unacked_after_write
+        for writer in self._shard_writers():
+            writer.flush(block_until_num_items=budget, timeout=self.spec.flush_timeout)
+            budget = max(0, budget - writer.num_unacked_items)
 
     def _write_policy_batch(self, pid: str, batch: SampleBatch) -> int:
         signature = self.signatures[pid]
@@ -340,7 +356,7 @@ class ReplayOutput:
                 priorities = priorities.max(axis=1)
         else:
             priorities = np.ones(n)
-        self._get_writer().append_step_items(self.tables[pid], columns, priorities)
+        self._get_writer(pid).append_step_items(self.tables[pid], columns, priorities)
         return n
 
     def _write_fragments(self, pid: str, batch: SampleBatch, signature: Dict[str, Any]) -> int:
@@ -368,7 +384,7 @@ class ReplayOutput:
                       if PRIORITY_COLUMN in batch else None)
         if self.spec.drop_repeated_next_obs:
             columns[SampleBatch.NEXT_OBS] = _drop_repeated_next_obs(columns, length)
-        writer = self._get_writer()
+        writer = self._get_writer(pid)
         table = self.tables[pid]
         names = list(columns)
         nested = any(tree.is_nested(columns[c]) for c in names)
@@ -384,9 +400,11 @@ class ReplayOutput:
                 writer.create_item_from_last_steps(table, priority, length)
         return n // length
 
-    def _drop_writer(self) -> None:
-        writer = self._writers.pop(self._shard, None)
-        if writer is not None:
+    def _drop_shard_writers(self) -> None:
+        """Closes the current shard's writers without waiting (after a failed write: their
+        unflushed items are lost); the next write there opens new ones."""
+        for key in [k for k in self._writers if k[0] == self._shard]:
+            writer = self._writers.pop(key)
             try:
                 writer.close(flush=False)
             except Exception:  # noqa: BLE001 - the stream is already broken

@@ -1,5 +1,6 @@
 """Doubly robust and direct-method estimation, and per-pass WIS, on small recorded data: a
-hand-built batch whose cross-fitted Q models are computed by hand, a rollout worker reading
+hand-built batch whose cross-fitted Q models are computed by hand, hand-built episodes of
+different lengths whose per-decision WIS values are computed by hand, a rollout worker reading
 recorded CartPole files with `input_evaluation`, and the refusal of unknown estimator names.
 """
 import numpy as np
@@ -7,7 +8,8 @@ import pytest
 
 from tfrl import errors
 from tfrl.agents.pg import PGTFPolicy
-from tfrl.offline.off_policy_estimator import DirectMethod, DoublyRobust
+from tfrl.offline.off_policy_estimator import (
+    DirectMethod, DoublyRobust, WeightedImportanceSampling)
 from tfrl.policy.sample_batch import SampleBatch, concat_samples
 from tfrl.rollout import RolloutWorker
 
@@ -81,6 +83,65 @@ def test_doubly_robust_and_direct_method_match_hand_computed_cross_fitted_values
     assert [e.metrics["V_step_DM"] for e in dm_estimates] == pytest.approx(
         [6.60, 5.30, 6.60, 5.30], rel=2e-3)
     assert {e.estimator_name for e in dr_estimates} == {"dr"}
+
+
+def uniform_episode(eps_id, actions, rewards):
+    """An episode of len(actions) steps recorded with a uniformly random behaviour (the
+    observations do not matter to the constant target policy)."""
+    length = len(actions)
+    return SampleBatch({
+        SampleBatch.OBS: np.tile(np.array([STATE_A], np.float32), (length, 1)),
+        SampleBatch.ACTIONS: np.array(actions),
+        SampleBatch.REWARDS: np.array(rewards, np.float32),
+        SampleBatch.TERMINATEDS: np.arange(length) == length - 1,
+        SampleBatch.EPS_ID: np.full(length, eps_id),
+        SampleBatch.T: np.arange(length),
+        SampleBatch.ACTION_PROB: np.full(length, 0.5, np.float32)})
+
+
+@pytest.mark.timeout(120)
+def test_wis_matches_hand_computed_per_decision_values_on_episodes_of_different_lengths():
+    worker = target_worker()
+    try:
+        policy = worker.get_policy()
+        wis, wis_discounted = (WeightedImportanceSampling(policy, 1.0),
+                               WeightedImportanceSampling(policy, 0.5))
+        batch = concat_samples([
+            uniform_episode(0, [RIGHT, RIGHT, RIGHT], [1.0, 2.0, 3.0]),
+            uniform_episode(1, [LEFT], [4.0]),
+            uniform_episode(2, [RIGHT, LEFT], [2.0, 1.0])])
+        ones = concat_samples([
+            uniform_episode(0, [RIGHT, RIGHT, RIGHT], [1.0, 1.0, 1.0]),
+            uniform_episode(1, [LEFT], [1.0]),
+            uniform_episode(2, [RIGHT, LEFT], [1.0, 1.0])])
+        wis.process(batch)
+        wis_discounted.process(ones)
+        values = [e.metrics["V_step_WIS"] for e in wis.get_metrics()]
+        discounted = [e.metrics["V_step_WIS"] for e in wis_discounted.get_metrics()]
+    finally:
+        worker.stop()
+    # Step ratios: right .65/.5 = 1.3, left .35/.5 = 0.7. Cumulative ratios p_t:
+    #   episode 0: 1.3, 1.69, 2.197; episode 1: 0.7; episode 2: 1.3, 0.91.
+    # Normaliser of step t, the mean p_t over the 3 episodes, an ended episode counting with
+    # its final ratio: t=0: (1.3 + 0.7 + 1.3) / 3 = 1.1; t=1: (1.69 + 0.7 + 0.91) / 3 = 1.1;
+    #   t=2: (2.197 + 0.7 + 0.91) / 3 = 1.269.
+    assert values == pytest.approx([
+        1.3 / 1.1 * 1 + 1.69 / 1.1 * 2 + 2.197 / 1.269 * 3,  # 9.4484
+        0.7 / 1.1 * 4,  # 2.5455
+        1.3 / 1.1 * 2 + 0.91 / 1.1 * 1], rel=1e-6)  # 3.1909; float32 target likelihoods
+    # their mean is the per-step form sum_t (sum_i p_t r_t) / (sum_i p_t)
+    assert np.mean(values) == pytest.approx(
+        6.7 / 3.3 + 4.29 / 3.3 + 6.591 / 3.807, rel=1e-6)  # 5.0616
+    # With reward 1 at every step (gamma 0.5): sum_t 0.5^t (sum of p_t over the episodes still
+    # running at t) / (sum of p_t over all episodes) = 1 + 0.5 * 2.6 / 3.3 + 0.25 * 2.197 / 3.807.
+    # A normaliser over only the episodes that reach t would give exactly the recorded
+    # discounted return here, (1.75 + 1 + 1.5) / 3, whatever the target policy.
+    assert np.mean(discounted) == pytest.approx(
+        1 + 0.5 * 2.6 / 3.3 + 0.25 * 2.197 / 3.807, rel=1e-6)  # 1.5382
+    assert np.mean(discounted) != pytest.approx((1.75 + 1 + 1.5) / 3, rel=1e-2)
+    assert discounted == pytest.approx([
+        1.3 / 1.1 + 0.5 * 1.69 / 1.1 + 0.25 * 2.197 / 1.269, 0.7 / 1.1,
+        1.3 / 1.1 + 0.5 * 0.91 / 1.1], rel=1e-6)
 
 
 def per_decision_wis(episodes, p_right):
