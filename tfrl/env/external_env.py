@@ -8,6 +8,7 @@ its `run()` (a thread the worker starts) owns the loop and calls
     action = self.get_action(episode_id, observation)   # blocks until the policy answers
     self.log_returns(episode_id, reward)                # any number of times between actions
     self.log_action(episode_id, observation, action)    # an action the application chose itself
+    self.log_actions(episode_id, observations, actions) # many such steps at once, as arrays
     self.end_episode(episode_id, observation)           # the episode's final observation
 
 Each call is checked here, in the caller's thread (an unknown or finished episode id, an
@@ -30,12 +31,16 @@ import threading
 import uuid
 from typing import Any, Dict, Optional
 
+import gymnasium.spaces as gym_spaces
 import numpy as np
 
 from tfrl import errors
 
 # the kinds of event an ExternalEnv queues for its runner
 START, OBSERVATION, REWARD, END = "start", "observation", "reward", "end"
+# several logged steps of one episode in one event: (STEPS, episode id, observations, actions,
+# rewards before each step), each with a leading dimension of one row per step
+STEPS = "steps"
 
 
 class ActionReply:
@@ -149,6 +154,47 @@ class ExternalEnv(threading.Thread):
         action = self._checked(action, self.action_space, "action", errors.ActionOutOfSpaceError)
         self._queue_observation(episode_id, observation, None, action, reward)
 
+    def log_actions(self, episode_id: str, observations: Any, actions: Any,
+                    rewards: Any = None) -> None:
+        """Records several consecutive steps the application took itself, as one `log_action`
+        call per row (in order) would, at a fraction of the cost: `observations` and `actions`
+        are stacked (arrays, or nests of arrays, with one row per step), `rewards[i]` the
+        rewards earned before step i (None: none). Checked whole: a bad row refuses the call and
+        records nothing of it.
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, rows of unequal number, a bad
+            reward, or the env closed.
+          InvalidObservationError, ActionOutOfSpaceError: a row outside its space (the message
+            names the row).
+        """
+        observations = self._checked_rows(observations, self.observation_space, "observation",
+                                          errors.InvalidObservationError)
+        actions = self._checked_rows(actions, self.action_space, "action",
+                                     errors.ActionOutOfSpaceError)
+        count = _row_count(observations)
+        if _row_count(actions) != count:
+            raise errors.ExternalEnvError(
+                f"log_actions got {count} observations but {_row_count(actions)} actions; send "
+                "one action per observation")
+        if rewards is None or len(rewards) == 0:
+            rewards = np.zeros(count, np.float64)
+        else:
+            rewards = np.asarray(rewards, np.float64).reshape(-1)
+            if len(rewards) != count:
+                raise errors.ExternalEnvError(
+                    f"log_actions got {count} steps but {len(rewards)} rewards; send one reward "
+                    "per step (or none)")
+            if not np.all(np.isfinite(rewards)):
+                raise errors.ExternalEnvError(
+                    f"rewards must be finite, got {rewards[~np.isfinite(rewards)][0]} at step "
+                    f"{int(np.argmin(np.isfinite(rewards)))}")
+        if count == 0:
+            return
+        with self._lock:
+            self._check_running(episode_id)
+            self.events.put((STEPS, episode_id, observations, actions, rewards))
+
     def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
         """Adds `reward` to the episode's current step (several calls add up).
 
@@ -184,6 +230,11 @@ class ExternalEnv(threading.Thread):
     def bind_policy(self, policy, config: dict) -> None:
         """Called by the worker's runner with the policy that acts here and its config (a
         PolicyServer serves them to local-inference clients)."""
+
+    def refresh_policy(self, explore: bool) -> None:
+        """Called by the worker's runner at the start of every sample(): the bound policy's
+        weights may have changed since the last call, and `explore` is how it acts now (a
+        PolicyServer refreshes its inline copy)."""
 
     def close(self) -> None:
         """Stops the env: calls after this raise, and a `get_action` still waiting fails."""
@@ -229,12 +280,61 @@ class ExternalEnv(threading.Thread):
                 "start_episode() first")
 
     def _checked(self, value: Any, space, what: str, error: type) -> Any:
+        if type(value) is np.ndarray and type(space) is gym_spaces.Box \
+                and value.dtype == space.dtype and value.shape == space.shape:
+            # the common case, as Box.contains decides it without its conversions
+            if (value >= space.low).all() and (value <= space.high).all():
+                return value
         converted = _as_space_value(value, space)
         if converted is None or not space.contains(converted):
             raise error(
                 f"the {what} {_short(value)} is not in the {what} space {space}; send values of "
                 "that space (dtype and shape included)")
         return converted
+
+    def _checked_rows(self, rows: Any, space, what: str, error: type) -> Any:
+        """Stacked values of `space` (one row per step) converted as `_checked` converts one
+        value; Box and Discrete rows are checked with one vectorised comparison."""
+        import gymnasium.spaces as spaces
+
+        if isinstance(space, (spaces.Box, spaces.Discrete)):
+            array = np.asarray(rows)
+            if isinstance(space, spaces.Box):
+                good_type = np.can_cast(array.dtype, space.dtype, "same_kind")
+            else:
+                good_type = np.issubdtype(array.dtype, np.integer)
+            if array.ndim != 1 + len(space.shape) or array.shape[1:] != space.shape \
+                    or not good_type:
+                raise error(
+                    f"the {what}s have shape {array.shape} and dtype {array.dtype}, but rows of "
+                    f"the {what} space {space} need shape (steps, *{space.shape}) and dtype "
+                    f"{space.dtype}")
+            if isinstance(space, spaces.Box):
+                array = array.astype(space.dtype, copy=False)
+                axes = tuple(range(1, array.ndim))
+                inside = np.all((array >= space.low) & (array <= space.high), axis=axes)
+            else:
+                array = array.astype(np.int64, copy=False)
+                inside = (array >= space.start) & (array < space.start + space.n)
+            if not np.all(inside):
+                bad = int(np.argmin(inside))
+                raise error(
+                    f"step {bad} of {len(array)}: the {what} {_short(array[bad])} is not in the "
+                    f"{what} space {space}; send values of that space (dtype and shape included)")
+            return array
+        from tfrl.rollout.trajectory import row_of, stack_rows
+
+        try:
+            count = _row_count(rows)
+        except (TypeError, ValueError, IndexError):
+            raise error(f"the {what}s are not stacked rows of the {what} space {space}") from None
+        checked = []
+        for i in range(count):
+            try:
+                checked.append(self._checked(row_of(rows, i), space, what, error))
+            except error as exc:
+                raise error(f"step {i} of {count}: {exc}") from None
+        return stack_rows(checked) if checked else rows
 
     def _put_reward(self, episode_id: str, reward: float) -> None:
         if reward:
@@ -244,6 +344,11 @@ class ExternalEnv(threading.Thread):
                            action: Any, reward: float) -> None:
         observation = self._checked(observation, self.observation_space, "observation",
                                     errors.InvalidObservationError)
+        self._queue_checked_observation(episode_id, observation, reply, action, reward)
+
+    def _queue_checked_observation(self, episode_id: str, observation: Any,
+                                   reply: Optional[ActionReply], action: Any,
+                                   reward: float) -> None:
         reward = _finite_reward(reward)
         with self._lock:
             self._check_running(episode_id)
@@ -283,6 +388,14 @@ def _as_space_value(value: Any, space) -> Any:
     except (TypeError, ValueError):
         return None
     return value
+
+
+def _row_count(rows: Any) -> int:
+    """The number of rows of stacked values (the leading dimension of their first leaf)."""
+    import tree
+
+    leaves = tree.flatten(rows)
+    return len(leaves[0]) if leaves else 0
 
 
 def _finite_reward(reward: Any) -> float:

@@ -91,6 +91,17 @@ class ExternalMultiAgentEnv(ExternalEnv, MultiAgentEnv):
                    for agent, action in action_dict.items()}
         self._queue_observation(episode_id, observation_dict, None, actions, reward_dict)
 
+    def log_actions(self, episode_id: str, observations: Any, actions: Any,
+                    rewards: Any = None) -> None:
+        """Not offered by a multi-agent env: log each step with `log_action`.
+
+        Raises:
+          NotSupportedError: always.
+        """
+        raise errors.NotSupportedError(
+            "log_actions (several steps at once) is single-agent only; a multi-agent env takes "
+            "one log_action per step")
+
     def log_returns(self, episode_id: str, reward_dict: Dict[Hashable, float],
                     info_dict: Optional[Dict[Hashable, dict]] = None) -> None:
         """Adds each agent's reward to its current step (several calls add up); `info_dict`

@@ -6,7 +6,8 @@ ends), in the order the application made them, and turns them into the same rows
 runners record: a row is complete when the episode's next observation (or its end) arrives,
 carrying the rewards logged in between. Every observation waiting for an action when the queue
 runs dry gets it from one batched `compute_actions` call. Actions the application logged itself
-(`log_action`) are recorded as taken; the policy's extra outputs for them are computed all the
+(`log_action`, or `log_actions` for many steps of an episode in one event, turned into rows
+column by column) are recorded as taken; the policy's extra outputs for them are computed all the
 same (values for GAE) and, where the policy has action likelihoods, their `action_logp` /
 `action_prob` are those of the logged action.
 
@@ -23,19 +24,27 @@ from collections import deque
 from typing import Any, Callable, Deque, Dict, List, Optional
 
 import numpy as np
+import tree
 
 from tfrl import errors
-from tfrl.env.external_env import END, OBSERVATION, REWARD, START
+from tfrl.env.external_env import END, OBSERVATION, REWARD, START, STEPS
 from tfrl.policy.sample_batch import SampleBatch, concat_samples
 from tfrl.rollout.episode import Episode
+from tfrl.rollout.filters import NoFilter
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      next_unroll_id, row_of, stack_rows)
 
 # the most events handled between two batched policy calls
 MAX_EVENTS_PER_STEP = 1024
+# logged rows (nobody waits for their action) gathered before a policy call computes their
+# extra outputs, unless the fragment fills first: one call per row would cost more than the rows
+LOGGED_ROWS_PER_CALL = 256
 # how often a runner waiting for events checks that the env's thread is still alive
 POLL_SECONDS = 0.5
+# how long a runner lets events gather when none it has is a caller waiting for an action:
+# waking once per event of a fast client would cost more than the events
+GATHER_SECONDS = 0.002
 
 
 class _RunningEpisode:
@@ -62,6 +71,7 @@ class _Book:
         self.episodes: Dict[str, _RunningEpisode] = {}
         # rows whose action is not computed yet: (episode, row, ActionReply or None, logged action)
         self.awaiting: List[tuple] = []
+        self.replies_awaited = 0                   # rows of `awaiting` a get_action waits for
         self.held_rows = 0                         # complete rows among them
         self.finished: List[tuple] = []            # (trajectory, slot) of ended episodes
         self.finished_rows = 0
@@ -107,11 +117,16 @@ class ExternalRunnerBase:
             events = self._next_events()
             self.perf.start_step()
             for index, event in enumerate(events):
+                if event[0] == STEPS:  # only as many steps as the fragment still has room for
+                    event, rest = self._split_steps(event, fragment - ready())
+                    if rest is not None:
+                        events.insert(index + 1, rest)
                 self._handle(event, explore, timestep)
                 if event[0] != REWARD and ready() >= fragment:
                     self.book.leftover.extend(events[index + 1:])
                     break
-            self._act(explore, timestep)
+            if ready() >= fragment or self._act_now():
+                self._act(explore, timestep)
             self.perf.end_step()
 
     def _running_episode(self, event: tuple):
@@ -147,15 +162,27 @@ class ExternalRunnerBase:
             except queue.Empty:
                 continue
         out = [first]
+        gathered = False
         while len(out) < MAX_EVENTS_PER_STEP:
             try:
                 out.append(events.get_nowait())
             except queue.Empty:
-                break
+                if gathered or any(event[0] == OBSERVATION and event[3] is not None
+                                   for event in out):
+                    break
+                time.sleep(GATHER_SECONDS)
+                gathered = True
         return out
 
     def _start(self, episode_id: str, training: bool):
         raise NotImplementedError
+
+    def _split_steps(self, event: tuple, room: int) -> tuple:
+        raise NotImplementedError
+
+    def _act_now(self) -> bool:
+        """Whether the rows awaiting their actions get them now, or wait for more to batch."""
+        return True
 
     def _handle(self, event: tuple, explore: bool, timestep: Optional[int]) -> None:
         raise NotImplementedError
@@ -195,6 +222,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
           ExternalEnvError: the env was closed while sampling.
         """
         complete = self.settings.complete_episodes
+        self.env.refresh_policy(explore)
         self._handle_until_fragment(lambda: self._ready_rows(complete), explore, timestep)
         pieces, self.book.finished, self.book.finished_rows = self.book.finished, [], 0
         if not complete:
@@ -229,21 +257,95 @@ class ExternalEnvRunner(ExternalRunnerBase):
             if info is not None:
                 episode.record_info(0, info)
             return
-        if running.unacted and (kind == END or self._initial_state):
-            # an episode's end, or a recurrent policy's next step, needs the actions before it
+        if running.unacted and (kind in (END, STEPS) or self._initial_state):
+            # an episode's end, logged steps, or a recurrent policy's next step, need the actions
+            # before them
             self._act(explore, timestep)
+        if kind == STEPS:
+            self._handle_steps(running, event, explore, timestep)
+            return
         observation = self._filter(event[2])
         if kind == OBSERVATION:
             self._complete_pending(running, observation, False, False)
             running.pending = row = {SampleBatch.OBS: observation}
             running.unacted += 1
             self.book.awaiting.append((running, row, event[3], event[4]))
+            self.book.replies_awaited += event[3] is not None
         elif kind == END:
             truncated = event[3]
             self._complete_pending(running, observation, not truncated, truncated)
             self._end(episode_id, running)
 
+    def _act_now(self) -> bool:
+        """A get_action waits, or enough logged rows (an inline-answered or logged action's)
+        gathered."""
+        book = self.book
+        return book.replies_awaited > 0 or len(book.awaiting) >= LOGGED_ROWS_PER_CALL
+
+    def _split_steps(self, event: tuple, room: int) -> tuple:
+        """A STEPS event cut in two where its rows would fill the fragment (`room` rows to go):
+        (the head, the rest or None)."""
+        count = len(event[4])
+        running = self.book.episodes.get(event[1])
+        if self.settings.complete_episodes or (running is not None and not running.training):
+            return event, None
+        # the first step completes the episode's pending row; a new episode has none
+        take = room if running is not None and running.pending is not None else room + 1
+        if take >= count:
+            return event, None
+
+        def part(start, stop):
+            cut = slice(start, stop)
+            return (STEPS, event[1], tree.map_structure(lambda a: a[cut], event[2]),
+                    tree.map_structure(lambda a: a[cut], event[3]), event[4][cut])
+
+        return part(0, take), part(take, count)
+
+    def _handle_steps(self, running: _RunningEpisode, event: tuple, explore: bool,
+                      timestep: Optional[int]) -> None:
+        """Logged steps of one episode (a STEPS event): one policy call for the extra outputs of
+        all of them, and their rows added column by column; the last row waits for the next
+        observation as a single step's would."""
+        observations, logged_actions, rewards = event[2], event[3], event[4]
+        count = len(rewards)
+        if self._initial_state:  # recurrent: each step needs the state the one before left
+            for i in range(count):
+                if rewards[i]:
+                    self._handle((REWARD, event[1], float(rewards[i]), None), explore, timestep)
+                self._handle((OBSERVATION, event[1], row_of(observations, i), None,
+                              row_of(logged_actions, i)), explore, timestep)
+            return
+        obs = self.obs_filter(observations)
+        started = time.perf_counter()
+        actions, _, extra = batched_policy_outputs(*self.policy.compute_actions(
+            obs, explore=explore, timestep=timestep))
+        actions, extra = take_logged_actions(self.policy, logged_actions, None, obs, actions,
+                                             extra)
+        self.perf.add_inference(time.perf_counter() - started)
+        episode = running.episode
+        total = float(rewards.sum())
+        episode.total_reward += total
+        episode.agent_rewards[(0, self.policy_id)] += total
+        episode.length += count
+        episode.record_action(0, row_of(actions, count - 1))
+        self.env_steps_sampled += count
+        running.reward += float(rewards[0])
+        self._complete_pending(running, row_of(obs, 0), False, False)
+        columns = dict(extra, **{SampleBatch.OBS: obs, SampleBatch.ACTIONS: actions})
+        if running.training and count > 1:
+            trajectory = running.trajectory.columns
+            for key, value in columns.items():
+                trajectory[key].extend(_rows(value, 0, count - 1))
+            trajectory[SampleBatch.NEXT_OBS].extend(_rows(obs, 1, count))
+            trajectory[SampleBatch.REWARDS].extend(clip_rewards(
+                rewards[1:].astype(np.float32), self.settings.clip_rewards))
+            trajectory[SampleBatch.TERMINATEDS].extend([False] * (count - 1))
+            trajectory[SampleBatch.TRUNCATEDS].extend([False] * (count - 1))
+        running.pending = {key: row_of(value, count - 1) for key, value in columns.items()}
+
     def _filter(self, observation: Any) -> Any:
+        if type(self.obs_filter) is NoFilter:
+            return observation
         return row_of(self.obs_filter(stack_rows([observation])), 0)
 
     def _start(self, episode_id: str, training: bool) -> _RunningEpisode:
@@ -298,6 +400,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
     def _act(self, explore: bool, timestep: Optional[int]) -> None:
         """One batched policy call for every observation awaiting its action."""
         waiting, self.book.awaiting = self.book.awaiting, []
+        self.book.replies_awaited = 0
         if not waiting:
             return
         obs = stack_rows([row[SampleBatch.OBS] for _, row, _, _ in waiting])
@@ -345,14 +448,27 @@ class ExternalEnvRunner(ExternalRunnerBase):
         return concat_samples(batches) if batches else SampleBatch()
 
 
-def take_logged_actions(policy, logged_actions: List[Any], logged: List[int], obs: Any,
+def _rows(batch: Any, start: int, stop: int) -> list:
+    """Rows `start` to `stop` of a batch (an array, or a nest of arrays) as a list of rows."""
+    if isinstance(batch, np.ndarray):
+        return list(batch[start:stop])
+    return [row_of(batch, i) for i in range(start, stop)]
+
+
+def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]], obs: Any,
                         actions: Any, extra: Dict[str, Any]) -> tuple:
     """`compute_actions`' actions and extra outputs with the actions the application logged
-    (`logged_actions[j]` for each row `j` in `logged`) in their rows, and those rows' action
-    likelihoods recomputed where the policy has them."""
-    actions = np.array(actions)
-    for j in logged:
-        actions[j] = logged_actions[j]
+    (`logged_actions[j]` for each row `j` in `logged`; with `logged` None, every row's, stacked
+    in `logged_actions`) in their rows, and those rows' action likelihoods recomputed where the
+    policy has them."""
+    if logged is None:
+        actions = np.asarray(logged_actions, actions.dtype) \
+            if isinstance(actions, np.ndarray) else logged_actions
+        logged = slice(None)
+    else:
+        actions = np.array(actions)
+        for j in logged:
+            actions[j] = logged_actions[j]
     if SampleBatch.ACTION_LOGP in extra or SampleBatch.ACTION_PROB in extra:
         try:
             logp = np.asarray(policy.compute_log_likelihoods(actions, obs), np.float32)

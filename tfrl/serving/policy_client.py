@@ -9,14 +9,17 @@ makes the ExternalEnv calls against a remote `PolicyServer` (policy_server.py):
     client.log_returns(episode_id, reward)
     client.end_episode(episode_id, observation)
 
-inference_mode "remote" (the default) asks the server for every action: one round trip each,
-and the trainer's current policy answers. "local" builds a copy of the server's policy in this
+inference_mode "remote" (the default) asks the server for every action, on one long-lived
+stream (`GetActionStream`; a client used from several threads at once sends the calls that find
+the stream busy as plain `GetAction` calls): one round trip each, and the trainer's current
+policy answers. "local" builds a copy of the server's policy in this
 process (its class, spaces and config from the server's `PolicyInfo`; the class must come from
 the tfrl package unless `policy_class` is given), acts with it (through its numpy copy,
 `NumpyActor`, where the policy has one), pulls fresh weights every
 `update_interval` seconds, and sends the episode's calls in batches (`Report`): at each episode
-end and every `report_every` calls. Local inference needs the server's `observation_filter` to be
-NoFilter (a filter's statistics live in the trainer).
+end and every `report_every` steps, an episode's consecutive steps as columns (one
+`log_actions` call of stacked observations, actions and rewards). Local inference needs the
+server's `observation_filter` to be NoFilter (a filter's statistics live in the trainer).
 
 `MultiAgentPolicyClient` makes the same calls against a `MultiAgentPolicyServer` with dicts
 keyed by agent id (RLlib classic's multi-agent PolicyClient calls); it infers remotely only.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import queue
 import threading
 import time
 import uuid
@@ -90,7 +94,14 @@ class PolicyClient:
         self._stub = pb_grpc.PolicyServiceStub(self._channel)
         self._metadata = ((TOKEN_METADATA_KEY, token),) if token is not None else ()
         self._lock = threading.Lock()
-        self._calls: List[pb.Call] = []
+        # local mode: the calls to report, in order; an episode's consecutive steps are one
+        # _Steps entry (open in `_open_steps` until a call of the episode or a flush closes it)
+        self._calls: List[Union[pb.Call, "_Steps"]] = []
+        self._open_steps: Dict[str, _Steps] = {}
+        self._buffered_steps = 0
+        self._stream: Optional[_ActionStream] = None
+        self._stream_lock = threading.Lock()
+        self._stream_supported = True
         self._report_in_flight = None  # a Report sent without waiting (local mode)
         self._flush_lock = threading.Lock()
         self.report_every = int(report_every)
@@ -99,7 +110,7 @@ class PolicyClient:
         self._numpy_inference = bool(numpy_inference)
         self.numpy_actor: Optional[NumpyActor] = None
         self._action_space = None
-        self._rewards: dict = {}  # remote mode: rewards not sent yet, by episode
+        self._rewards: dict = {}  # rewards not sent yet, by episode
         if inference_mode == "local":
             self._build_local_policy(policy_class)
             self.update_policy_weights()
@@ -112,14 +123,14 @@ class PolicyClient:
         if self.policy is None:
             return self._call("StartEpisode", request).episode_id
         request.episode_id = episode_id or uuid.uuid4().hex
-        self._queue(pb.Call(start_episode=request))
+        self._queue(request.episode_id, pb.Call(start_episode=request))
         return request.episode_id
 
     def get_action(self, episode_id: str, observation: Any) -> Any:
         """The action for `observation`: the server's policy's (remote), or the local copy's,
         recorded on the server as a logged action (local)."""
         if self.policy is None:
-            response = self._call("GetAction", pb.GetActionRequest(
+            response = self._request_action(pb.GetActionRequest(
                 episode_id=episode_id, observation=values.encode_value(observation),
                 reward=self._rewards.pop(episode_id, 0.0)))
             if len(response.action.leaves) == 1:
@@ -139,23 +150,27 @@ class PolicyClient:
 
     def log_action(self, episode_id: str, observation: Any, action: Any) -> None:
         """Records an action the application chose itself."""
-        request = pb.LogActionRequest(episode_id=episode_id,
-                                      observation=values.encode_value(observation),
-                                      action=values.encode_value(action),
-                                      reward=self._rewards.pop(episode_id, 0.0))
+        reward = self._rewards.pop(episode_id, 0.0)
         if self.policy is None:
-            self._call("LogAction", request)
-        else:
-            self._queue(pb.Call(log_action=request))
+            self._call("LogAction", pb.LogActionRequest(
+                episode_id=episode_id, observation=values.encode_value(observation),
+                action=values.encode_value(action), reward=reward))
+            return
+        with self._lock:
+            steps = self._open_steps.get(episode_id)
+            if steps is None:
+                steps = self._open_steps[episode_id] = _Steps(episode_id)
+                self._calls.append(steps)
+            steps.add(observation, action, reward)
+            self._buffered_steps += 1
+            full = self._buffered_steps >= self.report_every
+        if full:
+            self.flush(wait=False)
 
     def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
-        """Adds `reward` to the episode's current step (`info` is not sent). Remote mode: the
-        rewards travel with the episode's next call (no round trip of their own)."""
-        if self.policy is None:
-            self._rewards[episode_id] = self._rewards.get(episode_id, 0.0) + float(reward)
-        else:
-            self._queue(pb.Call(log_returns=pb.LogReturnsRequest(episode_id=episode_id,
-                                                                 reward=float(reward))))
+        """Adds `reward` to the episode's current step (`info` is not sent); the rewards travel
+        with the episode's next call (no call of their own)."""
+        self._rewards[episode_id] = self._rewards.get(episode_id, 0.0) + float(reward)
 
     def end_episode(self, episode_id: str, observation: Any, truncated: bool = False) -> None:
         """Ends the episode with its final observation (local mode: sends the buffered calls)."""
@@ -166,7 +181,7 @@ class PolicyClient:
         if self.policy is None:
             self._call("EndEpisode", request)
         else:
-            self._queue(pb.Call(end_episode=request))
+            self._queue(episode_id, pb.Call(end_episode=request))
             self.flush()
 
     # --- local inference ------------------------------------------------------------------------
@@ -190,12 +205,14 @@ class PolicyClient:
         with self._flush_lock:  # one report at a time, in order
             with self._lock:
                 calls, self._calls = self._calls, []
+                self._open_steps, self._buffered_steps = {}, 0
             in_flight, self._report_in_flight = self._report_in_flight, None
             if in_flight is not None:
                 self._result("Report", in_flight)
             if not calls:
                 return
-            request = pb.ReportRequest(calls=calls)
+            request = pb.ReportRequest(calls=[call if isinstance(call, pb.Call) else call.message()
+                                              for call in calls])
             if wait:
                 self._call("Report", request)
                 return
@@ -203,11 +220,18 @@ class PolicyClient:
                 request, metadata=self._metadata, timeout=self.timeout)
 
     def close(self) -> None:
-        """Sends what is buffered and closes the channel."""
+        """Sends what is buffered (local mode: rewards not yet sent with a step too) and closes
+        the channel."""
         try:
             if self.policy is not None:
+                for episode_id, reward in list(self._rewards.items()):
+                    self._queue(episode_id, pb.Call(log_returns=pb.LogReturnsRequest(
+                        episode_id=episode_id, reward=reward)))
+                self._rewards.clear()
                 self.flush()
         finally:
+            if self._stream is not None:
+                self._stream.close()
             self._channel.close()
 
     def __enter__(self):
@@ -216,12 +240,31 @@ class PolicyClient:
     def __exit__(self, *exc_info):
         self.close()
 
-    def _queue(self, call: pb.Call) -> None:
+    def _queue(self, episode_id: str, call: pb.Call) -> None:
+        """Local mode: buffers one call of the episode, after its steps buffered so far."""
         with self._lock:
+            self._open_steps.pop(episode_id, None)
             self._calls.append(call)
-            full = len(self._calls) >= self.report_every
-        if full:
-            self.flush(wait=False)
+
+    def _request_action(self, request: pb.GetActionRequest) -> pb.GetActionResponse:
+        """A remote GetAction, on the action stream unless another thread is using it (or the
+        server has none)."""
+        if not self._stream_supported or not self._stream_lock.acquire(blocking=False):
+            return self._call("GetAction", request)
+        try:
+            if self._stream is None:
+                self._stream = _ActionStream(self._stub, self._metadata)
+            try:
+                return self._stream.call(request)
+            except grpc.RpcError as exc:
+                self._stream.close()
+                self._stream = None
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # a server without streams
+                    self._stream_supported = False
+                    return self._call("GetAction", request)
+                raise _server_error("GetActionStream", exc) from None
+        finally:
+            self._stream_lock.release()
 
     def _remote_action_space(self):
         """The server's action space (read once: a structured action is unflattened by it)."""
@@ -273,6 +316,76 @@ class PolicyClient:
             raise _server_error(method, exc) from None
 
 
+class _Steps:
+    """Local mode: consecutive steps of one episode, sent as one `log_actions` call."""
+
+    __slots__ = ("episode_id", "observations", "actions", "rewards")
+
+    def __init__(self, episode_id: str):
+        self.episode_id = episode_id
+        self.observations: list = []
+        self.actions: list = []
+        self.rewards: List[float] = []
+
+    def add(self, observation: Any, action: Any, reward: float) -> None:
+        self.observations.append(observation)
+        self.actions.append(action)
+        self.rewards.append(reward)
+
+    def message(self) -> pb.Call:
+        from tfrl.rollout.trajectory import stack_rows
+
+        return pb.Call(log_actions=pb.LogActionsRequest(
+            episode_id=self.episode_id,
+            observations=values.encode_value(stack_rows(self.observations)),
+            actions=values.encode_value(stack_rows(self.actions)),
+            rewards=self.rewards if any(self.rewards) else ()))
+
+
+class _ActionStream:
+    """One GetActionStream call: each request written is answered by the next response.
+
+    A call waits for its answer as long as the server lets it (the server's `action_timeout_s`
+    ends a wait for the trainer with DEADLINE_EXCEEDED)."""
+
+    def __init__(self, stub, metadata):
+        self._requests: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._responses = stub.GetActionStream(self._written(), metadata=metadata)
+
+    def _written(self):
+        while True:
+            request = self._requests.get()
+            if request is None:
+                return
+            yield request
+
+    def call(self, request: pb.GetActionRequest) -> pb.GetActionResponse:
+        """The answer to `request`.
+
+        Raises:
+          grpc.RpcError: the server ended the stream (the status says why).
+        """
+        self._requests.put(request)
+        try:
+            return next(self._responses)
+        except StopIteration:
+            raise _StreamEnded() from None
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._responses.cancel()
+
+
+class _StreamEnded(grpc.RpcError):
+    """The server closed the action stream without a status (it is shutting down)."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "the server ended the action stream"
+
+
 class MultiAgentPolicyClient(PolicyClient):
     """Calls a MultiAgentPolicyServer with one value per agent (remote inference only):
 
@@ -314,7 +427,7 @@ class MultiAgentPolicyClient(PolicyClient):
             value outside its space: INVALID_ARGUMENT).
         """
         keys = _agent_keys(observation_dict, "observation_dict")
-        response = self._call("GetAction", pb.GetActionRequest(
+        response = self._request_action(pb.GetActionRequest(
             episode_id=episode_id, agent_observations=_encode_agents(observation_dict),
             agent_rewards=self._rewards.pop(episode_id, {})))
         return {keys.get(key, key): self._agent_action(key, message)

@@ -13,6 +13,15 @@ Use it as the trainer's env, served by the trainer's own worker:
     trainer = PPOTrainer(env=lambda ctx: PolicyServer(obs_space, action_space, port=9900),
                          config={"num_workers": 0})
 
+A remote client's actions come on one long-lived stream (`GetActionStream`; plain `GetAction`
+calls are served too). Where the worker's policy has a numpy copy (`NumpyActor`: the default
+fully connected policies) and no observation filter, the server answers each of them in the
+calling thread with that copy, refreshed at the start of every `sample()`, and records the step
+as a logged action whose likelihood the worker recomputes (the same distribution as the
+trainer's policy; `inline_inference=False` or another policy: the worker's sampling loop
+answers, batched over the episodes waiting). A local-inference client's steps come in columns
+(`log_actions` in a `Report`), checked with one vectorised comparison each.
+
 It listens on 127.0.0.1 unless given another host, can require a token (metadata key
 `tfrl-policy-token`) and serve over TLS, decodes values with numpy only (nothing received is
 unpickled), and answers a bad call with INVALID_ARGUMENT while it goes on serving the others.
@@ -39,6 +48,7 @@ from tfrl import errors
 from tfrl.env.external_env import ExternalEnv
 from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
+from tfrl.serving.numpy_actor import NumpyActor
 from tfrl.serving.proto import policy_service_pb2 as pb
 from google.protobuf.message import DecodeError
 
@@ -66,10 +76,17 @@ class PolicyServer(ExternalEnv):
       token: a shared secret every call must carry (`PolicyClient(token=...)`); None for none.
       tls_certificate, tls_private_key: PEM bytes (or str) to serve over TLS.
       max_concurrent: the most episodes running at once.
-      max_workers: threads serving calls; each remote `get_action` holds one while it waits.
+      max_workers: threads serving calls; each remote client's action stream holds one while it
+        is open, each other call one while it runs.
       action_timeout_s: how long a `get_action` waits for the trainer to sample before the call
         ends with DEADLINE_EXCEEDED.
       max_message_bytes: the largest message accepted; larger ones end with RESOURCE_EXHAUSTED.
+      inline_inference: answer remote `get_action` calls in the serving thread with the policy's
+        numpy copy where it has one (see the module docstring); False: always through the
+        worker's sampling loop.
+      inline_max_backlog: the most events waiting for the worker before inline answers stop
+        (the calls then wait for the sampling loop, so a trainer that does not sample holds
+        clients back instead of queueing without bound).
 
     Raises:
       InvalidConfigError: only one of certificate and key.
@@ -81,8 +98,9 @@ class PolicyServer(ExternalEnv):
     def __init__(self, observation_space, action_space, *, host: str = "127.0.0.1", port: int = 0,
                  token: Optional[str] = None, tls_certificate: Optional[Union[bytes, str]] = None,
                  tls_private_key: Optional[Union[bytes, str]] = None, max_concurrent: int = 100,
-                 max_workers: int = 32, action_timeout_s: float = 60.0,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+                 max_workers: int = 64, action_timeout_s: float = 60.0,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 inline_inference: bool = True, inline_max_backlog: int = 4096):
         super().__init__(action_space, observation_space, max_concurrent=max_concurrent,
                          action_timeout_s=action_timeout_s)
         if (tls_certificate is None) != (tls_private_key is None):
@@ -91,6 +109,11 @@ class PolicyServer(ExternalEnv):
         self._token = token
         self._policy = None
         self._policy_config: dict = {}
+        self.inline_inference = bool(inline_inference)
+        self.inline_max_backlog = int(inline_max_backlog)
+        self._actor: Optional[NumpyActor] = None  # the inline copy of the policy, or None
+        self._explore = True
+        self._adapter = None
         self._server = grpc.server(
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix="policy-server"),
@@ -124,6 +147,39 @@ class PolicyServer(ExternalEnv):
         """Serves `policy` (the worker's acting copy) to local-inference clients."""
         self._policy = policy
         self._policy_config = config
+
+    def refresh_policy(self, explore: bool) -> None:
+        """The worker starts a sample(): the inline copy takes the policy's current weights."""
+        policy, config = self._policy, self._policy_config
+        if not self.inline_inference or self.multi_agent or policy is None \
+                or str(config.get("observation_filter", "NoFilter")) != "NoFilter":
+            return
+        actor = NumpyActor.from_policy(policy)
+        if actor is not None and self._adapter is None:
+            from tfrl.rollout.action_adapter import ActionAdapter
+
+            self._adapter = ActionAdapter(
+                self.action_space, "PolicyServer",
+                clip_actions=bool(config.get("clip_actions", False)),
+                normalize_actions=bool(config.get("normalize_actions", False)))
+        self._explore = bool(explore)
+        self._actor = actor
+
+    def get_action(self, episode_id: str, observation: Any, reward: float = 0.0) -> Any:
+        """ExternalEnv.get_action, answered here by the inline copy of the policy when there is
+        one (see the module docstring).
+
+        Raises:
+          As ExternalEnv.get_action.
+        """
+        actor = self._actor
+        if actor is None or self.events.qsize() >= self.inline_max_backlog:
+            return super().get_action(episode_id, observation, reward)
+        observation = self._checked(observation, self.observation_space, "observation",
+                                    errors.InvalidObservationError)
+        actions = actor.act(observation, self._explore)
+        self._queue_checked_observation(episode_id, observation, None, actions[0], reward)
+        return self._adapter.env_action(self._adapter(actions), 0)
 
     def run(self) -> None:
         self._closed_event.wait()
@@ -297,21 +353,32 @@ def _method_handlers(servicer: "_Servicer"):
         method = getattr(servicer, name)
 
         def handle(raw: bytes, context):
-            request = request_class()
-            try:
-                request.ParseFromString(raw)
-            except DecodeError as exc:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"{name}: the request is not a {request_class.DESCRIPTOR.full_name} "
-                              f"message ({exc}); build it from policy_service.proto")
-            return method(request, context)
+            return method(_parsed(name, request_class, raw, context), context)
 
         return grpc.unary_unary_rpc_method_handler(
-            handle, request_deserializer=None,
-            response_serializer=lambda message: message.SerializeToString())
+            handle, request_deserializer=None, response_serializer=_serialized)
 
-    return grpc.method_handlers_generic_handler(
-        SERVICE_NAME, {name: handler(name, request) for name, (request, _) in METHODS.items()})
+    handlers = {name: handler(name, request) for name, (request, _) in METHODS.items()}
+    handlers["GetActionStream"] = grpc.stream_stream_rpc_method_handler(
+        servicer.GetActionStream, request_deserializer=None, response_serializer=_serialized)
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+
+def _serialized(message) -> bytes:
+    return message.SerializeToString()
+
+
+def _parsed(name: str, request_class, raw: bytes, context):
+    """The request message in `raw`; a request that does not parse ends the call with
+    INVALID_ARGUMENT."""
+    request = request_class()
+    try:
+        request.ParseFromString(raw)
+    except DecodeError as exc:
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                      f"{name}: the request is not a {request_class.DESCRIPTOR.full_name} "
+                      f"message ({exc}); build it from policy_service.proto")
+    return request
 
 
 class _Servicer:
@@ -320,8 +387,9 @@ class _Servicer:
     def __init__(self, server: PolicyServer):
         self.server = server
 
-    def _serve(self, context, call: Callable[[], Any]) -> Any:
-        self.server.check_token(context)
+    def _serve(self, context, call: Callable[[], Any], checked_token: bool = False) -> Any:
+        if not checked_token:
+            self.server.check_token(context)
         try:
             return call()
         except errors.TfrlError as exc:
@@ -330,12 +398,18 @@ class _Servicer:
                 code = grpc.StatusCode.UNAVAILABLE
             context.abort(code, str(exc))
 
+    def GetActionStream(self, raw_requests, context):
+        self.server.check_token(context)
+        for raw in raw_requests:
+            yield self.GetAction(_parsed("GetActionStream", pb.GetActionRequest, raw, context),
+                                 context, checked_token=True)
+
     def StartEpisode(self, request, context):
         env = self.server
         return self._serve(context, lambda: pb.StartEpisodeResponse(episode_id=env.start_episode(
             request.episode_id or None, training_enabled=not request.training_disabled)))
 
-    def GetAction(self, request, context):
+    def GetAction(self, request, context, checked_token: bool = False):
         env = self.server
 
         def act():
@@ -343,7 +417,7 @@ class _Servicer:
             action = env.get_action(request.episode_id, observation, env.decode_reward(request))
             return env.action_response(action)
 
-        return self._serve(context, act)
+        return self._serve(context, act, checked_token)
 
     def LogAction(self, request, context):
         return self._serve(context, lambda: _log_action(self.server, request) or pb.Empty())
@@ -402,6 +476,16 @@ def _apply(env: PolicyServer, call) -> None:
         env.log_returns(call.log_returns.episode_id, env.decode_reward(call.log_returns))
     elif kind == "end_episode":
         _end_episode(env, call.end_episode)
+    elif kind == "log_actions":
+        if env.multi_agent:
+            raise errors.ExternalEnvError(
+                "this policy server is multi-agent: log each step with log_action (agent_* fields)")
+        steps = call.log_actions
+        env.log_actions(steps.episode_id,
+                        values.decode_value(steps.observations, env.observation_space,
+                                            "observations"),
+                        values.decode_value(steps.actions, env.action_space, "actions"),
+                        np.array(steps.rewards, np.float64))
     else:
         raise errors.ExternalEnvError("an empty call in the report")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, List
 
+import gymnasium.spaces as spaces
 import numpy as np
 import tree
 
@@ -23,6 +24,8 @@ ALLOWED_DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", 
 
 # dtype -> (its name, the little-endian dtype it travels as); numpy's dtype.name is slow
 _WIRE_DTYPES: dict = {}
+# a Tensor's dtype name -> (the little-endian dtype it travels as, the native dtype it becomes)
+_READ_DTYPES: dict = {}
 
 
 def _wire_dtype(dtype: np.dtype) -> tuple:
@@ -50,19 +53,26 @@ def tensor_array(message: pb.Tensor) -> np.ndarray:
       ExternalEnvError: a dtype that is not allowed, a negative dimension, or bytes that do not
         match the shape.
     """
-    if message.dtype not in ALLOWED_DTYPES:
+    dtypes = _READ_DTYPES.get(message.dtype)
+    if dtypes is None:
+        if message.dtype not in ALLOWED_DTYPES:
+            raise errors.ExternalEnvError(
+                f"tensor dtype {message.dtype!r} is not one of {sorted(ALLOWED_DTYPES)}")
+        wire = np.dtype(message.dtype).newbyteorder("<")
+        dtypes = _READ_DTYPES[message.dtype] = (wire, wire.newbyteorder("="))
+    wire, native = dtypes
+    shape = tuple(message.shape)
+    count = 1
+    for dimension in shape:
+        if dimension < 0:
+            raise errors.ExternalEnvError(f"tensor shape {shape} has a negative dimension")
+        count *= dimension
+    data = message.data
+    if len(data) != count * wire.itemsize:
         raise errors.ExternalEnvError(
-            f"tensor dtype {message.dtype!r} is not one of {sorted(ALLOWED_DTYPES)}")
-    shape = tuple(int(d) for d in message.shape)
-    if any(d < 0 for d in shape):
-        raise errors.ExternalEnvError(f"tensor shape {shape} has a negative dimension")
-    dtype = np.dtype(message.dtype).newbyteorder("<")
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(message.data) != expected:
-        raise errors.ExternalEnvError(
-            f"tensor of dtype {message.dtype} and shape {list(shape)} needs {expected} bytes, got "
-            f"{len(message.data)}")
-    return np.frombuffer(message.data, dtype=dtype).reshape(shape).astype(dtype.newbyteorder("="))
+            f"tensor of dtype {message.dtype} and shape {list(shape)} needs "
+            f"{count * wire.itemsize} bytes, got {len(data)}")
+    return np.frombuffer(data, dtype=wire).astype(native).reshape(shape)
 
 
 def encode_value(value: Any) -> pb.SpaceValue:
@@ -77,6 +87,12 @@ def decode_value(message: pb.SpaceValue, space, what: str) -> Any:
     Raises:
       ExternalEnvError: a malformed tensor, or a number of leaves other than the space has.
     """
+    if not isinstance(space, (spaces.Dict, spaces.Tuple)):  # one leaf: the common case, fast
+        if len(message.leaves) != 1:
+            raise errors.ExternalEnvError(
+                f"the {what} has {len(message.leaves)} leaves, but the {what} space {space} has 1")
+        leaf = tensor_array(message.leaves[0])
+        return leaf[()] if leaf.ndim == 0 else leaf
     structure = space_structure(space)
     leaves = [tensor_array(t) for t in message.leaves]
     expected = len(tree.flatten(structure))
@@ -89,8 +105,6 @@ def decode_value(message: pb.SpaceValue, space, what: str) -> Any:
 
 def space_structure(space) -> Any:
     """The nest of a space's values (leaves are placeholders), in dm-tree's order."""
-    import gymnasium.spaces as spaces
-
     if isinstance(space, spaces.Dict):
         return {k: space_structure(s) for k, s in space.spaces.items()}
     if isinstance(space, spaces.Tuple):
@@ -120,8 +134,6 @@ def space_from_json(text: str):
 
 
 def _space_dict(space) -> dict:
-    import gymnasium.spaces as spaces
-
     if isinstance(space, spaces.Box):
         return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
                 "shape": list(space.shape), "dtype": space.dtype.name}
@@ -141,8 +153,6 @@ def _space_dict(space) -> dict:
 
 
 def _space_from_dict(spec: dict):
-    import gymnasium.spaces as spaces
-
     kind = spec["type"]
     if kind == "Box":
         dtype = np.dtype(spec["dtype"])

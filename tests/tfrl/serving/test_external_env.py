@@ -149,3 +149,92 @@ def test_a_waiting_get_action_fails_on_close_and_times_out_without_a_sampler():
     patient.action_timeout_s = 0.2
     with pytest.raises(errors.ActionTimeoutError, match="no action within 0.2 s"):
         patient.get_action(patient.start_episode(), OBS[0])
+
+
+STEP_OBS = [np.array([0.01 * i, -0.01 * i, 0.02, 0.001 * i], np.float32) for i in range(12)]
+STEP_ACTIONS = [i % 2 for i in range(11)]
+STEP_REWARDS = [float(i) for i in range(11)]  # earned after step i
+
+
+class OneStepAtATime(ExternalEnv):
+    """Eleven logged steps of one episode, a log_action call each."""
+
+    def __init__(self, _ctx=None):
+        super().__init__(CARTPOLE.action_space, CARTPOLE.observation_space)
+
+    def run(self):
+        episode = self.start_episode()
+        for i in range(11):
+            self.log_action(episode, STEP_OBS[i], STEP_ACTIONS[i])
+            self.log_returns(episode, STEP_REWARDS[i])
+        self.end_episode(episode, STEP_OBS[11], truncated=True)
+
+
+class StepsInColumns(ExternalEnv):
+    """The same eleven steps as three log_actions calls of stacked rows (4 + 5 + 2), the
+    rewards of each step sent before the next one, as a client sends them."""
+
+    def __init__(self, _ctx=None):
+        super().__init__(CARTPOLE.action_space, CARTPOLE.observation_space)
+
+    def run(self):
+        episode = self.start_episode()
+        before = [0.0] + STEP_REWARDS[:-1]
+        for start, stop in ((0, 4), (4, 9), (9, 11)):
+            self.log_actions(episode, np.stack(STEP_OBS[start:stop]),
+                             np.array(STEP_ACTIONS[start:stop]), before[start:stop])
+        self.end_episode(episode, STEP_OBS[11], truncated=True, reward=STEP_REWARDS[-1])
+
+
+@pytest.mark.parametrize("batch_mode,fragment", [("complete_episodes", 11),
+                                                 ("truncate_episodes", 3)])
+def test_log_actions_gives_the_rows_of_as_many_log_action_calls(batch_mode, fragment):
+    columns = (SampleBatch.OBS, SampleBatch.NEXT_OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS,
+               SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS, SampleBatch.T,
+               SampleBatch.ACTION_LOGP)
+    sampled = {}
+    for env_class in (OneStepAtATime, StepsInColumns):
+        worker = make_worker(env_class, batch_mode=batch_mode, rollout_fragment_length=fragment,
+                             seed=7)  # the same initial weights, so the same likelihoods
+        try:
+            batches = [worker.sample() for _ in range(11 // fragment)]
+            sampled[env_class] = batches
+            metrics = worker.get_metrics()
+        finally:
+            worker.stop()
+        # every fragment holds exactly its rows, in a block's middle as well
+        assert [b.count for b in batches] == [fragment] * (11 // fragment)
+        if batch_mode == "complete_episodes":
+            assert [(m.episode_length, m.episode_reward) for m in metrics] == [(11, 55.0)]
+    for one, columnar in zip(sampled[OneStepAtATime], sampled[StepsInColumns]):
+        for column in columns:
+            np.testing.assert_allclose(columnar[column], one[column], rtol=1e-6, err_msg=column)
+    rows = sampled[StepsInColumns]
+    np.testing.assert_allclose(np.concatenate([b[SampleBatch.REWARDS] for b in rows]),
+                               STEP_REWARDS[:len(rows) * fragment])
+
+
+def test_log_actions_is_checked_whole_before_anything_is_recorded():
+    env = ScriptedEnv()
+    episode = env.start_episode()
+    good = np.stack(STEP_OBS[:3])
+    bad = good.copy()
+    bad[2, 0] = 100.0
+    with pytest.raises(errors.InvalidObservationError, match="step 2 of 3"):
+        env.log_actions(episode, bad, np.array([0, 1, 0]))
+    with pytest.raises(errors.ActionOutOfSpaceError, match="step 1 of 3"):
+        env.log_actions(episode, good, np.array([0, 2, 0]))
+    with pytest.raises(errors.InvalidObservationError, match=r"shape \(3, 3\)"):
+        env.log_actions(episode, good[:, :3], np.array([0, 1, 0]))
+    with pytest.raises(errors.ExternalEnvError, match="3 observations but 2 actions"):
+        env.log_actions(episode, good, np.array([0, 1]))
+    with pytest.raises(errors.ExternalEnvError, match="3 steps but 1 rewards"):
+        env.log_actions(episode, good, np.array([0, 1, 0]), [1.0])
+    with pytest.raises(errors.ExternalEnvError, match="finite"):
+        env.log_actions(episode, good, np.array([0, 1, 0]), [0.0, float("inf"), 0.0])
+    with pytest.raises(errors.ExternalEnvError, match="unknown episode id"):
+        env.log_actions("nobody", good, np.array([0, 1, 0]))
+    env.log_actions(episode, good, np.array([0, 1, 0]))
+    events = [env.events.get_nowait() for _ in range(env.events.qsize())]
+    assert [e[0] for e in events] == ["start", "steps"]  # only the good call became an event
+    np.testing.assert_array_equal(events[1][2], good)

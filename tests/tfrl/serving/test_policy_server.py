@@ -201,12 +201,14 @@ def test_a_local_clients_refused_report_surfaces_at_its_next_flush_and_the_clien
     client = PolicyClient(worker.env.address, "local", report_every=2, timeout=20)
     try:
         assert client.numpy_actor is not None
-        # two calls fill a report, which goes out without waiting for its answer
-        client.log_returns("nobody", 1.0)
-        client.log_returns("nobody", 1.0)
+        # two steps fill a report, which goes out without waiting for its answer
+        stray = np.zeros(4, np.float32)
+        client.log_action("nobody", stray, 0)
+        client.log_action("nobody", stray, 1)
         with pytest.raises(errors.PolicyServerError) as info:
             client.flush()
         assert info.value.code == "INVALID_ARGUMENT" and "unknown episode id" in str(info.value)
+        assert "(log_actions)" in str(info.value)
         episode = client.start_episode()
         observations = [np.array([0.01 * i, 0.0, 0.02, 0.0], np.float32) for i in range(3)]
         actions = [client.get_action(episode, observations[i]) for i in range(2)]
@@ -259,3 +261,136 @@ def test_the_serving_example_trains_with_its_application_loop_and_a_token(ray_se
     assert result["timesteps_total"] == example.PPO_CONFIG["train_batch_size"]
     assert result["episodes_total"] > 0
     assert sorted(result["hist_stats"]["episode_reward"]) == sorted(returns[:result["episodes_total"]])
+
+
+def test_the_action_stream_answers_each_request_in_order_and_a_bad_one_ends_only_that_stream():
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
+        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 4,
+                     "model": {"fcnet_hiddens": [8]}})
+    server = worker.env
+    sampled = []
+    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
+    sampler.start()
+    client = PolicyClient(server.address, timeout=20)
+    channel = grpc.insecure_channel(server.address)
+    stream = channel.stream_stream("/tfrl.serving.PolicyService/GetActionStream",
+                                   request_serializer=pb.GetActionRequest.SerializeToString,
+                                   response_deserializer=pb.GetActionResponse.FromString)
+    try:
+        episode = client.start_episode()
+        observations = [np.array([0.01 * i, 0.0, -0.02, 0.0], np.float32) for i in range(5)]
+        # any gRPC client can use the stream: three requests, three answers, in order
+        answers = list(stream(iter([pb.GetActionRequest(episode_id=episode,
+                                                        observation=encode_value(obs), reward=1.0)
+                                    for obs in observations[:3]]), timeout=20))
+        actions = [int(np.frombuffer(a.action.leaves[0].data, np.int64)[0]) for a in answers]
+        assert len(actions) == 3 and set(actions) <= {0, 1}
+        # a bad request ends its stream with INVALID_ARGUMENT, after the good one before it
+        bad = iter([pb.GetActionRequest(episode_id=episode, observation=encode_value(observations[3])),
+                    pb.GetActionRequest(episode_id=episode, observation=encode_value(
+                        np.array([100.0, 0, 0, 0], np.float32)))])
+        replies = stream(bad, timeout=20)
+        actions.append(int(np.frombuffer(next(replies).action.leaves[0].data, np.int64)[0]))
+        with pytest.raises(grpc.RpcError) as info:
+            next(replies)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "not in the observation space" in info.value.details()
+        # the server goes on serving: the client's own stream, then the episode's end
+        actions.append(client.get_action(episode, observations[4]))
+        client.end_episode(episode, np.zeros(4, np.float32))
+        sampler.join(20)
+        batch = sampled[0]
+        np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(observations))
+        assert batch[SampleBatch.ACTIONS].tolist() == [int(a) for a in actions]
+        # each request's reward was earned before it: the first one's counts for the first step
+        np.testing.assert_allclose(batch[SampleBatch.REWARDS], [2.0, 1.0, 0.0, 0.0, 0.0])
+    finally:
+        channel.close()
+        client.close()
+        worker.stop()
+
+
+def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_a_backlog():
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space,
+                                 action_timeout_s=0.5, inline_max_backlog=3),
+        PGTFPolicy, {"batch_mode": "truncate_episodes", "rollout_fragment_length": 2,
+                     "model": {"fcnet_hiddens": [8]}})
+    server = worker.env
+    client = PolicyClient(server.address, timeout=20)
+    policy = worker.get_policy()
+    observations = [np.array([0.02 * i, 0.1, -0.01, 0.0], np.float32) for i in range(7)]
+    try:
+        episode = client.start_episode()
+        sampler = threading.Thread(target=worker.sample, daemon=True)
+        sampler.start()
+        actions = [client.get_action(episode, obs) for obs in observations[:3]]
+        sampler.join(20)  # two rows complete: the first sample() has returned
+        assert not sampler.is_alive()
+        # no sample() runs now: the server's numpy copy of the policy answers by itself while
+        # fewer than 3 events wait for the worker...
+        actions += [client.get_action(episode, obs) for obs in observations[3:6]]
+        assert server.events.qsize() == 3
+        # ...and then a call waits for the worker's sampling loop, which is not running
+        with pytest.raises(errors.PolicyServerError) as info:
+            client.get_action(episode, observations[6])
+        assert info.value.code == "DEADLINE_EXCEEDED"
+        batch = worker.sample()  # the worker catches up with the waiting events
+        np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(observations[2:4]))
+        assert batch[SampleBatch.ACTIONS].tolist() == [int(a) for a in actions[2:4]]
+        # the inline answers are recorded with the policy's own likelihood of each action
+        expected = policy.compute_log_likelihoods(batch[SampleBatch.ACTIONS], batch[SampleBatch.OBS])
+        np.testing.assert_allclose(batch[SampleBatch.ACTION_LOGP], expected, rtol=1e-5)
+    finally:
+        client.close()
+        worker.stop()
+
+
+def test_a_local_client_sends_steps_as_columns_and_the_rows_are_the_ones_played():
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
+        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 9,
+                     "model": {"fcnet_hiddens": [8]}})
+    server = worker.env
+    sampled = []
+    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
+    sampler.start()
+    client = PolicyClient(server.address, "local", report_every=4, timeout=20)
+    channel = grpc.insecure_channel(server.address)
+    try:
+        episode = client.start_episode()
+        observations = [np.array([0.01 * i, 0.0, 0.02, -0.01 * i], np.float32) for i in range(10)]
+        actions = []
+        for i in range(9):  # reports go out every 4 steps, each episode's steps as columns
+            actions.append(client.get_action(episode, observations[i]))
+            client.log_returns(episode, float(i))
+            client.log_returns(episode, 0.5)
+        client.end_episode(episode, observations[9])
+        sampler.join(20)
+        batch = sampled[0]
+        np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(observations[:9]))
+        np.testing.assert_allclose(batch[SampleBatch.NEXT_OBS], np.stack(observations[1:]))
+        assert batch[SampleBatch.ACTIONS].tolist() == [int(a) for a in actions]
+        np.testing.assert_allclose(batch[SampleBatch.REWARDS], np.arange(9.0) + 0.5)
+        assert batch[SampleBatch.TERMINATEDS].tolist() == [False] * 8 + [True]
+
+        # a columnar call with a bad row is refused whole, with the row named
+        other = client.start_episode()
+        client.flush()
+        rows = np.stack(observations[:3])
+        rows[1, 2] = 9.0
+        report = pb.ReportRequest(calls=[pb.Call(log_actions=pb.LogActionsRequest(
+            episode_id=other, observations=encode_value(rows),
+            actions=encode_value(np.array([0, 1, 0])), rewards=[0.0, 1.0, 2.0]))])
+        with pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary("/tfrl.serving.PolicyService/Report")(report.SerializeToString(),
+                                                                     timeout=10)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "step 1 of 3" in info.value.details() and "(log_actions)" in info.value.details()
+        waiting = [server.events.get_nowait()[0] for _ in range(server.events.qsize())]
+        assert waiting == ["start"]  # the episode's start; nothing of the refused call
+    finally:
+        channel.close()
+        client.close()
+        worker.stop()

@@ -44,6 +44,11 @@ class PolicyServiceStub:
                 request_serializer=policy__service__pb2.GetActionRequest.SerializeToString,
                 response_deserializer=policy__service__pb2.GetActionResponse.FromString,
                 _registered_method=True)
+        self.GetActionStream = channel.stream_stream(
+                '/tfrl.serving.PolicyService/GetActionStream',
+                request_serializer=policy__service__pb2.GetActionRequest.SerializeToString,
+                response_deserializer=policy__service__pb2.GetActionResponse.FromString,
+                _registered_method=True)
         self.LogAction = channel.unary_unary(
                 '/tfrl.serving.PolicyService/LogAction',
                 request_serializer=policy__service__pb2.LogActionRequest.SerializeToString,
@@ -87,6 +92,15 @@ class PolicyServiceServicer:
 
     def GetAction(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetActionStream(self, request_iterator, context):
+        """GetAction calls on one long-lived stream: each request written is answered by one response,
+        in order, without a call's set-up cost per action. A refused request ends the stream with
+        its status code; open a new stream to go on.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -137,6 +151,11 @@ def add_PolicyServiceServicer_to_server(servicer, server):
             ),
             'GetAction': grpc.unary_unary_rpc_method_handler(
                     servicer.GetAction,
+                    request_deserializer=policy__service__pb2.GetActionRequest.FromString,
+                    response_serializer=policy__service__pb2.GetActionResponse.SerializeToString,
+            ),
+            'GetActionStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.GetActionStream,
                     request_deserializer=policy__service__pb2.GetActionRequest.FromString,
                     response_serializer=policy__service__pb2.GetActionResponse.SerializeToString,
             ),
@@ -223,6 +242,33 @@ class PolicyService:
             request,
             target,
             '/tfrl.serving.PolicyService/GetAction',
+            policy__service__pb2.GetActionRequest.SerializeToString,
+            policy__service__pb2.GetActionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetActionStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tfrl.serving.PolicyService/GetActionStream',
             policy__service__pb2.GetActionRequest.SerializeToString,
             policy__service__pb2.GetActionResponse.FromString,
             options,
