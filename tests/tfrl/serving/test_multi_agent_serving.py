@@ -25,9 +25,6 @@ OBS_SPACES = {"a": CARTPOLE.observation_space,
               "b": gym.spaces.Box(-1.0, 1.0, (2,), np.float32)}
 ACT_SPACES = {"a": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(3)}
 MAPPING = {"a": "policy_a", "b": "policy_b"}
-# the trainer's replay writer needs the two policies' columns alike: "b" with "a"'s spaces
-SAME_OBS_SPACES = {"a": CARTPOLE.observation_space, "b": CARTPOLE.observation_space}
-SAME_ACT_SPACES = {"a": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(2)}
 
 
 def policy_of(agent_id):
@@ -42,11 +39,13 @@ def observations(t, agents=("a", "b"), spaces=OBS_SPACES):
 
 class FourStepEpisodes(ExternalMultiAgentEnv):
     """Episodes of 4 steps until closed: "a" acts at every step, "b" at steps 0 and 2; step 2's
-    actions are the application's own (log_action: "b" takes its last action). Each agent earns 1
-    for action 1."""
+    actions are the application's own (log_action: "b" takes its last action). Each agent earns
+    `reward_of(action)`: 1 for action 1, else 0, unless told otherwise."""
 
-    def __init__(self, _ctx=None, obs_spaces=OBS_SPACES, act_spaces=ACT_SPACES):
+    def __init__(self, _ctx=None, obs_spaces=OBS_SPACES, act_spaces=ACT_SPACES,
+                 reward_of=lambda action: float(action == 1)):
         super().__init__(act_spaces, obs_spaces)
+        self.reward_of = reward_of
 
     def run(self):
         spaces = self.observation_spaces
@@ -60,7 +59,7 @@ class FourStepEpisodes(ExternalMultiAgentEnv):
                 else:
                     actions = self.get_action(episode, observations(t, agents, spaces))
                 assert set(actions) == set(agents)
-                self.log_returns(episode, {a: float(actions[a] == 1) for a in agents})
+                self.log_returns(episode, {a: self.reward_of(actions[a]) for a in agents})
             self.end_episode(episode, observations(4, spaces=spaces))
 
 
@@ -87,9 +86,10 @@ def test_a_two_policy_trainer_learns_from_a_scripted_multi_agent_external_env(ra
 
     RowsPerPolicy.rows = []
     trainer = PGTrainer(
-        env=lambda ctx: FourStepEpisodes(ctx, SAME_OBS_SPACES, SAME_ACT_SPACES),
-        config=two_policy_config(obs_spaces=SAME_OBS_SPACES, act_spaces=SAME_ACT_SPACES,
-                                 callbacks=RowsPerPolicy))
+        # each policy with spaces of its own; every step earns something, so every policy's
+        # gradient is nonzero whichever actions it samples
+        env=lambda ctx: FourStepEpisodes(ctx, reward_of=lambda action: 1.0 + (action == 1)),
+        config=two_policy_config(callbacks=RowsPerPolicy))
     try:
         before = {pid: [w.copy() for w in trainer.get_policy(pid).get_weights()]
                   for pid in MAPPING.values()}
