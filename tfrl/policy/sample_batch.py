@@ -92,8 +92,9 @@ class SampleBatch(dict):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for key in list(self.keys()):
-            dict.__setitem__(self, key, _to_array(dict.__getitem__(self, key)))
+        for key, value in list(dict.items(self)):
+            if not isinstance(value, np.ndarray):
+                dict.__setitem__(self, key, _to_array(value))
         self.count = self._compute_count()
 
     # ----- size -------------------------------------------------------------------------
@@ -105,6 +106,26 @@ class SampleBatch(dict):
         return self.SEQ_LENS in self and key.startswith("state_in_")
 
     def _compute_count(self) -> int:
+        # runs on every construction and column write: plain arrays skip the nest walk
+        sequenced = self.SEQ_LENS in self
+        count = None
+        for key, value in dict.items(self):
+            if key == self.SEQ_LENS or (sequenced and key.startswith("state_in_")):
+                continue
+            if isinstance(value, np.ndarray):
+                n = len(value)
+            else:
+                leaves = tree.flatten(value)
+                if not leaves:
+                    continue
+                n = len(leaves[-1])
+            if count is None:
+                count = n
+            elif n != count:
+                return self._count_or_raise()
+        return 0 if count is None else count
+
+    def _count_or_raise(self) -> int:
         lengths = {}
         for key in self._row_keys():
             for leaf in tree.flatten(dict.__getitem__(self, key)):
@@ -123,6 +144,11 @@ class SampleBatch(dict):
 
     def __setitem__(self, key, value):
         value = _to_array(value)
+        if (isinstance(value, np.ndarray) and key != self.SEQ_LENS
+                and not self._is_sequence_state(key) and dict.__len__(self)
+                and len(value) == self.count):
+            dict.__setitem__(self, key, value)  # one more column of the batch's length
+            return
         if key != self.SEQ_LENS and not self._is_sequence_state(key) and dict.__len__(self):
             n = len(_first_leaf(value))
             if self._row_keys() and n != self.count and not (
@@ -147,8 +173,11 @@ class SampleBatch(dict):
     def copy(self, shallow: bool = False) -> "SampleBatch":
         """A copy of the batch (column arrays copied unless `shallow`)."""
         if shallow:
-            return SampleBatch(dict(self))
-        return SampleBatch({k: tree.map_structure(np.copy, v) for k, v in self.items()})
+            return _of_rows({k: v if isinstance(v, np.ndarray) else _to_array(v)
+                             for k, v in self.items()}, self.count)
+        return _of_rows({k: np.copy(v) if isinstance(v, np.ndarray)
+                         else tree.map_structure(np.copy, v)
+                         for k, v in self.items()}, self.count)
 
     def slice(self, start: int, end: int) -> "SampleBatch":
         """Rows [start, end) as a new batch (views, not copies).
@@ -157,8 +186,9 @@ class SampleBatch(dict):
             InvalidBatchError: if the batch is padded into sequences (has `seq_lens`).
         """
         self._require_not_sequenced("slice")
-        return SampleBatch({k: tree.map_structure(lambda a: a[start:end], v)
-                            for k, v in self.items()})
+        return _of_rows({k: v[start:end] if isinstance(v, np.ndarray)
+                         else tree.map_structure(lambda a: a[start:end], v)
+                         for k, v in self.items()}, len(range(self.count)[start:end]))
 
     def take(self, indices: np.ndarray) -> "SampleBatch":
         """The rows at `indices` as a new batch (copies)."""
@@ -306,6 +336,15 @@ class SampleBatch(dict):
         return (SampleBatch, (dict(self),))
 
 
+def _of_rows(columns: Dict, count: int) -> SampleBatch:
+    """A batch of already converted columns known to hold `count` rows (copies and slices of a
+    batch), built without the constructor's conversions and length checks."""
+    batch = dict.__new__(SampleBatch)
+    dict.update(batch, columns)
+    batch.count = count
+    return batch
+
+
 def _is_compressed(column) -> bool:
     leaf = _first_leaf(column)
     return (isinstance(leaf, np.ndarray) and leaf.dtype == object and len(leaf) > 0
@@ -339,6 +378,11 @@ def concat_samples(samples: Sequence) -> "SampleBatch | MultiAgentBatch":
     nonempty = [s for s in samples if s.count > 0 or SampleBatch.SEQ_LENS in s]
     if not nonempty:
         return SampleBatch()
+    if len(nonempty) == 1:  # the common case of one trajectory piece: a copy
+        only = nonempty[0]
+        return _of_rows({k: v.copy() if isinstance(v, np.ndarray) and v.ndim and v.dtype != object
+                         else tree.map_structure(_concat_leaves, v)
+                         for k, v in only.items()}, only.count)
     keys = set(nonempty[0].keys())
     for s in nonempty[1:]:
         if set(s.keys()) != keys:
@@ -347,7 +391,11 @@ def concat_samples(samples: Sequence) -> "SampleBatch | MultiAgentBatch":
                 f"{sorted(s.keys())}; make every fragment carry the same columns.")
     out = {}
     for k in nonempty[0].keys():
-        out[k] = tree.map_structure(_concat_leaves, *[s[k] for s in nonempty])
+        columns = [s[k] for s in nonempty]
+        if all(isinstance(c, np.ndarray) and c.dtype != object for c in columns):
+            out[k] = np.concatenate(columns, axis=0)
+        else:
+            out[k] = tree.map_structure(_concat_leaves, *columns)
     return SampleBatch(out)
 
 

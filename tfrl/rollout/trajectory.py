@@ -29,7 +29,13 @@ def stack_rows(rows: List[Any]) -> Any:
     first = rows[0]
     if isinstance(first, (dict, tuple)) and not isinstance(first, np.ndarray):
         return tree.map_structure(lambda *xs: np.stack(xs), *rows)
-    return np.stack(rows) if isinstance(first, np.ndarray) else np.asarray(rows)
+    if isinstance(first, np.ndarray):
+        if first.dtype != object and all(type(row) is np.ndarray for row in rows):
+            out = np.array(rows)  # a third of np.stack's time for a few dozen small rows
+            if out.shape == (len(rows),) + first.shape:
+                return out
+        return np.stack(rows)
+    return np.asarray(rows)
 
 
 def batched_policy_outputs(actions: Any, state_outs: Any, extra: Any) -> tuple:

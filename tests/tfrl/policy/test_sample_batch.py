@@ -109,3 +109,30 @@ def test_multi_agent_batch():
         single.policy_batches[DEFAULT_POLICY_ID]
     with pytest.raises(InvalidBatchError):
         concat_samples([ma, _batch(1)])
+
+
+def test_copies_slices_and_one_piece_concat_equal_rebuilt_batches():
+    b = SampleBatch({
+        SampleBatch.OBS: {"a": np.arange(6.0), "b": (np.zeros((6, 2)), np.ones(6, np.int32))},
+        SampleBatch.ACTIONS: np.arange(6),
+        SampleBatch.INFOS: [{"i": i} for i in range(6)],
+    })
+    for start, end in [(0, 6), (2, 4), (-2, 6), (4, 99), (5, 2), (0, 0)]:
+        piece = b.slice(start, end)
+        assert piece.count == SampleBatch(dict(piece)).count == len(range(6)[start:end])
+    shallow = b.copy(shallow=True)
+    assert shallow.count == 6 and shallow[SampleBatch.ACTIONS] is b[SampleBatch.ACTIONS]
+    shallow[SampleBatch.OBS]["a"] = np.zeros(6)
+    shallow[SampleBatch.REWARDS] = np.ones(6)
+    np.testing.assert_array_equal(b[SampleBatch.OBS]["a"], np.arange(6.0))
+    assert SampleBatch.REWARDS not in b
+    deep = b.copy()
+    assert deep.count == 6 and not np.shares_memory(deep[SampleBatch.ACTIONS],
+                                                    b[SampleBatch.ACTIONS])
+    one = concat_samples([SampleBatch(), b.slice(1, 5)])
+    assert one.count == 4 and sorted(one.keys()) == sorted(b.keys())
+    assert not np.shares_memory(one[SampleBatch.OBS]["b"][0], b[SampleBatch.OBS]["b"][0])
+    assert one[SampleBatch.OBS]["b"][1].dtype == np.int32
+    assert one[SampleBatch.INFOS].dtype == object and one[SampleBatch.INFOS][0] == {"i": 1}
+    with pytest.raises(InvalidBatchError):
+        one[SampleBatch.VF_PREDS] = np.zeros(5)
