@@ -42,6 +42,7 @@ import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Union
 
 import grpc
+import gymnasium.spaces as gym_spaces
 import numpy as np
 
 from tfrl import errors
@@ -114,6 +115,14 @@ class PolicyServer(ExternalEnv):
         self._actor: Optional[NumpyActor] = None  # the inline copy of the policy, or None
         self._explore = True
         self._adapter = None
+        # Discrete(n, start): (start, the serialized answer of each action)
+        self._discrete_responses = None
+        if type(action_space) is gym_spaces.Discrete and not self.multi_agent \
+                and action_space.n <= 1024:
+            start = int(action_space.start)
+            self._discrete_responses = (start, [
+                pb.GetActionResponse(action=values.encode_value(np.int64(start + i)))
+                .SerializeToString() for i in range(int(action_space.n))])
         self._server = grpc.server(
             concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                                   thread_name_prefix="policy-server"),
@@ -153,6 +162,7 @@ class PolicyServer(ExternalEnv):
         policy, config = self._policy, self._policy_config
         if not self.inline_inference or self.multi_agent or policy is None \
                 or str(config.get("observation_filter", "NoFilter")) != "NoFilter":
+            self._actor = None
             return
         actor = NumpyActor.from_policy(policy)
         if actor is not None and self._adapter is None:
@@ -237,7 +247,12 @@ class PolicyServer(ExternalEnv):
                 "this policy server is single-agent: send reward, not agent_rewards")
         return request.reward
 
-    def action_response(self, action: Any) -> pb.GetActionResponse:
+    def action_response(self, action: Any) -> Union[pb.GetActionResponse, bytes]:
+        """The GetAction answer for `action` (for a Discrete space, its serialized form, made
+        once per action)."""
+        cache = self._discrete_responses
+        if cache is not None and type(action) is int and 0 <= action - cache[0] < len(cache[1]):
+            return cache[1][action - cache[0]]
         return pb.GetActionResponse(action=values.encode_value(action))
 
     def _require_policy(self):
@@ -365,7 +380,7 @@ def _method_handlers(servicer: "_Servicer"):
 
 
 def _serialized(message) -> bytes:
-    return message.SerializeToString()
+    return message if type(message) is bytes else message.SerializeToString()
 
 
 def _parsed(name: str, request_class, raw: bytes, context):
