@@ -394,3 +394,27 @@ def test_a_local_client_sends_steps_as_columns_and_the_rows_are_the_ones_played(
         channel.close()
         client.close()
         worker.stop()
+
+
+def test_without_inline_inference_only_the_sampling_loop_answers():
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space,
+                                 action_timeout_s=0.5, inline_inference=False),
+        PGTFPolicy, {"batch_mode": "truncate_episodes", "rollout_fragment_length": 1,
+                     "model": {"fcnet_hiddens": [8]}})
+    client = PolicyClient(worker.env.address, timeout=20)
+    try:
+        episode = client.start_episode()
+        sampler = threading.Thread(target=worker.sample, daemon=True)
+        sampler.start()
+        obs = np.zeros(4, np.float32)
+        client.get_action(episode, obs)
+        client.get_action(episode, obs)  # completes the first row: sample() returns
+        sampler.join(20)
+        assert not sampler.is_alive()
+        with pytest.raises(errors.PolicyServerError) as info:  # no sample() runs: no answer
+            client.get_action(episode, obs)
+        assert info.value.code == "DEADLINE_EXCEEDED"
+    finally:
+        client.close()
+        worker.stop()
