@@ -392,13 +392,7 @@ class Client:
         for packed in self.sample_responses(table, max_in_flight, timeout_ms, max_samples,
                                             timeout=timeout):
             response = packed.response
-            # Uncompressed columns are copied out so that samples do not keep whole responses alive.
-            column_data = [c if f & codec.FLAG_COMPRESSED else bytes(c)
-                           for c, f in zip(packed.column_data, response.chunks.flags)]
-            chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
-                                                           column_data=column_data)}
-            pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
-            items = [item for _, item in pairs]
+            items = decode_sample_items(packed)
             infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
                 items, response.probabilities, response.table_sizes, response.priorities,
                 response.times_sampled)]
@@ -484,3 +478,17 @@ def table_info_from_proto(proto: replay_pb2.TableInfo):
         num_inserts=proto.num_inserts, num_samples=proto.num_samples, num_deletes=proto.num_deletes,
         num_evictions=proto.num_evictions,
         extensions=json.loads(proto.extensions_info_json or "[]"))
+
+
+def decode_sample_items(packed) -> list:
+    """The items of one packed sample response (its chunks decoded, not yet the items' data).
+
+    Uncompressed columns are copied out so that samples do not keep whole responses alive.
+    """
+    response = packed.response
+    column_data = [c if f & codec.FLAG_COMPRESSED else bytes(c)
+                   for c, f in zip(packed.column_data, response.chunks.flags)]
+    chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
+                                                   column_data=column_data)}
+    pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
+    return [item for _, item in pairs]

@@ -295,16 +295,10 @@ class ReplayInput(InputReader):
 def _decode_items(packed) -> List[np.ndarray]:
     """The flat [N, ...] columns of a sample response that carries chunks and items (items
     too large for the columnar layout, or laid out across several chunks), item by item."""
-    from replay import codec
+    from replay.client import decode_sample_items
 
-    response = packed.response
-    column_data = [c if f & codec.FLAG_COMPRESSED else bytes(c)
-                   for c, f in zip(packed.column_data, response.chunks.flags)]
-    chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
-                                                   column_data=column_data)}
-    pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
     cache: dict = {}
-    decoded = [item.decode(cache) for _, item in pairs]
+    decoded = [item.decode(cache) for item in decode_sample_items(packed)]
     return [np.stack(leaf) for leaf in zip(*decoded)]
 
 
