@@ -66,6 +66,23 @@ def ppo_with_server(**server_kwargs):
                       config=dict(PPO_CONFIG))
 
 
+def serving_worker(batch_mode: str, fragment: int, **server_kwargs):
+    """A RolloutWorker (a tiny PG policy) whose env is a PolicyServer on CartPole's spaces."""
+    return RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space,
+                                 **server_kwargs),
+        PGTFPolicy, {"batch_mode": batch_mode, "rollout_fragment_length": fragment,
+                     "model": {"fcnet_hiddens": [8]}})
+
+
+def sample_in_thread(worker):
+    """One worker.sample() in a thread: (the thread, the list its batch lands in)."""
+    sampled = []
+    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
+    sampler.start()
+    return sampler, sampled
+
+
 def test_ppo_learns_from_an_application_loop_through_a_remote_client(ray_session):
     trainer = ppo_with_server()
     server = trainer.workers.local_worker().env
@@ -121,14 +138,9 @@ def test_local_inference_over_tls_with_a_token_trains_and_follows_the_weights(ra
 
 
 def test_bad_calls_get_invalid_argument_and_the_server_keeps_serving():
-    worker = RolloutWorker(
-        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
-        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 3,
-                     "model": {"fcnet_hiddens": [8]}})
+    worker = serving_worker("complete_episodes", 3)
     server = worker.env
-    sampled = []
-    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
-    sampler.start()
+    sampler, sampled = sample_in_thread(worker)
     client = PolicyClient(server.address, timeout=20)
     channel = grpc.insecure_channel(server.address)
     try:
@@ -191,13 +203,8 @@ def test_bad_calls_get_invalid_argument_and_the_server_keeps_serving():
 
 
 def test_a_local_clients_refused_report_surfaces_at_its_next_flush_and_the_client_goes_on():
-    worker = RolloutWorker(
-        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
-        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 2,
-                     "model": {"fcnet_hiddens": [8]}})
-    sampled = []
-    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
-    sampler.start()
+    worker = serving_worker("complete_episodes", 2)
+    sampler, sampled = sample_in_thread(worker)
     client = PolicyClient(worker.env.address, "local", report_every=2, timeout=20)
     try:
         assert client.numpy_actor is not None
@@ -264,14 +271,9 @@ def test_the_serving_example_trains_with_its_application_loop_and_a_token(ray_se
 
 
 def test_the_action_stream_answers_each_request_in_order_and_a_bad_one_ends_only_that_stream():
-    worker = RolloutWorker(
-        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
-        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 4,
-                     "model": {"fcnet_hiddens": [8]}})
+    worker = serving_worker("complete_episodes", 4)
     server = worker.env
-    sampled = []
-    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
-    sampler.start()
+    sampler, sampled = sample_in_thread(worker)
     client = PolicyClient(server.address, timeout=20)
     channel = grpc.insecure_channel(server.address)
     stream = channel.stream_stream("/tfrl.serving.PolicyService/GetActionStream",
@@ -312,11 +314,7 @@ def test_the_action_stream_answers_each_request_in_order_and_a_bad_one_ends_only
 
 
 def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_a_backlog():
-    worker = RolloutWorker(
-        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space,
-                                 action_timeout_s=0.5, inline_max_backlog=3),
-        PGTFPolicy, {"batch_mode": "truncate_episodes", "rollout_fragment_length": 2,
-                     "model": {"fcnet_hiddens": [8]}})
+    worker = serving_worker("truncate_episodes", 2, action_timeout_s=0.5, inline_max_backlog=3)
     server = worker.env
     client = PolicyClient(server.address, timeout=20)
     policy = worker.get_policy()
@@ -348,14 +346,9 @@ def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_
 
 
 def test_a_local_client_sends_steps_as_columns_and_the_rows_are_the_ones_played():
-    worker = RolloutWorker(
-        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space),
-        PGTFPolicy, {"batch_mode": "complete_episodes", "rollout_fragment_length": 9,
-                     "model": {"fcnet_hiddens": [8]}})
+    worker = serving_worker("complete_episodes", 9)
     server = worker.env
-    sampled = []
-    sampler = threading.Thread(target=lambda: sampled.append(worker.sample()), daemon=True)
-    sampler.start()
+    sampler, sampled = sample_in_thread(worker)
     client = PolicyClient(server.address, "local", report_every=4, timeout=20)
     channel = grpc.insecure_channel(server.address)
     try:
@@ -397,11 +390,7 @@ def test_a_local_client_sends_steps_as_columns_and_the_rows_are_the_ones_played(
 
 
 def test_without_inline_inference_only_the_sampling_loop_answers():
-    worker = RolloutWorker(
-        lambda ctx: PolicyServer(CARTPOLE.observation_space, CARTPOLE.action_space,
-                                 action_timeout_s=0.5, inline_inference=False),
-        PGTFPolicy, {"batch_mode": "truncate_episodes", "rollout_fragment_length": 1,
-                     "model": {"fcnet_hiddens": [8]}})
+    worker = serving_worker("truncate_episodes", 1, action_timeout_s=0.5, inline_inference=False)
     client = PolicyClient(worker.env.address, timeout=20)
     try:
         episode = client.start_episode()
