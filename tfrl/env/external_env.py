@@ -227,9 +227,10 @@ class ExternalEnv(threading.Thread):
             self.events.put((END, episode_id, observation, bool(truncated)))
 
     # --- the worker's side ----------------------------------------------------------------------
-    def bind_policy(self, policy, config: dict) -> None:
-        """Called by the worker's runner with the policy that acts here and its config (a
-        PolicyServer serves them to local-inference clients)."""
+    def bind_policy(self, policy, config: dict, action_adapter=None) -> None:
+        """Called by the worker's runner with the policy that acts here, its config and the
+        runner's `ActionAdapter` (a PolicyServer serves the first two to local-inference clients
+        and answers inline through the adapter)."""
 
     def refresh_policy(self, explore: bool) -> None:
         """Called by the worker's runner at the start of every sample(): the bound policy's
@@ -295,11 +296,9 @@ class ExternalEnv(threading.Thread):
     def _checked_rows(self, rows: Any, space, what: str, error: type) -> Any:
         """Stacked values of `space` (one row per step) converted as `_checked` converts one
         value; Box and Discrete rows are checked with one vectorised comparison."""
-        import gymnasium.spaces as spaces
-
-        if isinstance(space, (spaces.Box, spaces.Discrete)):
+        if isinstance(space, (gym_spaces.Box, gym_spaces.Discrete)):
             array = np.asarray(rows)
-            if isinstance(space, spaces.Box):
+            if isinstance(space, gym_spaces.Box):
                 good_type = np.can_cast(array.dtype, space.dtype, "same_kind")
             else:
                 good_type = np.issubdtype(array.dtype, np.integer)
@@ -309,7 +308,7 @@ class ExternalEnv(threading.Thread):
                     f"the {what}s have shape {array.shape} and dtype {array.dtype}, but rows of "
                     f"the {what} space {space} need shape (steps, *{space.shape}) and dtype "
                     f"{space.dtype}")
-            if isinstance(space, spaces.Box):
+            if isinstance(space, gym_spaces.Box):
                 array = array.astype(space.dtype, copy=False)
                 axes = tuple(range(1, array.ndim))
                 inside = np.all((array >= space.low) & (array <= space.high), axis=axes)

@@ -107,11 +107,9 @@ class SampleBatch(dict):
 
     def _compute_count(self) -> int:
         # runs on every construction and column write: plain arrays skip the nest walk
-        sequenced = self.SEQ_LENS in self
         count = None
-        for key, value in dict.items(self):
-            if key == self.SEQ_LENS or (sequenced and key.startswith("state_in_")):
-                continue
+        for key in self._row_keys():
+            value = dict.__getitem__(self, key)
             if isinstance(value, np.ndarray):
                 n = len(value)
             else:

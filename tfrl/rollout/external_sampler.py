@@ -203,7 +203,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
         self.obs_filter = obs_filter
         self.adapter = action_adapter
         self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
-        env.bind_policy(policy, worker.config)
+        env.bind_policy(policy, worker.config, action_adapter)
         env.start_thread()
 
     def set_filters(self, filters: Dict[str, Any]) -> None:

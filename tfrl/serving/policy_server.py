@@ -152,28 +152,23 @@ class PolicyServer(ExternalEnv):
     def address(self) -> str:
         return f"{'localhost' if self.host in ('127.0.0.1', 'localhost') else self.host}:{self.port}"
 
-    def bind_policy(self, policy, config: dict) -> None:
-        """Serves `policy` (the worker's acting copy) to local-inference clients."""
+    def bind_policy(self, policy, config: dict, action_adapter=None) -> None:
+        """Serves `policy` (the worker's acting copy) to local-inference clients; inline answers
+        go through the worker's `action_adapter`."""
         self._policy = policy
         self._policy_config = config
+        self._adapter = action_adapter
 
     def refresh_policy(self, explore: bool) -> None:
         """The worker starts a sample(): the inline copy takes the policy's current weights."""
         policy, config = self._policy, self._policy_config
         if not self.inline_inference or self.multi_agent or policy is None \
+                or self._adapter is None \
                 or str(config.get("observation_filter", "NoFilter")) != "NoFilter":
             self._actor = None
             return
-        actor = NumpyActor.from_policy(policy)
-        if actor is not None and self._adapter is None:
-            from tfrl.rollout.action_adapter import ActionAdapter
-
-            self._adapter = ActionAdapter(
-                self.action_space, "PolicyServer",
-                clip_actions=bool(config.get("clip_actions", False)),
-                normalize_actions=bool(config.get("normalize_actions", False)))
         self._explore = bool(explore)
-        self._actor = actor
+        self._actor = NumpyActor.from_policy(policy)
 
     def get_action(self, episode_id: str, observation: Any, reward: float = 0.0) -> Any:
         """ExternalEnv.get_action, answered here by the inline copy of the policy when there is
