@@ -285,14 +285,14 @@ def test_the_action_stream_answers_each_request_in_order_and_a_bad_one_ends_only
         # any gRPC client can use the stream: three requests, three answers, in order
         answers = list(stream(iter([pb.GetActionRequest(episode_id=episode,
                                                         observation=encode_value(obs), reward=1.0)
-                                    for obs in observations[:3]]), timeout=20))
+                                    for obs in observations[:3]]), timeout=60))
         actions = [int(np.frombuffer(a.action.leaves[0].data, np.int64)[0]) for a in answers]
         assert len(actions) == 3 and set(actions) <= {0, 1}
         # a bad request ends its stream with INVALID_ARGUMENT, after the good one before it
         bad = iter([pb.GetActionRequest(episode_id=episode, observation=encode_value(observations[3])),
                     pb.GetActionRequest(episode_id=episode, observation=encode_value(
                         np.array([100.0, 0, 0, 0], np.float32)))])
-        replies = stream(bad, timeout=20)
+        replies = stream(bad, timeout=60)
         actions.append(int(np.frombuffer(next(replies).action.leaves[0].data, np.int64)[0]))
         with pytest.raises(grpc.RpcError) as info:
             next(replies)
