@@ -30,8 +30,8 @@ PPO = dict(SMALL, rollout_fragment_length=16, train_batch_size=64, sgd_minibatch
 DQN = dict(SMALL, rollout_fragment_length=4, train_batch_size=16, learning_starts=32,
            timesteps_per_iteration=64, buffer_size=1000)
 # Ray notices a dead node after health_check_failure_threshold missed checks
-FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 300,
-                      "health_check_failure_threshold": 3, "health_check_timeout_ms": 300}
+FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000,
+                      "health_check_failure_threshold": 5, "health_check_timeout_ms": 3000}
 
 
 def certificate_for(ip: str):

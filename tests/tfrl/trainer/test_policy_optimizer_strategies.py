@@ -135,12 +135,14 @@ def _wait_until_ready(optimizer, timeout_s=120.0):
 def test_auto_measures_a_starting_candidate_later_and_cuts_a_slow_trial_short(ray_session):
     """While the shard actors start (their readiness held back here), allreduce runs; the
     parameter server is measured once they are up and wins. Measured again after a worker is
-    added, allreduce's slow first measured step (worker 2 sleeps 0.4 s per gradient) ends its
-    trial there, under auto_abandon_ratio of sharded_ps's rate."""
+    added, allreduce's slow first measured step (worker 2 sleeps 1.5 s per gradient) ends its
+    trial there, under auto_abandon_ratio of sharded_ps's rate. The delay is long enough that
+    allreduce stays under that ratio even when the new worker's start slows sharded_ps's trial
+    on a loaded machine."""
     trainer = A3CTrainer(config=dict(
         SMALL, optimizer="auto", auto_candidates=["sharded_ps", "allreduce"],
         auto_warmup_steps=1, auto_trial_steps=2, auto_abandon_ratio=0.5,
-        rollout_fragment_length=10, train_batch_size=40, debug_gradient_delay_s=[0.0, 0.4]),
+        rollout_fragment_length=10, train_batch_size=40, debug_gradient_delay_s=[0.0, 1.5]),
         env="CartPole-v1")
     sharded = trainer.optimizer.candidates["sharded_ps"]
     actors_started = sharded.ready
