@@ -161,6 +161,7 @@ COMMON_CONFIG: Dict[str, Any] = {
     # True everywhere, False nowhere, "auto" in the remote workers of a single-agent env, whose
     # batch size never changes
     "jit_compile_actions": "auto",
+    "numpy_actions": True,
     # intra- and inter-op threads of TensorFlow in the driver (the learner); None: TF's default
     "driver_tf_threads": None,
     # === Classic RLlib keys (tfrl.config.apply_classic_keys) ===

@@ -80,8 +80,16 @@ def setup_scheduled_coefficient(policy, name: str, initial: float, schedule) -> 
 
 
 def update_scheduled_coefficient(policy, name: str) -> None:
-    """Sets `policy.<name>` to its schedule's value at the policy's global timestep."""
-    getattr(policy, name).assign(getattr(policy, f"{name}_schedule").value(policy.global_timestep))
+    """Sets `policy.<name>` to its schedule's value at the policy's global timestep (an unchanged
+    value is not written: an assign to a strategy's variable costs most of a millisecond, and
+    this runs before every sampling round)."""
+    value = float(getattr(policy, f"{name}_schedule").value(policy.global_timestep))
+    written = policy.__dict__.setdefault("_scheduled_values_written", {})
+    variable = getattr(policy, name)
+    if written.get(name) == (value, id(variable)):
+        return
+    variable.assign(value)
+    written[name] = (value, id(variable))
 
 
 class EntropyCoeffSchedule(ClassicSetupCall):

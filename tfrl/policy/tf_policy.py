@@ -743,6 +743,7 @@ class TFPolicy(Policy):
         for k, vs in self._extra_state_variables.items():
             for v, w in zip(vs, state["extra"][k]):
                 v.assign(w)
+        self.__dict__.pop("_scheduled_values_written", None)  # scheduled coefficients: rewrite
         self.optimizer.learning_rate = state.get("learning_rate", self.config["lr"])
         self.global_timestep = int(state.get("global_timestep", 0))
         self.num_grad_updates = int(state.get("num_grad_updates", 0))

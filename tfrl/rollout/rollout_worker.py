@@ -141,12 +141,13 @@ class RolloutWorker:
         self.policies_to_train = list(to_train) if to_train else list(self.policy_map)
         self.filters = {pid: make_filter(settings.observation_filter, policy.observation_space)
                         for pid, policy in self.policy_map.items()}
-        if settings.jit_compile_actions == "auto" and worker_index > 0 and not self.multi_agent:
+        self.runner = self._make_runner()
+        if (settings.jit_compile_actions == "auto" and worker_index > 0 and not self.multi_agent
+                and not getattr(self.runner, "uses_numpy_actions", False)):
             # a remote worker steps the same number of envs every time: one XLA compile serves
             for policy in self.policy_map.values():
                 if hasattr(policy, "compile_actions_with_xla"):
                     policy.compile_actions_with_xla(True)
-        self.runner = self._make_runner()
         self._metrics_stash: List[RolloutMetrics] = []
         self._setup_offline_data()
         self.replay_output = None

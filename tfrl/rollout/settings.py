@@ -47,6 +47,10 @@ class WorkerSettings(Settings):
     jit_compile_actions: Union[bool, Literal["auto"]] = setting(
         "compile the policies' action functions with XLA: True, False, or 'auto' (remote "
         "workers of a single-agent env)")
+    numpy_actions: bool = setting(
+        "single-agent envs: draw actions with the policy's numpy copy where it has one (fully "
+        "connected, categorical or Gaussian, no recurrent state); the rows' values and "
+        "likelihoods come from the TensorFlow policy once per fragment")
     multiagent: Optional[dict] = setting(
         "{policies, policy_mapping_fn, policies_to_train}; None or keys it lacks mean: policies from "
         "the policy spec, the only policy for every agent, train all")

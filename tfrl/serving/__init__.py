@@ -8,7 +8,7 @@ acting with a local copy of the policy (in numpy where it can: numpy_actor.py).
 format is proto/policy_service.proto, its values plain arrays (values.py). Exported SavedModels
 for serving systems are written by tfrl/serving_export.py.
 """
-from tfrl.serving.numpy_actor import NumpyActor
+from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.serving.policy_client import MultiAgentPolicyClient, PolicyClient
 from tfrl.serving.policy_server import MultiAgentPolicyServer, PolicyServer
 from tfrl.serving.worker_servers import PolicyServerPerWorker, policy_server_addresses

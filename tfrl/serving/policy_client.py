@@ -43,7 +43,7 @@ import numpy as np
 
 from tfrl import errors
 from tfrl.serving import values
-from tfrl.serving.numpy_actor import NumpyActor
+from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.serving.policy_server import DEFAULT_MAX_MESSAGE_BYTES, TOKEN_METADATA_KEY
 from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc

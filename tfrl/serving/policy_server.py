@@ -49,7 +49,7 @@ from tfrl import errors
 from tfrl.env.external_env import ExternalEnv
 from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
-from tfrl.serving.numpy_actor import NumpyActor
+from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.serving.proto import policy_service_pb2 as pb
 from google.protobuf.message import DecodeError
 

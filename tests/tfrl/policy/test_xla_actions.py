@@ -60,10 +60,16 @@ def _xla_flags(worker):
 
 
 def test_auto_compiles_the_actions_of_remote_workers_of_a_single_agent_env_only():
-    config = {"num_envs_per_worker": 2, "rollout_fragment_length": 4, "model": TINY_MODEL}
+    config = {"num_envs_per_worker": 2, "rollout_fragment_length": 4, "model": TINY_MODEL,
+              "numpy_actions": False}
     remote = RolloutWorker("CartPole-v1", ActorCriticPolicy, config, worker_index=1)
     assert _xla_flags(remote) == [True]
     assert remote.sample().count == 8  # rollouts through the compiled function
+    # a worker that draws its actions in numpy calls TensorFlow once per fragment, with a
+    # batch size that complete_episodes varies: nothing is compiled
+    in_numpy = RolloutWorker("CartPole-v1", ActorCriticPolicy, dict(config, numpy_actions=True),
+                             worker_index=1)
+    assert in_numpy.runner.uses_numpy_actions and _xla_flags(in_numpy) == [False]
     assert _xla_flags(RolloutWorker("CartPole-v1", ActorCriticPolicy, config)) == [False]
     off = RolloutWorker("CartPole-v1", ActorCriticPolicy, dict(config, jit_compile_actions=False),
                         worker_index=1)

@@ -10,7 +10,7 @@ from tfrl.agents.pg import DEFAULT_CONFIG as PG_CONFIG
 from tfrl.agents.pg import PGTFPolicy
 from tfrl.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
 from tfrl.agents.ppo import PPOTFPolicy
-from tfrl.serving.numpy_actor import NumpyActor
+from tfrl.policy.numpy_actor import NumpyActor
 
 from tests.tfrl.agents.agent_helpers import cartpole_spaces, trainer_config
 
