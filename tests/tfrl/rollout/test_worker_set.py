@@ -74,7 +74,10 @@ def test_weights_filters_and_calls_reach_every_worker(ray_session):
 
 
 def test_actor_killed_in_the_middle_of_sampling_is_recreated_with_current_weights(ray_session):
-    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, rollout_fragment_length=10_000),
+    # TensorFlow actions (a few thousand steps/s): a 10k-step fragment is still running when the
+    # victim is killed a second in (numpy actions would finish it first)
+    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, rollout_fragment_length=10_000,
+                                                  numpy_actions=False),
                    num_workers=2)
     try:
         local = ws.local_worker()
