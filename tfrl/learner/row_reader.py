@@ -6,7 +6,7 @@ reader turns the `ReplayDataset` over that table into one train batch of exactly
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 import tree
@@ -20,11 +20,20 @@ class RowReader:
     the `n` rows in a graph loop.
     """
 
-    def __init__(self, dataset: tf.data.Dataset, block_rows: Optional[int] = None):
+    def __init__(self, dataset: tf.data.Dataset, block_rows: Optional[int] = None,
+                 select: Optional[Callable[[Any], Any]] = None):
+        """`select`: applied to each batch (or row) read, e.g. `lambda sample: sample.data` for
+        a `ReplayDataset`. It is applied after batching, so a ReplayDataset batches its blocks
+        directly (`ReplayDataset.batch`) instead of splitting them into rows first: a map per
+        row cost about 25 microseconds, 3 ms for a fragment of 128 rows."""
         self.block_rows = block_rows
+        select = tf.autograph.experimental.do_not_convert(select) if select else None
         if block_rows:
-            self._iterator = iter(dataset.batch(block_rows))
+            batches = dataset.batch(block_rows)
+            self._iterator = iter(batches.map(select) if select else batches)
             return
+        if select:
+            dataset = dataset.map(select)
         self._iterator = iter(dataset)
         spec = dataset.element_spec
 

@@ -65,8 +65,8 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             dataset = replay.dataset(
                 self.tables[pid][0], max_in_flight_samples_per_worker=min(self.train_batch_size, 2048),
                 num_workers_per_iterator=1)
-            dataset = dataset.map(tf.autograph.experimental.do_not_convert(lambda sample: sample.data))
-            self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_fragment(pid))
+            self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_fragment(pid),
+                                          select=lambda sample: sample.data)
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
                                           self.settings.num_sgd_iter, self.settings.minibatch_size)
         # the single-policy view (the only or first policy that learns)
