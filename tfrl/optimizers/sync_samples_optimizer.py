@@ -37,6 +37,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
     """
 
     uses_replay = True
+    results_bring_episodes = True  # every sample summary (not a call per worker per iteration)
 
     def __init__(self, workers, config: Optional[dict] = None, replay=None,
                  strategy: tf.distribute.Strategy = None, **settings):
