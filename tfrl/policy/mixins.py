@@ -85,11 +85,9 @@ def update_scheduled_coefficient(policy, name: str) -> None:
     this runs before every sampling round)."""
     value = float(getattr(policy, f"{name}_schedule").value(policy.global_timestep))
     written = policy.__dict__.setdefault("_scheduled_values_written", {})
-    variable = getattr(policy, name)
-    if written.get(name) == (value, id(variable)):
-        return
-    variable.assign(value)
-    written[name] = (value, id(variable))
+    if written.get(name) != value:
+        getattr(policy, name).assign(value)
+        written[name] = value
 
 
 class EntropyCoeffSchedule(ClassicSetupCall):

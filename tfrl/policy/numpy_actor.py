@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Optional, Tuple
 
+import gymnasium as gym
 import numpy as np
+import tree
 
 _ACTIVATIONS: dict = {
     "tanh": np.tanh,
@@ -37,16 +39,18 @@ class NumpyActor:
         producing the distribution inputs.
       distribution: "categorical" or "diag_gaussian".
       seed: the random generator's seed (None: fresh entropy).
+      flat_observations: raw observations are flat float vectors already (rank-1 Box), so a
+        batch of them needs no per-row preprocessing.
     """
 
     def __init__(self, preprocess: Callable[[Any], np.ndarray],
                  layers: List[Tuple[np.ndarray, np.ndarray, Callable]], distribution: str,
-                 seed: Optional[int] = None):
+                 seed: Any = None, flat_observations: bool = False):
         self._preprocess = preprocess
         self._layers = layers
         self.distribution = distribution
         self._rng = np.random.default_rng(seed)
-        self._flat_box = False
+        self._flat_observations = bool(flat_observations)
 
     @classmethod
     def from_policy(cls, policy, seed: Any = None) -> Optional["NumpyActor"]:
@@ -56,12 +60,9 @@ class NumpyActor:
         if found is None:
             return None
         preprocess, layers, distribution = found
-        actor = cls(preprocess, layers, distribution, seed)
-        space = getattr(policy, "observation_space", None)
-        # Box observations of rank 1 are flat float vectors already: a batch needs no per-row
-        # preprocessing
-        actor._flat_box = (type(space).__name__ == "Box" and len(space.shape) == 1)
-        return actor
+        space = policy.observation_space
+        return cls(preprocess, layers, distribution, seed,
+                   flat_observations=isinstance(space, gym.spaces.Box) and len(space.shape) == 1)
 
     def load_weights(self, policy) -> None:
         """Reads `policy`'s current weights (the policy this actor was made from); the random
@@ -130,14 +131,17 @@ class NumpyActor:
         return mean.astype(np.float32)[None]
 
     def act_batch(self, observations: Any, explore: bool = True) -> np.ndarray:
-        """Actions for a batch of raw observations [B, ...] (a list of them for nested
-        spaces): int64 [B] for categorical, float32 [B, action_dim] for Gaussian, each drawn as
-        `act` draws it (a categorical sample by the Gumbel-max trick)."""
-        if self._flat_box and isinstance(observations, np.ndarray):
+        """Actions for a batch of raw observations (an array [B, ...], or a nest of such arrays
+        for nested spaces): int64 [B] for categorical, float32 [B, action_dim] for Gaussian,
+        each drawn as `act` draws it (a categorical sample by the Gumbel-max trick)."""
+        if self._flat_observations and isinstance(observations, np.ndarray):
             x = observations.astype(np.float64, copy=False).reshape(len(observations), -1)
         else:
-            x = np.stack([np.asarray(self._preprocess(o), np.float64).reshape(-1)
-                          for o in _rows_of(observations)])
+            from tfrl.rollout.trajectory import row_of
+
+            count = len(tree.flatten(observations)[0])
+            x = np.stack([np.asarray(self._preprocess(row_of(observations, i)), np.float64)
+                          .reshape(-1) for i in range(count)])
         for kernel, bias, activation in self._layers:
             x = activation(x @ kernel + bias)
         if self.distribution == "categorical":
@@ -149,15 +153,3 @@ class NumpyActor:
             mean = mean + np.exp(log_std) * self._rng.standard_normal(mean.shape)
         return mean.astype(np.float32)
 
-
-def _rows_of(observations: Any) -> list:
-    """The single observations of a batch: rows of an array, or a structure's rows."""
-    if isinstance(observations, np.ndarray):
-        return list(observations)
-    if isinstance(observations, list):
-        return observations
-    import tree
-
-    leaves = tree.flatten(observations)
-    return [tree.unflatten_as(observations, [leaf[i] for leaf in leaves])
-            for i in range(len(leaves[0]))]

@@ -28,10 +28,10 @@ from tfrl import errors
 from tfrl.env.external_env import END, OBSERVATION, REWARD
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
 from tfrl.rollout.episode import Episode
-from tfrl.rollout.external_sampler import ExternalRunnerBase, take_logged_actions
+from tfrl.rollout.external_sampler import ExternalRunnerBase
 from tfrl.rollout.metrics import RolloutMetrics
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
-                                     next_unroll_id, row_of, stack_rows)
+                                     next_unroll_id, row_of, stack_rows, take_logged_actions)
 
 
 class _Agent:

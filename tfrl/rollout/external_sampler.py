@@ -14,7 +14,7 @@ same (values for GAE) and, where the policy has action likelihoods, their `actio
 `sample()` returns when `rollout_fragment_length` complete rows are ready (truncate_episodes:
 running episodes are cut there and bootstrap from their last observation; complete_episodes:
 whole episodes only), each episode piece postprocessed as in sampler.py. The multi-agent runner
-(external_multi_agent_sampler.py) shares its event loop's constants and `take_logged_actions`.
+(external_multi_agent_sampler.py) shares its event loop's constants.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.filters import NoFilter
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
-                                     next_unroll_id, row_of, stack_rows)
+                                     next_unroll_id, row_of, stack_rows, take_logged_actions)
 
 # the most events handled between two batched policy calls
 MAX_EVENTS_PER_STEP = 1024
@@ -453,32 +453,3 @@ def _rows(batch: Any, start: int, stop: int) -> list:
     if isinstance(batch, np.ndarray):
         return list(batch[start:stop])
     return [row_of(batch, i) for i in range(start, stop)]
-
-
-def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]], obs: Any,
-                        actions: Any, extra: Dict[str, Any]) -> tuple:
-    """`compute_actions`' actions and extra outputs with the actions the application logged
-    (`logged_actions[j]` for each row `j` in `logged`; with `logged` None, every row's, stacked
-    in `logged_actions`) in their rows, and those rows' action likelihoods recomputed where the
-    policy has them."""
-    if logged is None:
-        actions = np.asarray(logged_actions, actions.dtype) \
-            if isinstance(actions, np.ndarray) else logged_actions
-        logged = slice(None)
-    else:
-        actions = np.array(actions)
-        for j in logged:
-            actions[j] = logged_actions[j]
-    if SampleBatch.ACTION_LOGP in extra or SampleBatch.ACTION_PROB in extra:
-        try:
-            logp = np.asarray(policy.compute_log_likelihoods(actions, obs), np.float32)
-        except errors.NotSupportedError:
-            return actions, extra
-        extra = dict(extra)
-        for key, value in ((SampleBatch.ACTION_LOGP, logp),
-                           (SampleBatch.ACTION_PROB, np.exp(logp))):
-            if key in extra:
-                column = np.array(extra[key])
-                column[logged] = value[logged].astype(column.dtype)
-                extra[key] = column
-    return actions, extra

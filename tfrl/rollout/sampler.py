@@ -38,7 +38,7 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.trajectory import (batched_policy_outputs, clip_rewards, guard_env_call,
-                                     next_unroll_id, stack_rows)
+                                     next_unroll_id, stack_rows, take_logged_actions)
 
 
 class EnvRunner:
@@ -90,7 +90,7 @@ class EnvRunner:
         self.env_steps_sampled = 0
         self.perf = SamplerPerfStats()
         self._actor: Optional[NumpyActor] = None
-        if getattr(settings, "numpy_actions", False) and not self._initial_state:
+        if settings.numpy_actions and not self._initial_state:
             seed_base = getattr(policy, "_seed_base", None)
             self._actor = NumpyActor.from_policy(
                 policy, None if seed_base is None else [seed_base, getattr(worker, "worker_index", 0)])
@@ -229,8 +229,6 @@ class EnvRunner:
         first, rows = self._rows_with_outputs, self._rows
         if self._actor is None or rows == first:
             return
-        from tfrl.rollout.external_sampler import take_logged_actions
-
         started = time.perf_counter()
         count = (rows - first) * self.num_envs
         flat = lambda column: column[first:rows].reshape((count,) + column.shape[2:])  # noqa: E731

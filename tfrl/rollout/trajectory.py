@@ -1,13 +1,15 @@
 """The pieces both env runners (sampler.py, multi_agent_sampler.py) build fragments from.
 
 Column buffers of one agent's episode segment (`Trajectory`), stacking rows into batch columns,
-reward clipping, unroll ids, and env calls whose failures become `EnvCrashError`.
+reward clipping, unroll ids, env calls whose failures become `EnvCrashError`, and the policy
+outputs of actions chosen outside `compute_actions` (`take_logged_actions`: an application's
+logged actions, or actions drawn by the policy's numpy copy).
 """
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
 import tree
@@ -55,6 +57,35 @@ def row_of(batch: Any, i: int) -> Any:
     if isinstance(batch, np.ndarray):
         return batch[i]
     return tree.map_structure(lambda a: a[i], batch)
+
+
+def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]], obs: Any,
+                        actions: Any, extra: Dict[str, Any]) -> tuple:
+    """`compute_actions`' actions and extra outputs with the actions the application logged
+    (`logged_actions[j]` for each row `j` in `logged`; with `logged` None, every row's, stacked
+    in `logged_actions`) in their rows, and those rows' action likelihoods recomputed where the
+    policy has them."""
+    if logged is None:
+        actions = np.asarray(logged_actions, actions.dtype) \
+            if isinstance(actions, np.ndarray) else logged_actions
+        logged = slice(None)
+    else:
+        actions = np.array(actions)
+        for j in logged:
+            actions[j] = logged_actions[j]
+    if SampleBatch.ACTION_LOGP in extra or SampleBatch.ACTION_PROB in extra:
+        try:
+            logp = np.asarray(policy.compute_log_likelihoods(actions, obs), np.float32)
+        except errors.NotSupportedError:
+            return actions, extra
+        extra = dict(extra)
+        for key, value in ((SampleBatch.ACTION_LOGP, logp),
+                           (SampleBatch.ACTION_PROB, np.exp(logp))):
+            if key in extra:
+                column = np.array(extra[key])
+                column[logged] = value[logged].astype(column.dtype)
+                extra[key] = column
+    return actions, extra
 
 
 def clip_rewards(rewards: np.ndarray, mode: Any) -> np.ndarray:

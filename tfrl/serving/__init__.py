@@ -2,7 +2,7 @@
 
 `PolicyServer` (an ExternalEnv served over gRPC, policy_server.py) runs inside the trainer;
 `PolicyClient` (policy_client.py) is the application's side, asking for actions remotely or
-acting with a local copy of the policy (in numpy where it can: numpy_actor.py).
+acting with a local copy of the policy (in numpy where it can: tfrl/policy/numpy_actor.py).
 `MultiAgentPolicyServer` / `MultiAgentPolicyClient` are the same for multi-agent envs, and
 `PolicyServerPerWorker` (worker_servers.py) puts a server on every remote rollout worker. The wire
 format is proto/policy_service.proto, its values plain arrays (values.py). Exported SavedModels
