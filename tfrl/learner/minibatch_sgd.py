@@ -113,6 +113,26 @@ class MinibatchSGD:
         # each replica's stats are weighted by its share of the minibatch: their sum is the mean
         return {k: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None) for k, v in stats.items()}
 
+    def _define(self, batch_spec) -> None:
+        # The leading dimension stays open: the number of rows (or sequences) of a train batch
+        # varies for multi-agent and recurrent policies, and one trace serves all. Traced as
+        # written, without autograph, as the policy's own functions are.
+        scalar = tf.TensorSpec([], tf.int32)
+        self._run = tf.function(self._distributed_sgd, input_signature=[
+            batch_spec, scalar, scalar, tf.TensorSpec([], tf.int64)], autograph=False)
+
+    def trace(self) -> None:
+        """Traces the SGD function ahead of the first train batch (most of a second of a small
+        policy's start-up; callers do this while they wait for something else). Batches of
+        rows only: a batch of sequences is traced at its first call, when its padded length
+        is known."""
+        if self._run is not None or self.max_seq_len:
+            return
+        self._define(dict(self.signature))
+        scalar = tf.TensorSpec([], tf.int32)
+        self._run.get_concrete_function(dict(self.signature), scalar, scalar,
+                                        tf.TensorSpec([], tf.int64))
+
     def prepare(self, columns: Dict[str, Any]) -> Dict[str, tf.Tensor]:
         """The loss's columns of a train batch, cast to the loss's dtypes.
 
@@ -141,13 +161,8 @@ class MinibatchSGD:
             minibatch = max(minibatch // self.max_seq_len, 1)  # in sequences
         batch = self.prepare(columns)
         if self._run is None:
-            # The leading dimension stays open: the number of rows (or sequences) of a train
-            # batch varies for multi-agent and recurrent policies, and one trace serves all.
-            spec = tree.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype), batch)
-            scalar = tf.TensorSpec([], tf.int32)
-            # traced as written, without autograph, as the policy's own functions are
-            self._run = tf.function(self._distributed_sgd, input_signature=[
-                spec, scalar, scalar, tf.TensorSpec([], tf.int64)], autograph=False)
+            self._define(tree.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype),
+                                            batch))
         stats = self._run(batch, tf.constant(self.num_sgd_iter), tf.constant(minibatch),
                           tf.constant(self._calls, tf.int64))
         self.policy.num_grad_updates += self.num_sgd_iter

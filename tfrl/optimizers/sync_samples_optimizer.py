@@ -57,9 +57,6 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             workers, self.worker_settings, replay,
             lambda name, signature, _pid: Table.queue(name, queue_size, signature=signature),
             ROLLOUTS_TABLE, self.policy_ids)
-        point_workers_at_replay(workers, self.worker_settings, self.address, self.tables,
-                                client_kwargs=replay.client_kwargs)
-        self._writing_to_replay = True
         self.readers: Dict[str, RowReader] = {}
         self.sgds: Dict[str, MinibatchSGD] = {}
         for pid in self.policy_ids:
@@ -70,6 +67,11 @@ class SyncSamplesOptimizer(PolicyOptimizer):
                                           select=lambda sample: sample.data)
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
                                           self.settings.num_sgd_iter, self.settings.minibatch_size)
+            # while the remote workers are still starting (pointing them at replay waits for them)
+            self.sgds[pid].trace()
+        point_workers_at_replay(workers, self.worker_settings, self.address, self.tables,
+                                client_kwargs=replay.client_kwargs)
+        self._writing_to_replay = True
         # the single-policy view (the only or first policy that learns)
         self.policy_id = self.policy_ids[0]
         self.policy = self.policies[self.policy_id]

@@ -157,3 +157,29 @@ def test_learn_on_batch_rejects_bad_batches_with_named_errors():
     with pytest.raises(errors.CheckpointError, match="set_weights"):
         learner.set_weights(weights[:-1])
     _assert_same_weights(learner.get_weights(), weights)  # nothing was learned or assigned
+
+
+def test_minibatch_sgd_traced_ahead_learns_as_one_traced_at_its_first_batch():
+    """`trace()` (run while the remote workers start) defines the function the first batch then
+    runs: no second trace, and the same steps on two replicas as a learner that never traced."""
+    strategy = _two_devices()
+    reference = _make_policy()
+    batch, initial = _batch(reference, rows=16), reference.get_weights()
+    results = []
+    for ahead in (True, False):
+        with strategy.scope():
+            policy = _make_policy()
+        policy.set_weights(initial)
+        sgd = MinibatchSGD(policy, strategy, num_sgd_iter=3, minibatch_size=8)
+        if ahead:
+            sgd.trace()
+            assert sgd._run.experimental_get_tracing_count() == 1
+        stats = sgd.learn_on_batch(batch)
+        sgd.learn_on_batch(batch)
+        assert sgd._run.experimental_get_tracing_count() == 1
+        results.append((stats, sgd.get_weights()))
+    (stats_ahead, weights_ahead), (stats_late, weights_late) = results
+    assert stats_ahead.keys() == stats_late.keys()
+    np.testing.assert_allclose([stats_ahead[k] for k in sorted(stats_ahead)],
+                               [stats_late[k] for k in sorted(stats_late)], rtol=1e-5)
+    _assert_same_weights(weights_ahead, weights_late)
