@@ -89,7 +89,7 @@ class ExternalEnv(threading.Thread):
         self.observation_space = observation_space
         self.max_concurrent = int(max_concurrent)
         self.action_timeout_s = action_timeout_s
-        self.events: "queue.Queue[tuple]" = queue.Queue()
+        self.events = EventQueue()
         self._lock = threading.Lock()
         self._running: Dict[str, bool] = {}  # episode id -> training enabled
         self._stopped = threading.Event()
@@ -193,7 +193,7 @@ class ExternalEnv(threading.Thread):
             return
         with self._lock:
             self._check_running(episode_id)
-            self.events.put((STEPS, episode_id, observations, actions, rewards))
+            self._put_event(episode_id, (STEPS, episode_id, observations, actions, rewards))
 
     def log_returns(self, episode_id: str, reward: float, info: Optional[dict] = None) -> None:
         """Adds `reward` to the episode's current step (several calls add up).
@@ -205,7 +205,7 @@ class ExternalEnv(threading.Thread):
         reward = _finite_reward(reward)
         with self._lock:
             self._check_running(episode_id)
-            self.events.put((REWARD, episode_id, reward, info))
+            self._put_event(episode_id, (REWARD, episode_id, reward, info))
 
     def end_episode(self, episode_id: str, observation: Any, truncated: bool = False,
                     reward: float = 0.0) -> None:
@@ -224,7 +224,7 @@ class ExternalEnv(threading.Thread):
             self._check_running(episode_id)
             del self._running[episode_id]
             self._put_reward(episode_id, reward)
-            self.events.put((END, episode_id, observation, bool(truncated)))
+            self._put_event(episode_id, (END, episode_id, observation, bool(truncated)))
 
     # --- the worker's side ----------------------------------------------------------------------
     def bind_policy(self, policy, config: dict, action_adapter=None) -> None:
@@ -236,6 +236,11 @@ class ExternalEnv(threading.Thread):
         """Called by the worker's runner at the start of every sample(): the bound policy's
         weights may have changed since the last call, and `explore` is how it acts now (a
         PolicyServer refreshes its inline copy)."""
+
+    def flush_buffered_steps(self) -> None:
+        """Queues the steps this env holds back to send in blocks (a PolicyServer's inline
+        answers); the worker's runner calls it whenever it finds no event waiting. The base
+        class holds nothing back."""
 
     def close(self) -> None:
         """Stops the env: calls after this raise, and a `get_action` still waiting fails."""
@@ -335,9 +340,14 @@ class ExternalEnv(threading.Thread):
                 raise error(f"step {i} of {count}: {exc}") from None
         return stack_rows(checked) if checked else rows
 
+    def _put_event(self, episode_id: str, event: tuple) -> None:
+        """Queues an event of a running episode; called with the lock held (a subclass that
+        holds steps back queues that episode's first, so the events stay in order)."""
+        self.events.put(event)
+
     def _put_reward(self, episode_id: str, reward: float) -> None:
         if reward:
-            self.events.put((REWARD, episode_id, reward, None))
+            self._put_event(episode_id, (REWARD, episode_id, reward, None))
 
     def _queue_observation(self, episode_id: str, observation: Any, reply: Optional[ActionReply],
                            action: Any, reward: float) -> None:
@@ -352,7 +362,30 @@ class ExternalEnv(threading.Thread):
         with self._lock:
             self._check_running(episode_id)
             self._put_reward(episode_id, reward)
-            self.events.put((OBSERVATION, episode_id, observation, reply, action))
+            self._put_event(episode_id, (OBSERVATION, episode_id, observation, reply, action))
+
+
+class EventQueue(queue.Queue):
+    """The env's queue of events, counting the steps they hold (`steps`: one per OBSERVATION,
+    a STEPS event's rows), so that a server can bound what waits for the worker in steps."""
+
+    def _init(self, maxsize: int) -> None:
+        super()._init(maxsize)
+        self.steps = 0
+
+    def _put(self, item: tuple) -> None:
+        super()._put(item)
+        self.steps += _steps_in(item)
+
+    def _get(self) -> tuple:
+        item = super()._get()
+        self.steps -= _steps_in(item)
+        return item
+
+
+def _steps_in(event: tuple) -> int:
+    kind = event[0]
+    return 1 if kind == OBSERVATION else len(event[4]) if kind == STEPS else 0
 
 
 def _as_space_value(value: Any, space) -> Any:

@@ -120,7 +120,7 @@ class ExternalMultiAgentEnv(ExternalEnv, MultiAgentEnv):
                 self._space_of(agent, self.observation_spaces)
         with self._lock:
             self._check_running(episode_id)
-            self.events.put((REWARD, episode_id, rewards, info_dict))
+            self._put_event(episode_id, (REWARD, episode_id, rewards, info_dict))
 
     def end_episode(self, episode_id: str, observation_dict: Dict[Hashable, Any],
                     truncated: bool = False,
@@ -140,7 +140,7 @@ class ExternalMultiAgentEnv(ExternalEnv, MultiAgentEnv):
             self._check_running(episode_id)
             del self._running[episode_id]
             self._put_reward(episode_id, rewards)
-            self.events.put((END, episode_id, observations, bool(truncated)))
+            self._put_event(episode_id, (END, episode_id, observations, bool(truncated)))
 
     # --- checks ---------------------------------------------------------------------------------
     def _space_of(self, agent: Hashable, spaces: Dict[Hashable, Any]):
@@ -184,7 +184,7 @@ class ExternalMultiAgentEnv(ExternalEnv, MultiAgentEnv):
 
     def _put_reward(self, episode_id: str, rewards: Dict[Hashable, float]) -> None:
         if any(rewards.values()):
-            self.events.put((REWARD, episode_id, rewards, None))
+            self._put_event(episode_id, (REWARD, episode_id, rewards, None))
 
     def _queue_observation(self, episode_id: str, observation_dict: Any,
                            reply: Optional[ActionReply], action: Any, reward: Any) -> None:
@@ -193,7 +193,7 @@ class ExternalMultiAgentEnv(ExternalEnv, MultiAgentEnv):
         with self._lock:
             self._check_running(episode_id)
             self._put_reward(episode_id, rewards)
-            self.events.put((OBSERVATION, episode_id, observations, reply, action))
+            self._put_event(episode_id, (OBSERVATION, episode_id, observations, reply, action))
 
 
 def _keys(value: Any) -> str:

@@ -40,8 +40,9 @@ MAX_EVENTS_PER_STEP = 1024
 # logged rows (nobody waits for their action) gathered before a policy call computes their
 # extra outputs, unless the fragment fills first: one call per row would cost more than the rows
 LOGGED_ROWS_PER_CALL = 256
-# how often a runner waiting for events checks that the env's thread is still alive
-POLL_SECONDS = 0.5
+# how long a runner waits for an event before it takes the steps the env holds back (a policy
+# server's inline answers, sent in blocks) and checks that the env's thread is still alive
+POLL_SECONDS = 0.02
 # how long a runner lets events gather when none it has is a caller waiting for an action:
 # waking once per event of a fast client would cost more than the events
 GATHER_SECONDS = 0.002
@@ -160,7 +161,7 @@ class ExternalRunnerBase:
                 first = events.get(timeout=POLL_SECONDS)
                 break
             except queue.Empty:
-                continue
+                env.flush_buffered_steps()
         out = [first]
         gathered = False
         while len(out) < MAX_EVENTS_PER_STEP:
@@ -331,6 +332,13 @@ class ExternalEnvRunner(ExternalRunnerBase):
         self.env_steps_sampled += count
         running.reward += float(rewards[0])
         self._complete_pending(running, row_of(obs, 0), False, False)
+        step_rewards = rewards[1:]
+        if count > 1 and running.reward:
+            # rewards before an episode's first step (no step to complete) count for that step,
+            # as they do when its steps come one by one
+            step_rewards = step_rewards.copy()
+            step_rewards[0] += running.reward
+            running.reward = 0.0
         columns = dict(extra, **{SampleBatch.OBS: obs, SampleBatch.ACTIONS: actions})
         if running.training and count > 1:
             trajectory = running.trajectory.columns
@@ -338,7 +346,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
                 trajectory[key].extend(_rows(value, 0, count - 1))
             trajectory[SampleBatch.NEXT_OBS].extend(_rows(obs, 1, count))
             trajectory[SampleBatch.REWARDS].extend(clip_rewards(
-                rewards[1:].astype(np.float32), self.settings.clip_rewards))
+                step_rewards.astype(np.float32), self.settings.clip_rewards))
             trajectory[SampleBatch.TERMINATEDS].extend([False] * (count - 1))
             trajectory[SampleBatch.TRUNCATEDS].extend([False] * (count - 1))
         running.pending = {key: row_of(value, count - 1) for key, value in columns.items()}

@@ -19,7 +19,10 @@ fully connected policies) and no observation filter, the server answers each of 
 calling thread with that copy, refreshed at the start of every `sample()`, and records the step
 as a logged action whose likelihood the worker recomputes (the same distribution as the
 trainer's policy; `inline_inference=False` or another policy: the worker's sampling loop
-answers, batched over the episodes waiting). A local-inference client's steps come in columns
+answers, batched over the episodes waiting). An episode's inline steps reach the worker in
+blocks of up to INLINE_BLOCK_ROWS, as a local client's logged columns do: a block is queued when
+it is full, before any other call of its episode, and whenever the worker finds nothing else
+waiting for it. A local-inference client's steps come in columns
 (`log_actions` in a `Report`), checked with one vectorised comparison each.
 
 It listens on 127.0.0.1 unless given another host, can require a token (metadata key
@@ -46,16 +49,20 @@ import gymnasium.spaces as gym_spaces
 import numpy as np
 
 from tfrl import errors
-from tfrl.env.external_env import ExternalEnv
+from tfrl.env.external_env import STEPS, ExternalEnv, _finite_reward
 from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
+from tfrl.rollout.trajectory import stack_rows
 from tfrl.serving.proto import policy_service_pb2 as pb
 from google.protobuf.message import DecodeError
 
 logger = logging.getLogger(__name__)
 
 TOKEN_METADATA_KEY = "tfrl-policy-token"
+# inline-answered steps of one episode queued for the worker together: one event and one batched
+# policy call for their likelihoods instead of one event and one row of Python per step
+INLINE_BLOCK_ROWS = 64
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 
 _STATUS = {
@@ -85,9 +92,9 @@ class PolicyServer(ExternalEnv):
       inline_inference: answer remote `get_action` calls in the serving thread with the policy's
         numpy copy where it has one (see the module docstring); False: always through the
         worker's sampling loop.
-      inline_max_backlog: the most events waiting for the worker before inline answers stop
-        (the calls then wait for the sampling loop, so a trainer that does not sample holds
-        clients back instead of queueing without bound).
+      inline_max_backlog: the most steps waiting for the worker (queued or held back) before
+        inline answers stop (the calls then wait for the sampling loop, so a trainer that does
+        not sample holds clients back instead of queueing without bound).
 
     Raises:
       InvalidConfigError: only one of certificate and key.
@@ -113,6 +120,8 @@ class PolicyServer(ExternalEnv):
         self.inline_inference = bool(inline_inference)
         self.inline_max_backlog = int(inline_max_backlog)
         self._actor: Optional[NumpyActor] = None  # the inline copy of the policy, or None
+        self._held: Dict[str, _HeldSteps] = {}  # inline steps not queued yet, by episode
+        self._held_steps = 0
         self._explore = True
         self._adapter = None
         # Discrete(n, start): (start, the serialized answer of each action)
@@ -158,6 +167,7 @@ class PolicyServer(ExternalEnv):
         self._policy = policy
         self._policy_config = config
         self._adapter = action_adapter
+        self._actor = None  # made from this policy at the next refresh
 
     def refresh_policy(self, explore: bool) -> None:
         """The worker starts a sample(): the inline copy takes the policy's current weights."""
@@ -168,7 +178,10 @@ class PolicyServer(ExternalEnv):
             self._actor = None
             return
         self._explore = bool(explore)
-        self._actor = NumpyActor.from_policy(policy)
+        if self._actor is None:
+            self._actor = NumpyActor.from_policy(policy)
+        else:  # the bound policy's new weights
+            self._actor.load_weights(policy)
 
     def get_action(self, episode_id: str, observation: Any, reward: float = 0.0) -> Any:
         """ExternalEnv.get_action, answered here by the inline copy of the policy when there is
@@ -178,13 +191,39 @@ class PolicyServer(ExternalEnv):
           As ExternalEnv.get_action.
         """
         actor = self._actor
-        if actor is None or self.events.qsize() >= self.inline_max_backlog:
+        if actor is None or self.events.steps + self._held_steps >= self.inline_max_backlog:
             return super().get_action(episode_id, observation, reward)
         observation = self._checked(observation, self.observation_space, "observation",
                                     errors.InvalidObservationError)
+        reward = _finite_reward(reward)
         actions = actor.act(observation, self._explore)
-        self._queue_checked_observation(episode_id, observation, None, actions[0], reward)
+        with self._lock:
+            self._check_running(episode_id)
+            held = self._held.get(episode_id)
+            if held is None:
+                held = self._held[episode_id] = _HeldSteps()
+            held.add(observation, actions[0], reward)
+            self._held_steps += 1
+            if len(held.rewards) >= INLINE_BLOCK_ROWS:
+                self._queue_held(episode_id)
         return self._adapter.env_action(self._adapter(actions), 0)
+
+    def flush_buffered_steps(self) -> None:
+        """Queues every episode's held inline steps (the worker found nothing else waiting)."""
+        with self._lock:
+            for episode_id in list(self._held):
+                self._queue_held(episode_id)
+
+    def _put_event(self, episode_id: str, event: tuple) -> None:
+        if episode_id in self._held:  # the episode's earlier steps go first
+            self._queue_held(episode_id)
+        self.events.put(event)
+
+    def _queue_held(self, episode_id: str) -> None:
+        """Queues an episode's held steps as one event; called with the lock held."""
+        held = self._held.pop(episode_id)
+        self._held_steps -= len(held.rewards)
+        self.events.put(held.event(episode_id))
 
     def run(self) -> None:
         self._closed_event.wait()
@@ -255,6 +294,28 @@ class PolicyServer(ExternalEnv):
             raise errors.ExternalEnvError(
                 "no policy is serving yet: the trainer's worker has not started this env")
         return self._policy
+
+
+class _HeldSteps:
+    """One episode's inline-answered steps not yet queued: each step's observation, the action
+    the inline copy drew, and the reward earned before it."""
+
+    __slots__ = ("observations", "actions", "rewards")
+
+    def __init__(self):
+        self.observations: list = []
+        self.actions: list = []
+        self.rewards: list = []
+
+    def add(self, observation: Any, action: Any, reward: float) -> None:
+        self.observations.append(observation)
+        self.actions.append(action)
+        self.rewards.append(reward)
+
+    def event(self, episode_id: str) -> tuple:
+        """The steps as the STEPS event a local client's logged columns become."""
+        return (STEPS, episode_id, stack_rows(self.observations), stack_rows(self.actions),
+                np.array(self.rewards, np.float64))
 
 
 class MultiAgentPolicyServer(PolicyServer, ExternalMultiAgentEnv):

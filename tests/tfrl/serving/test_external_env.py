@@ -154,6 +154,7 @@ def test_a_waiting_get_action_fails_on_close_and_times_out_without_a_sampler():
 STEP_OBS = [np.array([0.01 * i, -0.01 * i, 0.02, 0.001 * i], np.float32) for i in range(12)]
 STEP_ACTIONS = [i % 2 for i in range(11)]
 STEP_REWARDS = [float(i) for i in range(11)]  # earned after step i
+FIRST_REWARD = 0.5  # earned before the first step: it counts for that step
 
 
 class OneStepAtATime(ExternalEnv):
@@ -164,6 +165,7 @@ class OneStepAtATime(ExternalEnv):
 
     def run(self):
         episode = self.start_episode()
+        self.log_returns(episode, FIRST_REWARD)
         for i in range(11):
             self.log_action(episode, STEP_OBS[i], STEP_ACTIONS[i])
             self.log_returns(episode, STEP_REWARDS[i])
@@ -179,7 +181,7 @@ class StepsInColumns(ExternalEnv):
 
     def run(self):
         episode = self.start_episode()
-        before = [0.0] + STEP_REWARDS[:-1]
+        before = [FIRST_REWARD] + STEP_REWARDS[:-1]
         for start, stop in ((0, 4), (4, 9), (9, 11)):
             self.log_actions(episode, np.stack(STEP_OBS[start:stop]),
                              np.array(STEP_ACTIONS[start:stop]), before[start:stop])
@@ -205,13 +207,15 @@ def test_log_actions_gives_the_rows_of_as_many_log_action_calls(batch_mode, frag
         # every fragment holds exactly its rows, in a block's middle as well
         assert [b.count for b in batches] == [fragment] * (11 // fragment)
         if batch_mode == "complete_episodes":
-            assert [(m.episode_length, m.episode_reward) for m in metrics] == [(11, 55.0)]
+            assert [(m.episode_length, m.episode_reward) for m in metrics] == [
+                (11, 55.0 + FIRST_REWARD)]
     for one, columnar in zip(sampled[OneStepAtATime], sampled[StepsInColumns]):
         for column in columns:
             np.testing.assert_allclose(columnar[column], one[column], rtol=1e-6, err_msg=column)
     rows = sampled[StepsInColumns]
     np.testing.assert_allclose(np.concatenate([b[SampleBatch.REWARDS] for b in rows]),
-                               STEP_REWARDS[:len(rows) * fragment])
+                               (np.array(STEP_REWARDS) + np.eye(11)[0] * FIRST_REWARD)[
+                                   :len(rows) * fragment])
 
 
 def test_log_actions_is_checked_whole_before_anything_is_recorded():

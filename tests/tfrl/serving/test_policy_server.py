@@ -327,9 +327,9 @@ def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_
         sampler.join(20)  # two rows complete: the first sample() has returned
         assert not sampler.is_alive()
         # no sample() runs now: the server's numpy copy of the policy answers by itself while
-        # fewer than 3 events wait for the worker...
+        # fewer than 3 steps wait for the worker (held back in a block until the worker asks)...
         actions += [client.get_action(episode, obs) for obs in observations[3:6]]
-        assert server.events.qsize() == 3
+        assert server.events.qsize() == 0
         # ...and then a call waits for the worker's sampling loop, which is not running
         with pytest.raises(errors.PolicyServerError) as info:
             client.get_action(episode, observations[6])
@@ -343,6 +343,52 @@ def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_
     finally:
         client.close()
         worker.stop()
+
+
+def test_inline_steps_reach_the_worker_in_blocks_in_order_with_the_episodes_other_calls():
+    """Inline answers are held back in blocks (INLINE_BLOCK_ROWS steps); a logged action, the
+    episode's end and the worker's idle moments send them on, so the rows are the steps as
+    played: observations, actions, rewards (the first one's included) and likelihoods."""
+    from tfrl.serving.policy_server import INLINE_BLOCK_ROWS
+
+    steps = 2 * INLINE_BLOCK_ROWS + 20
+    worker = serving_worker("complete_episodes", steps + 1)
+    server = worker.env
+    policy = worker.get_policy()
+    sampler, sampled = sample_in_thread(worker)
+    client = PolicyClient(server.address, timeout=20)
+    rng = np.random.default_rng(3)
+    observations = [rng.uniform(-0.05, 0.05, 4).astype(np.float32) for _ in range(steps + 2)]
+    try:
+        episode = client.start_episode()
+        client.log_returns(episode, 0.25)  # before the first step: counts for it
+        actions = []
+        for i in range(steps):
+            if i == INLINE_BLOCK_ROWS + 7:  # an off-policy step in the middle of a block
+                client.log_action(episode, observations[i], 1)
+                actions.append(1)
+            else:
+                actions.append(client.get_action(episode, observations[i]))
+            client.log_returns(episode, float(i))
+        actions.append(client.get_action(episode, observations[steps]))
+        client.log_returns(episode, -1.0)
+        client.end_episode(episode, observations[steps + 1])
+        sampler.join(30)
+        batch = sampled[0]
+    finally:
+        client.close()
+        worker.stop()
+    np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(observations[:steps + 1]))
+    np.testing.assert_allclose(batch[SampleBatch.NEXT_OBS], np.stack(observations[1:]))
+    assert batch[SampleBatch.ACTIONS].tolist() == [int(a) for a in actions]
+    expected_rewards = np.append(np.arange(steps, dtype=np.float64), -1.0)
+    expected_rewards[0] += 0.25
+    np.testing.assert_allclose(batch[SampleBatch.REWARDS], expected_rewards)
+    assert batch[SampleBatch.TERMINATEDS].tolist() == [False] * steps + [True]
+    np.testing.assert_allclose(
+        batch[SampleBatch.ACTION_LOGP],
+        policy.compute_log_likelihoods(batch[SampleBatch.ACTIONS], batch[SampleBatch.OBS]),
+        rtol=1e-5)
 
 
 def test_a_local_client_sends_steps_as_columns_and_the_rows_are_the_ones_played():
