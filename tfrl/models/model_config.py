@@ -12,6 +12,10 @@ from tfrl.errors import InvalidConfigError
 MODEL_DEFAULTS: Dict = {
     "fcnet_hiddens": [256, 256],
     "fcnet_activation": "tanh",
+    # orthogonal initialisation gains of the fully connected network's hidden layers and of its
+    # value output (the policy output starts near zero: normal with std 0.01)
+    "fcnet_init_gain": 2 ** 0.5,
+    "value_out_init_gain": 1.0,
     "vf_share_layers": False,
     "conv_filters": None,
     "conv_activation": "relu",

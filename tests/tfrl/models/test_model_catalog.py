@@ -146,3 +146,21 @@ def test_a_model_built_directly_takes_the_catalog_defaults_and_refuses_unknown_k
     assert [v.shape.as_list() for v in model.trainable_variables if "fc_0" in v.name][0] == [3, 8]
     with pytest.raises(InvalidConfigError, match="fcnet_hidens"):
         FullyConnectedNetwork(obs_space, gym.spaces.Discrete(2), 2, {"fcnet_hidens": [8]})
+
+
+@pytest.mark.parametrize("hidden_gain,value_gain", [(2 ** 0.5, 1.0), (0.5, 3.0)])
+def test_fcnet_layers_start_orthogonal_with_the_configured_gains(hidden_gain, value_gain):
+    space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    model = ModelCatalog.get_model(space, gym.spaces.Discrete(2), 2, {
+        "fcnet_hiddens": [16, 16], "fcnet_init_gain": hidden_gain,
+        "value_out_init_gain": value_gain})
+    layers = {layer.name: layer.get_weights()[0] for layer in model.base_model.layers
+              if layer.get_weights()}
+    for name in ("fc_0", "fc_value_0"):  # 4 x 16: orthonormal rows times the gain
+        kernel = layers[name]
+        np.testing.assert_allclose(kernel @ kernel.T, hidden_gain ** 2 * np.eye(4), atol=1e-5)
+    for name in ("fc_1", "fc_value_1"):  # 16 x 16: an orthogonal matrix times the gain
+        kernel = layers[name]
+        np.testing.assert_allclose(kernel.T @ kernel, hidden_gain ** 2 * np.eye(16), atol=1e-5)
+    assert np.linalg.norm(layers["value_out"]) == pytest.approx(value_gain, rel=1e-5)
+    assert np.abs(layers["fc_out"]).max() < 0.1  # the policy output starts near uniform
