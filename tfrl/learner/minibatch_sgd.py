@@ -129,9 +129,7 @@ class MinibatchSGD:
         if self._run is not None or self.max_seq_len:
             return
         self._define(dict(self.signature))
-        scalar = tf.TensorSpec([], tf.int32)
-        self._run.get_concrete_function(dict(self.signature), scalar, scalar,
-                                        tf.TensorSpec([], tf.int64))
+        self._run.get_concrete_function()  # traced for the input signature just defined
 
     def prepare(self, columns: Dict[str, Any]) -> Dict[str, tf.Tensor]:
         """The loss's columns of a train batch, cast to the loss's dtypes.

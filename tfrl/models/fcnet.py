@@ -8,8 +8,8 @@ are the last hidden layer (used by the LSTM wrapper in recurrent.py).
 Initialisation is the one of Stable-Baselines3 and of the PPO implementation studies:
 orthogonal hidden layers with gain sqrt(2), a value output of gain 1 and a policy output near
 zero. Against hidden gain 1 and a value output near zero (this module's earlier choice), PPO's
-tuned CartPole example reached its target in all of 10 seeded runs instead of 7, and in a
-median of about 66k env steps instead of 78k.
+tuned CartPole example reached its target in all of 10 seeded runs instead of 7, in a median
+of 65.5k env steps (against 74.8k for the 7 runs that reached it before).
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The pieces both env runners (sampler.py, multi_agent_sampler.py) build fragments from.
 
 Column buffers of one agent's episode segment (`Trajectory`), stacking rows into batch columns,
-reward clipping, unroll ids, env calls whose failures become `EnvCrashError`, and the policy
+reward clipping, unroll ids, env calls whose failures become `EnvCrashError`, the policy
 outputs of actions chosen outside `compute_actions` (`take_logged_actions`: an application's
-logged actions, or actions drawn by the policy's numpy copy).
+logged actions, or actions drawn by the policy's numpy copy), and blocks of such steps gathered
+to travel as columns (`LoggedSteps`).
 """
 from __future__ import annotations
 
@@ -86,6 +87,32 @@ def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]]
                 column[logged] = value[logged].astype(column.dtype)
                 extra[key] = column
     return actions, extra
+
+
+class LoggedSteps:
+    """Consecutive steps of one episode gathered to travel as one block of columns (a local
+    client's `log_actions` call, a policy server's inline answers): each step's observation, its
+    action, and the reward earned before it."""
+
+    __slots__ = ("episode_id", "observations", "actions", "rewards")
+
+    def __init__(self, episode_id: str):
+        self.episode_id = episode_id
+        self.observations: list = []
+        self.actions: list = []
+        self.rewards: List[float] = []
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    def add(self, observation: Any, action: Any, reward: float) -> None:
+        self.observations.append(observation)
+        self.actions.append(action)
+        self.rewards.append(reward)
+
+    def columns(self) -> tuple:
+        """(observations, actions) stacked one row per step, and the rewards as a list."""
+        return stack_rows(self.observations), stack_rows(self.actions), self.rewards
 
 
 def clip_rewards(rewards: np.ndarray, mode: Any) -> np.ndarray:

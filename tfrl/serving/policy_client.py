@@ -44,6 +44,7 @@ import numpy as np
 from tfrl import errors
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
+from tfrl.rollout.trajectory import LoggedSteps
 from tfrl.serving.policy_server import DEFAULT_MAX_MESSAGE_BYTES, TOKEN_METADATA_KEY
 from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
@@ -95,9 +96,9 @@ class PolicyClient:
         self._metadata = ((TOKEN_METADATA_KEY, token),) if token is not None else ()
         self._lock = threading.Lock()
         # local mode: the calls to report, in order; an episode's consecutive steps are one
-        # _Steps entry (open in `_open_steps` until a call of the episode or a flush closes it)
-        self._calls: List[Union[pb.Call, "_Steps"]] = []
-        self._open_steps: Dict[str, _Steps] = {}
+        # LoggedSteps entry (open in `_open_steps` until a call of the episode or a flush closes it)
+        self._calls: List[Union[pb.Call, LoggedSteps]] = []
+        self._open_steps: Dict[str, LoggedSteps] = {}
         self._buffered_steps = 0
         self._stream: Optional[_ActionStream] = None
         self._stream_lock = threading.Lock()
@@ -159,7 +160,7 @@ class PolicyClient:
         with self._lock:
             steps = self._open_steps.get(episode_id)
             if steps is None:
-                steps = self._open_steps[episode_id] = _Steps(episode_id)
+                steps = self._open_steps[episode_id] = LoggedSteps(episode_id)
                 self._calls.append(steps)
             steps.add(observation, action, reward)
             self._buffered_steps += 1
@@ -211,7 +212,7 @@ class PolicyClient:
                 self._result("Report", in_flight)
             if not calls:
                 return
-            request = pb.ReportRequest(calls=[call if isinstance(call, pb.Call) else call.message()
+            request = pb.ReportRequest(calls=[call if isinstance(call, pb.Call) else _log_actions_call(call)
                                               for call in calls])
             if wait:
                 self._call("Report", request)
@@ -316,30 +317,12 @@ class PolicyClient:
             raise _server_error(method, exc) from None
 
 
-class _Steps:
-    """Local mode: consecutive steps of one episode, sent as one `log_actions` call."""
-
-    __slots__ = ("episode_id", "observations", "actions", "rewards")
-
-    def __init__(self, episode_id: str):
-        self.episode_id = episode_id
-        self.observations: list = []
-        self.actions: list = []
-        self.rewards: List[float] = []
-
-    def add(self, observation: Any, action: Any, reward: float) -> None:
-        self.observations.append(observation)
-        self.actions.append(action)
-        self.rewards.append(reward)
-
-    def message(self) -> pb.Call:
-        from tfrl.rollout.trajectory import stack_rows
-
-        return pb.Call(log_actions=pb.LogActionsRequest(
-            episode_id=self.episode_id,
-            observations=values.encode_value(stack_rows(self.observations)),
-            actions=values.encode_value(stack_rows(self.actions)),
-            rewards=self.rewards if any(self.rewards) else ()))
+def _log_actions_call(steps: LoggedSteps) -> pb.Call:
+    """Local mode: an episode's consecutive steps as one `log_actions` call."""
+    observations, actions, rewards = steps.columns()
+    return pb.Call(log_actions=pb.LogActionsRequest(
+        episode_id=steps.episode_id, observations=values.encode_value(observations),
+        actions=values.encode_value(actions), rewards=rewards if any(rewards) else ()))
 
 
 class _ActionStream:

@@ -53,7 +53,7 @@ from tfrl.env.external_env import STEPS, ExternalEnv, _finite_reward
 from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
-from tfrl.rollout.trajectory import stack_rows
+from tfrl.rollout.trajectory import LoggedSteps
 from tfrl.serving.proto import policy_service_pb2 as pb
 from google.protobuf.message import DecodeError
 
@@ -120,7 +120,7 @@ class PolicyServer(ExternalEnv):
         self.inline_inference = bool(inline_inference)
         self.inline_max_backlog = int(inline_max_backlog)
         self._actor: Optional[NumpyActor] = None  # the inline copy of the policy, or None
-        self._held: Dict[str, _HeldSteps] = {}  # inline steps not queued yet, by episode
+        self._held: Dict[str, LoggedSteps] = {}  # inline steps not queued yet, by episode
         self._held_steps = 0
         self._explore = True
         self._adapter = None
@@ -201,10 +201,10 @@ class PolicyServer(ExternalEnv):
             self._check_running(episode_id)
             held = self._held.get(episode_id)
             if held is None:
-                held = self._held[episode_id] = _HeldSteps()
+                held = self._held[episode_id] = LoggedSteps(episode_id)
             held.add(observation, actions[0], reward)
             self._held_steps += 1
-            if len(held.rewards) >= INLINE_BLOCK_ROWS:
+            if len(held) >= INLINE_BLOCK_ROWS:
                 self._queue_held(episode_id)
         return self._adapter.env_action(self._adapter(actions), 0)
 
@@ -222,8 +222,10 @@ class PolicyServer(ExternalEnv):
     def _queue_held(self, episode_id: str) -> None:
         """Queues an episode's held steps as one event; called with the lock held."""
         held = self._held.pop(episode_id)
-        self._held_steps -= len(held.rewards)
-        self.events.put(held.event(episode_id))
+        self._held_steps -= len(held)
+        observations, actions, rewards = held.columns()
+        # the STEPS event a local client's logged columns become
+        self.events.put((STEPS, episode_id, observations, actions, np.array(rewards, np.float64)))
 
     def run(self) -> None:
         self._closed_event.wait()
@@ -294,28 +296,6 @@ class PolicyServer(ExternalEnv):
             raise errors.ExternalEnvError(
                 "no policy is serving yet: the trainer's worker has not started this env")
         return self._policy
-
-
-class _HeldSteps:
-    """One episode's inline-answered steps not yet queued: each step's observation, the action
-    the inline copy drew, and the reward earned before it."""
-
-    __slots__ = ("observations", "actions", "rewards")
-
-    def __init__(self):
-        self.observations: list = []
-        self.actions: list = []
-        self.rewards: list = []
-
-    def add(self, observation: Any, action: Any, reward: float) -> None:
-        self.observations.append(observation)
-        self.actions.append(action)
-        self.rewards.append(reward)
-
-    def event(self, episode_id: str) -> tuple:
-        """The steps as the STEPS event a local client's logged columns become."""
-        return (STEPS, episode_id, stack_rows(self.observations), stack_rows(self.actions),
-                np.array(self.rewards, np.float64))
 
 
 class MultiAgentPolicyServer(PolicyServer, ExternalMultiAgentEnv):
