@@ -32,7 +32,7 @@ import numpy as np
 
 from tfrl import errors, runtime
 from tfrl.config import apply_classic_keys, merge_config
-from tfrl.models.catalog import MODEL_DEFAULTS
+from tfrl.models.model_config import MODEL_DEFAULTS
 from tfrl.runtime import configure_tf_threads
 
 logger = logging.getLogger(__name__)
@@ -162,6 +162,7 @@ COMMON_CONFIG: Dict[str, Any] = {
     # batch size never changes
     "jit_compile_actions": "auto",
     "numpy_actions": True,
+    "numpy_rollout_workers": True,
     # intra- and inter-op threads of TensorFlow in the driver (the learner); None: TF's default
     "driver_tf_threads": None,
     # === Classic RLlib keys (tfrl.config.apply_classic_keys) ===

@@ -1,16 +1,23 @@
-"""Models, action distributions and observation preprocessors for tfrl policies."""
-from tfrl.models.catalog import MODEL_DEFAULTS, ModelCatalog, merge_model_config
-from tfrl.models.distributions import (ActionDistribution, Categorical, Deterministic,
-                                       DiagGaussian, MultiCategorical, SquashedGaussian)
-from tfrl.models.fcnet import FullyConnectedNetwork
-from tfrl.models.preprocessors import Preprocessor, get_preprocessor
-from tfrl.models.recurrent import LSTMWrapper
-from tfrl.models.tf_model import TFModel
-from tfrl.models.visionnet import VisionNetwork
+"""Models, action distributions and observation preprocessors for tfrl policies.
 
-__all__ = [
-    "ModelCatalog", "MODEL_DEFAULTS", "merge_model_config", "TFModel",
-    "FullyConnectedNetwork", "VisionNetwork", "LSTMWrapper", "Preprocessor",
-    "get_preprocessor", "ActionDistribution", "Categorical", "MultiCategorical",
-    "DiagGaussian", "SquashedGaussian", "Deterministic",
-]
+The names below are imported on first use (PEP 562): `model_config` (the model config keys and
+their defaults) is needed by processes that never start TensorFlow.
+"""
+from tfrl.utils.lazy_exports import lazy_exports
+
+_NAMES_BY_MODULE = {
+    "catalog": ("MODEL_DEFAULTS", "ModelCatalog", "merge_model_config"),
+    "distributions": ("ActionDistribution", "Categorical", "Deterministic", "DiagGaussian",
+                      "MultiCategorical", "SquashedGaussian"),
+    "fcnet": ("FullyConnectedNetwork",),
+    "preprocessors": ("Preprocessor", "get_preprocessor"),
+    "recurrent": ("LSTMWrapper",),
+    "tf_model": ("TFModel",),
+    "visionnet": ("VisionNetwork",),
+}
+_EXPORTS = {name: f"{__name__}.{module}" for module, names in _NAMES_BY_MODULE.items()
+            for name in names}
+
+__all__ = list(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

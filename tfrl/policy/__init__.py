@@ -1,22 +1,26 @@
-"""Policies: the interface, the TF2 implementation, build_tf_policy, mixins, batches and
-postprocessing."""
-from tfrl.policy.mixins import (ComputeTDErrorMixin, EntropyCoeffSchedule, KLCoeffMixin,
-                                LearningRateSchedule, TargetNetworkMixin, ValueNetworkMixin)
-from tfrl.policy.policy import Policy
-from tfrl.policy.postprocessing import (Postprocessing, adjust_nstep, compute_advantages,
-                                        compute_gae_for_sample_batch, discount_cumsum)
-from tfrl.policy.rnn_sequencing import (mean_over_valid_rows, pad_batch_to_sequences,
-                                       sequence_mask)
-from tfrl.policy.sample_batch import (DEFAULT_POLICY_ID, MultiAgentBatch, SampleBatch,
-                                      concat_samples)
-from tfrl.policy.tf_policy import TFPolicy
-from tfrl.policy.tf_policy_template import build_tf_policy
+"""Policies: the interface, the TF2 implementation, build_tf_policy, mixins, batches,
+postprocessing, and the numpy stand-in of remote rollout workers (numpy_policy.py).
 
-__all__ = [
-    "Policy", "TFPolicy", "build_tf_policy", "SampleBatch", "MultiAgentBatch",
-    "concat_samples", "DEFAULT_POLICY_ID", "Postprocessing", "compute_advantages",
-    "compute_gae_for_sample_batch", "adjust_nstep", "discount_cumsum",
-    "pad_batch_to_sequences", "sequence_mask", "mean_over_valid_rows", "LearningRateSchedule",
-    "EntropyCoeffSchedule", "KLCoeffMixin", "ValueNetworkMixin", "TargetNetworkMixin",
-    "ComputeTDErrorMixin",
-]
+The names below are imported on first use (PEP 562), so a rollout worker that acts in numpy
+(`NumpyPolicy`) imports batches and postprocessing without starting TensorFlow.
+"""
+from tfrl.utils.lazy_exports import lazy_exports
+
+_NAMES_BY_MODULE = {
+    "mixins": ("ComputeTDErrorMixin", "EntropyCoeffSchedule", "KLCoeffMixin",
+               "LearningRateSchedule", "TargetNetworkMixin", "ValueNetworkMixin"),
+    "numpy_policy": ("NumpyPolicy", "NumpyPolicySpec"),
+    "policy": ("Policy",),
+    "postprocessing": ("Postprocessing", "adjust_nstep", "compute_advantages",
+                       "compute_gae_for_sample_batch", "discount_cumsum"),
+    "rnn_sequencing": ("mean_over_valid_rows", "pad_batch_to_sequences", "sequence_mask"),
+    "sample_batch": ("DEFAULT_POLICY_ID", "MultiAgentBatch", "SampleBatch", "concat_samples"),
+    "tf_policy": ("TFPolicy",),
+    "tf_policy_template": ("build_tf_policy",),
+}
+_EXPORTS = {name: f"{__name__}.{module}" for module, names in _NAMES_BY_MODULE.items()
+            for name in names}
+
+__all__ = list(_EXPORTS)
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

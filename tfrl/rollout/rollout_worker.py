@@ -115,7 +115,10 @@ class RolloutWorker:
         self.settings = settings = WorkerSettings.from_config(self.config)
         self.worker_index = worker_index
         self.num_workers = num_workers
-        if worker_index > 0:
+        # a worker given only NumpyPolicySpecs (worker_set.py) starts TensorFlow only if a
+        # policy later needs its TF copy, which then applies the threads and seed itself
+        uses_tf = getattr(policy_spec, "needs_tensorflow", True)
+        if worker_index > 0 and uses_tf:
             configure_tf_threads(settings.tf_threads_per_worker)
         self.env_creator = resolve_env_creator(env_creator)
         self.env_name = self.env_creator.name
@@ -123,7 +126,7 @@ class RolloutWorker:
         self.worker_seed = None
         if settings.seed is not None:
             self.worker_seed = settings.seed + worker_index
-            self._seed_libraries(self.worker_seed)
+            self._seed_libraries(self.worker_seed, uses_tf)
 
         env_config = dict(settings.env_config or {})
         self.envs = [self._make_env(env_config, j) for j in range(settings.num_envs_per_worker)]
@@ -156,12 +159,13 @@ class RolloutWorker:
         self.num_steps_sampled = 0
 
     # --- construction -------------------------------------------------------------------
-    def _seed_libraries(self, seed: int) -> None:
+    def _seed_libraries(self, seed: int, uses_tf: bool = True) -> None:
         random.seed(seed)
         np.random.seed(seed % 2**32)
-        import tensorflow as tf
+        if uses_tf:
+            import tensorflow as tf
 
-        tf.random.set_seed(seed)
+            tf.random.set_seed(seed)
 
     def _env_seed(self, j: int) -> Optional[int]:
         return None if self.worker_seed is None else self.worker_seed + ENV_SEED_STRIDE * j

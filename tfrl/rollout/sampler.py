@@ -90,7 +90,8 @@ class EnvRunner:
         self.env_steps_sampled = 0
         self.perf = SamplerPerfStats()
         self._actor: Optional[NumpyActor] = None
-        if settings.numpy_actions and not self._initial_state:
+        if (settings.numpy_actions and not self._initial_state
+                and not getattr(policy, "acts_in_numpy", False)):
             seed_base = getattr(policy, "_seed_base", None)
             self._actor = NumpyActor.from_policy(
                 policy, None if seed_base is None else [seed_base, getattr(worker, "worker_index", 0)])
@@ -140,8 +141,9 @@ class EnvRunner:
 
     @property
     def uses_numpy_actions(self) -> bool:
-        """True when steps draw their actions with the policy's numpy copy."""
-        return self._actor is not None
+        """True when steps draw their actions in numpy (the policy's numpy copy, or a
+        NumpyPolicy)."""
+        return self._actor is not None or getattr(self.policy, "acts_in_numpy", False)
 
     def set_filters(self, filters: Dict[str, Any]) -> None:
         self.obs_filter = filters[self.policy_id]

@@ -51,6 +51,10 @@ class WorkerSettings(Settings):
         "single-agent envs: draw actions with the policy's numpy copy where it has one (fully "
         "connected, categorical or Gaussian, no recurrent state); the rows' values and "
         "likelihoods come from the TensorFlow policy once per fragment")
+    numpy_rollout_workers: bool = setting(
+        "with numpy_actions: remote workers of a policy a numpy copy reproduces get a "
+        "NumpyPolicy (tfrl/policy/numpy_policy.py) and start TensorFlow only if asked for more "
+        "than sampling")
     multiagent: Optional[dict] = setting(
         "{policies, policy_mapping_fn, policies_to_train}; None or keys it lacks mean: policies from "
         "the policy spec, the only policy for every agent, train all")

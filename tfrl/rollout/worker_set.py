@@ -76,17 +76,26 @@ class WorkerSet:
         self._remote: List[Any] = []
         self._remote_indices: List[int] = []
         self._actor_class = None
+        # what remote workers build: the policy spec, or a NumpyPolicySpec (numpy_policy.py)
+        self._remote_policy_spec = policy
+        self._remote_default_class = default_policy_class
         # Remote actors take seconds to start (a process that imports TensorFlow and builds its
         # policy). They start first and are waited for at the first call that needs them, so
-        # this process builds the local worker, and its caller the learner, meanwhile.
+        # this process builds the local worker, and its caller the learner, meanwhile. A policy
+        # that may run in numpy on the remote workers is built here first to find out; such
+        # workers start in about a second.
         self._starting: List[Any] = []  # refs of the new actors' initialisation calls
         indices = list(range(1, num_workers + 1))
-        actors = [self._make_actor(i) for i in indices]
+        numpy_first = bool(indices) and self._may_act_in_numpy()
+        actors = [] if numpy_first else [self._make_actor(i) for i in indices]
         try:
             self._local = RolloutWorker(
                 self.env_creator, policy, self.config, worker_index=0, num_workers=num_workers,
                 replay_output=replay_output if num_workers == 0 else None,
                 default_policy_class=default_policy_class)
+            if numpy_first:
+                self._choose_numpy_policies()
+                actors = [self._make_actor(i) for i in indices]
             self._starting = self._initialisation_calls(actors)
         except BaseException:
             _kill_actors(actors)
@@ -140,6 +149,27 @@ class WorkerSet:
         """Remote workers that answered their last call or were recreated since."""
         return len(self._remote)
 
+    def _may_act_in_numpy(self) -> bool:
+        from tfrl.policy.numpy_policy import could_act_in_numpy
+
+        policy = self.policy_spec or self.default_policy_class
+        return not isinstance(policy, dict) and could_act_in_numpy(policy, self.config)
+
+    def _choose_numpy_policies(self) -> None:
+        """Remote workers get a NumpyPolicySpec where the local worker's policy has one."""
+        from tfrl.policy.numpy_policy import numpy_policy_spec
+
+        if len(self._local.policy_map) != 1:
+            return
+        spec = numpy_policy_spec(next(iter(self._local.policy_map.values())), self.config)
+        if spec is not None:
+            self._remote_policy_spec, self._remote_default_class = spec, None
+
+    @property
+    def remote_policies_in_numpy(self) -> bool:
+        """True when remote workers act with NumpyPolicy (see tfrl/policy/numpy_policy.py)."""
+        return self._remote_policy_spec is not self.policy_spec
+
     def _make_actor(self, worker_index: int):
         if self._actor_class is None:
             from tfrl.replay_hosting import check_feasible, check_resources
@@ -151,9 +181,9 @@ class WorkerSet:
                 num_cpus=self.settings.num_cpus_per_worker,
                 num_gpus=self.settings.num_gpus_per_worker, resources=resources or None)
         return self._actor_class.remote(
-            self.env_creator, self.policy_spec, self.config, worker_index=worker_index,
+            self.env_creator, self._remote_policy_spec, self.config, worker_index=worker_index,
             num_workers=max(self._remote_indices + [worker_index]),
-            replay_output=self.replay_output, default_policy_class=self.default_policy_class)
+            replay_output=self.replay_output, default_policy_class=self._remote_default_class)
 
     def _initialisation_calls(self, actors: Sequence[Any]) -> List[Any]:
         """Starts giving new actors the local worker's weights and filters; returns the refs."""

@@ -1,6 +1,7 @@
 """WorkerSet on a real local Ray: weight and filter synchronisation, calls on all workers,
 adding workers, replay-writing remote workers, and recovery from killed actors and crashed envs."""
 import dataclasses
+import sys
 import threading
 import time
 
@@ -27,11 +28,17 @@ def test_weights_filters_and_calls_reach_every_worker(ray_session):
                    num_workers=2)
     try:
         assert ws.num_healthy_workers() == 2
-        # rollout actors run TensorFlow on one thread each so they do not oversubscribe cores
+        # a fully connected policy samples in numpy: the actors have not started TensorFlow
+        assert ws.remote_policies_in_numpy
+        assert ws.foreach_worker(lambda w: "tensorflow" in sys.modules,
+                                 local_worker=False) == [False, False]
+        # once one needs it, it runs TensorFlow on one thread of each kind so that actors do
+        # not oversubscribe cores
         assert ws.foreach_worker(
-            lambda w: (__import__("tensorflow").config.threading.get_intra_op_parallelism_threads(),
+            lambda w: (w.get_policy().tf_policy is not None,
+                       __import__("tensorflow").config.threading.get_intra_op_parallelism_threads(),
                        __import__("tensorflow").config.threading.get_inter_op_parallelism_threads()),
-            local_worker=False) == [(1, 1), (1, 1)]
+            local_worker=False) == [(True, 1, 1), (True, 1, 1)]
         local = ws.local_worker()
         remote_weights = ws.foreach_worker(lambda w: w.get_weights(), local_worker=False)
         assert all(weights_equal(w, local.get_weights()) for w in remote_weights)

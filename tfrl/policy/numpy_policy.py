@@ -1,0 +1,353 @@
+"""NumpyPolicy: a remote rollout worker's policy without TensorFlow, until something needs it.
+
+Where it sits: a rollout worker (tfrl/rollout) acts with its policies, estimates values and
+postprocesses trajectories; the learner (tfrl/learner) trains the TensorFlow policy in the
+driver. For the default fully connected policies (those `NumpyActor` reproduces: the catalog's
+`FullyConnectedNetwork`, a `Categorical` or `DiagGaussian` distribution, no recurrent state, flat
+Box observations) what a sampling-only worker needs is a few small matrix products. Importing
+TensorFlow and building a TF policy costs a rollout process about three seconds of CPU, which on
+a small machine the trainer's own start-up waits for. So `WorkerSet` (worker_set.py) hands its
+remote workers a `NumpyPolicySpec` instead of the policy class when `numpy_rollout_workers` and
+`numpy_actions` are on and `numpy_policy_spec` accepts the local worker's policy. A
+`NumpyPolicy`:
+
+- computes actions with the columns and dtypes of the TF policy's `compute_actions`
+  (`action_logp`, `action_dist_inputs`, `vf_preds`), so rows and the replay signature are the
+  same; actions follow the same distribution (not the same random draws);
+- postprocesses with the policy's `postprocess_fn` (build_tf_policy's), given this object as the
+  policy: the standard ones read only `config` and `compute_values`;
+- takes and gives weights in the TF policy's `get_weights` order.
+
+Anything else (gradients, learning, checkpoints, export, `model`) builds the TensorFlow policy
+on first use, with the current weights, and is answered
+by it. From then on the TF policy's weights are the truth: the numpy copy reads them again
+after any access to the TF policy, before it next acts.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import gymnasium as gym
+import numpy as np
+
+from tfrl.errors import CheckpointError, InvalidBatchError
+from tfrl.policy.numpy_actor import _ACTIVATIONS
+
+# Policy methods whose code must be TFPolicy's own for the numpy copy to be exact.
+_TFPOLICY_METHODS = ("compute_actions", "compute_values", "compute_log_likelihoods",
+                     "extra_action_out", "action_sampler", "action_distribution",
+                     "get_initial_state", "_forward_actions", "get_weights", "set_weights")
+_LOG_2PI = float(np.log(2.0 * np.pi))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NumpyPolicySpec:
+    """What a remote worker needs to run a policy in numpy; picklable without TensorFlow.
+
+    Calling it as a policy class, `spec(observation_space, action_space, config)`, returns a
+    NumpyPolicy; RolloutWorker builds it so when the WorkerSet passes a spec as the policy.
+
+    Attributes:
+      class_name: the TF policy class's name.
+      pickled_policy_class: that class as Ray would ship it to the worker (cloudpickle: by
+        reference when importable, else by value); unpickled in the worker only when the TF
+        policy is needed, as Ray would have unpickled the class itself at the worker's start.
+      default_config: the TF policy class's `get_default_config()`.
+      pi_layers / vf_layers: (kernel index, bias index, activation name) of the policy and
+        value trunks, input to output, indices into `get_weights()`.
+      distribution: "categorical" or "diag_gaussian".
+      initial_weights: the local policy's weights when the spec was made.
+      postprocess_fn: build_tf_policy's postprocess_fn, or None.
+    """
+
+    class_name: str
+    pickled_policy_class: bytes
+    default_config: dict
+    pi_layers: Tuple[Tuple[int, int, str], ...]
+    vf_layers: Tuple[Tuple[int, int, str], ...]
+    distribution: str
+    initial_weights: Tuple[np.ndarray, ...]
+    postprocess_fn: Any = None
+
+    # read by RolloutWorker: a worker whose policies are all specs starts no TensorFlow
+    needs_tensorflow = False
+
+    @property
+    def __name__(self) -> str:  # named like the class it stands for in workers' messages
+        return f"NumpyPolicy({self.class_name})"
+
+    def __call__(self, observation_space, action_space, config: Optional[dict] = None
+                 ) -> "NumpyPolicy":
+        return NumpyPolicy(self, observation_space, action_space, config)
+
+    def policy_class(self) -> type:
+        """The TF policy class this spec stands for (imports TensorFlow)."""
+        from ray import cloudpickle
+
+        # bytes the driver made for its own worker, passed through Ray like any actor argument
+        return cloudpickle.loads(self.pickled_policy_class)
+
+
+def could_act_in_numpy(policy_class: Any, config: dict) -> bool:
+    """A cheap check before any policy exists: True when a policy of `policy_class` under
+    `config` may be one `numpy_policy_spec` accepts (so WorkerSet builds the local worker first
+    to find out), False when it cannot be."""
+    from tfrl.policy.tf_policy import TFPolicy
+
+    if not (config.get("numpy_rollout_workers", True) and config.get("numpy_actions", True)):
+        return False
+    if not (isinstance(policy_class, type) and issubclass(policy_class, TFPolicy)):
+        return False
+    if any(getattr(policy_class, name) is not getattr(TFPolicy, name)
+           for name in _TFPOLICY_METHODS):
+        return False
+    model = config.get("model") or {}
+    return not any(model.get(key) for key in ("custom_model", "use_lstm", "use_attention",
+                                              "custom_action_dist"))
+
+
+def numpy_policy_spec(policy: Any, config: dict) -> Optional[NumpyPolicySpec]:
+    """The NumpyPolicySpec of a built TF `policy`, or None when a numpy copy would not be exact
+    (see the module docstring) or `config` turns numpy rollout workers off."""
+    from ray import cloudpickle
+
+    from tfrl.models.fcnet import FullyConnectedNetwork
+    from tfrl.policy.numpy_actor import NumpyActor
+
+    if not could_act_in_numpy(type(policy), config):
+        return None
+    cls = type(policy)
+    if NumpyActor._read_policy(policy) is None:  # noqa: SLF001 - the same eligibility
+        return None
+    obs_space, act_space = policy.observation_space, policy.action_space
+    if not (_is_flat_box(obs_space) and (isinstance(act_space, gym.spaces.Discrete)
+                                         or _is_flat_box(act_space))):
+        return None
+    model = policy.model
+    if type(model) is not FullyConnectedNetwork:
+        return None
+    postprocess_fn = None
+    definer = next(c for c in cls.__mro__ if "postprocess_trajectory" in c.__dict__)
+    if "_build_kwargs" in definer.__dict__:
+        postprocess_fn = definer._build_kwargs["postprocess_fn"]  # noqa: SLF001
+    elif definer.__module__ != "tfrl.policy.tf_policy":
+        return None  # a hand-written postprocess_trajectory may use the TF policy's internals
+    names = [v.name.split(":")[0] for v in policy.model_variables]
+    index = {name: i for i, name in enumerate(names)}
+
+    def trunk(layer_names: List[str]) -> Optional[tuple]:
+        layers = []
+        for name in layer_names:
+            layer = model.base_model.get_layer(name)
+            activation = getattr(layer.activation, "__name__", None)
+            if (activation not in _ACTIVATIONS or f"{name}/kernel" not in index
+                    or f"{name}/bias" not in index):
+                return None
+            layers.append((index[f"{name}/kernel"], index[f"{name}/bias"], activation))
+        return tuple(layers)
+
+    hidden = range(len(model.model_config["fcnet_hiddens"]))
+    pi_layers = trunk([f"fc_{i}" for i in hidden] + ["fc_out"])
+    value_prefix = "fc" if model.model_config["vf_share_layers"] else "fc_value"
+    vf_layers = trunk([f"{value_prefix}_{i}" for i in hidden] + ["value_out"])
+    if pi_layers is None or vf_layers is None:
+        return None
+    distribution = NumpyActor._read_policy(policy)[2]  # noqa: SLF001
+    return NumpyPolicySpec(
+        class_name=cls.__qualname__, pickled_policy_class=cloudpickle.dumps(cls),
+        default_config=copy.deepcopy(cls.get_default_config()), pi_layers=pi_layers,
+        vf_layers=vf_layers, distribution=distribution,
+        initial_weights=tuple(policy.get_weights()), postprocess_fn=postprocess_fn)
+
+
+def _is_flat_box(space) -> bool:
+    return (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+            and np.issubdtype(space.dtype, np.floating))
+
+
+class NumpyPolicy:
+    """A TF policy's acting, value and postprocessing parts in numpy (module docstring).
+
+    Raises (at construction):
+      UnsupportedSpaceError: never; spaces the spec was not made for are refused by
+        `numpy_policy_spec` in the driver.
+    """
+
+    acts_in_numpy = True  # read by the env runner: no TF call per fragment either
+
+    def __init__(self, spec: NumpyPolicySpec, observation_space, action_space,
+                 config: Optional[dict] = None):
+        self._spec = spec
+        self._given_config = dict(config or {})
+        merged = copy.deepcopy(spec.default_config)
+        merged.update(self._given_config)
+        self.config = merged
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.global_timestep = 0
+        self._obs_size = int(np.prod(observation_space.shape))
+        self._tf = None
+        self._weights: Optional[List[np.ndarray]] = None
+        self._set_own_weights(spec.initial_weights)
+        self._rng = np.random.default_rng(merged.get("seed"))
+
+    # --- the TensorFlow policy, on demand ------------------------------------------------------
+    @property
+    def tf_policy(self):
+        """The TensorFlow policy (built at first use with the current weights and timestep)."""
+        if self._tf is None:
+            from tfrl.runtime import configure_tf_threads
+            from tfrl.trainer import COMMON_CONFIG
+
+            # as a remote worker with a TF policy configures them at its start
+            configure_tf_threads(self.config.get("tf_threads_per_worker",
+                                                 COMMON_CONFIG["tf_threads_per_worker"]))
+            if self.config.get("seed") is not None:
+                import tensorflow as tf
+
+                tf.random.set_seed(self.config["seed"])
+            policy = self._spec.policy_class()(
+                self.observation_space, self.action_space, self._given_config)
+            policy.set_weights(self._current_weights())
+            policy.global_timestep = self.global_timestep
+            self._tf = policy
+        return self._tf
+
+    def __getattr__(self, name: str):
+        # only for names this class lacks; dunder lookups (copy, pickle) must not build TF
+        if name.startswith("__") or "_spec" not in self.__dict__:
+            raise AttributeError(name)
+        value = getattr(self.tf_policy, name)
+        self._weights = None  # whatever is done through it may change the weights
+        return value
+
+    def _current_weights(self) -> List[np.ndarray]:
+        if self._weights is None:
+            self._set_own_weights(self._tf.get_weights())
+        return self._weights
+
+    def _set_own_weights(self, weights: Sequence[np.ndarray]) -> None:
+        self._weights = [np.asarray(w, np.float32) for w in weights]
+        self._pi = [(self._weights[k], self._weights[b], _ACTIVATIONS[a])
+                    for k, b, a in self._spec.pi_layers]
+        self._vf = [(self._weights[k], self._weights[b], _ACTIVATIONS[a])
+                    for k, b, a in self._spec.vf_layers]
+
+    # --- weights and global variables -----------------------------------------------------------
+    def get_weights(self) -> List[np.ndarray]:
+        """The weights in the TF policy's `get_weights` order."""
+        return [w.copy() for w in self._current_weights()]
+
+    def set_weights(self, weights) -> None:
+        """Takes weights from a TF policy's `get_weights`.
+
+        Raises:
+          CheckpointError: their number or shapes do not match the policy's.
+        """
+        expected = [w.shape for w in self._spec.initial_weights]
+        got = [np.shape(w) for w in weights]
+        if got != expected:
+            raise CheckpointError(
+                f"{self._spec.class_name}: got {len(got)} weights of shapes {got}, the model "
+                f"has {len(expected)} of shapes {expected}; pass the weights of a policy with "
+                "the same model config")
+        if self._tf is not None:
+            self._tf.set_weights(weights)
+        self._set_own_weights(weights)
+
+    def on_global_var_update(self, global_vars: Dict) -> None:
+        self.global_timestep = int(global_vars.get("timestep", self.global_timestep))
+        if self._tf is not None:
+            self._tf.on_global_var_update(global_vars)
+
+    # --- acting ---------------------------------------------------------------------------------
+    def get_initial_state(self) -> list:
+        return []
+
+    def is_recurrent(self) -> bool:
+        return False
+
+    def num_state_tensors(self) -> int:
+        return 0
+
+    def _flat_obs(self, obs_batch) -> np.ndarray:
+        obs = np.asarray(obs_batch, np.float32)
+        if obs.ndim < 1 or obs.size != len(obs) * self._obs_size:
+            raise InvalidBatchError(
+                f"{self._spec.class_name}: observations of shape {obs.shape} do not match the "
+                f"observation space {self.observation_space} with a leading batch dimension")
+        return obs.reshape(len(obs), self._obs_size)
+
+    def _forward(self, trunk: str, x: np.ndarray) -> np.ndarray:
+        """The policy ("pi") or value ("vf") trunk's output for flat observations."""
+        self._current_weights()  # read again from the TF policy if it may have changed them
+        for kernel, bias, activation in self._pi if trunk == "pi" else self._vf:
+            x = activation(x @ kernel + bias)
+        return x
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
+                        prev_reward_batch=None, explore=None, timestep=None, **kwargs):
+        """(actions, [], extras) as the TF policy's compute_actions returns them: int64 [B] or
+        float32 [B, dim] actions; action_logp, action_dist_inputs and vf_preds as float32.
+
+        Raises:
+          InvalidBatchError: observations that do not fit the observation space.
+        """
+        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        x = self._flat_obs(obs_batch)
+        inputs = self._forward("pi", x)
+        if self._spec.distribution == "categorical":
+            scores = inputs - np.log(-np.log(self._rng.random(inputs.shape))) if explore \
+                else inputs
+            actions = np.argmax(scores, axis=1).astype(np.int64)
+        else:
+            mean, log_std = np.split(inputs, 2, axis=1)
+            actions = mean + np.exp(log_std) * self._rng.standard_normal(mean.shape) \
+                if explore else mean
+            actions = actions.astype(np.float32)
+        self.global_timestep += len(x)
+        extras = {"action_logp": self._logp(inputs, actions),
+                  "action_dist_inputs": inputs.astype(np.float32),
+                  "vf_preds": self._forward("vf", x)[:, 0].astype(np.float32)}
+        return actions, [], extras
+
+    def compute_single_action(self, obs, state=None, explore=None, timestep=None):
+        """One action for one observation: (action, [], extra_fetches)."""
+        actions, _, extras = self.compute_actions(np.asarray(obs)[None], explore=explore,
+                                                  timestep=timestep)
+        return actions[0], [], {k: v[0] for k, v in extras.items()}
+
+    def _logp(self, inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        if self._spec.distribution == "categorical":
+            shifted = inputs - inputs.max(axis=1, keepdims=True)
+            log_norm = np.log(np.exp(shifted).sum(axis=1))
+            index = np.asarray(actions, np.int64).reshape(-1)
+            return (shifted[np.arange(len(index)), index] - log_norm).astype(np.float32)
+        mean, log_std = np.split(inputs, 2, axis=1)
+        z = (np.asarray(actions, np.float32).reshape(mean.shape) - mean) / np.exp(log_std)
+        return (-0.5 * np.sum(z * z, axis=1) - np.sum(log_std, axis=1)
+                - 0.5 * _LOG_2PI * mean.shape[1]).astype(np.float32)
+
+    def compute_values(self, obs_batch, state_batches=None) -> np.ndarray:
+        """Value estimates [B] (float32) for raw observations."""
+        return self._forward("vf", self._flat_obs(obs_batch))[:, 0].astype(np.float32)
+
+    def value(self, obs_batch, state_batches=None) -> np.ndarray:
+        return self.compute_values(obs_batch, state_batches)
+
+    _value = value
+
+    def compute_log_likelihoods(self, actions, obs_batch) -> np.ndarray:
+        """log pi(actions | obs) [B] under the policy's action distribution."""
+        return self._logp(self._forward("pi", self._flat_obs(obs_batch)), actions)
+
+    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+        fn = self._spec.postprocess_fn
+        return sample_batch if fn is None else fn(self, sample_batch, other_agent_batches,
+                                                  episode)
+
+    def __repr__(self) -> str:
+        state = "with its TensorFlow policy built" if self._tf is not None else "numpy only"
+        return f"NumpyPolicy({self._spec.class_name}, {state})"
