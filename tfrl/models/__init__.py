@@ -3,7 +3,7 @@
 The names below are imported on first use (PEP 562): `model_config` (the model config keys and
 their defaults) is needed by processes that never start TensorFlow.
 """
-from tfrl.utils.lazy_exports import lazy_exports
+from tfrl.utils.lazy_exports import lazy_package
 
 _NAMES_BY_MODULE = {
     "catalog": ("MODEL_DEFAULTS", "ModelCatalog", "merge_model_config"),
@@ -15,9 +15,4 @@ _NAMES_BY_MODULE = {
     "tf_model": ("TFModel",),
     "visionnet": ("VisionNetwork",),
 }
-_EXPORTS = {name: f"{__name__}.{module}" for module, names in _NAMES_BY_MODULE.items()
-            for name in names}
-
-__all__ = list(_EXPORTS)
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__, __getattr__ = lazy_package(__name__, _NAMES_BY_MODULE)

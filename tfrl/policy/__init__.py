@@ -4,7 +4,7 @@ postprocessing, and the numpy stand-in of remote rollout workers (numpy_policy.p
 The names below are imported on first use (PEP 562), so a rollout worker that acts in numpy
 (`NumpyPolicy`) imports batches and postprocessing without starting TensorFlow.
 """
-from tfrl.utils.lazy_exports import lazy_exports
+from tfrl.utils.lazy_exports import lazy_package
 
 _NAMES_BY_MODULE = {
     "mixins": ("ComputeTDErrorMixin", "EntropyCoeffSchedule", "KLCoeffMixin",
@@ -18,9 +18,4 @@ _NAMES_BY_MODULE = {
     "tf_policy": ("TFPolicy",),
     "tf_policy_template": ("build_tf_policy",),
 }
-_EXPORTS = {name: f"{__name__}.{module}" for module, names in _NAMES_BY_MODULE.items()
-            for name in names}
-
-__all__ = list(_EXPORTS)
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__, __getattr__ = lazy_package(__name__, _NAMES_BY_MODULE)

@@ -4,7 +4,7 @@ episode metrics and writing rollouts straight into a replay table.
 The names below are imported on first use (PEP 562), so a process that needs only the
 observation filters (ES/ARS workers, tfrl/agents/es) does not start TensorFlow.
 """
-from tfrl.utils.lazy_exports import lazy_exports
+from tfrl.utils.lazy_exports import lazy_package
 
 _NAMES_BY_MODULE = {
     "callbacks": ("DefaultCallbacks", "MultiCallbacks"),
@@ -15,9 +15,4 @@ _NAMES_BY_MODULE = {
     "rollout_worker": ("RolloutWorker", "SampleSummary"),
     "worker_set": ("WorkerSet", "is_worker_failure"),
 }
-_EXPORTS = {name: f"{__name__}.{module}" for module, names in _NAMES_BY_MODULE.items()
-            for name in names}
-
-__all__ = list(_EXPORTS)
-
-__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__, __getattr__ = lazy_package(__name__, _NAMES_BY_MODULE)

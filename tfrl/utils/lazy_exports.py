@@ -16,3 +16,11 @@ def lazy_exports(module_name: str, exports: Dict[str, str]) -> Callable[[str], A
         setattr(importlib.import_module(module_name), name, value)
         return value
     return __getattr__
+
+
+def lazy_package(module_name: str, names_by_module: Dict[str, tuple]):
+    """(`__all__`, `__getattr__`) of a package exporting, for each of its submodules, the names
+    `names_by_module[submodule]`, each imported on first use."""
+    exports = {name: f"{module_name}.{module}" for module, names in names_by_module.items()
+               for name in names}
+    return list(exports), lazy_exports(module_name, exports)
