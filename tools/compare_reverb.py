@@ -33,6 +33,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Tuple
 
+from peer_python import peer_unavailable
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _WORKLOAD = os.path.join(_HERE, "replay_workload.py")
 
@@ -53,19 +55,7 @@ CASES: Dict[str, Tuple[str, int, int]] = {
 
 def reverb_unavailable(python: Optional[str]) -> Optional[str]:
     """Why `python` cannot run the Reverb side (None when it can)."""
-    if not python:
-        return "no --reverb-python given"
-    if not os.path.exists(python):
-        return f"{python} does not exist"
-    try:
-        probe = subprocess.run([python, "-c", "import reverb"], capture_output=True, text=True,
-                               timeout=300)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{python} cannot be run: {e}"
-    if probe.returncode != 0:
-        lines = probe.stderr.strip().splitlines()
-        return f"`import reverb` fails with {python}: {lines[-1] if lines else probe.returncode}"
-    return None
+    return peer_unavailable(python, "reverb", "--reverb-python")
 
 
 def run_side(python: str, backend: str, case: str, payload: int, clients: int,

@@ -26,12 +26,12 @@ stops at the budget counts with the seconds and steps it used (`reached=False`).
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_sb3 import OURS_SCRIPT, PROJECT_ROOT, finish_side, start_side  # noqa: E402
+from peer_python import peer_unavailable  # noqa: E402
 
 TARGET = 450.0
 
@@ -79,13 +79,6 @@ RLLIB_SCRIPT = textwrap.dedent("""
 """)
 
 
-def rllib_available(python: str) -> bool:
-    if not python or not os.path.exists(python):
-        return False
-    probe = subprocess.run([python, "-c", "import ray.rllib, torch"], capture_output=True)
-    return probe.returncode == 0
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rllib-python", default="", help="a Python with ray[rllib] and torch")
@@ -100,10 +93,11 @@ def main() -> None:
     ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case="cartpole-dqn", overrides={},
                                      **limits)
     rllib_script = RLLIB_SCRIPT.format(**limits)
-    have_rllib = rllib_available(args.rllib_python)
+    why_not = peer_unavailable(args.rllib_python, "ray.rllib, torch", "--rllib-python")
+    have_rllib = why_not is None
     if not have_rllib:
-        print("rllib not available: pass --rllib-python with a Python that imports ray.rllib and "
-              "torch")
+        print(f"rllib not available ({why_not}): pass --rllib-python with a Python that imports "
+              "ray.rllib and torch")
     timeout = args.max_seconds + 180
     ours_runs, rllib_runs = [], []
     for run in range(1, args.runs + 1):

@@ -37,6 +37,8 @@ import subprocess
 import sys
 import textwrap
 
+from peer_python import peer_unavailable
+
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGETS = {"cartpole-ppo": 450.0, "pendulum-sac": -200.0, "pendulum-td3": -200.0,
            "pendulum-ddpg": -200.0, "halfcheetah-sac": 3000.0}
@@ -191,13 +193,6 @@ def finish_side(side: str, process: subprocess.Popen, timeout: float) -> tuple[f
     return result
 
 
-def sb3_available(python: str) -> bool:
-    if not python or not os.path.exists(python):
-        return False
-    probe = subprocess.run([python, "-c", "import stable_baselines3, torch"], capture_output=True)
-    return probe.returncode == 0
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sb3-python", default="", help="a Python with stable-baselines3 and torch")
@@ -218,9 +213,11 @@ def main() -> None:
     overrides = {"driver_tf_threads": args.threads} if continuous else {}
     ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case=args.case, overrides=overrides, **limits)
     sb3_script = SB3_SCRIPTS[args.case].format(threads=args.threads, **limits)
-    have_sb3 = sb3_available(args.sb3_python)
+    why_not = peer_unavailable(args.sb3_python, "stable_baselines3, torch", "--sb3-python")
+    have_sb3 = why_not is None
     if not have_sb3:
-        print("sb3 not available: pass --sb3-python with a Python that imports stable_baselines3 and torch")
+        print(f"sb3 not available ({why_not}): pass --sb3-python with a Python that imports "
+              "stable_baselines3 and torch")
     timeout = args.max_seconds + 120
     ours_runs, sb3_runs = [], []
     for run in range(1, args.runs + 1):

@@ -104,10 +104,8 @@ class NumpyActor:
 
     def distribution_inputs(self, observation: Any) -> np.ndarray:
         """The distribution inputs (logits, or mean and log-std) for one raw observation."""
-        x = np.asarray(self._preprocess(observation), np.float64).reshape(-1)
-        for kernel, bias, activation in self._layers:
-            x = activation(x @ kernel + bias)
-        return x
+        return forward(self._layers,
+                       np.asarray(self._preprocess(observation), np.float64).reshape(-1))
 
     def act(self, observation: Any, explore: bool = True) -> np.ndarray:
         """One action for one raw observation, with a leading batch dimension of 1 (as
@@ -134,6 +132,10 @@ class NumpyActor:
         """Actions for a batch of raw observations (an array [B, ...], or a nest of such arrays
         for nested spaces): int64 [B] for categorical, float32 [B, action_dim] for Gaussian,
         each drawn as `act` draws it (a categorical sample by the Gumbel-max trick)."""
+        return self.draw(self.batch_distribution_inputs(observations), explore)
+
+    def batch_distribution_inputs(self, observations: Any) -> np.ndarray:
+        """The distribution inputs [B, ...] (float64) for a batch of raw observations."""
         if self._flat_observations and isinstance(observations, np.ndarray):
             x = observations.astype(np.float64, copy=False).reshape(len(observations), -1)
         else:
@@ -142,14 +144,22 @@ class NumpyActor:
             count = len(tree.flatten(observations)[0])
             x = np.stack([np.asarray(self._preprocess(row_of(observations, i)), np.float64)
                           .reshape(-1) for i in range(count)])
-        for kernel, bias, activation in self._layers:
-            x = activation(x @ kernel + bias)
+        return forward(self._layers, x)
+
+    def draw(self, inputs: np.ndarray, explore: bool = True) -> np.ndarray:
+        """Actions for a batch of distribution inputs (see `act_batch`)."""
         if self.distribution == "categorical":
             if explore:
-                x = x - np.log(-np.log(self._rng.random(x.shape)))
-            return np.argmax(x, axis=1).astype(np.int64)
-        mean, log_std = np.split(x, 2, axis=1)
+                inputs = inputs - np.log(-np.log(self._rng.random(inputs.shape)))
+            return np.argmax(inputs, axis=1).astype(np.int64)
+        mean, log_std = np.split(inputs, 2, axis=1)
         if explore:
             mean = mean + np.exp(log_std) * self._rng.standard_normal(mean.shape)
         return mean.astype(np.float32)
 
+
+def forward(layers: List[Tuple[np.ndarray, np.ndarray, Callable]], x: np.ndarray) -> np.ndarray:
+    """`x` through dense layers given as (kernel, bias, activation), input to output."""
+    for kernel, bias, activation in layers:
+        x = activation(x @ kernel + bias)
+    return x

@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 
 from tfrl.errors import CheckpointError, InvalidBatchError
-from tfrl.policy.numpy_actor import _ACTIVATIONS
+from tfrl.policy.numpy_actor import _ACTIVATIONS, NumpyActor, forward
 
 # Policy methods whose code must be TFPolicy's own for the numpy copy to be exact.
 _TFPOLICY_METHODS = ("compute_actions", "compute_values", "compute_log_likelihoods",
@@ -90,44 +90,40 @@ class NumpyPolicySpec:
         return cloudpickle.loads(self.pickled_policy_class)
 
 
-def could_act_in_numpy(policy_class: Any, config: dict) -> bool:
-    """A cheap check before any policy exists: True when a policy of `policy_class` under
-    `config` may be one `numpy_policy_spec` accepts (so WorkerSet builds the local worker first
-    to find out), False when it cannot be."""
+def could_act_in_numpy(policy_class: Any, model_config: Optional[dict]) -> bool:
+    """A cheap check before any policy exists: True when a policy of `policy_class` with
+    `model_config` may be one `numpy_policy_spec` accepts (so WorkerSet builds the local worker
+    first to find out), False when it cannot be."""
     from tfrl.policy.tf_policy import TFPolicy
 
-    if not (config.get("numpy_rollout_workers", True) and config.get("numpy_actions", True)):
-        return False
     if not (isinstance(policy_class, type) and issubclass(policy_class, TFPolicy)):
         return False
     if any(getattr(policy_class, name) is not getattr(TFPolicy, name)
            for name in _TFPOLICY_METHODS):
         return False
-    model = config.get("model") or {}
+    model = model_config or {}
     return not any(model.get(key) for key in ("custom_model", "use_lstm", "use_attention",
                                               "custom_action_dist"))
 
 
-def numpy_policy_spec(policy: Any, config: dict) -> Optional[NumpyPolicySpec]:
+def numpy_policy_spec(policy: Any) -> Optional[NumpyPolicySpec]:
     """The NumpyPolicySpec of a built TF `policy`, or None when a numpy copy would not be exact
-    (see the module docstring) or `config` turns numpy rollout workers off."""
+    (see the module docstring)."""
     from ray import cloudpickle
 
-    from tfrl.models.fcnet import FullyConnectedNetwork
-    from tfrl.policy.numpy_actor import NumpyActor
-
-    if not could_act_in_numpy(type(policy), config):
-        return None
     cls = type(policy)
-    if NumpyActor._read_policy(policy) is None:  # noqa: SLF001 - the same eligibility
+    if not could_act_in_numpy(cls, policy.config.get("model")):
+        return None
+    # the same eligibility as NumpyActor's: the catalog's FC network, no recurrent state, a
+    # categorical or diagonal Gaussian distribution
+    found = NumpyActor._read_policy(policy)  # noqa: SLF001
+    if found is None:
         return None
     obs_space, act_space = policy.observation_space, policy.action_space
     if not (_is_flat_box(obs_space) and (isinstance(act_space, gym.spaces.Discrete)
                                          or _is_flat_box(act_space))):
         return None
     model = policy.model
-    if type(model) is not FullyConnectedNetwork:
-        return None
     postprocess_fn = None
     definer = next(c for c in cls.__mro__ if "postprocess_trajectory" in c.__dict__)
     if "_build_kwargs" in definer.__dict__:
@@ -154,11 +150,10 @@ def numpy_policy_spec(policy: Any, config: dict) -> Optional[NumpyPolicySpec]:
     vf_layers = trunk([f"{value_prefix}_{i}" for i in hidden] + ["value_out"])
     if pi_layers is None or vf_layers is None:
         return None
-    distribution = NumpyActor._read_policy(policy)[2]  # noqa: SLF001
     return NumpyPolicySpec(
         class_name=cls.__qualname__, pickled_policy_class=cloudpickle.dumps(cls),
         default_config=copy.deepcopy(cls.get_default_config()), pi_layers=pi_layers,
-        vf_layers=vf_layers, distribution=distribution,
+        vf_layers=vf_layers, distribution=found[2],
         initial_weights=tuple(policy.get_weights()), postprocess_fn=postprocess_fn)
 
 
@@ -168,12 +163,8 @@ def _is_flat_box(space) -> bool:
 
 
 class NumpyPolicy:
-    """A TF policy's acting, value and postprocessing parts in numpy (module docstring).
-
-    Raises (at construction):
-      UnsupportedSpaceError: never; spaces the spec was not made for are refused by
-        `numpy_policy_spec` in the driver.
-    """
+    """A TF policy's acting, value and postprocessing parts in numpy (module docstring); its
+    policy trunk and draws are a `NumpyActor`'s."""
 
     acts_in_numpy = True  # read by the env runner: no TF call per fragment either
 
@@ -189,21 +180,20 @@ class NumpyPolicy:
         self.global_timestep = 0
         self._obs_size = int(np.prod(observation_space.shape))
         self._tf = None
+        self._rng = np.random.default_rng(merged.get("seed"))  # the actor's, kept across weights
         self._weights: Optional[List[np.ndarray]] = None
         self._set_own_weights(spec.initial_weights)
-        self._rng = np.random.default_rng(merged.get("seed"))
 
     # --- the TensorFlow policy, on demand ------------------------------------------------------
     @property
     def tf_policy(self):
         """The TensorFlow policy (built at first use with the current weights and timestep)."""
         if self._tf is None:
+            from tfrl.rollout.settings import WorkerSettings
             from tfrl.runtime import configure_tf_threads
-            from tfrl.trainer import COMMON_CONFIG
 
             # as a remote worker with a TF policy configures them at its start
-            configure_tf_threads(self.config.get("tf_threads_per_worker",
-                                                 COMMON_CONFIG["tf_threads_per_worker"]))
+            configure_tf_threads(WorkerSettings.from_config(self.config).tf_threads_per_worker)
             if self.config.get("seed") is not None:
                 import tensorflow as tf
 
@@ -230,10 +220,12 @@ class NumpyPolicy:
 
     def _set_own_weights(self, weights: Sequence[np.ndarray]) -> None:
         self._weights = [np.asarray(w, np.float32) for w in weights]
-        self._pi = [(self._weights[k], self._weights[b], _ACTIVATIONS[a])
-                    for k, b, a in self._spec.pi_layers]
-        self._vf = [(self._weights[k], self._weights[b], _ACTIVATIONS[a])
-                    for k, b, a in self._spec.vf_layers]
+        self._actor = NumpyActor(None, self._layers(self._spec.pi_layers),
+                                 self._spec.distribution, self._rng, flat_observations=True)
+        self._vf = self._layers(self._spec.vf_layers)
+
+    def _layers(self, indices) -> list:
+        return [(self._weights[k], self._weights[b], _ACTIVATIONS[a]) for k, b, a in indices]
 
     # --- weights and global variables -----------------------------------------------------------
     def get_weights(self) -> List[np.ndarray]:
@@ -280,12 +272,13 @@ class NumpyPolicy:
                 f"observation space {self.observation_space} with a leading batch dimension")
         return obs.reshape(len(obs), self._obs_size)
 
-    def _forward(self, trunk: str, x: np.ndarray) -> np.ndarray:
-        """The policy ("pi") or value ("vf") trunk's output for flat observations."""
+    def _distribution_inputs(self, x: np.ndarray) -> np.ndarray:
         self._current_weights()  # read again from the TF policy if it may have changed them
-        for kernel, bias, activation in self._pi if trunk == "pi" else self._vf:
-            x = activation(x @ kernel + bias)
-        return x
+        return self._actor.batch_distribution_inputs(x)
+
+    def _values(self, x: np.ndarray) -> np.ndarray:
+        self._current_weights()
+        return forward(self._vf, x)[:, 0].astype(np.float32)
 
     def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
                         prev_reward_batch=None, explore=None, timestep=None, **kwargs):
@@ -297,20 +290,12 @@ class NumpyPolicy:
         """
         explore = self.config.get("explore", True) if explore is None else bool(explore)
         x = self._flat_obs(obs_batch)
-        inputs = self._forward("pi", x)
-        if self._spec.distribution == "categorical":
-            scores = inputs - np.log(-np.log(self._rng.random(inputs.shape))) if explore \
-                else inputs
-            actions = np.argmax(scores, axis=1).astype(np.int64)
-        else:
-            mean, log_std = np.split(inputs, 2, axis=1)
-            actions = mean + np.exp(log_std) * self._rng.standard_normal(mean.shape) \
-                if explore else mean
-            actions = actions.astype(np.float32)
+        inputs = self._distribution_inputs(x)
+        actions = self._actor.draw(inputs, explore)
         self.global_timestep += len(x)
         extras = {"action_logp": self._logp(inputs, actions),
                   "action_dist_inputs": inputs.astype(np.float32),
-                  "vf_preds": self._forward("vf", x)[:, 0].astype(np.float32)}
+                  "vf_preds": self._values(x)}
         return actions, [], extras
 
     def compute_single_action(self, obs, state=None, explore=None, timestep=None):
@@ -332,7 +317,7 @@ class NumpyPolicy:
 
     def compute_values(self, obs_batch, state_batches=None) -> np.ndarray:
         """Value estimates [B] (float32) for raw observations."""
-        return self._forward("vf", self._flat_obs(obs_batch))[:, 0].astype(np.float32)
+        return self._values(self._flat_obs(obs_batch))
 
     def value(self, obs_batch, state_batches=None) -> np.ndarray:
         return self.compute_values(obs_batch, state_batches)
@@ -341,7 +326,7 @@ class NumpyPolicy:
 
     def compute_log_likelihoods(self, actions, obs_batch) -> np.ndarray:
         """log pi(actions | obs) [B] under the policy's action distribution."""
-        return self._logp(self._forward("pi", self._flat_obs(obs_batch)), actions)
+        return self._logp(self._distribution_inputs(self._flat_obs(obs_batch)), actions)
 
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         fn = self._spec.postprocess_fn

@@ -78,7 +78,6 @@ class WorkerSet:
         self._actor_class = None
         # what remote workers build: the policy spec, or a NumpyPolicySpec (numpy_policy.py)
         self._remote_policy_spec = policy
-        self._remote_default_class = default_policy_class
         # Remote actors take seconds to start (a process that imports TensorFlow and builds its
         # policy). They start first and are waited for at the first call that needs them, so
         # this process builds the local worker, and its caller the learner, meanwhile. A policy
@@ -152,8 +151,11 @@ class WorkerSet:
     def _may_act_in_numpy(self) -> bool:
         from tfrl.policy.numpy_policy import could_act_in_numpy
 
+        if not (self.settings.numpy_actions and self.settings.numpy_rollout_workers):
+            return False
         policy = self.policy_spec or self.default_policy_class
-        return not isinstance(policy, dict) and could_act_in_numpy(policy, self.config)
+        return not isinstance(policy, dict) and could_act_in_numpy(policy,
+                                                                   self.config.get("model"))
 
     def _choose_numpy_policies(self) -> None:
         """Remote workers get a NumpyPolicySpec where the local worker's policy has one."""
@@ -161,9 +163,9 @@ class WorkerSet:
 
         if len(self._local.policy_map) != 1:
             return
-        spec = numpy_policy_spec(next(iter(self._local.policy_map.values())), self.config)
+        spec = numpy_policy_spec(next(iter(self._local.policy_map.values())))
         if spec is not None:
-            self._remote_policy_spec, self._remote_default_class = spec, None
+            self._remote_policy_spec = spec
 
     @property
     def remote_policies_in_numpy(self) -> bool:
@@ -183,7 +185,8 @@ class WorkerSet:
         return self._actor_class.remote(
             self.env_creator, self._remote_policy_spec, self.config, worker_index=worker_index,
             num_workers=max(self._remote_indices + [worker_index]),
-            replay_output=self.replay_output, default_policy_class=self._remote_default_class)
+            replay_output=self.replay_output,
+            default_policy_class=None if self.remote_policies_in_numpy else self.default_policy_class)
 
     def _initialisation_calls(self, actors: Sequence[Any]) -> List[Any]:
         """Starts giving new actors the local worker's weights and filters; returns the refs."""

@@ -24,7 +24,7 @@ CONFIG = {"model": {"fcnet_hiddens": [16, 8]}, "gamma": 0.9, "lambda": 0.8, "see
 def _pair(spaces, **overrides):
     config = dict(CONFIG, **overrides)
     tf_policy = PPOTFPolicy(*spaces, config)
-    spec = numpy_policy_spec(tf_policy, config)
+    spec = numpy_policy_spec(tf_policy)
     assert spec is not None
     numpy_policy = spec(*spaces, config)
     assert isinstance(numpy_policy, NumpyPolicy)
@@ -147,11 +147,9 @@ def test_anything_else_builds_the_tensorflow_policy_with_the_current_weights():
 
 
 def test_policies_it_cannot_reproduce_get_no_spec():
-    assert numpy_policy_spec(DQNTFPolicy(*CARTPOLE, {}), {}) is None  # epsilon-greedy sampler
+    assert numpy_policy_spec(DQNTFPolicy(*CARTPOLE, {})) is None  # epsilon-greedy sampler
     lstm = {"model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 4}}
-    assert numpy_policy_spec(PPOTFPolicy(*CARTPOLE, lstm), lstm) is None
+    assert numpy_policy_spec(PPOTFPolicy(*CARTPOLE, lstm)) is None
     one_hot = (gym.spaces.Discrete(5), gym.spaces.Discrete(2))  # needs a one-hot preprocessor
-    assert numpy_policy_spec(PPOTFPolicy(*one_hot, CONFIG), CONFIG) is None
-    for off in ({"numpy_rollout_workers": False}, {"numpy_actions": False}):
-        config = dict(CONFIG, **off)
-        assert numpy_policy_spec(PPOTFPolicy(*CARTPOLE, config), config) is None
+    assert numpy_policy_spec(PPOTFPolicy(*one_hot, CONFIG)) is None
+    # (the config keys that turn numpy workers off are WorkerSet's: test_numpy_rollout_workers)

@@ -60,8 +60,9 @@ def test_a_worker_asked_for_gradients_builds_its_tensorflow_policy_with_the_same
         trainer.stop()
 
 
-def test_turned_off_the_remote_workers_build_the_tensorflow_policy(ray_session, small_config):
-    config = dict(small_config("PPO"), num_workers=1, numpy_rollout_workers=False)
+@pytest.mark.parametrize("off", ["numpy_rollout_workers", "numpy_actions"])
+def test_turned_off_the_remote_workers_build_the_tensorflow_policy(ray_session, small_config, off):
+    config = dict(small_config("PPO"), num_workers=1, **{off: False})
     trainer = PPOTrainer(config=config, env="CartPole-v1")
     try:
         assert not trainer.workers.remote_policies_in_numpy
