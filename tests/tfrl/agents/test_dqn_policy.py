@@ -1,5 +1,5 @@
 """DQNTFPolicy and QNetwork: targets (double vs plain, n-step, terminated vs truncated),
-importance-weighted Huber loss, dueling aggregation, epsilon-greedy acting and greedy export,
+importance-weighted Huber or squared loss, dueling aggregation, epsilon-greedy acting and greedy export,
 against hand computations."""
 import contextlib
 import types
@@ -130,16 +130,18 @@ def test_nstep_postprocessing_and_gamma_power_bootstrap():
     np.testing.assert_allclose(per_sample["td_error"], q_t - targets, rtol=1e-4, atol=1e-5)
 
 
-def test_loss_is_importance_weighted_huber_of_td_errors():
-    policy = make_dqn()
+@pytest.mark.parametrize("loss_fn", ["huber", "mse"])
+def test_loss_is_importance_weighted_huber_or_square_of_td_errors(loss_fn):
+    policy = make_dqn(td_error_loss_fn=loss_fn)
     weights = np.array([0.0, 1.0, 2.0, 0.5] * 4, np.float32)
     batch = transitions(weights=weights)
     batch[SampleBatch.REWARDS] = np.linspace(-3, 3, 16).astype(np.float32)  # |td| above and below 1
     loss, stats, per_sample = loss_outputs(policy, batch)
     td = per_sample["td_error"].astype(np.float64)
     assert np.any(np.abs(td) < 1) and np.any(np.abs(td) > 1)
-    huber = np.where(np.abs(td) <= 1, 0.5 * td ** 2, np.abs(td) - 0.5)
-    assert loss == pytest.approx(np.mean(weights * huber), rel=1e-5)
+    per_row = (0.5 * td ** 2 if loss_fn == "mse"
+               else np.where(np.abs(td) <= 1, 0.5 * td ** 2, np.abs(td) - 0.5))
+    assert loss == pytest.approx(np.mean(weights * per_row), rel=1e-5)
     assert stats["mean_td_error"] == pytest.approx(np.mean(td), rel=1e-4, abs=1e-6)
 
 
@@ -241,6 +243,7 @@ def test_continuous_actions_are_refused():
     ("prioritized_replay_beta", 1.5, "prioritized_replay_beta"),
     ("exploration_config", {"initial_epsilon": 2.0, "final_epsilon": 0.0,
                             "epsilon_timesteps": 10}, "epsilon"),
+    ("td_error_loss_fn", "l1", "td_error_loss_fn"),
 ])
 def test_validate_config_refuses_bad_settings(key, value, match):
     config = trainer_config(DEFAULT_CONFIG, **{key: value})

@@ -51,6 +51,10 @@ DEFAULT_CONFIG = with_common_config({
     # rollout_fragment_length steps), i.e. train_batch_size / round size.
     "training_intensity": None,
     # === Optimisation ===
+    # The loss of each TD error (RLlib's name): "huber" (quadratic within 1, linear beyond) or
+    # "mse" (quadratic everywhere: a rare large error, such as a terminal step the network
+    # still rates near the value of a long episode, pulls in proportion to its size).
+    "td_error_loss_fn": "huber",
     "lr": 5e-4,
     # [[timestep, lr], ...] piecewise-linear learning rate (None: constant `lr`).
     "lr_schedule": None,

@@ -25,7 +25,8 @@ def validate_config(config: dict) -> None:
         InvalidConfigError: n_step, target_network_update_freq, train_batch_size or
             rollout_fragment_length below 1; buffer_size below train_batch_size; negative
             learning_starts; a replay exponent, beta or tau out of range; a non-positive
-            training_intensity or broadcast_interval; bad exploration_config values.
+            training_intensity or broadcast_interval; bad exploration_config values; a
+            td_error_loss_fn other than "huber" or "mse".
     """
     for key in ("n_step", "target_network_update_freq", "train_batch_size",
                 "rollout_fragment_length", "broadcast_interval"):
@@ -35,6 +36,9 @@ def validate_config(config: dict) -> None:
         raise InvalidConfigError(
             f"DQN: buffer_size ({config['buffer_size']}) must be at least train_batch_size "
             f"({config['train_batch_size']}).")
+    if config.get("td_error_loss_fn", "huber") not in ("huber", "mse"):
+        raise InvalidConfigError(
+            f"DQN: td_error_loss_fn must be 'huber' or 'mse', got {config['td_error_loss_fn']!r}.")
     if int(config["learning_starts"]) < 0:
         raise InvalidConfigError(
             f"DQN: learning_starts must be >= 0, got {config['learning_starts']}.")

@@ -8,7 +8,8 @@ transitions (`postprocess_with_worker_priorities`). The learner minimises `build
     target   = R_n + gamma**k * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double Q)
                R_n + gamma**k * (1 - terminated) * max_a Q_target(s', a)             (plain)
     td_error = Q(s, a) - target
-    loss     = mean(importance_weight * huber(td_error))
+    loss     = mean(importance_weight * huber(td_error))      (td_error_loss_fn "huber")
+               mean(importance_weight * td_error**2 / 2)      (td_error_loss_fn "mse")
 
 where k <= n_step is the number of rewards summed into R_n (shorter at episode ends). Only a
 *terminated* transition has no bootstrap; a truncated one bootstraps from s'. Per-sample
@@ -195,7 +196,7 @@ def huber_loss(x, delta: float = 1.0):
 
 
 def build_q_losses(policy, model, dist_class, train_batch):
-    """The importance-weighted Huber TD loss of the module docstring; stores q_t and
+    """The importance-weighted Huber or squared TD loss of the module docstring; stores q_t and
     td_error on the policy for the stats and the per-sample fetches."""
     config = policy.config
     obs = train_batch[SampleBatch.OBS]
@@ -227,7 +228,9 @@ def build_q_losses(policy, model, dist_class, train_batch):
                                 q_tp1_best, config["gamma"])
     policy.td_error = q_t_selected - tf.stop_gradient(targets)
     policy.q_t = q_t
-    policy.q_loss = tf.reduce_mean(weights * huber_loss(policy.td_error))
+    per_row = (0.5 * tf.square(policy.td_error) if config.get("td_error_loss_fn") == "mse"
+               else huber_loss(policy.td_error))
+    policy.q_loss = tf.reduce_mean(weights * per_row)
     return policy.q_loss
 
 
