@@ -16,7 +16,8 @@ returns, prioritized replay of 50k, 256-unit tanh network with a 256-unit head, 
 `env_runners/episode_return_mean` is not that criterion: on the new API stack it averages the
 episodes that finished in the latest iterations (measured: it reads 367 when the last 100
 episodes average 149, and 500 from about 41k env steps on, when they average 298). RLlib's side
-therefore wraps the env so that each finished episode's return is appended to a file, and stops
+therefore wraps the env so that each finished episode's return is appended to a file (the
+wrapper of tools/cartpole_endings.py), and stops
 when the last 100 of those average 450, as ours does. Ray gets the machine's CPUs on both sides.
 Runs alternate between the two sides. Prints one line per run and a median line:
 
@@ -42,43 +43,26 @@ RLLIB_SCRIPT = textwrap.dedent("""
     import os, tempfile, time, warnings
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     warnings.filterwarnings("ignore")
-    import gymnasium as gym
+    import sys
     import ray
     from ray.rllib.algorithms.dqn import DQNConfig
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.tune.registry import register_env
-
-    class FinishedEpisodes(gym.Wrapper):
-        # appends each finished episode's return to a file (the env may live in an actor)
-        def __init__(self, env, path):
-            super().__init__(env)
-            self.path, self.episode_return = path, 0.0
-
-        def reset(self, **kwargs):
-            self.episode_return = 0.0
-            return self.env.reset(**kwargs)
-
-        def step(self, action):
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            self.episode_return += float(reward)
-            if terminated or truncated:
-                with open(self.path, "a") as log:
-                    log.write(f"{{self.episode_return}}\\n")
-            return obs, reward, terminated, truncated, info
+    sys.path.insert(0, {tools!r})
+    from cartpole_endings import endings_env  # the env wrapper our side's diagnosis uses
 
     def mean_of_last_100(path):
         with open(path) as log:
-            returns = [float(line) for line in log.read().split()][-100:]
+            returns = [float(line.split()[0]) for line in log.read().splitlines()][-100:]
         return sum(returns) / len(returns) if len(returns) == 100 else float("nan")
 
     returns_file = tempfile.NamedTemporaryFile("w", suffix=".returns", delete=False).name
-    register_env("FinishedEpisodesCartPole",
-                 lambda env_config: FinishedEpisodes(gym.make("CartPole-v1"), env_config["path"]))
+    register_env("FinishedEpisodesCartPole", endings_env(returns_file))
     ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     config = (
         DQNConfig()
         .api_stack(enable_rl_module_and_learner=True, enable_env_runner_and_connector_v2=True)
-        .environment(env="FinishedEpisodesCartPole", env_config={{"path": returns_file}})
+        .environment(env="FinishedEpisodesCartPole")
         .training(
             lr=0.0005, train_batch_size_per_learner=32,
             replay_buffer_config={{"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50000,
@@ -125,7 +109,7 @@ def main() -> None:
                   curve=args.curve)
     ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case="cartpole-dqn", overrides={},
                                      **limits)
-    rllib_script = RLLIB_SCRIPT.format(**limits)
+    rllib_script = RLLIB_SCRIPT.format(tools=os.path.dirname(os.path.abspath(__file__)), **limits)
     why_not = peer_unavailable(args.rllib_python, "ray.rllib, torch", "--rllib-python")
     have_rllib = why_not is None
     if not have_rllib:
