@@ -51,10 +51,15 @@ def endings_env(path: str):
     return make
 
 
-def last_endings(path: str, count: int = 100) -> str:
+def last_episodes(path: str, count: int = 100) -> list:
+    """The last `count` finished episodes an `endings_env` wrote to `path`, as (return, ending)."""
     with open(path) as log:
-        endings = [line.split()[1] for line in log.read().splitlines()[-count:]]
-    tally = collections.Counter(endings)
+        rows = [line.split() for line in log.read().splitlines()[-count:]]
+    return [(float(episode_return), ending) for episode_return, ending in rows]
+
+
+def last_endings(path: str, count: int = 100) -> str:
+    tally = collections.Counter(ending for _, ending in last_episodes(path, count))
     return ",".join(f"{name}:{tally[name]}" for name in ("angle", "cart", "limit"))
 
 
@@ -76,7 +81,6 @@ def run_seed(name: str, seed: int, every: int, max_steps: int, overrides: dict) 
             done = mean >= target or steps >= max_steps
             if steps >= next_report or done:
                 stats = result["info"].get("learner", {}).get("default_policy", {})
-                stats = stats.get("learner_stats", stats)
                 print(f"seed={seed} env_steps={steps} mean_return={mean:.1f} "
                       f"last100_endings={last_endings(path)} "
                       f"mean_q={float(stats.get('mean_q', float('nan'))):.1f}"

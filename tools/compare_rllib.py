@@ -17,9 +17,9 @@ returns, prioritized replay of 50k, 256-unit tanh network with a 256-unit head, 
 episodes that finished in the latest iterations (measured: it reads 367 when the last 100
 episodes average 149, and 500 from about 41k env steps on, when they average 298). RLlib's side
 therefore wraps the env so that each finished episode's return is appended to a file (the
-wrapper of tools/cartpole_endings.py), and stops
-when the last 100 of those average 450, as ours does. Ray gets the machine's CPUs on both sides.
-Runs alternate between the two sides. Prints one line per run and a median line:
+wrapper of tools/cartpole_endings.py), and stops when the last 100 of those average 450, as
+ours does. Ray gets the machine's CPUs on both sides. Runs alternate between the two sides.
+Prints one line per run and a median line:
 
     run=1 ours_seconds=.. ours_env_steps=.. ours_reached=.. rllib_seconds=.. rllib_env_steps=..
         rllib_reached=.. seconds_ratio=.. steps_ratio=..
@@ -49,11 +49,10 @@ RLLIB_SCRIPT = textwrap.dedent("""
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.tune.registry import register_env
     sys.path.insert(0, {tools!r})
-    from cartpole_endings import endings_env  # the env wrapper our side's diagnosis uses
+    from cartpole_endings import endings_env, last_episodes  # our side's diagnosis uses them
 
     def mean_of_last_100(path):
-        with open(path) as log:
-            returns = [float(line.split()[0]) for line in log.read().splitlines()][-100:]
+        returns = [episode_return for episode_return, _ in last_episodes(path, 100)]
         return sum(returns) / len(returns) if len(returns) == 100 else float("nan")
 
     returns_file = tempfile.NamedTemporaryFile("w", suffix=".returns", delete=False).name
