@@ -80,7 +80,7 @@ class ActionTimeoutError(ExternalEnvError):
 class PolicyServerError(TfrlError, RuntimeError):
     """A policy server refused or failed a PolicyClient call. `code` is the gRPC status code's
     name (INVALID_ARGUMENT, UNAUTHENTICATED, DEADLINE_EXCEEDED, UNAVAILABLE, ...) and the message
-    is the server's."""
+    is the server's. UNAVAILABLE: the server is not serving, or stopped during the call."""
 
     def __init__(self, message: str, code: str = "UNKNOWN"):
         super().__init__(message)

@@ -493,6 +493,11 @@ def _server_error(method: str, exc: grpc.RpcError) -> errors.PolicyServerError:
     code = exc.code() if callable(getattr(exc, "code", None)) else None
     name = code.name if code is not None else "UNKNOWN"
     details = exc.details() if callable(getattr(exc, "details", None)) else str(exc)
+    if name == "CANCELLED":
+        # This client cancels no call itself (only its action stream, at close()): a cancelled
+        # call is one a stopping server cut off, which callers learn as they learn of one that
+        # it refused.
+        name, details = "UNAVAILABLE", f"the server stopped during the call ({details})"
     return errors.PolicyServerError(f"{method} failed with {name}: {details}", name)
 
 

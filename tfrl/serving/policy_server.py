@@ -64,6 +64,8 @@ TOKEN_METADATA_KEY = "tfrl-policy-token"
 # policy call for their likelihoods instead of one event and one row of Python per step
 INLINE_BLOCK_ROWS = 64
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# how long close() lets calls in flight finish before gRPC cancels them
+SHUTDOWN_GRACE_SECONDS = 0.25
 
 _STATUS = {
     errors.ActionTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -232,9 +234,11 @@ class PolicyServer(ExternalEnv):
 
     def close(self) -> None:
         """Stops serving: calls in flight end with UNAVAILABLE, and the env closes."""
-        super().close()
+        super().close()  # wakes calls waiting for an action; they end with UNAVAILABLE
         self._closed_event.set()
-        self._server.stop(grace=None)
+        # A short grace lets the calls just woken end with UNAVAILABLE; gRPC cancels the rest
+        # (open action streams among them), which a PolicyClient reports as UNAVAILABLE too.
+        self._server.stop(grace=SHUTDOWN_GRACE_SECONDS).wait(SHUTDOWN_GRACE_SECONDS + 1.0)
 
     # --- what the servicer reads ------------------------------------------------------------
     def check_token(self, context) -> None:
