@@ -255,7 +255,7 @@ class TrajectoryWriter:
         else:
             leaves = self._step_leaves(data)
             for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs)):
-                if leaf.shape != shape or leaf.dtype != dtype:
+                if leaf.shape != shape or (leaf.dtype != dtype and not _both_strings(leaf.dtype, dtype)):
                     raise errors.InvalidArgumentError(
                         f"leaf {i} of the step has shape {leaf.shape} and dtype {leaf.dtype}, but the first "
                         f"step had {shape} and {dtype}; every step of a writer has the same specs")
@@ -683,6 +683,12 @@ class TrajectoryWriter:
                 self.close(flush=False)
             except errors.ReplayError:
                 pass  # the original exception is the one to see
+
+
+def _both_strings(a: np.dtype, b: np.dtype) -> bool:
+    """Two fixed-width string dtypes of one kind (bytes or str), of any widths: a string leaf is
+    TensorFlow's tf.string, whose steps differ in length (a chunk's column takes the widest)."""
+    return a.kind == b.kind and a.kind in "SU"
 
 
 def _same_structure(a, b) -> bool:

@@ -256,6 +256,9 @@ def _rebuild_client(address, token, root_certificates, max_message_bytes) -> Cli
 
 def _as_reverb_sample(info, columns: List[np.ndarray], squeezed: List[bool], signature, emit_timesteps: bool):
     unflatten = (lambda x: tree.unflatten_as(signature, x)) if signature else (lambda x: x)
+    # Reverb stores strings as tf.string and samples them as bytes; str columns go as UTF-8
+    columns = [np.char.encode(column, "utf-8") if column.dtype.kind == "U" else column
+               for column in columns]
     if not emit_timesteps:
         return ReplaySample(info, unflatten(columns))
     # A squeezed column (a single step without time dimension, as `insert` writes) is one step.

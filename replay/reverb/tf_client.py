@@ -35,7 +35,9 @@ class TFClient:
         """An op sampling one item of `table` and giving its first timestep (as Reverb's op does;
         an item written by `insert` has one); data is nested as `data_dtypes`.
 
-        Raises (when run): NotFoundError / InvalidArgumentError as tf.errors of the op.
+        Raises (when run), as tf.errors of the op: NotFoundError for an unknown table (the
+        server's errors keep their codes), InvalidArgumentError for a number of columns other
+        than `data_dtypes` has, InternalError for a column of another dtype (as Reverb's op).
         """
         flat_dtypes = [tf.as_dtype(d) for d in tree.flatten(data_dtypes)]
         info_dtypes = list(SampleInfo.tf_dtypes())
@@ -46,12 +48,24 @@ class TFClient:
             samples = self._client.sample(table_name, 1, emit_timesteps=True)
             try:
                 sample = next(samples)[0]  # the item's timesteps, first one
+            except errors.ReplayError as exc:
+                raise _as_tf_error(exc) from exc
             finally:
                 samples.close()
             columns = list(sample.data)
             if len(columns) != len(flat_dtypes):
-                raise errors.InvalidArgumentError(
-                    f"the sampled item has {len(columns)} columns but data_dtypes has {len(flat_dtypes)}")
+                raise tf.errors.InvalidArgumentError(
+                    None, None, f"the sampled item has {len(columns)} columns but data_dtypes has "
+                    f"{len(flat_dtypes)}")
+            for i, (column, dtype) in enumerate(zip(columns, flat_dtypes)):
+                column = np.asarray(column)
+                if dtype == tf.string and column.dtype.kind in "OSU":
+                    continue
+                if column.dtype != dtype.as_numpy_dtype:
+                    raise tf.errors.InternalError(
+                        None, None, f"column {i} of the sampled item has dtype "
+                        f"{tf.as_dtype(column.dtype).name}, but data_dtypes gives "
+                        f"{dtype.name}; ask for the dtype the table holds")
             info = [np.asarray(v, d.as_numpy_dtype) for v, d in zip(sample.info, info_dtypes)]
             data = [np.asarray(c, d.as_numpy_dtype) for c, d in zip(columns, flat_dtypes)]
             return info + data
@@ -106,3 +120,26 @@ class TFClient:
         with tf.name_scope(name or f"{self._name}_update_priorities"):
             done = tf.numpy_function(update, [table, keys, priorities], tf.int32, stateful=True)
             return tf.group(done)
+
+
+_TF_ERRORS = {
+    errors.NotFoundError: tf.errors.NotFoundError,
+    errors.InvalidArgumentError: tf.errors.InvalidArgumentError,
+    errors.DeadlineExceededError: tf.errors.DeadlineExceededError,
+    errors.ResourceExhaustedError: tf.errors.ResourceExhaustedError,
+    errors.FailedPreconditionError: tf.errors.FailedPreconditionError,
+    errors.DataLossError: tf.errors.DataLossError,
+    errors.UnavailableError: tf.errors.UnavailableError,
+    errors.UnauthenticatedError: tf.errors.UnauthenticatedError,
+    errors.CancelledError: tf.errors.CancelledError,
+}
+
+
+def _as_tf_error(exc: errors.ReplayError) -> tf.errors.OpError:
+    """The tf.errors class of a replay error's code: an op's numpy function raises it so that the
+    op fails with that code (any other exception becomes UnknownError)."""
+    for replay_class in type(exc).__mro__:
+        tf_class = _TF_ERRORS.get(replay_class)
+        if tf_class is not None:
+            return tf_class(None, None, str(exc))
+    return tf.errors.UnknownError(None, None, str(exc))

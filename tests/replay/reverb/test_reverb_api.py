@@ -163,6 +163,21 @@ def test_tf_client_ops_in_a_tf_function(server):
     assert server.tables["prio"].get(int(key)).priority == 4.0
 
 
+def test_tf_client_sample_op_refuses_another_dtype_and_keeps_the_servers_error_code(server):
+    """As Reverb's op: a column of another dtype than asked is an InternalError (never a silent
+    cast), and the server's NotFound stays NotFound, eagerly. In a graph TensorFlow turns a
+    Python function's errors into UnknownError; the message still says what was wrong."""
+    server.localhost_client().insert(np.zeros(3, np.float64), {"prio": 1.0})
+    tf_client = reverb.TFClient(server.address)
+    with pytest.raises(tf.errors.InternalError, match="dtype float64, but data_dtypes gives float"):
+        tf_client.sample("prio", [tf.float32])
+    with pytest.raises(tf.errors.NotFoundError, match="missing"):
+        tf_client.sample("missing", [tf.float64])
+    with pytest.raises(tf.errors.OpError, match="dtype float64, but data_dtypes gives float"):
+        tf.function(lambda: tf_client.sample("prio", [tf.float32]).data[0])()
+    assert tf_client.sample("prio", [tf.float64]).data[0].numpy().tolist() == [0.0, 0.0, 0.0]
+
+
 def test_checkpointer_wrapper_restores_tables(tmp_path):
     def tables():
         return [reverb.Table.queue("q", 10)]
@@ -177,3 +192,21 @@ def test_checkpointer_wrapper_restores_tables(tmp_path):
         assert srv.localhost_client().server_info()["q"].current_size == 1
     finally:
         srv.stop()
+
+
+def test_strings_are_sampled_as_bytes_as_reverb_gives_tf_string(server):
+    """Reverb stores a string as tf.string and samples it as bytes, whatever its length; a str
+    written through replay.reverb comes back UTF-8 encoded, step by step or whole."""
+    client = server.localhost_client()
+    words = ["kort", "a good deal longer", "ünïcode"]
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        for word in words:
+            writer.append([np.str_(word)])
+            writer.create_item("prio", 1.0, writer.history[0][-1:])
+    sampled = set()
+    for steps in client.sample("prio", 60):
+        assert steps[0].data[0].dtype.kind == "S"
+        sampled.add(bytes(steps[0].data[0]))
+    assert sampled == {w.encode("utf-8") for w in words}
+    whole = next(client.sample("prio", emit_timesteps=False))
+    assert whole.data[0].dtype.kind == "S" and bytes(whole.data[0][0]).decode("utf-8") in words

@@ -127,3 +127,26 @@ def test_writer_counts_items_the_server_has_not_acknowledged(client):
     writer.flush(timeout=10)
     assert writer.num_unacked_items == 0
     writer.close()
+
+
+def test_string_leaves_may_differ_in_length_from_step_to_step_but_not_in_kind(server, client):
+    """A string leaf is TensorFlow's tf.string: its steps have their own lengths (numpy gives
+    each its own fixed width), in one chunk or across chunks; bytes never become str."""
+    words = ["a", "longer string", "", "the longest string of them all", "mid"]
+    writer = client.trajectory_writer(num_keep_alive_refs=2, chunk_length=2)
+    for word in words:
+        writer.append({"word": np.str_(word), "raw": np.bytes_(word.encode() * 2), "n": np.int64(len(word))})
+        writer.create_item("uniform", 1.0, {"word": writer.history["word"][-1:],
+                                            "raw": writer.history["raw"][-1:],
+                                            "n": writer.history["n"][-1:]})
+    with pytest.raises(errors.InvalidArgumentError, match="leaf 1 of the step"):  # "raw"
+        writer.append({"word": np.str_("x"), "raw": np.str_("bytes become str"), "n": np.int64(1)})
+    with pytest.raises(errors.InvalidArgumentError, match="leaf 0 of the step"):  # "n"
+        writer.append({"word": np.str_("x"), "raw": np.bytes_(b"x"), "n": np.float64(1.0)})
+    writer.flush(block_until_num_items=0, timeout=10)
+    sampled = {}
+    for sample in client.sample("uniform", 200, timeout=10):
+        n, raw, word = (column[0] for column in sample.data)  # the item's leaves, keys sorted
+        sampled[str(word)] = (bytes(raw), int(n))
+    assert sampled == {w: (w.encode() * 2, len(w)) for w in words}
+    writer.close()
