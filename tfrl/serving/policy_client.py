@@ -50,6 +50,8 @@ from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
 
 INFERENCE_MODES = ("remote", "local")
+# the most distinct scalar answers a client keeps parsed (a Discrete(n) action has n)
+MAX_CACHED_ACTIONS = 1024
 
 
 class PolicyClient:
@@ -112,6 +114,8 @@ class PolicyClient:
         self.numpy_actor: Optional[NumpyActor] = None
         self._action_space = None
         self._rewards: dict = {}  # rewards not sent yet, by episode
+        # a stream answer's bytes -> its scalar action (a Discrete space has a few answers)
+        self._scalar_actions: Dict[bytes, np.generic] = {}
         if inference_mode == "local":
             self._build_local_policy(policy_class)
             self.update_policy_weights()
@@ -131,12 +135,17 @@ class PolicyClient:
         """The action for `observation`: the server's policy's (remote), or the local copy's,
         recorded on the server as a logged action (local)."""
         if self.policy is None:
-            response = self._request_action(pb.GetActionRequest(
+            answer = self._request_action(pb.GetActionRequest(
                 episode_id=episode_id, observation=values.encode_value(observation),
                 reward=self._rewards.pop(episode_id, 0.0)))
-            if len(response.action.leaves) == 1:
-                return _plain(values.tensor_array(response.action.leaves[0]))
-            return values.decode_value(response.action, self._remote_action_space(), "action")
+            if type(answer) is not bytes:  # a GetAction call's parsed response
+                return self._action_of(answer)
+            action = self._scalar_actions.get(answer)
+            if action is None:
+                action = self._action_of(pb.GetActionResponse.FromString(answer))
+                if isinstance(action, np.generic) and len(self._scalar_actions) < MAX_CACHED_ACTIONS:
+                    self._scalar_actions[answer] = action
+            return action
         if time.monotonic() - self._weights_pulled >= self.update_interval:
             self.update_policy_weights()
         if self.numpy_actor is not None:
@@ -247,14 +256,14 @@ class PolicyClient:
             self._open_steps.pop(episode_id, None)
             self._calls.append(call)
 
-    def _request_action(self, request: pb.GetActionRequest) -> pb.GetActionResponse:
-        """A remote GetAction, on the action stream unless another thread is using it (or the
-        server has none)."""
+    def _request_action(self, request: pb.GetActionRequest) -> Union[bytes, pb.GetActionResponse]:
+        """A remote GetAction: the answer's bytes from the action stream, or the parsed answer of
+        a GetAction call when another thread is using the stream (or the server has none)."""
         if not self._stream_supported or not self._stream_lock.acquire(blocking=False):
             return self._call("GetAction", request)
         try:
             if self._stream is None:
-                self._stream = _ActionStream(self._stub, self._metadata)
+                self._stream = _ActionStream(self._channel, self._metadata)
             try:
                 return self._stream.call(request)
             except grpc.RpcError as exc:
@@ -266,6 +275,11 @@ class PolicyClient:
                 raise _server_error("GetActionStream", exc) from None
         finally:
             self._stream_lock.release()
+
+    def _action_of(self, response: pb.GetActionResponse) -> Any:
+        if len(response.action.leaves) == 1:
+            return _plain(values.tensor_array(response.action.leaves[0]))
+        return values.decode_value(response.action, self._remote_action_space(), "action")
 
     def _remote_action_space(self):
         """The server's action space (read once: a structured action is unflattened by it)."""
@@ -331,9 +345,13 @@ class _ActionStream:
     A call waits for its answer as long as the server lets it (the server's `action_timeout_s`
     ends a wait for the trainer with DEADLINE_EXCEEDED)."""
 
-    def __init__(self, stub, metadata):
+    def __init__(self, channel, metadata):
         self._requests: "queue.SimpleQueue" = queue.SimpleQueue()
-        self._responses = stub.GetActionStream(self._written(), metadata=metadata)
+        # answers stay bytes: the client parses each distinct one once
+        self._responses = channel.stream_stream(
+            "/tfrl.serving.PolicyService/GetActionStream",
+            request_serializer=pb.GetActionRequest.SerializeToString,
+            response_deserializer=None)(self._written(), metadata=metadata)
 
     def _written(self):
         while True:
@@ -342,8 +360,8 @@ class _ActionStream:
                 return
             yield request
 
-    def call(self, request: pb.GetActionRequest) -> pb.GetActionResponse:
-        """The answer to `request`.
+    def call(self, request: pb.GetActionRequest) -> bytes:
+        """The serialized answer to `request`.
 
         Raises:
           grpc.RpcError: the server ended the stream (the status says why).
@@ -413,6 +431,8 @@ class MultiAgentPolicyClient(PolicyClient):
         response = self._request_action(pb.GetActionRequest(
             episode_id=episode_id, agent_observations=_encode_agents(observation_dict),
             agent_rewards=self._rewards.pop(episode_id, {})))
+        if type(response) is bytes:  # from the action stream
+            response = pb.GetActionResponse.FromString(response)
         return {keys.get(key, key): self._agent_action(key, message)
                 for key, message in response.agent_actions.items()}
 

@@ -41,6 +41,7 @@ import concurrent.futures
 import hmac
 import json
 import logging
+import math
 import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Union
 
@@ -122,6 +123,7 @@ class PolicyServer(ExternalEnv):
         self.inline_inference = bool(inline_inference)
         self.inline_max_backlog = int(inline_max_backlog)
         self._actor: Optional[NumpyActor] = None  # the inline copy of the policy, or None
+        self._fast_inline: Optional[tuple] = None  # see _fast_inline_case
         self._held: Dict[str, LoggedSteps] = {}  # inline steps not queued yet, by episode
         self._held_steps = 0
         self._explore = True
@@ -170,6 +172,7 @@ class PolicyServer(ExternalEnv):
         self._policy_config = config
         self._adapter = action_adapter
         self._actor = None  # made from this policy at the next refresh
+        self._fast_inline = None
 
     def refresh_policy(self, explore: bool) -> None:
         """The worker starts a sample(): the inline copy takes the policy's current weights."""
@@ -177,13 +180,28 @@ class PolicyServer(ExternalEnv):
         if not self.inline_inference or self.multi_agent or policy is None \
                 or self._adapter is None \
                 or str(config.get("observation_filter", "NoFilter")) != "NoFilter":
-            self._actor = None
+            self._actor = self._fast_inline = None
             return
         self._explore = bool(explore)
         if self._actor is None:
             self._actor = NumpyActor.from_policy(policy)
+            self._fast_inline = self._fast_inline_case()
         else:  # the bound policy's new weights
             self._actor.load_weights(policy)
+
+    def _fast_inline_case(self) -> Optional[tuple]:
+        """(dtype name, wire dtype, byte count, low, high) of the observations `inline_answer`
+        takes, or None when this server's spaces and policy are not its case."""
+        space, actions, actor = self.observation_space, self.action_space, self._actor
+        if actor is None or actor.distribution != "categorical" \
+                or self._discrete_responses is None or int(actions.start) != 0 \
+                or type(space) is not gym_spaces.Box or len(space.shape) != 1 \
+                or space.dtype != np.float32 \
+                or self._adapter is None or not self._adapter.is_discrete:
+            return None
+        wire = space.dtype.newbyteorder("<")
+        return (space.dtype.name, wire, wire.itemsize * int(space.shape[0]), space.low,
+                space.high)
 
     def get_action(self, episode_id: str, observation: Any, reward: float = 0.0) -> Any:
         """ExternalEnv.get_action, answered here by the inline copy of the policy when there is
@@ -199,16 +217,56 @@ class PolicyServer(ExternalEnv):
                                     errors.InvalidObservationError)
         reward = _finite_reward(reward)
         actions = actor.act(observation, self._explore)
+        self._hold(episode_id, observation, actions[0], reward)
+        return self._adapter.env_action(self._adapter(actions), 0)
+
+    def inline_answer(self, request) -> Optional[bytes]:
+        """The serialized answer to a GetAction request, for the common case in one step: a
+        rank-1 float32 Box observation sent as float32 and inside the space's bounds, a finite
+        reward, a categorical policy over a Discrete(n) action space, and room in the backlog.
+        None when the request is not that case (`get_action` then answers it, or says what is
+        wrong with it).
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, or the env closed.
+        """
+        fast, actor = self._fast_inline, self._actor
+        if fast is None or actor is None \
+                or self.events.steps + self._held_steps >= self.inline_max_backlog:
+            return None
+        leaves = request.observation.leaves
+        if len(leaves) != 1:
+            return None
+        leaf = leaves[0]
+        dtype_name, dtype, byte_count, low, high = fast
+        data = leaf.data
+        if leaf.dtype != dtype_name or len(data) != byte_count or len(leaf.shape) != 1:
+            return None
+        observation = np.frombuffer(data, dtype)
+        reward = request.reward
+        if not ((observation >= low) & (observation <= high)).all() \
+                or not math.isfinite(reward) or request.agent_rewards \
+                or request.agent_observations:
+            return None
+        index = actor.categorical_index(observation, self._explore)
+        self._hold(request.episode_id, observation, np.int64(index), reward)
+        return self._discrete_responses[1][index]
+
+    def _hold(self, episode_id: str, observation: Any, action: Any, reward: float) -> None:
+        """Keeps an inline-answered step back to queue with its episode's next ones.
+
+        Raises:
+          ExternalEnvError: an unknown or finished episode, or the env closed.
+        """
         with self._lock:
             self._check_running(episode_id)
             held = self._held.get(episode_id)
             if held is None:
                 held = self._held[episode_id] = LoggedSteps(episode_id)
-            held.add(observation, actions[0], reward)
+            held.add(observation, action, reward)
             self._held_steps += 1
             if len(held) >= INLINE_BLOCK_ROWS:
                 self._queue_held(episode_id)
-        return self._adapter.env_action(self._adapter(actions), 0)
 
     def flush_buffered_steps(self) -> None:
         """Queues every episode's held inline steps (the worker found nothing else waiting)."""
@@ -468,6 +526,9 @@ class _Servicer:
         env = self.server
 
         def act():
+            answer = env.inline_answer(request)
+            if answer is not None:
+                return answer
             observation = env.decode_observation(request)
             action = env.get_action(request.episode_id, observation, env.decode_reward(request))
             return env.action_response(action)

@@ -77,6 +77,8 @@ def tensor_array(message: pb.Tensor) -> np.ndarray:
 
 def encode_value(value: Any) -> pb.SpaceValue:
     """A space value (an array, a number, or a dict/tuple nest of them) as a SpaceValue."""
+    if type(value) is np.ndarray:  # the common case: one leaf, no nest to walk
+        return pb.SpaceValue(leaves=[tensor_message(value)])
     return pb.SpaceValue(leaves=[tensor_message(leaf) for leaf in tree.flatten(value)])
 
 

@@ -39,6 +39,19 @@ def test_categorical_policy_matches_tensorflow(activation):
     assert draws.dtype == np.int64 and set(np.unique(draws)) <= {0, 1}
 
 
+def test_categorical_index_draws_as_act_does_for_flat_float32_observations():
+    obs_space, act_space = cartpole_spaces()
+    policy = PGTFPolicy(obs_space, act_space, trainer_config(
+        PG_CONFIG, seed=3, model={"fcnet_hiddens": [16]}))
+    acting, indexing = NumpyActor.from_policy(policy, seed=11), NumpyActor.from_policy(policy, seed=11)
+    obs = np.random.default_rng(2).normal(size=(200, 4)).astype(np.float32)
+    drawn = [indexing.categorical_index(o) for o in obs]
+    assert drawn == [int(acting.act(o)[0]) for o in obs]  # the same generator, the same draws
+    assert all(type(a) is int for a in drawn) and len(set(drawn)) == 2
+    greedy, _, _ = policy.compute_actions(obs, explore=False)
+    assert [indexing.categorical_index(o, explore=False) for o in obs] == greedy.tolist()
+
+
 def test_gaussian_policy_matches_tensorflow():
     policy = PPOTFPolicy(PENDULUM.observation_space, PENDULUM.action_space, trainer_config(
         PPO_CONFIG, seed=7, model={"fcnet_hiddens": [16]}))

@@ -455,6 +455,57 @@ def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_
         worker.stop()
 
 
+def test_the_common_request_is_answered_in_one_step_and_any_other_by_the_general_path():
+    """A float32 observation inside the bounds, a finite reward, a Discrete action: answered
+    by `inline_answer` with the cached reply; any other request is left (None) to `get_action`,
+    which converts it or says what is wrong. Both record the same kind of row."""
+    worker = serving_worker("truncate_episodes", 3)
+    server = worker.env
+    sampler, sampled = sample_in_thread(worker)  # sample() gives the server its numpy copy
+    client = PolicyClient(server.address, timeout=20)
+    try:
+        episode = client.start_episode()
+        client.get_action(episode, np.zeros(4, np.float32))
+
+        def request(observation, **fields):
+            return pb.GetActionRequest(episode_id=fields.pop("episode_id", episode),
+                                       observation=encode_value(observation), **fields)
+
+        good = np.array([0.1, -0.2, 0.03, 0.4], np.float32)
+        answer = server.inline_answer(request(good, reward=1.5))
+        assert type(answer) is bytes
+        action = int(np.frombuffer(pb.GetActionResponse.FromString(answer).action.leaves[0].data,
+                                   np.int64)[0])
+        assert action in (0, 1)
+        not_common = {
+            "float64": request(good.astype(np.float64)),
+            "rank 2": request(good.reshape(2, 2)),
+            "too short": request(good[:3]),
+            "out of bounds": request(np.array([9.0, 0, 0, 0], np.float32)),
+            "NaN": request(np.array([np.nan, 0, 0, 0], np.float32)),
+            "infinite reward": request(good, reward=float("inf")),
+            "agent fields": request(good, agent_rewards={"a": 1.0}),
+        }
+        for name, message in not_common.items():
+            assert server.inline_answer(message) is None, name
+        with pytest.raises(errors.ExternalEnvError, match="unknown episode id"):
+            server.inline_answer(request(good, episode_id="nobody"))
+        # the general path converts a float64 observation inside the space, refuses the others
+        assert client.get_action(episode, good.astype(np.float64)) in (0, 1)
+        with pytest.raises(errors.PolicyServerError, match="not in the observation space"):
+            client.get_action(episode, np.array([np.nan, 0, 0, 0], np.float32))
+        client.get_action(episode, -good)  # completes the third row
+        sampler.join(20)
+        batch = sampled[0]
+    finally:
+        client.close()
+        worker.stop()
+    np.testing.assert_allclose(batch[SampleBatch.OBS], [np.zeros(4), good, good])
+    assert batch[SampleBatch.OBS].dtype == np.float32
+    assert batch[SampleBatch.ACTIONS][1] == action
+    np.testing.assert_allclose(batch[SampleBatch.REWARDS][:2], [1.5, 0.0])
+
+
 def test_inline_steps_reach_the_worker_in_blocks_in_order_with_the_episodes_other_calls():
     """Inline answers are held back in blocks (INLINE_BLOCK_ROWS steps); a logged action, the
     episode's end and the worker's idle moments send them on, so the rows are the steps as
