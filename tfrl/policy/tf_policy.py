@@ -552,6 +552,16 @@ class TFPolicy(Policy):
         states = self._state_tensors(state_batches, int(obs[0].shape[0]))
         return self._flat_values(obs + states).numpy()
 
+    def _check_likelihoods_supported(self) -> None:
+        if self._state_specs:
+            raise NotSupportedError(
+                "the likelihoods of given actions under a recurrent policy need the recorded "
+                "states; they are supported for feed-forward policies only")
+        if type(self).action_sampler is not TFPolicy.action_sampler:
+            raise NotSupportedError(
+                f"{type(self).__name__} chooses actions without a distribution "
+                "(action_sampler_fn), so it has no action likelihoods to compare")
+
     def compute_log_likelihoods(self, actions, obs_batch) -> np.ndarray:
         """log pi(actions | obs) [B] under the policy's action distribution (what off-policy
         estimators compare with the recorded behaviour probabilities).
@@ -561,14 +571,7 @@ class TFPolicy(Policy):
                 (an `action_sampler_fn`, e.g. DQN's epsilon-greedy).
             InvalidBatchError: if the observations have the wrong shapes.
         """
-        if self._state_specs:
-            raise NotSupportedError(
-                "compute_log_likelihoods of a recurrent policy needs the recorded states; it "
-                "is supported for feed-forward policies only")
-        if type(self).action_sampler is not TFPolicy.action_sampler:
-            raise NotSupportedError(
-                f"{type(self).__name__} chooses actions without a distribution "
-                "(action_sampler_fn), so it has no action likelihoods to compare")
+        self._check_likelihoods_supported()
         obs = tf.nest.pack_sequence_as(self._obs_spec, self._obs_tensors(obs_batch))
         if getattr(self, "_log_likelihoods_fn", None) is None:
             def log_likelihoods(obs, actions):
@@ -581,6 +584,46 @@ class TFPolicy(Policy):
             self._log_likelihoods_fn = tf.function(log_likelihoods, autograph=False,
                                                    reduce_retracing=True)
         return self._log_likelihoods_fn(obs, tf.convert_to_tensor(actions)).numpy()
+
+    def compute_outputs_of_actions(self, obs_batch, actions, explore=None,
+                                   timestep=None) -> tuple:
+        """(actions, extra_fetches) as `compute_actions` would give them had it chosen
+        `actions` (an application's logged actions, or draws of the policy's numpy copy), in
+        one call: the observations' extra outputs (action_dist_inputs, vf_preds,
+        extra_action_out) with action_logp (and action_prob) of the given actions, which come
+        back in the dtype of the policy's own actions.
+
+        Raises:
+            NotSupportedError: as compute_log_likelihoods (a recurrent policy, or one that
+                chooses actions without a distribution).
+            InvalidBatchError: if the observations have the wrong shapes.
+        """
+        self._check_likelihoods_supported()
+        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        flat_obs = self._obs_tensors(obs_batch)
+        if getattr(self, "_outputs_of_actions_fn", None) is None:
+            def outputs_of_actions(obs, actions, explore, timestep):
+                dist_inputs, dist_class, _ = self.action_distribution(
+                    self.model, obs, [], explore, timestep)
+                dist = dist_class(dist_inputs, self.model)
+                actions = tf.cast(actions, dist.deterministic_sample().dtype)
+                extras = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
+                if self.model.has_value_branch:
+                    extras[SampleBatch.VF_PREDS] = self.model.value_function()
+                extras.update(self.extra_action_out({SampleBatch.OBS: obs}, [], self.model, dist))
+                extras[SampleBatch.ACTION_LOGP] = logp = dist.logp(actions)
+                if SampleBatch.ACTION_PROB in extras:
+                    extras[SampleBatch.ACTION_PROB] = tf.exp(logp)
+                return actions, extras
+
+            self._outputs_of_actions_fn = tf.function(outputs_of_actions, autograph=False,
+                                                      reduce_retracing=True)
+        timestep = self.global_timestep if timestep is None else int(timestep)
+        actions, extras = self._outputs_of_actions_fn(
+            tf.nest.pack_sequence_as(self._obs_spec, flat_obs), tf.convert_to_tensor(actions),
+            self._explore_tensors[explore], tf.constant(timestep, tf.int64))
+        self.global_timestep += int(flat_obs[0].shape[0])
+        return actions.numpy(), {k: v.numpy() for k, v in extras.items()}
 
     def get_initial_state(self):
         return self.model.get_initial_state()

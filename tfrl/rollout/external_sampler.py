@@ -33,7 +33,8 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.filters import NoFilter
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
-                                     next_unroll_id, row_of, stack_rows, take_logged_actions)
+                                     next_unroll_id, outputs_of_chosen_actions, row_of, stack_rows,
+                                     take_logged_actions)
 
 # the most events handled between two batched policy calls
 MAX_EVENTS_PER_STEP = 1024
@@ -318,10 +319,8 @@ class ExternalEnvRunner(ExternalRunnerBase):
             return
         obs = self.obs_filter(observations)
         started = time.perf_counter()
-        actions, _, extra = batched_policy_outputs(*self.policy.compute_actions(
-            obs, explore=explore, timestep=timestep))
-        actions, extra = take_logged_actions(self.policy, logged_actions, None, obs, actions,
-                                             extra)
+        actions, extra = outputs_of_chosen_actions(self.policy, obs, logged_actions, explore,
+                                                   timestep)
         self.perf.add_inference(time.perf_counter() - started)
         episode = running.episode
         total = float(rewards.sum())

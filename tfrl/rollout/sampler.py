@@ -38,7 +38,7 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.trajectory import (batched_policy_outputs, clip_rewards, guard_env_call,
-                                     next_unroll_id, stack_rows, take_logged_actions)
+                                     next_unroll_id, outputs_of_chosen_actions, stack_rows)
 
 
 class EnvRunner:
@@ -236,9 +236,7 @@ class EnvRunner:
         flat = lambda column: column[first:rows].reshape((count,) + column.shape[2:])  # noqa: E731
         obs = tree.map_structure(flat, self._columns[SampleBatch.OBS])
         drawn = flat(self._columns[SampleBatch.ACTIONS])
-        actions, _, extra = batched_policy_outputs(*self.policy.compute_actions(
-            obs, explore=explore, timestep=timestep))
-        _, extra = take_logged_actions(self.policy, drawn, None, obs, actions, extra)
+        _, extra = outputs_of_chosen_actions(self.policy, obs, drawn, explore, timestep)
         for key, value in extra.items():
             column = self._columns.get(key)
             if column is None:

@@ -2,8 +2,9 @@
 
 Column buffers of one agent's episode segment (`Trajectory`), stacking rows into batch columns,
 reward clipping, unroll ids, env calls whose failures become `EnvCrashError`, the policy
-outputs of actions chosen outside `compute_actions` (`take_logged_actions`: an application's
-logged actions, or actions drawn by the policy's numpy copy), and blocks of such steps gathered
+outputs of actions chosen outside `compute_actions` (`outputs_of_chosen_actions`,
+`take_logged_actions`: an application's logged actions, or actions drawn by the policy's numpy
+copy), and blocks of such steps gathered
 to travel as columns (`LoggedSteps`).
 """
 from __future__ import annotations
@@ -87,6 +88,23 @@ def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]]
                 column[logged] = value[logged].astype(column.dtype)
                 extra[key] = column
     return actions, extra
+
+
+def outputs_of_chosen_actions(policy, obs: Any, chosen_actions: Any, explore: bool,
+                              timestep: Optional[int]) -> tuple:
+    """(actions, extra outputs) for rows whose every action was chosen outside
+    `compute_actions` (an application's logged actions, or the numpy copy's draws): one call of
+    the policy's `compute_outputs_of_actions` where it has one, else `compute_actions` and
+    `take_logged_actions`."""
+    outputs_of_actions = getattr(policy, "compute_outputs_of_actions", None)
+    if outputs_of_actions is not None:
+        try:
+            return outputs_of_actions(obs, chosen_actions, explore=explore, timestep=timestep)
+        except errors.NotSupportedError:
+            pass
+    actions, _, extra = batched_policy_outputs(*policy.compute_actions(
+        obs, explore=explore, timestep=timestep))
+    return take_logged_actions(policy, chosen_actions, None, obs, actions, extra)
 
 
 class LoggedSteps:

@@ -262,3 +262,48 @@ def test_extra_action_fetches_fn_is_rllibs_name_of_extra_action_out_fn():
     with pytest.raises(InvalidConfigError, match="extra_action_fetches_fn is another name"):
         build_tf_policy("Both", loss_fn=actor_critic_loss,
                         extra_action_out_fn=lambda *a: {}, extra_action_fetches_fn=lambda p: {})
+
+
+@pytest.mark.parametrize("env_name", ["CartPole-v1", "Pendulum-v1"])
+def test_outputs_of_chosen_actions_are_those_compute_actions_gives_in_one_call(env_name):
+    """compute_outputs_of_actions: the extra outputs compute_actions gives for the same
+    observations, with the likelihoods of the given actions, in the policy's action dtype."""
+    from tfrl.agents.ppo import DEFAULT_CONFIG, PPOTFPolicy
+    from tests.tfrl.agents.agent_helpers import trainer_config
+
+    env = gym.make(env_name)
+    policy = PPOTFPolicy(env.observation_space, env.action_space,
+                         trainer_config(DEFAULT_CONFIG, seed=4, model={"fcnet_hiddens": [8]}))
+    env.action_space.seed(2)
+    env.observation_space.seed(2)
+    obs = np.stack([env.observation_space.sample() for _ in range(6)]).astype(np.float32)
+    chosen = np.array([env.action_space.sample() for _ in range(6)], np.float64)  # not the
+    # policy's own dtype
+    own, _, expected = policy.compute_actions(obs, explore=False)
+    before = policy.global_timestep
+    actions, extra = policy.compute_outputs_of_actions(obs, chosen, explore=False)
+    assert policy.global_timestep == before + 6
+    assert actions.dtype == own.dtype and actions.shape == own.shape
+    np.testing.assert_allclose(actions, chosen.astype(own.dtype))
+    assert set(extra) == set(expected)
+    for key in (SampleBatch.VF_PREDS, SampleBatch.ACTION_DIST_INPUTS):
+        np.testing.assert_allclose(extra[key], expected[key], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(extra[SampleBatch.ACTION_LOGP],
+                               policy.compute_log_likelihoods(actions, obs), rtol=1e-5, atol=1e-6)
+
+
+def test_a_policy_without_action_likelihoods_falls_back_to_compute_actions():
+    from tfrl.agents.dqn import DEFAULT_CONFIG, DQNTFPolicy
+    from tfrl.errors import NotSupportedError
+    from tfrl.rollout.trajectory import outputs_of_chosen_actions
+    from tests.tfrl.agents.agent_helpers import trainer_config
+
+    obs_space, act_space = cartpole_spaces()
+    policy = DQNTFPolicy(obs_space, act_space, trainer_config(DEFAULT_CONFIG, seed=1))
+    obs = np.zeros((3, 4), np.float32)
+    with pytest.raises(NotSupportedError, match="without a distribution"):
+        policy.compute_outputs_of_actions(obs, np.array([0, 1, 1]))
+    actions, extra = outputs_of_chosen_actions(policy, obs, np.array([0, 1, 1]), True, None)
+    assert actions.tolist() == [0, 1, 1]
+    _, _, own_extra = policy.compute_actions(obs)
+    assert set(extra) == set(own_extra)
