@@ -30,13 +30,13 @@ next flush.
 """
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
-import queue
 import threading
 import time
 import uuid
-from typing import Any, Dict, Hashable, List, Optional, Union
+from typing import Any, Callable, Dict, Hashable, List, Optional, Union
 
 import grpc
 import numpy as np
@@ -91,9 +91,12 @@ class PolicyClient:
                    ("grpc.max_send_message_length", DEFAULT_MAX_MESSAGE_BYTES)]
         if root_certificates is not None:
             pem = root_certificates.encode() if isinstance(root_certificates, str) else root_certificates
-            self._channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(pem), options)
+            credentials = grpc.ssl_channel_credentials(pem)
+            self._channel = grpc.secure_channel(address, credentials, options)
+            self._open_stream_channel = lambda: grpc.aio.secure_channel(address, credentials, options)
         else:
             self._channel = grpc.insecure_channel(address, options)
+            self._open_stream_channel = lambda: grpc.aio.insecure_channel(address, options)
         self._stub = pb_grpc.PolicyServiceStub(self._channel)
         self._metadata = ((TOKEN_METADATA_KEY, token),) if token is not None else ()
         self._lock = threading.Lock()
@@ -263,7 +266,7 @@ class PolicyClient:
             return self._call("GetAction", request)
         try:
             if self._stream is None:
-                self._stream = _ActionStream(self._channel, self._metadata)
+                self._stream = _ActionStream(self._open_stream_channel, self._metadata)
             try:
                 return self._stream.call(request)
             except grpc.RpcError as exc:
@@ -342,39 +345,98 @@ def _log_actions_call(steps: LoggedSteps) -> pb.Call:
 class _ActionStream:
     """One GetActionStream call: each request written is answered by the next response.
 
+    It runs on gRPC's asyncio API, driven from the calling thread: a round trip is one
+    `run_until_complete` of a write and a read on the stream's own event loop, so no other
+    Python thread stands between the caller and the wire (the blocking API's stream hands each
+    request to a thread of its own, a hand-off that cost about a tenth of a round trip). One
+    thread uses it at a time (the client's stream lock); `close` may come from any thread.
+
     A call waits for its answer as long as the server lets it (the server's `action_timeout_s`
     ends a wait for the trainer with DEADLINE_EXCEEDED)."""
 
-    def __init__(self, channel, metadata):
-        self._requests: "queue.SimpleQueue" = queue.SimpleQueue()
+    def __init__(self, open_channel: Callable[[], Any], metadata):
+        self._loop = asyncio.new_event_loop()
+        self._state_lock = threading.Lock()
+        self._busy = self._closing = False
+        self._channel, self._call = self._loop.run_until_complete(
+            self._open(open_channel, metadata))
+
+    @staticmethod
+    async def _open(open_channel, metadata):
+        channel = open_channel()  # made here: an asyncio channel belongs to the running loop
         # answers stay bytes: the client parses each distinct one once
-        self._responses = channel.stream_stream(
+        call = channel.stream_stream(
             "/tfrl.serving.PolicyService/GetActionStream",
             request_serializer=pb.GetActionRequest.SerializeToString,
-            response_deserializer=None)(self._written(), metadata=metadata)
-
-    def _written(self):
-        while True:
-            request = self._requests.get()
-            if request is None:
-                return
-            yield request
+            response_deserializer=None)(metadata=metadata)
+        return channel, call
 
     def call(self, request: pb.GetActionRequest) -> bytes:
         """The serialized answer to `request`.
 
         Raises:
-          grpc.RpcError: the server ended the stream (the status says why).
+          grpc.RpcError: the stream ended (the status says why; CANCELLED when the server or
+            `close` cancelled it).
         """
-        self._requests.put(request)
+        with self._state_lock:
+            if self._closing:
+                raise _StreamEnded()
+            self._busy = True
         try:
-            return next(self._responses)
-        except StopIteration:
+            return self._loop.run_until_complete(self._round_trip(request))
+        finally:
+            with self._state_lock:
+                self._busy = False
+                shut_down = self._closing
+            if shut_down:
+                self._shut_down()
+
+    async def _round_trip(self, request: pb.GetActionRequest) -> bytes:
+        try:
+            try:
+                await self._call.write(request)
+            except grpc.RpcError as exc:
+                # gRPC's asyncio API fails a write to a stream the server has ended (a server
+                # stopping) with INTERNAL; the request never left
+                if exc.code() == grpc.StatusCode.INTERNAL:
+                    raise _StreamEnded() from None
+                raise
+            answer = await self._call.read()
+        except asyncio.CancelledError:  # how gRPC's asyncio API reports a cancelled call
+            raise _StreamCancelled() from None
+        except asyncio.InvalidStateError:  # written after the stream ended
             raise _StreamEnded() from None
+        if answer is grpc.aio.EOF:
+            raise _StreamEnded()
+        return answer
 
     def close(self) -> None:
-        self._requests.put(None)
-        self._responses.cancel()
+        """Ends the stream; a call waiting on it from another thread ends with CANCELLED, and
+        that thread releases the rest."""
+        with self._state_lock:
+            if self._closing:
+                return
+            self._closing = True
+            busy = self._busy
+        if busy:
+            self._loop.call_soon_threadsafe(self._call.cancel)
+        else:
+            self._shut_down()
+
+    def _shut_down(self) -> None:
+        self._call.cancel()
+        self._loop.run_until_complete(self._channel.close())
+        self._loop.close()
+
+
+class _StreamCancelled(grpc.RpcError):
+    """The action stream was cancelled: by the server, or by the client's own `close`."""
+
+    def code(self):
+        return grpc.StatusCode.CANCELLED
+
+    def details(self):
+        return "the action stream was cancelled"
 
 
 class _StreamEnded(grpc.RpcError):

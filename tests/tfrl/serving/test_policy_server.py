@@ -1,6 +1,7 @@
 """The serving bridge end to end: a PolicyServer inside a real trainer or worker, real
 PolicyClients over loopback gRPC (remote and local inference, token and TLS), bad calls."""
 import threading
+import time
 
 import grpc
 import gymnasium as gym
@@ -322,6 +323,57 @@ def test_a_remote_client_whose_server_stopped_with_its_action_stream_open_learns
         with pytest.raises(errors.PolicyServerError) as info:
             client.get_action(episode, np.zeros(4, np.float32))
         assert info.value.code == "UNAVAILABLE"
+    finally:
+        client.close()
+        worker.stop()
+
+
+def test_closing_a_client_ends_a_call_another_thread_waits_on_and_the_server_serves_on():
+    """The action stream runs on its own event loop, driven by the calling thread; close() from
+    another thread cancels the waiting call (UNAVAILABLE), and a second client's two threads
+    share their client (one on the stream, the other as plain GetAction calls)."""
+    worker = serving_worker("truncate_episodes", 4, inline_inference=False,
+                            action_timeout_s=30)
+    server = worker.env
+    client = PolicyClient(server.address, timeout=30)
+    outcome = []
+    try:
+        episode = client.start_episode()
+
+        def wait_for_an_action():  # no sample() runs: the call waits for the worker
+            try:
+                client.get_action(episode, np.zeros(4, np.float32))
+                outcome.append("returned")
+            except errors.PolicyServerError as exc:
+                outcome.append(exc.code)
+
+        waiting = threading.Thread(target=wait_for_an_action, daemon=True)
+        waiting.start()
+        deadline = time.monotonic() + 10
+        while server.events.qsize() < 2 and time.monotonic() < deadline:  # start, observation
+            time.sleep(0.01)
+        client.close()
+        waiting.join(10)
+        assert outcome == ["UNAVAILABLE"]
+
+        other = PolicyClient(server.address, timeout=30)
+        sampler, sampled = sample_in_thread(worker)
+        episodes = [other.start_episode(), other.start_episode()]
+        actions = {}
+
+        def play(episode_id):
+            actions[episode_id] = [other.get_action(episode_id, np.full(4, 0.01 * i, np.float32))
+                                   for i in range(3)]
+
+        players = [threading.Thread(target=play, args=(e,), daemon=True) for e in episodes]
+        for player in players:
+            player.start()
+        for player in players:
+            player.join(20)
+        assert all(set(actions[e]) <= {0, 1} and len(actions[e]) == 3 for e in episodes)
+        sampler.join(20)
+        assert len(sampled[0][SampleBatch.OBS]) == 4
+        other.close()
     finally:
         client.close()
         worker.stop()
