@@ -98,6 +98,23 @@ def sample_in_thread(worker):
     return sampler, sampled
 
 
+def outcome_in_thread(call):
+    """`call()` in a thread: (the thread, a list that gets "returned" or the PolicyServerError
+    code it raised)."""
+    outcome = []
+
+    def run():
+        try:
+            call()
+            outcome.append("returned")
+        except errors.PolicyServerError as exc:
+            outcome.append(exc.code)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
 def test_ppo_learns_from_an_application_loop_through_a_remote_client(ray_session):
     trainer = ppo_with_server()
     server = trainer.workers.local_worker().env
@@ -287,17 +304,8 @@ def test_a_call_still_running_when_the_server_closes_ends_with_unavailable_not_c
     server.end_episode = slow_end_episode
     try:
         episode = client.start_episode()
-        outcome = []
-
-        def call():
-            try:
-                client.end_episode(episode, np.zeros(4, np.float32))
-                outcome.append("returned")
-            except errors.PolicyServerError as exc:
-                outcome.append(exc.code)
-
-        thread = threading.Thread(target=call, daemon=True)
-        thread.start()
+        thread, outcome = outcome_in_thread(
+            lambda: client.end_episode(episode, np.zeros(4, np.float32)))
         assert entered.wait(10)
         server.close()
         thread.join(10)
@@ -336,19 +344,11 @@ def test_closing_a_client_ends_a_call_another_thread_waits_on_and_the_server_ser
                             action_timeout_s=30)
     server = worker.env
     client = PolicyClient(server.address, timeout=30)
-    outcome = []
     try:
         episode = client.start_episode()
-
-        def wait_for_an_action():  # no sample() runs: the call waits for the worker
-            try:
-                client.get_action(episode, np.zeros(4, np.float32))
-                outcome.append("returned")
-            except errors.PolicyServerError as exc:
-                outcome.append(exc.code)
-
-        waiting = threading.Thread(target=wait_for_an_action, daemon=True)
-        waiting.start()
+        # no sample() runs: the call waits for the worker
+        waiting, outcome = outcome_in_thread(
+            lambda: client.get_action(episode, np.zeros(4, np.float32)))
         deadline = time.monotonic() + 10
         while server.events.qsize() < 2 and time.monotonic() < deadline:  # start, observation
             time.sleep(0.01)
