@@ -120,8 +120,8 @@ class NumpyActor:
 
     def categorical_index(self, flat_observation: np.ndarray, explore: bool = True) -> int:
         """A categorical policy's action for one observation that is a flat float32 vector
-        already (a rank-1 float32 Box's, which preprocessing leaves as it is), as a plain int: `act` with less work per
-        call, for answering one request at a time."""
+        already (a rank-1 float32 Box's, which preprocessing leaves as it is), as a plain int:
+        `act` with less work per call, for answering one request at a time."""
         return self._categorical_draw(forward(self._layers, flat_observation), explore)
 
     def _categorical_draw(self, logits: np.ndarray, explore: bool) -> int:

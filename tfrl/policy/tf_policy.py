@@ -348,10 +348,17 @@ class TFPolicy(Policy):
                                   dist.deterministic_sample)
             extras[SampleBatch.ACTION_LOGP] = dist.logp(actions)
             extras[SampleBatch.ACTION_DIST_INPUTS] = dist_inputs
+        extras.update(self._value_and_extra_outputs(obs, states, dist))
+        return actions, list(state_out), extras
+
+    def _value_and_extra_outputs(self, obs, states, dist) -> Dict:
+        """vf_preds (where the model has a value branch) and `extra_action_out`, after the model
+        ran on `obs`; traced."""
+        extras = {}
         if self.model.has_value_branch:
             extras[SampleBatch.VF_PREDS] = self.model.value_function()
         extras.update(self.extra_action_out({SampleBatch.OBS: obs}, states, self.model, dist))
-        return actions, list(state_out), extras
+        return extras
 
     def _build_action_functions(self):
         scalar_bool = tf.TensorSpec([], tf.bool)
@@ -608,9 +615,7 @@ class TFPolicy(Policy):
                 dist = dist_class(dist_inputs, self.model)
                 actions = tf.cast(actions, dist.deterministic_sample().dtype)
                 extras = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
-                if self.model.has_value_branch:
-                    extras[SampleBatch.VF_PREDS] = self.model.value_function()
-                extras.update(self.extra_action_out({SampleBatch.OBS: obs}, [], self.model, dist))
+                extras.update(self._value_and_extra_outputs(obs, [], dist))
                 extras[SampleBatch.ACTION_LOGP] = logp = dist.logp(actions)
                 if SampleBatch.ACTION_PROB in extras:
                     extras[SampleBatch.ACTION_PROB] = tf.exp(logp)

@@ -4,8 +4,7 @@ Column buffers of one agent's episode segment (`Trajectory`), stacking rows into
 reward clipping, unroll ids, env calls whose failures become `EnvCrashError`, the policy
 outputs of actions chosen outside `compute_actions` (`outputs_of_chosen_actions`,
 `take_logged_actions`: an application's logged actions, or actions drawn by the policy's numpy
-copy), and blocks of such steps gathered
-to travel as columns (`LoggedSteps`).
+copy), and blocks of such steps gathered to travel as columns (`LoggedSteps`).
 """
 from __future__ import annotations
 

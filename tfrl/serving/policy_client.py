@@ -45,7 +45,8 @@ from tfrl import errors
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.rollout.trajectory import LoggedSteps
-from tfrl.serving.policy_server import DEFAULT_MAX_MESSAGE_BYTES, TOKEN_METADATA_KEY
+from tfrl.serving.policy_server import (DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME,
+                                        TOKEN_METADATA_KEY)
 from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
 
@@ -98,6 +99,10 @@ class PolicyClient:
             self._channel = grpc.insecure_channel(address, options)
             self._open_stream_channel = lambda: grpc.aio.insecure_channel(address, options)
         self._stub = pb_grpc.PolicyServiceStub(self._channel)
+        # GetAction with its answer left as bytes, as the action stream gives them
+        self._get_action_bytes = self._channel.unary_unary(
+            f"/{SERVICE_NAME}/GetAction", request_serializer=pb.GetActionRequest.SerializeToString,
+            response_deserializer=None)
         self._metadata = ((TOKEN_METADATA_KEY, token),) if token is not None else ()
         self._lock = threading.Lock()
         # local mode: the calls to report, in order; an episode's consecutive steps are one
@@ -141,8 +146,6 @@ class PolicyClient:
             answer = self._request_action(pb.GetActionRequest(
                 episode_id=episode_id, observation=values.encode_value(observation),
                 reward=self._rewards.pop(episode_id, 0.0)))
-            if type(answer) is not bytes:  # a GetAction call's parsed response
-                return self._action_of(answer)
             action = self._scalar_actions.get(answer)
             if action is None:
                 action = self._action_of(pb.GetActionResponse.FromString(answer))
@@ -259,11 +262,11 @@ class PolicyClient:
             self._open_steps.pop(episode_id, None)
             self._calls.append(call)
 
-    def _request_action(self, request: pb.GetActionRequest) -> Union[bytes, pb.GetActionResponse]:
-        """A remote GetAction: the answer's bytes from the action stream, or the parsed answer of
-        a GetAction call when another thread is using the stream (or the server has none)."""
+    def _request_action(self, request: pb.GetActionRequest) -> bytes:
+        """A remote GetAction's serialized answer, from the action stream, or from a GetAction
+        call when another thread is using the stream (or the server has none)."""
         if not self._stream_supported or not self._stream_lock.acquire(blocking=False):
-            return self._call("GetAction", request)
+            return self._call("GetAction", request, self._get_action_bytes)
         try:
             if self._stream is None:
                 self._stream = _ActionStream(self._open_stream_channel, self._metadata)
@@ -274,7 +277,7 @@ class PolicyClient:
                 self._stream = None
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:  # a server without streams
                     self._stream_supported = False
-                    return self._call("GetAction", request)
+                    return self._call("GetAction", request, self._get_action_bytes)
                 raise _server_error("GetActionStream", exc) from None
         finally:
             self._stream_lock.release()
@@ -320,9 +323,12 @@ class PolicyClient:
                                       clip_actions=bool(config.get("clip_actions", False)),
                                       normalize_actions=bool(config.get("normalize_actions", False)))
 
-    def _call(self, method: str, request) -> Any:
+    def _call(self, method: str, request, rpc: Optional[Callable] = None) -> Any:
+        """`method` called with `request` (through `rpc` when given, else the stub's), its
+        failure raised as PolicyServerError."""
         try:
-            return getattr(self._stub, method)(request, metadata=self._metadata, timeout=self.timeout)
+            return (rpc or getattr(self._stub, method))(request, metadata=self._metadata,
+                                                        timeout=self.timeout)
         except grpc.RpcError as exc:
             raise _server_error(method, exc) from None
 
@@ -366,7 +372,7 @@ class _ActionStream:
         channel = open_channel()  # made here: an asyncio channel belongs to the running loop
         # answers stay bytes: the client parses each distinct one once
         call = channel.stream_stream(
-            "/tfrl.serving.PolicyService/GetActionStream",
+            f"/{SERVICE_NAME}/GetActionStream",
             request_serializer=pb.GetActionRequest.SerializeToString,
             response_deserializer=None)(metadata=metadata)
         return channel, call
@@ -490,11 +496,9 @@ class MultiAgentPolicyClient(PolicyClient):
             value outside its space: INVALID_ARGUMENT).
         """
         keys = _agent_keys(observation_dict, "observation_dict")
-        response = self._request_action(pb.GetActionRequest(
+        response = pb.GetActionResponse.FromString(self._request_action(pb.GetActionRequest(
             episode_id=episode_id, agent_observations=_encode_agents(observation_dict),
-            agent_rewards=self._rewards.pop(episode_id, {})))
-        if type(response) is bytes:  # from the action stream
-            response = pb.GetActionResponse.FromString(response)
+            agent_rewards=self._rewards.pop(episode_id, {}))))
         return {keys.get(key, key): self._agent_action(key, message)
                 for key, message in response.agent_actions.items()}
 
