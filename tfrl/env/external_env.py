@@ -237,6 +237,13 @@ class ExternalEnv(threading.Thread):
         weights may have changed since the last call, and `explore` is how it acts now (a
         PolicyServer refreshes its inline copy)."""
 
+    @property
+    def inline_actor(self):
+        """The numpy copy of the bound policy this env acts with itself (a PolicyServer's inline
+        answers), refreshed with the policy at each `refresh_policy`, or None. The runner
+        computes the outputs of this env's steps with it where it reproduces them."""
+        return None
+
     def flush_buffered_steps(self) -> None:
         """Queues the steps this env holds back to send in blocks (a PolicyServer's inline
         answers); the worker's runner calls it whenever it finds no event waiting. The base

@@ -12,6 +12,12 @@ microseconds. `NumpyActor.from_policy` reads such a policy's weights into numpy;
 policy (DQN's epsilon-greedy sampler, vision or recurrent models, custom distributions) it
 returns None and the client keeps using the TensorFlow policy.
 
+Where the policy's extra outputs are TFPolicy's own (distribution inputs, value prediction and
+log-likelihood; no `extra_action_out` of its own), the actor computes them too
+(`outputs_of_actions`, `reproduces_outputs`), so the rows its actions were drawn for need no
+TensorFlow call at all: a TensorFlow call in a serving process holds the interpreter for a
+millisecond or more, and every request arriving meanwhile waits for it.
+
 The actions follow the same distribution as the TensorFlow policy's (the same logits or
 mean / log-std, sampled when exploring, the mode otherwise), not the same random draws.
 """
@@ -22,6 +28,8 @@ from typing import Any, Callable, List, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 import tree
+
+from tfrl.policy.sample_batch import SampleBatch
 
 _ACTIVATIONS: dict = {
     "tanh": np.tanh,
@@ -41,16 +49,29 @@ class NumpyActor:
       seed: the random generator's seed (None: fresh entropy).
       flat_observations: raw observations are flat float vectors already (rank-1 Box), so a
         batch of them needs no per-row preprocessing.
+      value_layers: the value branch as (kernel, bias, activation) layers, or None when the
+        actor is not to compute the policy's extra outputs (see `outputs_of_actions`).
+      value_shares_trunk: the value branch's one layer reads the policy trunk's last hidden
+        layer; False: `value_layers` is a trunk of its own on the observations.
     """
 
     def __init__(self, preprocess: Callable[[Any], np.ndarray],
                  layers: List[Tuple[np.ndarray, np.ndarray, Callable]], distribution: str,
-                 seed: Any = None, flat_observations: bool = False):
+                 seed: Any = None, flat_observations: bool = False,
+                 value_layers: Optional[List[Tuple[np.ndarray, np.ndarray, Callable]]] = None,
+                 value_shares_trunk: bool = False):
         self._preprocess = preprocess
         self._layers = layers
         self.distribution = distribution
         self._rng = np.random.default_rng(seed)
         self._flat_observations = bool(flat_observations)
+        self._value_layers = value_layers
+        self._value_shares_trunk = bool(value_shares_trunk)
+
+    @property
+    def reproduces_outputs(self) -> bool:
+        """Whether `outputs_of_actions` gives the policy's extra outputs."""
+        return self._value_layers is not None
 
     @classmethod
     def from_policy(cls, policy, seed: Any = None) -> Optional["NumpyActor"]:
@@ -59,10 +80,11 @@ class NumpyActor:
         found = cls._read_policy(policy)
         if found is None:
             return None
-        preprocess, layers, distribution = found
+        preprocess, layers, distribution, value_layers, value_shares_trunk = found
         space = policy.observation_space
         return cls(preprocess, layers, distribution, seed,
-                   flat_observations=isinstance(space, gym.spaces.Box) and len(space.shape) == 1)
+                   flat_observations=isinstance(space, gym.spaces.Box) and len(space.shape) == 1,
+                   value_layers=value_layers, value_shares_trunk=value_shares_trunk)
 
     def load_weights(self, policy) -> None:
         """Reads `policy`'s current weights (the policy this actor was made from); the random
@@ -70,11 +92,12 @@ class NumpyActor:
         found = self._read_policy(policy)
         if found is None:
             raise ValueError(f"{type(policy).__name__} is no longer a policy NumpyActor reproduces")
-        self._layers = found[1]
+        self._layers, self._value_layers = found[1], found[3]
 
     @staticmethod
     def _read_policy(policy):
-        """(preprocess, layers, distribution) of a supported policy, else None."""
+        """(preprocess, layers, distribution, value layers or None, whether the value branch
+        shares the trunk) of a supported policy, else None."""
         from tfrl.models.distributions import Categorical, DiagGaussian
         from tfrl.models.fcnet import FullyConnectedNetwork
         from tfrl.policy.tf_policy import TFPolicy
@@ -91,16 +114,17 @@ class NumpyActor:
         distribution = distributions.get(policy.dist_class)
         if distribution is None or model.num_outputs != policy.logit_dim:
             return None
-        layers = []
-        names = [f"fc_{i}" for i in range(len(model.model_config["fcnet_hiddens"]))] + ["fc_out"]
-        for name in names:
-            layer = model.base_model.get_layer(name)
-            activation = getattr(layer.activation, "__name__", None)
-            if activation not in _ACTIVATIONS or not layer.use_bias:
-                return None
-            kernel, bias = (np.asarray(w, np.float64) for w in layer.get_weights())
-            layers.append((kernel, bias, _ACTIVATIONS[activation]))
-        return model.preprocessor.transform, layers, distribution
+        hidden_count = len(model.model_config["fcnet_hiddens"])
+        layers = _read_layers(model, [f"fc_{i}" for i in range(hidden_count)] + ["fc_out"])
+        if layers is None:
+            return None
+        shares_trunk = bool(model.model_config["vf_share_layers"])
+        value_layers = None
+        if policy.extra_outputs_are_standard():
+            value_layers = _read_layers(model, ["value_out"] if shares_trunk else
+                                        [f"fc_value_{i}" for i in range(hidden_count)]
+                                        + ["value_out"])
+        return model.preprocessor.transform, layers, distribution, value_layers, shares_trunk
 
     def distribution_inputs(self, observation: Any) -> np.ndarray:
         """The distribution inputs (logits, or mean and log-std) for one raw observation."""
@@ -143,15 +167,49 @@ class NumpyActor:
 
     def batch_distribution_inputs(self, observations: Any) -> np.ndarray:
         """The distribution inputs [B, ...] (float64) for a batch of raw observations."""
-        if self._flat_observations and isinstance(observations, np.ndarray):
-            x = observations.astype(np.float64, copy=False).reshape(len(observations), -1)
-        else:
-            from tfrl.rollout.trajectory import row_of
+        return forward(self._layers, self._model_inputs(observations))
 
-            count = len(tree.flatten(observations)[0])
-            x = np.stack([np.asarray(self._preprocess(row_of(observations, i)), np.float64)
-                          .reshape(-1) for i in range(count)])
-        return forward(self._layers, x)
+    def _model_inputs(self, observations: Any) -> np.ndarray:
+        """The flat float64 model inputs [B, size] of a batch of raw observations."""
+        if self._flat_observations and isinstance(observations, np.ndarray):
+            return observations.astype(np.float64, copy=False).reshape(len(observations), -1)
+        from tfrl.rollout.trajectory import row_of
+
+        count = len(tree.flatten(observations)[0])
+        return np.stack([np.asarray(self._preprocess(row_of(observations, i)), np.float64)
+                         .reshape(-1) for i in range(count)])
+
+    def outputs_of_actions(self, observations: Any, actions: Any) -> tuple:
+        """(actions, extra outputs) as `TFPolicy.compute_outputs_of_actions` gives them for a
+        batch of raw observations and the actions chosen for them: the actions in the policy's
+        action dtype (int64 or float32), and action_dist_inputs, vf_preds and action_logp as
+        float32 columns. Only for an actor that `reproduces_outputs`.
+
+        Raises:
+          NotSupportedError: the actor does not reproduce the policy's extra outputs.
+        """
+        if self._value_layers is None:
+            from tfrl.errors import NotSupportedError
+
+            raise NotSupportedError("this policy's extra outputs are its own; ask the policy "
+                                    "(compute_outputs_of_actions)")
+        x = self._model_inputs(observations)
+        trunk = forward(self._layers[:-1], x)
+        inputs = forward(self._layers[-1:], trunk)
+        value = forward(self._value_layers, trunk if self._value_shares_trunk else x)
+        if self.distribution == "categorical":
+            actions = np.asarray(actions).astype(np.int64, copy=False)
+            shifted = inputs - inputs.max(axis=1, keepdims=True)
+            logp = (shifted[np.arange(len(shifted)), actions.reshape(-1)]
+                    - np.log(np.exp(shifted).sum(axis=1)))
+        else:
+            actions = np.asarray(actions).astype(np.float32, copy=False)
+            mean, log_std = np.split(inputs, 2, axis=1)
+            z = (actions.reshape(len(mean), -1) - mean) / np.exp(log_std)
+            logp = (-0.5 * z * z - log_std).sum(axis=1) - 0.5 * np.log(2.0 * np.pi) * z.shape[1]
+        return actions, {SampleBatch.ACTION_DIST_INPUTS: inputs.astype(np.float32),
+                         SampleBatch.VF_PREDS: value[:, 0].astype(np.float32),
+                         SampleBatch.ACTION_LOGP: logp.astype(np.float32)}
 
     def draw(self, inputs: np.ndarray, explore: bool = True) -> np.ndarray:
         """Actions for a batch of distribution inputs (see `act_batch`)."""
@@ -163,6 +221,20 @@ class NumpyActor:
         if explore:
             mean = mean + np.exp(log_std) * self._rng.standard_normal(mean.shape)
         return mean.astype(np.float32)
+
+
+def _read_layers(model, names: List[str]):
+    """(kernel, bias, activation) of the named dense layers of `model`'s base model as float64,
+    or None when one of them is not a biased dense layer of a known activation."""
+    layers = []
+    for name in names:
+        layer = model.base_model.get_layer(name)
+        activation = getattr(layer.activation, "__name__", None)
+        if activation not in _ACTIVATIONS or not layer.use_bias:
+            return None
+        kernel, bias = (np.asarray(w, np.float64) for w in layer.get_weights())
+        layers.append((kernel, bias, _ACTIVATIONS[activation]))
+    return layers
 
 
 def forward(layers: List[Tuple[np.ndarray, np.ndarray, Callable]], x: np.ndarray) -> np.ndarray:

@@ -351,6 +351,16 @@ class TFPolicy(Policy):
         extras.update(self._value_and_extra_outputs(obs, states, dist))
         return actions, list(state_out), extras
 
+    def extra_outputs_are_standard(self) -> bool:
+        """Whether this policy's extra outputs of acting are TFPolicy's own: the distribution
+        inputs, the log-likelihood and the model's value prediction, nothing of a subclass's
+        (a numpy copy of the policy can then compute them; see NumpyActor)."""
+        cls = type(self)
+        return self.model.has_value_branch and all(
+            getattr(cls, name) is getattr(TFPolicy, name)
+            for name in ("extra_action_out", "_value_and_extra_outputs",
+                         "compute_outputs_of_actions"))
+
     def _value_and_extra_outputs(self, obs, states, dist) -> Dict:
         """vf_preds (where the model has a value branch) and `extra_action_out`, after the model
         ran on `obs`; traced."""

@@ -320,7 +320,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
         obs = self.obs_filter(observations)
         started = time.perf_counter()
         actions, extra = outputs_of_chosen_actions(self.policy, obs, logged_actions, explore,
-                                                   timestep)
+                                                   timestep, self.env.inline_actor)
         self.perf.add_inference(time.perf_counter() - started)
         episode = running.episode
         total = float(rewards.sum())

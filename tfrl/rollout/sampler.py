@@ -236,7 +236,8 @@ class EnvRunner:
         flat = lambda column: column[first:rows].reshape((count,) + column.shape[2:])  # noqa: E731
         obs = tree.map_structure(flat, self._columns[SampleBatch.OBS])
         drawn = flat(self._columns[SampleBatch.ACTIONS])
-        _, extra = outputs_of_chosen_actions(self.policy, obs, drawn, explore, timestep)
+        _, extra = outputs_of_chosen_actions(self.policy, obs, drawn, explore, timestep,
+                                             self._actor)
         for key, value in extra.items():
             column = self._columns.get(key)
             if column is None:

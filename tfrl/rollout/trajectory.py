@@ -90,11 +90,16 @@ def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]]
 
 
 def outputs_of_chosen_actions(policy, obs: Any, chosen_actions: Any, explore: bool,
-                              timestep: Optional[int]) -> tuple:
+                              timestep: Optional[int], actor=None) -> tuple:
     """(actions, extra outputs) for rows whose every action was chosen outside
-    `compute_actions` (an application's logged actions, or the numpy copy's draws): one call of
-    the policy's `compute_outputs_of_actions` where it has one, else `compute_actions` and
-    `take_logged_actions`."""
+    `compute_actions` (an application's logged actions, or the numpy copy's draws): from
+    `actor` (the policy's NumpyActor, holding the weights the actions were drawn with) where it
+    reproduces the policy's outputs, else one call of the policy's `compute_outputs_of_actions`
+    where it has one, else `compute_actions` and `take_logged_actions`."""
+    if actor is not None and actor.reproduces_outputs:
+        actions, extra = actor.outputs_of_actions(obs, chosen_actions)
+        policy.global_timestep += len(actions)  # as the policy's own call counts them
+        return actions, extra
     outputs_of_actions = getattr(policy, "compute_outputs_of_actions", None)
     if outputs_of_actions is not None:
         try:

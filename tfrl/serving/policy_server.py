@@ -189,6 +189,10 @@ class PolicyServer(ExternalEnv):
         else:  # the bound policy's new weights
             self._actor.load_weights(policy)
 
+    @property
+    def inline_actor(self) -> Optional[NumpyActor]:
+        return self._actor
+
     def _fast_inline_case(self) -> Optional[tuple]:
         """(dtype name, wire dtype, byte count, low, high) of the observations `inline_answer`
         takes, or None when this server's spaces and policy are not its case."""

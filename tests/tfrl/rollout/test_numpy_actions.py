@@ -24,8 +24,12 @@ def test_rows_hold_the_tensorflow_policys_outputs_for_the_actions_drawn_in_numpy
                             "batch_mode": batch_mode, "seed": 5})
     assert worker.runner.uses_numpy_actions
     policy = worker.get_policy()
+    # the rows' outputs come from the numpy copy too: no TensorFlow call per fragment
+    tensorflow_calls = []
+    policy.compute_outputs_of_actions = lambda *a, **k: tensorflow_calls.append(a)
     for _ in range(3):  # complete_episodes carries running episodes' rows between samples
         batch = worker.sample()
+        assert tensorflow_calls == []
         obs, actions = batch["obs"], batch["actions"]
         assert actions.dtype == np.int64 and set(np.unique(actions)) <= {0, 1}
         np.testing.assert_allclose(batch["action_logp"],

@@ -10,6 +10,7 @@ from tfrl.agents.pg import DEFAULT_CONFIG as PG_CONFIG
 from tfrl.agents.pg import PGTFPolicy
 from tfrl.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
 from tfrl.agents.ppo import PPOTFPolicy
+from tfrl import errors
 from tfrl.policy.numpy_actor import NumpyActor
 
 from tests.tfrl.agents.agent_helpers import cartpole_spaces, trainer_config
@@ -76,3 +77,47 @@ def test_policies_it_cannot_reproduce_get_none():
     recurrent = PGTFPolicy(obs_space, act_space, trainer_config(
         PG_CONFIG, seed=1, model={"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 8}))
     assert NumpyActor.from_policy(recurrent) is None
+
+
+@pytest.mark.parametrize("share_layers", [False, True])
+def test_outputs_of_actions_are_the_policys_own_for_categorical_and_gaussian(share_layers):
+    obs_space, act_space = cartpole_spaces()
+    model = {"fcnet_hiddens": [16, 8], "vf_share_layers": share_layers}
+    rng = np.random.default_rng(4)
+    cases = [(PPOTFPolicy(obs_space, act_space, trainer_config(PPO_CONFIG, seed=2, model=model)),
+              rng.normal(size=(40, 4)).astype(np.float32), rng.integers(0, 2, 40)),
+             (PPOTFPolicy(PENDULUM.observation_space, PENDULUM.action_space,
+                          trainer_config(PPO_CONFIG, seed=2, model=model)),
+              rng.normal(size=(40, 3)).astype(np.float32),
+              rng.normal(size=(40, 1)).astype(np.float32))]
+    for policy, obs, actions in cases:
+        actor = NumpyActor.from_policy(policy, seed=0)
+        assert actor.reproduces_outputs
+        # non-zero weights everywhere, so a wrong layer or branch shows
+        policy.set_weights([w + rng.normal(scale=0.3, size=w.shape).astype(w.dtype)
+                            for w in policy.get_weights()])
+        actor.load_weights(policy)
+        want_actions, want = policy.compute_outputs_of_actions(obs, actions)
+        got_actions, got = actor.outputs_of_actions(obs, actions)
+        assert got_actions.dtype == want_actions.dtype
+        np.testing.assert_array_equal(got_actions, want_actions)
+        assert sorted(got) == sorted(want)
+        for key in want:
+            assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape, key
+            np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-4, err_msg=key)
+        assert np.ptp(got["vf_preds"]) > 0.01 and np.ptp(got["action_logp"]) > 0.01
+
+
+def test_a_policy_with_extra_outputs_of_its_own_is_acted_for_but_not_reproduced():
+    import tensorflow as tf
+
+    obs_space, act_space = cartpole_spaces()
+    CountingPolicy = PGTFPolicy.with_updates(
+        name="CountingPolicy",
+        extra_action_out_fn=lambda policy, input_dict, states, model, dist: {
+            "obs_sum": tf.reduce_sum(input_dict["obs"], axis=-1)})
+    policy = CountingPolicy(obs_space, act_space, trainer_config(PG_CONFIG, seed=1))
+    actor = NumpyActor.from_policy(policy)
+    assert actor is not None and not actor.reproduces_outputs  # it acts, the policy adds outputs
+    with pytest.raises(errors.NotSupportedError, match="its own"):
+        actor.outputs_of_actions(np.zeros((2, 4), np.float32), np.zeros(2, np.int64))

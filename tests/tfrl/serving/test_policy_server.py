@@ -496,12 +496,18 @@ def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_
         with pytest.raises(errors.PolicyServerError) as info:
             client.get_action(episode, observations[6])
         assert info.value.code == "DEADLINE_EXCEEDED"
+        tensorflow_calls = []
+        policy.compute_outputs_of_actions = lambda *a, **k: tensorflow_calls.append(a)
         batch = worker.sample()  # the worker catches up with the waiting events
         np.testing.assert_allclose(batch[SampleBatch.OBS], np.stack(observations[2:4]))
         assert batch[SampleBatch.ACTIONS].tolist() == [int(a) for a in actions[2:4]]
-        # the inline answers are recorded with the policy's own likelihood of each action
+        # the inline answers are recorded with the policy's own likelihood of each action and
+        # its value prediction, computed by the server's numpy copy without a TensorFlow call
+        assert tensorflow_calls == []
         expected = policy.compute_log_likelihoods(batch[SampleBatch.ACTIONS], batch[SampleBatch.OBS])
         np.testing.assert_allclose(batch[SampleBatch.ACTION_LOGP], expected, rtol=1e-5)
+        np.testing.assert_allclose(batch[SampleBatch.VF_PREDS],
+                                   policy.compute_values(batch[SampleBatch.OBS]), rtol=1e-4, atol=1e-6)
     finally:
         client.close()
         worker.stop()
