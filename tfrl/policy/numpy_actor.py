@@ -23,6 +23,7 @@ mean / log-std, sampled when exploring, the mode otherwise), not the same random
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, List, Optional, Tuple
 
 import gymnasium as gym
@@ -151,9 +152,12 @@ class NumpyActor:
     def _categorical_draw(self, logits: np.ndarray, explore: bool) -> int:
         if not explore:
             return int(np.argmax(logits))
-        weights = np.exp(logits - logits.max()).tolist()
+        # one row of a few logits: plain floats beat numpy calls here
+        logits = logits.tolist()
+        top = max(logits)
+        weights = [math.exp(logit - top) for logit in logits]
         threshold = self._rng.random() * sum(weights)
-        for i, weight in enumerate(weights):  # a few actions: plain floats beat numpy here
+        for i, weight in enumerate(weights):
             threshold -= weight
             if threshold < 0:
                 return i

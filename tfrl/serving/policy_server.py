@@ -42,6 +42,7 @@ import hmac
 import json
 import logging
 import math
+import operator
 import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Union
 
@@ -65,6 +66,9 @@ TOKEN_METADATA_KEY = "tfrl-policy-token"
 # policy call for their likelihoods instead of one event and one row of Python per step
 INLINE_BLOCK_ROWS = 64
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# up to this many dimensions an inline-answered observation's bounds are checked as Python floats
+# (fewer calls than numpy's four); beyond it numpy's vectorised comparison is the faster
+MAX_FLOAT_COMPARED_OBSERVATION = 64
 # how long close() lets calls in flight finish before gRPC cancels them
 SHUTDOWN_GRACE_SECONDS = 0.25
 
@@ -195,7 +199,8 @@ class PolicyServer(ExternalEnv):
 
     def _fast_inline_case(self) -> Optional[tuple]:
         """(dtype name, wire dtype, byte count, low, high) of the observations `inline_answer`
-        takes, or None when this server's spaces and policy are not its case."""
+        takes (the bounds as lists of floats for a small space), or None when this server's
+        spaces and policy are not its case."""
         space, actions, actor = self.observation_space, self.action_space, self._actor
         if actor is None or actor.distribution != "categorical" \
                 or self._discrete_responses is None or int(actions.start) != 0 \
@@ -204,8 +209,10 @@ class PolicyServer(ExternalEnv):
                 or self._adapter is None or not self._adapter.is_discrete:
             return None
         wire = space.dtype.newbyteorder("<")
-        return (space.dtype.name, wire, wire.itemsize * int(space.shape[0]), space.low,
-                space.high)
+        low, high = space.low, space.high
+        if space.shape[0] <= MAX_FLOAT_COMPARED_OBSERVATION:
+            low, high = low.tolist(), high.tolist()
+        return (space.dtype.name, wire, wire.itemsize * int(space.shape[0]), low, high)
 
     def get_action(self, episode_id: str, observation: Any, reward: float = 0.0) -> Any:
         """ExternalEnv.get_action, answered here by the inline copy of the policy when there is
@@ -247,9 +254,13 @@ class PolicyServer(ExternalEnv):
         if leaf.dtype != dtype_name or len(data) != byte_count or len(leaf.shape) != 1:
             return None
         observation = np.frombuffer(data, dtype)
+        if type(low) is list:  # a few floats: compared as Python floats (NaN fails)
+            floats = observation.tolist()
+            inside = all(map(operator.le, low, floats)) and all(map(operator.le, floats, high))
+        else:
+            inside = ((observation >= low) & (observation <= high)).all()
         reward = request.reward
-        if not ((observation >= low) & (observation <= high)).all() \
-                or not math.isfinite(reward) or request.agent_rewards \
+        if not inside or not math.isfinite(reward) or request.agent_rewards \
                 or request.agent_observations:
             return None
         index = actor.categorical_index(observation, self._explore)
@@ -504,40 +515,47 @@ class _Servicer:
     def __init__(self, server: PolicyServer):
         self.server = server
 
-    def _serve(self, context, call: Callable[[], Any], checked_token: bool = False) -> Any:
-        if not checked_token:
-            self.server.check_token(context)
+    def _serve(self, context, call: Callable[[], Any]) -> Any:
+        self.server.check_token(context)
         try:
             return call()
         except errors.TfrlError as exc:
-            code = _STATUS.get(type(exc), grpc.StatusCode.INVALID_ARGUMENT)
-            if self.server.closed:
-                code = grpc.StatusCode.UNAVAILABLE
-            context.abort(code, str(exc))
+            self._abort(context, exc)
+
+    def _abort(self, context, exc: errors.TfrlError) -> None:
+        code = _STATUS.get(type(exc), grpc.StatusCode.INVALID_ARGUMENT)
+        if self.server.closed:
+            code = grpc.StatusCode.UNAVAILABLE
+        context.abort(code, str(exc))
 
     def GetActionStream(self, raw_requests, context):
         self.server.check_token(context)
         for raw in raw_requests:
-            yield self.GetAction(_parsed("GetActionStream", pb.GetActionRequest, raw, context),
-                                 context, checked_token=True)
+            request = _parsed("GetActionStream", pb.GetActionRequest, raw, context)
+            try:
+                answer = self._action(request)
+            except errors.TfrlError as exc:
+                self._abort(context, exc)
+            yield answer
 
     def StartEpisode(self, request, context):
         env = self.server
         return self._serve(context, lambda: pb.StartEpisodeResponse(episode_id=env.start_episode(
             request.episode_id or None, training_enabled=not request.training_disabled)))
 
-    def GetAction(self, request, context, checked_token: bool = False):
+    def GetAction(self, request, context):
+        return self._serve(context, lambda: self._action(request))
+
+    def _action(self, request) -> Union[pb.GetActionResponse, bytes]:
+        """The answer to a GetAction request: inline in one step where it is the common case,
+        else through `get_action`."""
         env = self.server
-
-        def act():
-            answer = env.inline_answer(request)
-            if answer is not None:
-                return answer
-            observation = env.decode_observation(request)
-            action = env.get_action(request.episode_id, observation, env.decode_reward(request))
-            return env.action_response(action)
-
-        return self._serve(context, act, checked_token)
+        answer = env.inline_answer(request)
+        if answer is not None:
+            return answer
+        observation = env.decode_observation(request)
+        action = env.get_action(request.episode_id, observation, env.decode_reward(request))
+        return env.action_response(action)
 
     def LogAction(self, request, context):
         return self._serve(context, lambda: _log_action(self.server, request) or pb.Empty())

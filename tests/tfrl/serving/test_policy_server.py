@@ -564,6 +564,44 @@ def test_the_common_request_is_answered_in_one_step_and_any_other_by_the_general
     np.testing.assert_allclose(batch[SampleBatch.REWARDS][:2], [1.5, 0.0])
 
 
+@pytest.mark.parametrize("size", [3, 100])
+def test_inline_answers_check_every_dimension_of_narrow_and_wide_observations(size):
+    """A narrow space's bounds are compared as Python floats, a wide one's with numpy: either
+    way each dimension's own bounds, NaN refused."""
+    low = np.linspace(-1.0, 0.0, size, dtype=np.float32)
+    high = low + 2.0
+    space = gym.spaces.Box(low, high, dtype=np.float32)
+    worker = RolloutWorker(lambda ctx: PolicyServer(space, gym.spaces.Discrete(3)), PGTFPolicy,
+                           {"rollout_fragment_length": 1, "model": {"fcnet_hiddens": [8]}})
+    server = worker.env
+    sampler, _ = sample_in_thread(worker)  # gives the server its numpy copy
+    client = PolicyClient(server.address, timeout=20)
+    try:
+        episode = client.start_episode()
+        client.get_action(episode, low)
+        client.get_action(episode, high)  # completes the worker's one row
+        sampler.join(20)
+        assert not sampler.is_alive()
+        inside = (low + high) / 2
+        answers = {}
+        for name, index, value in [("inside", 0, inside[0]), ("at the low end", 0, low[0]),
+                                   ("at the high end", size - 1, high[-1]),
+                                   ("below the last low", size - 1, low[-1] - 0.01),
+                                   ("above the first high", 0, high[0] + 0.01),
+                                   ("NaN", size // 2, np.nan)]:
+            observation = inside.copy()
+            observation[index] = value
+            answers[name] = server.inline_answer(pb.GetActionRequest(
+                episode_id=episode, observation=encode_value(observation)))
+    finally:
+        client.close()
+        worker.stop()
+    assert all(type(answers[name]) is bytes
+               for name in ("inside", "at the low end", "at the high end"))
+    assert [name for name, answer in answers.items() if answer is None] == [
+        "below the last low", "above the first high", "NaN"]
+
+
 def test_inline_steps_reach_the_worker_in_blocks_in_order_with_the_episodes_other_calls():
     """Inline answers are held back in blocks (INLINE_BLOCK_ROWS steps); a logged action, the
     episode's end and the worker's idle moments send them on, so the rows are the steps as
