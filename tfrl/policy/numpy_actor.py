@@ -68,6 +68,7 @@ class NumpyActor:
         self._flat_observations = bool(flat_observations)
         self._value_layers = value_layers
         self._value_shares_trunk = bool(value_shares_trunk)
+        self._reader: Optional[_WeightReader] = None  # set by from_policy
 
     @property
     def reproduces_outputs(self) -> bool:
@@ -83,17 +84,40 @@ class NumpyActor:
             return None
         preprocess, layers, distribution, value_layers, value_shares_trunk = found
         space = policy.observation_space
-        return cls(preprocess, layers, distribution, seed,
-                   flat_observations=isinstance(space, gym.spaces.Box) and len(space.shape) == 1,
-                   value_layers=value_layers, value_shares_trunk=value_shares_trunk)
+        actor = cls(preprocess, layers, distribution, seed,
+                    flat_observations=isinstance(space, gym.spaces.Box) and len(space.shape) == 1,
+                    value_layers=value_layers, value_shares_trunk=value_shares_trunk)
+        actor._reader = _WeightReader(policy, cls._layer_names(policy, value_layers is not None))
+        return actor
 
     def load_weights(self, policy) -> None:
         """Reads `policy`'s current weights (the policy this actor was made from); the random
         generator goes on where it was."""
+        reader = self._reader
+        if reader is not None and reader.policy is policy:
+            arrays = reader.read()
+            layers = [(arrays[2 * i], arrays[2 * i + 1], layer[2])
+                      for i, layer in enumerate(self._layers + (self._value_layers or []))]
+            count = len(self._layers)
+            self._layers, self._value_layers = layers[:count], layers[count:] or None
+            return
         found = self._read_policy(policy)
         if found is None:
             raise ValueError(f"{type(policy).__name__} is no longer a policy NumpyActor reproduces")
         self._layers, self._value_layers = found[1], found[3]
+        self._reader = _WeightReader(policy, self._layer_names(policy, found[3] is not None))
+
+    @staticmethod
+    def _layer_names(policy, with_value: bool) -> Tuple[List[str], List[str]]:
+        """The names of the policy trunk's dense layers and of the value branch's (empty
+        without `with_value`), input to output."""
+        config = policy.model.model_config
+        hidden = range(len(config["fcnet_hiddens"]))
+        trunk = [f"fc_{i}" for i in hidden] + ["fc_out"]
+        if not with_value:
+            return trunk, []
+        return trunk, (["value_out"] if config["vf_share_layers"] else
+                       [f"fc_value_{i}" for i in hidden] + ["value_out"])
 
     @staticmethod
     def _read_policy(policy):
@@ -115,17 +139,13 @@ class NumpyActor:
         distribution = distributions.get(policy.dist_class)
         if distribution is None or model.num_outputs != policy.logit_dim:
             return None
-        hidden_count = len(model.model_config["fcnet_hiddens"])
-        layers = _read_layers(model, [f"fc_{i}" for i in range(hidden_count)] + ["fc_out"])
+        trunk, value = NumpyActor._layer_names(policy, policy.extra_outputs_are_standard())
+        layers = _read_layers(model, trunk)
         if layers is None:
             return None
-        shares_trunk = bool(model.model_config["vf_share_layers"])
-        value_layers = None
-        if policy.extra_outputs_are_standard():
-            value_layers = _read_layers(model, ["value_out"] if shares_trunk else
-                                        [f"fc_value_{i}" for i in range(hidden_count)]
-                                        + ["value_out"])
-        return model.preprocessor.transform, layers, distribution, value_layers, shares_trunk
+        value_layers = _read_layers(model, value) if value else None
+        return (model.preprocessor.transform, layers, distribution, value_layers,
+                bool(model.model_config["vf_share_layers"]))
 
     def distribution_inputs(self, observation: Any) -> np.ndarray:
         """The distribution inputs (logits, or mean and log-std) for one raw observation."""
@@ -239,6 +259,30 @@ def _read_layers(model, names: List[str]):
         kernel, bias = (np.asarray(w, np.float64) for w in layer.get_weights())
         layers.append((kernel, bias, _ACTIVATIONS[activation]))
     return layers
+
+
+class _WeightReader:
+    """The weights of an actor's dense layers read from its policy in one TensorFlow call (a
+    read per variable costs a TensorFlow call each; an actor refreshed at every sample() of a
+    serving worker reads a dozen)."""
+
+    def __init__(self, policy, names: Tuple[List[str], List[str]]):
+        import tensorflow as tf
+
+        self.policy = policy
+        get_layer = policy.model.base_model.get_layer
+        variables = [v for name in names[0] + names[1]
+                     for v in (get_layer(name).kernel, get_layer(name).bias)]
+        self._shapes = [tuple(v.shape) for v in variables]
+        self._ends = np.cumsum([int(np.prod(shape)) for shape in self._shapes])[:-1]
+        self._read = tf.function(
+            lambda: tf.concat([tf.reshape(tf.cast(v, tf.float64), [-1]) for v in variables], 0),
+            autograph=False).get_concrete_function()
+
+    def read(self) -> List[np.ndarray]:
+        """Each variable's current value, in the order of the layers, kernel before bias."""
+        return [part.reshape(shape) for part, shape in
+                zip(np.split(self._read().numpy(), self._ends), self._shapes)]
 
 
 def forward(layers: List[Tuple[np.ndarray, np.ndarray, Callable]], x: np.ndarray) -> np.ndarray:
