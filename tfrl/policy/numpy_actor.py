@@ -32,6 +32,7 @@ import tree
 
 from tfrl.policy.sample_batch import SampleBatch
 
+_LOG_2PI = float(np.log(2.0 * np.pi))
 _ACTIVATIONS: dict = {
     "tanh": np.tanh,
     "relu": lambda x: np.maximum(x, 0.0),
@@ -221,19 +222,12 @@ class NumpyActor:
         trunk = forward(self._layers[:-1], x)
         inputs = forward(self._layers[-1:], trunk)
         value = forward(self._value_layers, trunk if self._value_shares_trunk else x)
-        if self.distribution == "categorical":
-            actions = np.asarray(actions).astype(np.int64, copy=False)
-            shifted = inputs - inputs.max(axis=1, keepdims=True)
-            logp = (shifted[np.arange(len(shifted)), actions.reshape(-1)]
-                    - np.log(np.exp(shifted).sum(axis=1)))
-        else:
-            actions = np.asarray(actions).astype(np.float32, copy=False)
-            mean, log_std = np.split(inputs, 2, axis=1)
-            z = (actions.reshape(len(mean), -1) - mean) / np.exp(log_std)
-            logp = (-0.5 * z * z - log_std).sum(axis=1) - 0.5 * np.log(2.0 * np.pi) * z.shape[1]
+        actions = np.asarray(actions).astype(
+            np.int64 if self.distribution == "categorical" else np.float32, copy=False)
         return actions, {SampleBatch.ACTION_DIST_INPUTS: inputs.astype(np.float32),
                          SampleBatch.VF_PREDS: value[:, 0].astype(np.float32),
-                         SampleBatch.ACTION_LOGP: logp.astype(np.float32)}
+                         SampleBatch.ACTION_LOGP: log_likelihoods(self.distribution, inputs,
+                                                                  actions)}
 
     def draw(self, inputs: np.ndarray, explore: bool = True) -> np.ndarray:
         """Actions for a batch of distribution inputs (see `act_batch`)."""
@@ -259,6 +253,20 @@ def _read_layers(model, names: List[str]):
         kernel, bias = (np.asarray(w, np.float64) for w in layer.get_weights())
         layers.append((kernel, bias, _ACTIVATIONS[activation]))
     return layers
+
+
+def log_likelihoods(distribution: str, inputs: np.ndarray, actions: Any) -> np.ndarray:
+    """log pi(actions) [B] (float32) under the "categorical" or "diag_gaussian" distribution
+    with these inputs [B, ...] (logits, or mean and log-std), as TensorFlow's `logp` gives it."""
+    if distribution == "categorical":
+        shifted = inputs - inputs.max(axis=1, keepdims=True)
+        index = np.asarray(actions, np.int64).reshape(-1)
+        return (shifted[np.arange(len(index)), index]
+                - np.log(np.exp(shifted).sum(axis=1))).astype(np.float32)
+    mean, log_std = np.split(inputs, 2, axis=1)
+    z = (np.asarray(actions, np.float32).reshape(mean.shape) - mean) / np.exp(log_std)
+    return (-0.5 * np.sum(z * z, axis=1) - np.sum(log_std, axis=1)
+            - 0.5 * _LOG_2PI * mean.shape[1]).astype(np.float32)
 
 
 class _WeightReader:

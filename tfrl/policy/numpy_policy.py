@@ -33,13 +33,12 @@ import gymnasium as gym
 import numpy as np
 
 from tfrl.errors import CheckpointError, InvalidBatchError
-from tfrl.policy.numpy_actor import _ACTIVATIONS, NumpyActor, forward
+from tfrl.policy.numpy_actor import _ACTIVATIONS, NumpyActor, forward, log_likelihoods
 
 # Policy methods whose code must be TFPolicy's own for the numpy copy to be exact.
 _TFPOLICY_METHODS = ("compute_actions", "compute_values", "compute_log_likelihoods",
                      "extra_action_out", "action_sampler", "action_distribution",
                      "get_initial_state", "_forward_actions", "get_weights", "set_weights")
-_LOG_2PI = float(np.log(2.0 * np.pi))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -305,15 +304,7 @@ class NumpyPolicy:
         return actions[0], [], {k: v[0] for k, v in extras.items()}
 
     def _logp(self, inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        if self._spec.distribution == "categorical":
-            shifted = inputs - inputs.max(axis=1, keepdims=True)
-            log_norm = np.log(np.exp(shifted).sum(axis=1))
-            index = np.asarray(actions, np.int64).reshape(-1)
-            return (shifted[np.arange(len(index)), index] - log_norm).astype(np.float32)
-        mean, log_std = np.split(inputs, 2, axis=1)
-        z = (np.asarray(actions, np.float32).reshape(mean.shape) - mean) / np.exp(log_std)
-        return (-0.5 * np.sum(z * z, axis=1) - np.sum(log_std, axis=1)
-                - 0.5 * _LOG_2PI * mean.shape[1]).astype(np.float32)
+        return log_likelihoods(self._spec.distribution, inputs, actions)
 
     def compute_values(self, obs_batch, state_batches=None) -> np.ndarray:
         """Value estimates [B] (float32) for raw observations."""
