@@ -111,8 +111,14 @@ def main() -> None:
     stop = threading.Event()
 
     def sample_forever():
+        from tfrl.errors import ExternalEnvError
+
         while not stop.is_set():
-            worker.sample()
+            try:
+                worker.sample()
+            except ExternalEnvError:  # the server closed at the end of the run
+                if not stop.is_set():
+                    raise
 
     sampler = threading.Thread(target=sample_forever, daemon=True)
     sampler.start()
