@@ -3,8 +3,8 @@
 Two callers act with it instead of a TensorFlow call: a `PolicyClient` in local mode (and the
 policy server's inline answers), one observation at a time, and a rollout worker's env runner,
 one batch of all its envs per step (`act_batch`; the runner then computes the rows' value and
-likelihood outputs with the TensorFlow policy in one call per fragment, see
-`tfrl.rollout.sampler`). A TensorFlow call costs a quarter of a millisecond or more whatever the network; the
+likelihood outputs in one batch per fragment, see `tfrl.rollout.sampler`). A TensorFlow call
+costs a quarter of a millisecond or more whatever the network; the
 default fully connected policies (the catalog's `FullyConnectedNetwork` with a `Categorical` or
 `DiagGaussian` action distribution, no recurrent state, actions drawn from the distribution as
 `TFPolicy` draws them) need only a few small matrix products, which numpy does in tens of

@@ -305,9 +305,10 @@ class ExternalEnvRunner(ExternalRunnerBase):
 
     def _handle_steps(self, running: _RunningEpisode, event: tuple, explore: bool,
                       timestep: Optional[int]) -> None:
-        """Logged steps of one episode (a STEPS event): one policy call for the extra outputs of
-        all of them, and their rows added column by column; the last row waits for the next
-        observation as a single step's would."""
+        """Logged steps of one episode (a STEPS event): the extra outputs of all of them in one
+        batch (from the env's inline numpy copy where it reproduces them, else one policy call),
+        and their rows added column by column; the last row waits for the next observation as a
+        single step's would."""
         observations, logged_actions, rewards = event[2], event[3], event[4]
         count = len(rewards)
         if self._initial_state:  # recurrent: each step needs the state the one before left

@@ -8,9 +8,10 @@ inference cost is shared. Where the single-agent runner's policy has a numpy cop
 (`tfrl.policy.numpy_actor.NumpyActor`: fully connected, categorical or Gaussian, no recurrent
 state) and `numpy_actions` is on, a step draws its actions with that copy instead (tens of
 microseconds rather than a quarter of a millisecond), and the rows' other policy outputs (value
-predictions, distribution inputs, the likelihoods of the actions drawn) come from the TensorFlow
-policy in one call per fragment, before postprocessing. The copy reads the policy's weights at
-the start of every `sample()`.
+predictions, distribution inputs, the likelihoods of the actions drawn) come in one batch per
+fragment, before postprocessing: from the copy itself where the policy's extra outputs are
+TFPolicy's own (`NumpyActor.reproduces_outputs`), else from one TensorFlow policy call. The copy
+reads the policy's weights at the start of every `sample()`.
 
 The single-agent runner keeps the rows of all its envs in columnar numpy buffers (one array per
 column of shape [rows, num_envs, ...]) and its episode totals in per-env arrays, so a step does
@@ -226,8 +227,9 @@ class EnvRunner:
         return batch
 
     def _add_policy_outputs(self, explore: bool, timestep: Optional[int]) -> None:
-        """With numpy actions: the TensorFlow policy's extra outputs for the buffered rows that
-        lack them, in one call, with the likelihoods of the actions the steps drew."""
+        """With numpy actions: the policy's extra outputs for the buffered rows that lack them, in
+        one batch (the copy's, or one TensorFlow call's), with the likelihoods of the actions the
+        steps drew."""
         first, rows = self._rows_with_outputs, self._rows
         if self._actor is None or rows == first:
             return

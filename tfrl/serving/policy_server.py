@@ -17,9 +17,10 @@ A remote client's actions come on one long-lived stream (`GetActionStream`; plai
 calls are served too). Where the worker's policy has a numpy copy (`NumpyActor`: the default
 fully connected policies) and no observation filter, the server answers each of them in the
 calling thread with that copy, refreshed at the start of every `sample()`, and records the step
-as a logged action whose likelihood the worker recomputes (the same distribution as the
-trainer's policy; `inline_inference=False` or another policy: the worker's sampling loop
-answers, batched over the episodes waiting). An episode's inline steps reach the worker in
+as a logged action whose likelihood and value the worker computes with the same copy (where the
+policy has extra outputs of its own, with one TensorFlow call per block);
+`inline_inference=False` or another policy: the worker's sampling loop answers, batched over the
+episodes waiting. An episode's inline steps reach the worker in
 blocks of up to INLINE_BLOCK_ROWS, as a local client's logged columns do: a block is queued when
 it is full, before any other call of its episode, and whenever the worker finds nothing else
 waiting for it. A local-inference client's steps come in columns
