@@ -206,7 +206,10 @@ class PolicyClient:
         response = self._call("GetWeights", pb.WeightsRequest())
         self.policy.set_weights([values.tensor_array(t) for t in response.weights])
         if self._numpy_inference:
-            self.numpy_actor = NumpyActor.from_policy(self.policy)
+            if self.numpy_actor is None:
+                self.numpy_actor = NumpyActor.from_policy(self.policy)
+            else:  # the same policy's new weights; its draws go on from the same generator
+                self.numpy_actor.load_weights(self.policy)
         self._weights_pulled = time.monotonic()
 
     def flush(self, wait: bool = True) -> None:
