@@ -76,6 +76,11 @@ class NumpyActor:
         """Whether `outputs_of_actions` gives the policy's extra outputs."""
         return self._value_layers is not None
 
+    @property
+    def multiply_adds_per_row(self) -> int:
+        """The multiply-adds `outputs_of_actions` spends on one row (both trunks)."""
+        return sum(kernel.size for kernel, _, _ in self._layers + (self._value_layers or []))
+
     @classmethod
     def from_policy(cls, policy, seed: Any = None) -> Optional["NumpyActor"]:
         """The numpy actor of `policy` with its current weights, or None when the policy is not

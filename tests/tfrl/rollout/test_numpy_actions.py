@@ -43,6 +43,23 @@ def test_rows_hold_the_tensorflow_policys_outputs_for_the_actions_drawn_in_numpy
         assert np.abs(batch["value_targets"] - batch["vf_preds"] - batch["advantages"]).max() < 1e-4
 
 
+def test_a_fragment_too_large_for_numpy_takes_its_outputs_from_one_tensorflow_call():
+    # 4 envs x 20 steps of a 256x256 policy: 80 rows of 134k multiply-adds, past the numpy budget
+    worker = RolloutWorker("CartPole-v1", PGPolicy,
+                           {"num_envs_per_worker": 4, "rollout_fragment_length": 20, "seed": 3,
+                            "model": {"fcnet_hiddens": [256, 256]}})
+    assert worker.runner.uses_numpy_actions
+    policy = worker.get_policy()
+    calls, original = [], policy.compute_outputs_of_actions
+    policy.compute_outputs_of_actions = \
+        lambda obs, actions, **kwargs: calls.append(len(actions)) or original(obs, actions, **kwargs)
+    batch = worker.sample()
+    assert calls == [80]
+    np.testing.assert_allclose(batch["action_logp"],
+                               policy.compute_log_likelihoods(batch["actions"], batch["obs"]),
+                               atol=1e-5)
+
+
 def test_draws_follow_the_policys_probabilities_and_its_latest_weights():
     worker = RolloutWorker("CartPole-v1", PGPolicy,
                            {"num_envs_per_worker": 8, "rollout_fragment_length": 50, "seed": 1})
