@@ -146,6 +146,10 @@ def cmd_train(args) -> int:
 
     name = args.experiment or f"{run}_{env}_{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     logdir = os.path.abspath(os.path.join(args.logdir, name))
+    # this process is the learner's own: its replay streams reuse freed memory (replay.heap_policy)
+    from replay.heap_policy import keep_freed_heap_memory
+
+    keep_freed_heap_memory()
     display = ProgressDisplay(title=f"{run} on {env} -> {logdir}")
     trainer = get_trainer_class(run)(config=config, env=env, logdir=logdir)
     if args.restore:

@@ -158,8 +158,10 @@ def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results) 
         if backend == "replay":
             from replay.dataset import ReplayDataset
 
+            # as `tfrl train` runs its learner: the process is the dataset's own
             dataset = ReplayDataset(address, TABLE, dtypes=tf.float32, shapes=shape,
-                                    max_in_flight_samples_per_worker=DATASET_IN_FLIGHT)
+                                    max_in_flight_samples_per_worker=DATASET_IN_FLIGHT,
+                                    keep_freed_heap_memory=True)
         else:
             dataset = lib.TrajectoryDataset(address, TABLE, dtypes=tf.float32, shapes=tf.TensorShape(shape),
                                             max_in_flight_samples_per_worker=DATASET_IN_FLIGHT)

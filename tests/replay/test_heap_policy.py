@@ -1,0 +1,65 @@
+"""The sampling client's optional heap policy (replay.heap_policy): with it the process reuses
+freed memory instead of faulting it in again; a dataset applies it only when asked. Each case
+runs in a fresh process, since the policy is the whole process's."""
+import subprocess
+import sys
+import textwrap
+
+# Allocates and frees 64 MB in 1 MB blocks twice, then counts the page faults of allocating it
+# a third time: memory returned to the kernel must be faulted in again, 256 faults a block.
+_PROBE = textwrap.dedent("""
+    import resource
+
+    def faults_of_reallocating():
+        for _ in range(2):
+            blocks = [bytearray(1 << 20) for _ in range(64)]
+            del blocks
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        blocks = [bytearray(1 << 20) for _ in range(64)]
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+""")
+
+
+def _run(body: str) -> list:
+    out = subprocess.run([sys.executable, "-c", _PROBE + textwrap.dedent(body)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def test_freed_memory_is_reused_under_the_policy_and_faulted_in_again_without_it():
+    default, = _run("print(faults_of_reallocating())")
+    applied, again, faults = _run("""
+        from replay.heap_policy import keep_freed_heap_memory
+        print(keep_freed_heap_memory(), keep_freed_heap_memory(), faults_of_reallocating())
+    """)
+    assert int(default) > 4000  # 64 MB went back to the kernel
+    assert applied == again == "True"
+    assert int(faults) < 100
+
+
+def test_a_dataset_applies_the_policy_only_when_asked():
+    script = """
+        import numpy as np
+        import tensorflow as tf
+        from replay import Fifo, MinSize, Server, Table, Uniform, heap_policy
+        from replay.dataset import ReplayDataset
+
+        server = Server([Table("t", Uniform(seed=0), Fifo(), 100, MinSize(1))])
+        with server.localhost_client().trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(10):
+                writer.append(np.full(4, i, np.float32))
+                writer.create_item("t", 1.0, writer.history[-1])
+        for asked in (False, True):
+            dataset = ReplayDataset(f"localhost:{server.port}", "t", tf.float32, [4], 4,
+                                    keep_freed_heap_memory=asked)
+            sample = next(iter(dataset))
+            print(heap_policy._applied, float(sample.data[0]) in range(10))
+            dataset.close()
+        print(faults_of_reallocating())
+        server.stop()
+    """
+    without, read, with_, read_again, faults = _run(script)
+    assert (without, with_) == ("False", "True")
+    assert read == read_again == "True"
+    assert int(faults) < 100
