@@ -32,8 +32,12 @@ def test_train_quietly_then_rollout_and_export(tmp_path):
     for name in ("TF_CPP_MIN_LOG_LEVEL", "RAY_ADDRESS"):
         env.pop(name, None)  # the defaults a user has
     command = [sys.executable, "-m", "tfrl.cli"]
+    # `tfrl train`, then whether the learner's process took the replay heap policy
+    train_then_report = [sys.executable, "-c", (
+        "import sys, tfrl.cli, replay.heap_policy as heap; code = tfrl.cli.main(sys.argv[1:]); "
+        "print('heap policy applied:', heap._applied); sys.exit(code)")]
     done = subprocess.run(
-        command + ["train", "--run", "PG", "--env", "CartPole-v1", "--num-workers", "1",
+        train_then_report + ["train", "--run", "PG", "--env", "CartPole-v1", "--num-workers", "1",
                    "--config", '{"train_batch_size": 64, "rollout_fragment_length": 64, '
                                '"num_cpus_per_worker": 0, "model": {"fcnet_hiddens": [16]}}',
                    "--stop", '{"training_iteration": 2}', "--logdir", str(tmp_path / "logs"),
@@ -42,6 +46,7 @@ def test_train_quietly_then_rollout_and_export(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "stopped: training_iteration=2" in done.stdout
     assert "checkpoint:" in done.stdout and "exported SavedModel:" in done.stdout
+    assert "heap policy applied: True" in done.stdout
     # without --verbose, none of TensorFlow's, absl's or Ray's start-up messages
     output = (done.stdout + done.stderr).lower()
     assert not [word for word in STARTUP_NOISE if word in output], done.stderr[-3000:]
