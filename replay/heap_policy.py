@@ -13,9 +13,14 @@ of a heap is kept up to that much) and its mmap threshold to 32 MB, the largest 
 (blocks below it come from the heap and are reused rather than mapped and unmapped each time).
 The process then keeps up to 256 MB of freed memory per malloc arena instead of returning it.
 
-The policy changes the allocator of the whole process, so a dataset uses it only when asked
-(`ReplayDataset(keep_freed_heap_memory=True)`, which the `tfrl train` command's learner turns
-on: its process is the learner's own). Setting the environment variable
+The server's side is the same: it builds a 4 MB response for every batch it streams. In the
+40 kB dataset case, applying the policy to the server's process too ran it at 25-30k items/s
+against 23-27k with the client's alone.
+
+The policy changes the allocator of the whole process, so a dataset or a server uses it only
+when asked: `ReplayDataset(keep_freed_heap_memory=True)`, which the `tfrl train` command's
+learner turns on (its process is the learner's own), and `Server(keep_freed_heap_memory=True)`,
+the `replay-server` command's default (`--no-keep-freed-heap-memory` turns it off). Setting the environment variable
 `GLIBC_TUNABLES=glibc.malloc.trim_threshold=...:glibc.malloc.mmap_threshold=...` before the
 process starts does the same from outside.
 """

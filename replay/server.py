@@ -44,7 +44,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
 
-from replay import codec, column_batch, errors, framing, protocol, validation
+from replay import codec, column_batch, errors, framing, heap_policy, protocol, validation
 from replay.chunk_store import ChunkStore
 from replay.gc_freeze import GcFreezer
 from replay.proto import replay_pb2, replay_pb2_grpc
@@ -718,6 +718,9 @@ class Server:
         the server the collector's walks over every stored item, a large share of its CPU time
         under fast inserts, but it changes the collector of the whole process: use it when the
         server has its process to itself (the `replay-server` command does).
+      keep_freed_heap_memory: apply `replay.heap_policy` to this process (the megabyte sample
+        responses reuse freed memory instead of faulting it in again); process-wide too, so
+        for a server with its process to itself (the `replay-server` command's default).
 
     Raises:
       InvalidArgumentError: duplicate table names, only one of certificate and key, or a limit
@@ -732,7 +735,9 @@ class Server:
                  max_sample_batch_size: int = DEFAULT_MAX_SAMPLE_BATCH_SIZE,
                  max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
                  max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
-                 freeze_gc: bool = False):
+                 freeze_gc: bool = False, keep_freed_heap_memory: bool = False):
+        if keep_freed_heap_memory:
+            heap_policy.keep_freed_heap_memory()
         self._stopped = threading.Event()
         self._freeze_gc = bool(freeze_gc)
         self._gc_freezer: Optional[GcFreezer] = None

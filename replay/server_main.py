@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="keep Python's default garbage collection (by default the server, alone in "
                              "its process, freezes surviving objects every second and collects fully "
                              "once a minute; see replay.gc_freeze)")
+    parser.add_argument("--no-keep-freed-heap-memory", dest="keep_freed_heap_memory",
+                        action="store_false",
+                        help="keep the C allocator's defaults (by default the server, alone in its "
+                             "process, keeps freed heap memory for its next sample responses; see "
+                             "replay.heap_policy)")
     return parser
 
 
@@ -87,7 +92,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         max_sample_batch_size=args.max_sample_batch_size,
                         max_concurrent_streams=args.max_concurrent_streams,
                         max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream,
-                        freeze_gc=args.freeze_gc)
+                        freeze_gc=args.freeze_gc,
+                        keep_freed_heap_memory=args.keep_freed_heap_memory)
     except errors.ReplayError as e:
         print(f"replay-server: {e}", file=sys.stderr)
         return 2

@@ -7,9 +7,10 @@ case (and from repeat to repeat), so load that drifts during the run hits both. 
 server process and client processes on loopback, one float32 tensor of random data per item,
 chunk length 1, sequence length 1, a Uniform/Fifo table of 100k items with MinSize(1), items
 written with the trajectory writer (`append` + `create_item(table, 1.0, history[-1])`),
-this project with its defaults (insert validation, limits, deadlines all on); its dataset
-process keeps freed heap memory (`ReplayDataset(keep_freed_heap_memory=True)`, as the
-`tfrl train` command's learner does; see replay/heap_policy.py).
+this project with its defaults (insert validation, limits, deadlines all on); its server
+process runs as the `replay-server` command runs it (`freeze_gc`, `keep_freed_heap_memory`) and
+its dataset process keeps freed heap memory (`ReplayDataset(keep_freed_heap_memory=True)`, as
+the `tfrl train` command's learner does; see replay/heap_policy.py).
 
 Prints one line per case: `case ours reverb ratio` in items/s (ratio = ours / reverb; above 1.0
 this project is faster), preceded by the load average. Reverb is not a dependency: without a

@@ -72,7 +72,8 @@ def _serve(backend: str, port_queue, stop_event) -> None:
     lib = _import_backend("replay" if backend == "replay.reverb" else backend)
     if backend.startswith("replay"):
         table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), MAX_SIZE, lib.MinSize(1))
-        server = lib.Server([table], freeze_gc=True)  # as the replay-server command runs it
+        # as the replay-server command runs it
+        server = lib.Server([table], freeze_gc=True, keep_freed_heap_memory=True)
     else:
         table = lib.Table(TABLE, sampler=lib.selectors.Uniform(), remover=lib.selectors.Fifo(),
                           max_size=MAX_SIZE, rate_limiter=lib.rate_limiters.MinSize(1))

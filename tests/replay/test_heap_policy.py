@@ -1,6 +1,7 @@
-"""The sampling client's optional heap policy (replay.heap_policy): with it the process reuses
-freed memory instead of faulting it in again; a dataset applies it only when asked. Each case
-runs in a fresh process, since the policy is the whole process's."""
+"""The optional heap policy of a replay process (replay.heap_policy): with it the process reuses
+freed memory instead of faulting it in again; a dataset or a server applies it only when asked,
+and the replay-server command by default. Each case runs in a fresh process, since the policy is
+the whole process's."""
 import subprocess
 import sys
 import textwrap
@@ -62,4 +63,27 @@ def test_a_dataset_applies_the_policy_only_when_asked():
     without, read, with_, read_again, faults = _run(script)
     assert (without, with_) == ("False", "True")
     assert read == read_again == "True"
+    assert int(faults) < 100
+
+
+def test_a_server_applies_the_policy_only_when_asked_and_the_command_by_default():
+    script = """
+        from replay import Fifo, MinSize, Server, Table, Uniform, heap_policy
+        from replay.server_main import _parser
+
+        def table():
+            return Table("t", Uniform(seed=0), Fifo(), 100, MinSize(1))
+
+        Server([table()]).stop()
+        print(heap_policy._applied)
+        print(_parser().parse_args(["--config", "x"]).keep_freed_heap_memory,
+              _parser().parse_args(["--config", "x", "--no-keep-freed-heap-memory"])
+              .keep_freed_heap_memory)
+        server = Server([table()], keep_freed_heap_memory=True)
+        print(heap_policy._applied, faults_of_reallocating())
+        server.stop()
+    """
+    plain, command_default, opted_out, asked, faults = _run(script)
+    assert (plain, asked) == ("False", "True")
+    assert (command_default, opted_out) == ("True", "False")
     assert int(faults) < 100
