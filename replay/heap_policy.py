@@ -1,4 +1,5 @@
-"""The sampling client's optional heap policy for a process that streams large samples.
+"""The optional heap policy of a replay process that streams large samples (a dataset's or a
+server's).
 
 A `ReplayDataset` receives its samples in responses of up to 4 MB, decodes them into blocks and
 hands the blocks to tf.data, which frees them a moment later; gRPC, Python and TensorFlow
@@ -20,9 +21,9 @@ against 23-27k with the client's alone.
 The policy changes the allocator of the whole process, so a dataset or a server uses it only
 when asked: `ReplayDataset(keep_freed_heap_memory=True)`, which the `tfrl train` command's
 learner turns on (its process is the learner's own), and `Server(keep_freed_heap_memory=True)`,
-the `replay-server` command's default (`--no-keep-freed-heap-memory` turns it off). Setting the environment variable
-`GLIBC_TUNABLES=glibc.malloc.trim_threshold=...:glibc.malloc.mmap_threshold=...` before the
-process starts does the same from outside.
+the `replay-server` command's default (`--no-keep-freed-heap-memory` turns it off). Setting
+`GLIBC_TUNABLES=glibc.malloc.trim_threshold=...:glibc.malloc.mmap_threshold=...` in the
+environment before the process starts does the same from outside.
 """
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ state) and `numpy_actions` is on, a step draws its actions with that copy instea
 microseconds rather than a quarter of a millisecond), and the rows' other policy outputs (value
 predictions, distribution inputs, the likelihoods of the actions drawn) come in one batch per
 fragment, before postprocessing: from the copy itself where the policy's extra outputs are
-TFPolicy's own (`NumpyActor.reproduces_outputs`) and the fragment is small enough for numpy to be
-the faster (`trajectory.NUMPY_OUTPUTS_MAX_MULTIPLY_ADDS`), else from one TensorFlow policy call. The copy
-reads the policy's weights at the start of every `sample()`.
+TFPolicy's own (`NumpyActor.reproduces_outputs`) and the fragment is small enough for numpy to
+be the faster (`trajectory.NUMPY_OUTPUTS_MAX_MULTIPLY_ADDS`), else from one TensorFlow policy
+call. The copy reads the policy's weights at the start of every `sample()`.
 
 The single-agent runner keeps the rows of all its envs in columnar numpy buffers (one array per
 column of shape [rows, num_envs, ...]) and its episode totals in per-env arrays, so a step does
