@@ -568,17 +568,21 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._last_target_update = int(state.get("last_target_update", 0))
 
     def stop(self) -> None:
-        """Stops the learner thread, lets the samples in flight finish (briefly), then stops
-        the shard servers the trainer started."""
+        """Stops the learner thread and the shard servers the trainer started, then takes the
+        outcome of every sample still in flight: a worker writing to a stopped shard fails,
+        and its error, expected here, is taken rather than left for Ray to print as unhandled.
+        (Waiting for those samples first could take until their flush timeout: a worker whose
+        shard's rate limiter waits for the stopped learner does not finish.)"""
         import ray
 
         self._stop_learner()
         refs = list(self._in_flight.values())
         self._in_flight = {}
-        if refs:
-            try:
-                ray.wait(refs, num_returns=len(refs), timeout=10)
-            except Exception:  # noqa: BLE001 - stopping must not fail on a worker that died
-                pass
         self.shards.stop()
+        deadline = time.monotonic() + 10.0
+        for ref in refs:
+            try:
+                ray.get(ref, timeout=max(deadline - time.monotonic(), 0.1))
+            except Exception:  # noqa: BLE001 - lost with its shard, or its worker died
+                pass
         super().stop()

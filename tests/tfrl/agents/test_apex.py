@@ -184,3 +184,45 @@ def test_a_failing_learner_thread_is_raised_by_train(apex):
     with pytest.raises(TfrlError, match="learner thread failed: RuntimeError: injected"):
         for _ in range(20):
             apex.train()
+
+
+@pytest.mark.timeout(300)
+def test_stop_takes_the_outcome_of_the_samples_its_stopped_shards_fail(ray_session, monkeypatch):
+    """Samples still running when the trainer stops fail as they write to the stopped shards
+    (or wait on the stopped learner, under a replay ratio): stop() takes those expected
+    failures, so Ray has none left to print as unhandled errors."""
+    import gc
+    import time
+
+    import ray
+    from ray._private import worker as ray_worker
+
+    unhandled = []
+    monkeypatch.setattr(ray_worker, "_unhandled_error_handler", unhandled.append)
+    # long samples: both workers are still sampling when the shards stop
+    trainer = ApexTrainer(env="CartPole-v1", config=dict(
+        SMALL, num_workers=2, rollout_fragment_length=3000, timesteps_per_iteration=1))
+    optimizer = trainer.optimizer
+    running_at_shard_stop = []
+    stop_shards = optimizer.shards.stop
+
+    in_flight = []
+
+    def spying_stop():
+        ready, _ = ray.wait(in_flight, num_returns=len(in_flight), timeout=0)
+        running_at_shard_stop.append(len(in_flight) - len(ready))
+        in_flight.clear()  # holding the references here would take the errors for stop()
+        stop_shards()
+
+    optimizer.shards.stop = spying_stop
+    try:
+        trainer.train()
+        in_flight.extend(optimizer._in_flight.values())
+    finally:
+        trainer.stop()
+    assert running_at_shard_stop and running_at_shard_stop[0] >= 1
+    gc.collect()
+    deadline = time.monotonic() + 5.0
+    while not unhandled and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert unhandled == []
