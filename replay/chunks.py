@@ -188,7 +188,8 @@ def validate_column(column: ColumnData, length: int, what: str = "column") -> No
 class Chunk:
     """`length` consecutive steps of one episode (from `start_index`), one `ColumnData` per leaf."""
 
-    __slots__ = ("key", "episode_id", "start_index", "length", "columns", "_records", "__weakref__")
+    __slots__ = ("key", "episode_id", "start_index", "length", "columns", "_records", "_nbytes",
+                 "__weakref__")
 
     def __init__(self, key: int, columns: Sequence[ColumnData], length: int, episode_id: int = 0,
                  start_index: int = 0):
@@ -198,6 +199,7 @@ class Chunk:
         self.episode_id = int(episode_id)
         self.start_index = int(start_index)
         self._records = None
+        self._nbytes = None
 
     @classmethod
     def from_columns(cls, key: int, columns: Sequence[np.ndarray], episode_id: int = 0,
@@ -256,8 +258,12 @@ class Chunk:
 
     @property
     def nbytes(self) -> int:
-        """Bytes stored (compressed size)."""
-        return sum(len(c.data) for c in self.columns)
+        """Bytes stored (compressed size). Counted once: writers and the server ask for it
+        several times per chunk, and a chunk's columns do not change."""
+        nbytes = self._nbytes
+        if nbytes is None:
+            nbytes = self._nbytes = sum(len(c.data) for c in self.columns)
+        return nbytes
 
     @property
     def raw_nbytes(self) -> int:
