@@ -20,13 +20,15 @@ The data path (Horgan et al. 2018; RLlib's AsyncReplayOptimizer):
 - A learner thread in the driver reads batches from every shard (one `ReplayDataset` per shard,
   batched, interleaved round-robin, under the MirroredStrategy of `num_learner_devices`), takes
   `learner_steps_per_call` gradient steps per call, sends |TD error| + eps of every sampled item
-  back to the shard it came from (one `mutate_priorities` per shard and call), publishes weights
+  back to the shard it came from (queued to a sender thread, which makes one `mutate_priorities`
+  call per shard for whatever queued while its previous call was on the wire), publishes weights
   (`ray.put`, no waiting) every `max_weight_sync_delay` gradient steps and copies the online
   network into the target every `target_network_update_freq` trained rows (publishing the
   target too: workers rate their transitions against the learner's target network).
-- Sampling (worker processes), transfer (the datasets' reader threads) and learning (the
-  learner thread) run concurrently; the driver's `step()` only waits for the next finished
-  sample, counts it, and relaunches that worker with the newest weights.
+- Sampling (worker processes), transfer (the datasets' reader threads), learning (the
+  learner thread) and priority updates (the sender thread) run concurrently; the driver's
+  `step()` only waits for the next finished sample, counts it, and relaunches that worker with
+  the newest weights.
 
 A lost shard (its process or node died) is noticed when the learner or a writer fails, or by
 a check every `replay_shard_check_interval_s`: the learner stops, and the shard is either dropped
@@ -47,7 +49,7 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -115,6 +117,85 @@ def _set_worker_target(worker, policy_id: str, target_weights) -> None:
     policy = worker.get_policy(policy_id)
     for variable, value in zip(policy.target_model.variables, target_weights):
         variable.assign(value)
+
+
+class PrioritySender:
+    """Sends the learner's priority updates to their shards from a thread of its own, so the
+    learner thread does not wait for the round trips (sampling, transfer and learning stay
+    pipelined, as in the paper). Updates that pile up while a call is on the wire are merged
+    per shard: a key sampled again keeps its latest priority, and each shard gets one call.
+
+    `send(shard, {key: priority})` makes one shard's call; the first error it raises is
+    raised by the next `put` or `flush` (so a lost shard fails the learner, which fails over).
+    """
+
+    def __init__(self, send: Callable[[int, Dict[int, float]], None]):
+        self._send = send
+        self._changed = threading.Condition()
+        self._pending: Dict[int, Dict[int, float]] = {}
+        self._sending = False
+        self._error: Optional[BaseException] = None
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="apex-priorities", daemon=True)
+        self._thread.start()
+
+    def put(self, updates: Dict[int, Dict[int, float]]) -> None:
+        """Queues {shard: {key: priority}}.
+
+        Raises:
+          The error an earlier send failed with (once).
+        """
+        with self._changed:
+            self._raise_error()
+            for shard, shard_updates in updates.items():
+                self._pending.setdefault(shard, {}).update(shard_updates)
+            self._changed.notify_all()
+
+    def flush(self, timeout: Optional[float] = None) -> bool:
+        """Waits until everything queued has been sent; False if `timeout` passed first.
+
+        Raises:
+          The error a send failed with (once).
+        """
+        with self._changed:
+            done = self._changed.wait_for(
+                lambda: not (self._pending or self._sending) or self._error is not None
+                or self._closed, timeout)
+            self._raise_error()
+            return done
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops the thread after the call on the wire; what is still queued is dropped (the
+        learner is stopping, and its shards may be gone)."""
+        with self._changed:
+            self._closed = True
+            self._pending = {}
+            self._changed.notify_all()
+        self._thread.join(timeout)
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                self._changed.wait_for(lambda: self._pending or self._closed)
+                if self._closed:
+                    return
+                batch, self._pending = self._pending, {}
+                self._sending = True
+            try:
+                for shard, shard_updates in batch.items():
+                    self._send(shard, shard_updates)
+            except Exception as exc:  # noqa: BLE001 - raised in the learner thread by put()
+                with self._changed:
+                    self._error = exc
+            finally:
+                with self._changed:
+                    self._sending = False
+                    self._changed.notify_all()
 
 
 class AsyncReplayOptimizer(PolicyOptimizer):
@@ -207,6 +288,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self.num_target_updates = 0
         self._last_target_update = 0
         self.priority_updates_per_shard = [0] * num_shards
+        self._priority_sender: Optional[PrioritySender] = None  # while the learner runs
         # driver side: the sample in flight on each worker, the (weights, target) versions each
         # has
         self._in_flight: Dict = {}
@@ -337,8 +419,13 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 self._target_version += 1
 
     def _update_priorities(self, outputs) -> None:
-        """|TD error| + eps of every sampled item, to the shard it came from: one
-        `mutate_priorities` call per shard (a key sampled twice keeps its latest TD error)."""
+        """|TD error| + eps of every sampled item, queued for the shard it came from (the
+        PrioritySender makes one `mutate_priorities` call per shard; a key sampled twice keeps
+        its latest TD error).
+
+        Raises:
+          The error an earlier priority update failed with (a lost shard, for instance).
+        """
         if not self.settings.prioritized_replay:
             return
         updates: Dict[int, Dict[int, float]] = defaultdict(dict)
@@ -352,11 +439,27 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                           + self.settings.prioritized_replay_eps).tolist()
             for key, shard, priority in zip(keys, shards, priorities):
                 updates[int(shard)][key] = priority
-        for shard, shard_updates in updates.items():
-            if shard not in self.live_shards:  # sampled before its shard was lost
-                continue
-            self.shards.client(shard).mutate_priorities(REPLAY_TABLE, updates=shard_updates)
-            self.priority_updates_per_shard[shard] += len(shard_updates)
+        updates = {shard: shard_updates for shard, shard_updates in updates.items()
+                   if shard in self.live_shards}  # not those sampled before a shard was lost
+        if updates:
+            if self._priority_sender is None:
+                self._priority_sender = PrioritySender(self._send_priorities)
+            self._priority_sender.put(updates)
+
+    def _send_priorities(self, shard: int, updates: Dict[int, float]) -> None:
+        """One shard's priority updates (runs in the PrioritySender's thread)."""
+        self.shards.client(shard).mutate_priorities(REPLAY_TABLE, updates=updates)
+        self.priority_updates_per_shard[shard] += len(updates)
+
+    def flush_priorities(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the priority updates queued so far have reached their shards; False if
+        `timeout` passed first.
+
+        Raises:
+          The error a priority update failed with.
+        """
+        sender = self._priority_sender
+        return True if sender is None else sender.flush(timeout)
 
     def _learn_loop(self, stop: threading.Event) -> None:
         try:
@@ -386,6 +489,9 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         if self._learner_thread is not None:
             self._learner_thread.join(timeout=30)
         self._learner_thread = None
+        if self._priority_sender is not None:
+            self._priority_sender.close()
+            self._priority_sender = None
         self._datasets = []
         self._stop_learning = threading.Event()
 

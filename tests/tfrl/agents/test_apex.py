@@ -7,7 +7,8 @@ import pytest
 from tfrl.agents.dqn import ApexTrainer
 from tfrl.agents.dqn.apex import validate_config
 from tfrl.errors import InvalidConfigError
-from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE, _SHARD, per_worker_epsilon
+from tfrl.optimizers.async_replay_optimizer import (REPLAY_TABLE, _SHARD, PrioritySender,
+                                                   per_worker_epsilon)
 from tfrl.policy import SampleBatch
 
 # The README's Ape-X example, with a small network and short iterations for the test.
@@ -76,6 +77,56 @@ def test_config_errors_are_named():
         validate_config(dict(config, replay_address="127.0.0.1:1"))
 
 
+def test_the_priority_sender_sends_the_latest_priorities_per_shard_and_raises_a_failed_send():
+    from replay import Fifo, MinSize, Prioritized, Server, Table
+    from replay import errors as replay_errors
+
+    servers = [Server([Table(REPLAY_TABLE, Prioritized(1.0), Fifo(), 100, MinSize(1))])
+               for _ in range(2)]
+    clients = [server.localhost_client() for server in servers]
+    for client in clients:
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(4):
+                writer.append(np.full(2, i, np.float32))
+                writer.create_item(REPLAY_TABLE, 1.0, writer.history[-1])
+    keys = [sorted({int(s.info.key) for s in client.sample(REPLAY_TABLE, num_samples=200)})
+            for client in clients]
+    assert all(len(k) == 4 for k in keys)
+    calls = []
+
+    def send(shard, updates):
+        calls.append((shard, dict(updates)))
+        clients[shard].mutate_priorities(REPLAY_TABLE, updates=updates)
+
+    sender = PrioritySender(send)
+    try:
+        sender.put({0: {keys[0][0]: 5.0, keys[0][1]: 6.0}, 1: {keys[1][0]: 2.0}})
+        sender.put({0: {keys[0][0]: 7.0}})  # the same key again: the latest priority wins
+        assert sender.flush(timeout=30)
+        for shard, expected in ((0, {keys[0][0]: 7.0, keys[0][1]: 6.0}), (1, {keys[1][0]: 2.0})):
+            priorities = {int(s.info.key): float(s.info.priority)
+                          for s in clients[shard].sample(REPLAY_TABLE, num_samples=200)}
+            for key, priority in expected.items():
+                assert priorities[key] == pytest.approx(priority)
+        # every update reached its own shard only, each shard's in calls of that shard
+        assert {k for shard, u in calls if shard == 0 for k in u} == set(keys[0][:2])
+        assert {k for shard, u in calls if shard == 1 for k in u} == {keys[1][0]}
+
+        servers[1].stop()  # a lost shard: the send fails in the sender's thread
+        sender.put({1: {keys[1][1]: 3.0}})
+        with pytest.raises(replay_errors.ReplayError):
+            sender.flush(timeout=60)
+        assert sender.flush(timeout=30)  # raised once; the sender goes on
+        sender.put({0: {keys[0][2]: 9.0}})
+        assert sender.flush(timeout=30)
+        assert any(float(s.info.priority) == pytest.approx(9.0)
+                   for s in clients[0].sample(REPLAY_TABLE, num_samples=200)
+                   if int(s.info.key) == keys[0][2])
+    finally:
+        sender.close()
+        servers[0].stop()
+
+
 @pytest.mark.timeout(300)
 def test_workers_rate_their_transitions_and_priorities_go_back_to_their_shard(apex):
     optimizer = apex.optimizer
@@ -115,6 +166,7 @@ def test_workers_rate_their_transitions_and_priorities_go_back_to_their_shard(ap
                                   output.per_sample[SampleBatch.TD_ERROR]):
             expected[int(shard)][int(key)] = td + 1e-6
     optimizer._update_priorities(outputs)
+    assert optimizer.flush_priorities(timeout=30)
     for shard in range(2):
         items = shard_items(apex, shard, num_samples=1000)
         raised = {key for key, (priority, _) in items.items() if priority >= 100}
