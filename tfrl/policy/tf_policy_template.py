@@ -40,6 +40,10 @@ Hooks (all optional except loss_fn), their signatures, and when they run
   postprocess_fn(policy, sample_batch, other_agent_batches=None, episode=None) -> SampleBatch
       Eager, on the rollout worker, once per trajectory fragment (and once at construction on
       the dummy batch, so the columns it adds are known to the loss).
+  postprocess_fragment_fn(policy, batch) -> SampleBatch
+      Eager, on the rollout worker, once per sampled fragment: all of the policy's rows of it,
+      after postprocess_fn of each piece (e.g. Ape-X's worker-side priorities, one TD-error
+      call for the fragment rather than one per episode piece).
   action_distribution_fn(policy, model, obs_batch, state_batches, explore, timestep)
       -> (dist_inputs, dist_class, state_out)
       Traced in action computation instead of "model outputs + catalog distribution".
@@ -76,14 +80,15 @@ from tfrl.errors import InvalidConfigError
 from tfrl.policy.tf_policy import TFPolicy
 
 _HOOKS = (
-    "get_default_config", "postprocess_fn", "stats_fn", "optimizer_fn", "gradients_fn",
+    "get_default_config", "postprocess_fn", "postprocess_fragment_fn", "stats_fn", "optimizer_fn", "gradients_fn",
     "apply_gradients_fn", "grad_stats_fn", "extra_action_out_fn", "extra_learn_fetches_fn",
     "validate_spaces", "before_init", "before_loss_init", "after_init", "make_model",
     "action_sampler_fn", "action_distribution_fn", "get_batch_divisibility_req")
 
 
 def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optional[Callable] = None,
-                    postprocess_fn=None, stats_fn=None, optimizer_fn=None, gradients_fn=None,
+                    postprocess_fn=None, postprocess_fragment_fn=None, stats_fn=None,
+                    optimizer_fn=None, gradients_fn=None,
                     apply_gradients_fn=None, grad_stats_fn=None, extra_action_out_fn=None,
                     extra_learn_fetches_fn=None, validate_spaces=None, before_init=None,
                     before_loss_init=None, after_init=None, make_model=None,
@@ -145,6 +150,10 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
         def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
             return postprocess_fn(self, sample_batch, other_agent_batches, episode)
         body["postprocess_trajectory"] = postprocess_trajectory
+    if postprocess_fragment_fn:
+        def postprocess_fragment(self, batch):
+            return postprocess_fragment_fn(self, batch)
+        body["postprocess_fragment"] = postprocess_fragment
     if optimizer_fn:
         def make_optimizer(self):
             return optimizer_fn(self, self.config)

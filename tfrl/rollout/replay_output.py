@@ -69,7 +69,8 @@ def canonical_dtype(dtype: np.dtype) -> np.dtype:
 
 
 def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatch:
-    """A postprocessed two-step trajectory of `policy` on observations sampled from its space.
+    """A two-step trajectory of `policy` on observations sampled from its space, postprocessed
+    as a sampled fragment is (`postprocess_trajectory`, then `postprocess_fragment`).
 
     Raises:
       whatever the policy raises on data of its own spaces.
@@ -100,7 +101,7 @@ def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatc
     for k, s in enumerate(states):
         batch[SampleBatch.state_in(k)] = s
         batch[SampleBatch.state_out(k)] = state_out[k]
-    return policy.postprocess_trajectory(SampleBatch(batch), None, None)
+    return policy.postprocess_fragment(policy.postprocess_trajectory(SampleBatch(batch), None, None))
 
 
 def sequence_length(policy) -> Optional[int]:

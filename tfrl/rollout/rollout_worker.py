@@ -356,6 +356,7 @@ class RolloutWorker:
         batch = self.input_reader.next()
         if self.input_reader.last_was_recorded:
             batch = self._prepare_recorded(batch)
+        batch = self._postprocess_fragment(batch)
         steps = batch.env_steps() if hasattr(batch, "env_steps") else batch.count
         self.num_steps_sampled += steps
         self.callbacks.on_sample_end(worker=self, samples=batch)
@@ -368,6 +369,16 @@ class RolloutWorker:
             env_steps=steps,
             agent_steps=batch.agent_steps() if hasattr(batch, "agent_steps") else batch.count,
             items_written=items, episodes=self.get_metrics())
+
+    def _postprocess_fragment(self, batch):
+        """Each policy's `postprocess_fragment` on its rows of the batch."""
+        if hasattr(batch, "policy_batches"):
+            for pid, policy_batch in list(batch.policy_batches.items()):
+                if pid in self.policy_map and policy_batch.count:
+                    batch.policy_batches[pid] = self.policy_map[pid].postprocess_fragment(policy_batch)
+            return batch
+        policy = self.get_policy()
+        return batch if policy is None or not batch.count else policy.postprocess_fragment(batch)
 
     def get_metrics(self) -> List[RolloutMetrics]:
         """The metrics of the episodes finished since the last call, with the off-policy

@@ -75,3 +75,15 @@ def local_only_env(env_config):
     if env_config.worker_index > 0:
         raise RuntimeError("no simulator licence on remote workers")
     return gym.make("CartPole-v1")
+
+
+def count_fragment_rows(policy, batch):
+    batch["fragment_rows"] = np.full(batch.count, batch.count, np.int64)
+    return batch
+
+
+# marks every row with the number of rows its postprocess_fragment_fn call saw
+FragmentPGPolicy = build_tf_policy("FragmentPGPolicy", loss_fn=pg_loss,
+                                   postprocess_fn=compute_gae_for_sample_batch,
+                                   postprocess_fragment_fn=count_fragment_rows,
+                                   get_default_config=pg_defaults)

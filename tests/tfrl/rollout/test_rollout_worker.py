@@ -3,7 +3,7 @@ errors, learning entry points and state, with a real build_tf_policy policy on r
 import gymnasium as gym
 import numpy as np
 import pytest
-from rollout_test_policies import DiscretePGPolicy, PGPolicy
+from rollout_test_policies import DiscretePGPolicy, FragmentPGPolicy, PGPolicy
 
 from tfrl import errors, register_env
 from tfrl.rollout import DefaultCallbacks, RolloutWorker
@@ -327,3 +327,23 @@ def test_learning_entry_points_weights_and_save_restore():
     assert worker.foreach_policy(lambda p, pid: pid) == ["default_policy"]
     assert worker.foreach_env(lambda env: env.spec.id) == ["CartPole-v1"]
     worker.stop()
+
+
+def test_postprocess_fragment_sees_all_of_a_policys_rows_of_a_fragment_once():
+    # four envs whose episodes end inside the fragment: many trajectory pieces, one fragment
+    worker = RolloutWorker("CartPole-v1", FragmentPGPolicy,
+                           {"num_envs_per_worker": 4, "rollout_fragment_length": 40, "seed": 1})
+    batch = worker.sample()
+    assert batch.count == 160 and len(set(batch["eps_id"])) > 4
+    np.testing.assert_array_equal(batch["fragment_rows"], np.full(160, 160))
+    assert "advantages" in batch  # after each piece's postprocess_fn
+
+    from test_multi_agent import TwoAgentCounter
+
+    policies = {"pa": (FragmentPGPolicy, None, None, {}), "pb": (FragmentPGPolicy, None, None, {})}
+    worker = RolloutWorker(TwoAgentCounter, policies, {"rollout_fragment_length": 8,
+                                                       "num_envs_per_worker": 2},
+                           policy_mapping_fn=lambda agent: "p" + agent)
+    batches = worker.sample().policy_batches
+    for pid, rows in (("pa", 16), ("pb", 8)):
+        np.testing.assert_array_equal(batches[pid]["fragment_rows"], np.full(rows, rows))

@@ -20,7 +20,7 @@ from tfrl.agents.ddpg.ddpg import validate_config as validate_ddpg_config
 from tfrl.agents.ddpg.ddpg_policy import DDPGTFPolicy
 from tfrl.agents.dqn.apex import (APEX_COMMON_CONFIG, check_apex_settings,
                                   make_async_replay_optimizer)
-from tfrl.agents.dqn.dqn_policy import postprocess_with_worker_priorities
+from tfrl.agents.dqn.dqn_policy import add_worker_priorities
 from tfrl.config import merge_config
 
 APEX_DDPG_DEFAULT_CONFIG = merge_config(merge_config(DDPG_CONFIG, APEX_COMMON_CONFIG,
@@ -45,7 +45,7 @@ def validate_config(config: dict) -> None:
 
 # DDPG's policy, rating its own transitions on the workers (the `priorities` column)
 ApexDDPGTFPolicy = DDPGTFPolicy.with_updates(
-    name="ApexDDPGTFPolicy", postprocess_fn=postprocess_with_worker_priorities)
+    name="ApexDDPGTFPolicy", postprocess_fragment_fn=add_worker_priorities)
 
 ApexDDPGTrainer = DDPGTrainer.with_updates(
     name="APEX_DDPG",

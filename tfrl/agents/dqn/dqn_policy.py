@@ -3,7 +3,7 @@
 This is an algorithm's policy. Acting is epsilon-greedy over the Q-network
 (`sample_epsilon_greedy`, epsilon from a LinearSchedule of the global timestep; explore=False
 and the exported SavedModel act greedily). Rollout workers rewrite fragments into n-step
-transitions (`postprocess_with_worker_priorities`). The learner minimises `build_q_losses`:
+transitions (`add_worker_priorities`, once per sampled fragment). The learner minimises `build_q_losses`:
 
     target   = R_n + gamma**k * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double Q)
                R_n + gamma**k * (1 - terminated) * max_a Q_target(s', a)             (plain)
@@ -168,18 +168,15 @@ def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, time
     return tf.where(coin < epsilon, random_actions, greedy), None, state_out
 
 
-def postprocess_with_worker_priorities(policy, sample_batch, other_agent_batches=None, episode=None):
-    """`postprocess_nstep_and_prio`, and with `worker_side_prioritization` (Ape-X) the worker
-    also rates its own transitions: a `priorities` column |td_error| + prioritized_replay_eps
-    from its current online and target networks, which becomes each replay item's initial
-    priority.
-
-    Raises:
-        InvalidBatchError: if rewards, new_obs or terminateds are missing.
-    """
-    batch = postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches, episode)
-    # the loss is usable only once initialised (this function also builds its dummy batch)
-    if policy.config.get("worker_side_prioritization") and policy.loss_input_signature:
+def add_worker_priorities(policy, batch):
+    """With `worker_side_prioritization` (Ape-X) the worker rates its own transitions: a
+    `priorities` column |td_error| + prioritized_replay_eps from its current online and target
+    networks, which becomes each replay item's initial priority. A fragment hook
+    (`postprocess_fragment_fn`): one TD-error call for the whole fragment, whose n-step
+    columns `postprocess_nstep_and_prio` made piece by piece."""
+    # the loss is usable only once initialised
+    if (policy.config.get("worker_side_prioritization") and policy.loss_input_signature
+            and batch.count):
         td_error = policy.compute_td_error(
             batch[SampleBatch.OBS], batch[SampleBatch.ACTIONS], batch[SampleBatch.REWARDS],
             batch[SampleBatch.NEXT_OBS], batch[SampleBatch.TERMINATEDS],
@@ -245,7 +242,8 @@ DQNTFPolicy = build_tf_policy(
     validate_spaces=validate_discrete_actions,
     make_model=build_q_models,
     action_sampler_fn=sample_epsilon_greedy,
-    postprocess_fn=postprocess_with_worker_priorities,
+    postprocess_fn=postprocess_nstep_and_prio,
+    postprocess_fragment_fn=add_worker_priorities,
     stats_fn=q_loss_stats,
     extra_learn_fetches_fn=td_error_fetches,
     mixins=[TargetNetworkMixin, ComputeTDErrorMixin, LearningRateSchedule,
