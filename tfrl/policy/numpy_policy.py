@@ -14,8 +14,9 @@ remote workers a `NumpyPolicySpec` instead of the policy class when `numpy_rollo
 - computes actions with the columns and dtypes of the TF policy's `compute_actions`
   (`action_logp`, `action_dist_inputs`, `vf_preds`), so rows and the replay signature are the
   same; actions follow the same distribution (not the same random draws);
-- postprocesses with the policy's `postprocess_fn` (build_tf_policy's), given this object as the
-  policy: the standard ones read only `config` and `compute_values`;
+- postprocesses with the policy's `postprocess_fn` and `postprocess_fragment_fn`
+  (build_tf_policy's), given this object as the policy: the standard ones read only `config`
+  and `compute_values`;
 - takes and gives weights in the TF policy's `get_weights` order.
 
 Anything else (gradients, learning, checkpoints, export, `model`) builds the TensorFlow policy
@@ -59,6 +60,7 @@ class NumpyPolicySpec:
       distribution: "categorical" or "diag_gaussian".
       initial_weights: the local policy's weights when the spec was made.
       postprocess_fn: build_tf_policy's postprocess_fn, or None.
+      postprocess_fragment_fn: build_tf_policy's postprocess_fragment_fn, or None.
     """
 
     class_name: str
@@ -69,6 +71,7 @@ class NumpyPolicySpec:
     distribution: str
     initial_weights: Tuple[np.ndarray, ...]
     postprocess_fn: Any = None
+    postprocess_fragment_fn: Any = None
 
     # read by RolloutWorker: a worker whose policies are all specs starts no TensorFlow
     needs_tensorflow = False
@@ -123,12 +126,16 @@ def numpy_policy_spec(policy: Any) -> Optional[NumpyPolicySpec]:
                                          or _is_flat_box(act_space))):
         return None
     model = policy.model
-    postprocess_fn = None
-    definer = next(c for c in cls.__mro__ if "postprocess_trajectory" in c.__dict__)
-    if "_build_kwargs" in definer.__dict__:
-        postprocess_fn = definer._build_kwargs["postprocess_fn"]  # noqa: SLF001
-    elif definer.__module__ != "tfrl.policy.tf_policy":
-        return None  # a hand-written postprocess_trajectory may use the TF policy's internals
+    hooks = {}
+    for method, hook in (("postprocess_trajectory", "postprocess_fn"),
+                         ("postprocess_fragment", "postprocess_fragment_fn")):
+        definer = next(c for c in cls.__mro__ if method in c.__dict__)
+        if "_build_kwargs" in definer.__dict__:
+            hooks[hook] = definer._build_kwargs[hook]  # noqa: SLF001
+        elif definer.__module__ not in ("tfrl.policy.tf_policy", "tfrl.policy.policy"):
+            return None  # a hand-written postprocessing may use the TF policy's internals
+        else:
+            hooks[hook] = None
     names = [v.name.split(":")[0] for v in policy.model_variables]
     index = {name: i for i, name in enumerate(names)}
 
@@ -153,7 +160,7 @@ def numpy_policy_spec(policy: Any) -> Optional[NumpyPolicySpec]:
         class_name=cls.__qualname__, pickled_policy_class=cloudpickle.dumps(cls),
         default_config=copy.deepcopy(cls.get_default_config()), pi_layers=pi_layers,
         vf_layers=vf_layers, distribution=found[2],
-        initial_weights=tuple(policy.get_weights()), postprocess_fn=postprocess_fn)
+        initial_weights=tuple(policy.get_weights()), **hooks)
 
 
 def _is_flat_box(space) -> bool:
@@ -323,6 +330,10 @@ class NumpyPolicy:
         fn = self._spec.postprocess_fn
         return sample_batch if fn is None else fn(self, sample_batch, other_agent_batches,
                                                   episode)
+
+    def postprocess_fragment(self, batch):
+        fn = self._spec.postprocess_fragment_fn
+        return batch if fn is None else fn(self, batch)
 
     def __repr__(self) -> str:
         state = "with its TensorFlow policy built" if self._tf is not None else "numpy only"

@@ -153,3 +153,24 @@ def test_policies_it_cannot_reproduce_get_no_spec():
     one_hot = (gym.spaces.Discrete(5), gym.spaces.Discrete(2))  # needs a one-hot preprocessor
     assert numpy_policy_spec(PPOTFPolicy(*one_hot, CONFIG)) is None
     # (the config keys that turn numpy workers off are WorkerSet's: test_numpy_rollout_workers)
+
+
+def test_a_fragment_hook_runs_on_the_numpy_copy_without_tensorflow():
+    def mean_value_column(policy, batch):  # reads only compute_values, as the standard hooks do
+        batch["fragment_mean_value"] = np.full(batch.count, policy.compute_values(batch["obs"]).mean())
+        return batch
+
+    policy_class = PPOTFPolicy.with_updates(name="FragmentPPO", postprocess_fragment_fn=mean_value_column)
+    tf_policy = policy_class(*CARTPOLE, CONFIG)
+    spec = numpy_policy_spec(tf_policy)
+    assert spec.postprocess_fragment_fn is mean_value_column
+    numpy_policy = spec(*CARTPOLE, CONFIG)
+    numpy_policy.set_weights(tf_policy.get_weights())
+    obs = _obs(CARTPOLE, n=10)
+    batch = numpy_policy.postprocess_fragment(SampleBatch({"obs": obs}))
+    assert "TensorFlow policy built" not in repr(numpy_policy)
+    expected = tf_policy.postprocess_fragment(SampleBatch({"obs": obs}))["fragment_mean_value"]
+    np.testing.assert_allclose(batch["fragment_mean_value"], expected, rtol=1e-5)
+    # a policy without the hook leaves the batch as it is
+    plain = numpy_policy_spec(PPOTFPolicy(*CARTPOLE, CONFIG))
+    assert plain.postprocess_fragment_fn is None
