@@ -6,17 +6,17 @@ import subprocess
 import sys
 import textwrap
 
-# Allocates and frees 64 MB in 1 MB blocks twice, then counts the page faults of allocating it
+# Allocates and frees 64 MB (or `megabytes`) in 1 MB blocks twice, then counts the page faults of allocating it
 # a third time: memory returned to the kernel must be faulted in again, 256 faults a block.
 _PROBE = textwrap.dedent("""
     import resource
 
-    def faults_of_reallocating():
+    def faults_of_reallocating(megabytes=64):
         for _ in range(2):
-            blocks = [bytearray(1 << 20) for _ in range(64)]
+            blocks = [bytearray(1 << 20) for _ in range(megabytes)]
             del blocks
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        blocks = [bytearray(1 << 20) for _ in range(64)]
+        blocks = [bytearray(1 << 20) for _ in range(megabytes)]
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 """)
 
@@ -47,16 +47,7 @@ _THREAD_PROBE = textwrap.dedent("""
 
     def faults_of_reallocating_in_a_thread():
         counted = []
-
-        def run():
-            for _ in range(2):
-                blocks = [bytearray(1 << 20) for _ in range(200)]
-                del blocks
-            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-            blocks = [bytearray(1 << 20) for _ in range(200)]
-            counted.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-
-        thread = threading.Thread(target=run)
+        thread = threading.Thread(target=lambda: counted.append(faults_of_reallocating(200)))
         thread.start()
         thread.join()
         return counted[0]
