@@ -6,6 +6,10 @@
 Prints one line per example: the wall-clock seconds and env steps until `episode_reward_mean`
 (the mean return of the last 100 episodes) first reached the example's stop reward, counted from
 the trainer's construction (start-up included) and from its first iteration.
+
+With `--rates SECONDS` it measures the pipeline's speed instead: after 5 warm-up iterations it
+trains for SECONDS and prints env steps, trained rows and gradient steps per second (the
+policy optimizer's counters; gradient steps where the optimizer counts them, as Ape-X's does).
 """
 import argparse
 import os
@@ -42,16 +46,44 @@ def run(name: str, max_seconds: float) -> str:
         trainer.stop()
 
 
+def rates(name: str, seconds: float) -> str:
+    from tfrl.agents.registry import get_trainer_class
+    from tfrl.cli import load_experiment_file
+
+    experiment = load_experiment_file(name)
+    trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
+    try:
+        for _ in range(5):
+            trainer.train()
+        optimizer = trainer.optimizer
+        counters = ("num_steps_sampled", "num_steps_trained", "num_train_steps")
+        before = [getattr(optimizer, c, 0) for c in counters]
+        started = time.time()
+        while time.time() - started < seconds:
+            trainer.train()
+        elapsed = time.time() - started
+        sampled, trained, steps = ((getattr(optimizer, c, 0) - b) / elapsed
+                                   for c, b in zip(counters, before))
+        return (f"{name} run={experiment['run']} env_steps_per_s={sampled:.0f} "
+                f"rows_trained_per_s={trained:.0f} gradient_steps_per_s={steps:.0f} "
+                f"seconds={elapsed:.1f}")
+    finally:
+        trainer.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("examples", nargs="+", help="tuned example names or YAML paths")
     parser.add_argument("--max-seconds", type=float, default=300.0)
+    parser.add_argument("--rates", type=float, default=None, metavar="SECONDS",
+                        help="measure env steps, trained rows and gradient steps per second over "
+                             "SECONDS after 5 warm-up iterations, instead of time to the stop reward")
     args = parser.parse_args()
     from tfrl.runtime import ensure_ray
 
     ensure_ray({})  # local Ray as the trainer starts it (`tfrl train` does the same)
     for name in args.examples:
-        print(run(name, args.max_seconds), flush=True)
+        print(rates(name, args.rates) if args.rates else run(name, args.max_seconds), flush=True)
 
 
 if __name__ == "__main__":
