@@ -20,15 +20,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def run(name: str, max_seconds: float) -> str:
+def _experiment_and_trainer(name: str):
+    """The tuned example's experiment dict and a trainer built from it."""
     from tfrl.agents.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
 
     experiment = load_experiment_file(name)
+    return experiment, get_trainer_class(experiment["run"])(config=experiment["config"],
+                                                            env=experiment["env"])
+
+
+def run(name: str, max_seconds: float) -> str:
+    built = time.time()
+    experiment, trainer = _experiment_and_trainer(name)
     target = experiment["stop"]["episode_reward_mean"]
     budget = experiment["stop"].get("timesteps_total", float("inf"))
-    built = time.time()
-    trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
     started = time.time()
     try:
         while True:
@@ -47,11 +53,7 @@ def run(name: str, max_seconds: float) -> str:
 
 
 def rates(name: str, seconds: float) -> str:
-    from tfrl.agents.registry import get_trainer_class
-    from tfrl.cli import load_experiment_file
-
-    experiment = load_experiment_file(name)
-    trainer = get_trainer_class(experiment["run"])(config=experiment["config"], env=experiment["env"])
+    experiment, trainer = _experiment_and_trainer(name)
     try:
         for _ in range(5):
             trainer.train()

@@ -38,8 +38,9 @@ Hooks (all optional except loss_fn), their signatures, and when they run
   apply_gradients_fn(policy, optimizer, grads_and_vars) -> None
       Traced after grad_stats_fn; default optimizer.apply_gradients.
   postprocess_fn(policy, sample_batch, other_agent_batches=None, episode=None) -> SampleBatch
-      Eager, on the rollout worker, once per trajectory fragment (and once at construction on
-      the dummy batch, so the columns it adds are known to the loss).
+      Eager, on the rollout worker, once per trajectory piece (one env's rows of one episode
+      within a sampled fragment; and once at construction on the dummy batch, so the columns it
+      adds are known to the loss).
   postprocess_fragment_fn(policy, batch) -> SampleBatch
       Eager, on the rollout worker, once per sampled fragment: all of the policy's rows of it,
       after postprocess_fn of each piece (e.g. Ape-X's worker-side priorities, one TD-error
@@ -80,8 +81,9 @@ from tfrl.errors import InvalidConfigError
 from tfrl.policy.tf_policy import TFPolicy
 
 _HOOKS = (
-    "get_default_config", "postprocess_fn", "postprocess_fragment_fn", "stats_fn", "optimizer_fn", "gradients_fn",
-    "apply_gradients_fn", "grad_stats_fn", "extra_action_out_fn", "extra_learn_fetches_fn",
+    "get_default_config", "postprocess_fn", "postprocess_fragment_fn", "stats_fn",
+    "optimizer_fn", "gradients_fn", "apply_gradients_fn", "grad_stats_fn", "extra_action_out_fn",
+    "extra_learn_fetches_fn",
     "validate_spaces", "before_init", "before_loss_init", "after_init", "make_model",
     "action_sampler_fn", "action_distribution_fn", "get_batch_divisibility_req")
 

@@ -2,8 +2,9 @@
 
 This is an algorithm's policy. Acting is epsilon-greedy over the Q-network
 (`sample_epsilon_greedy`, epsilon from a LinearSchedule of the global timestep; explore=False
-and the exported SavedModel act greedily). Rollout workers rewrite fragments into n-step
-transitions (`add_worker_priorities`, once per sampled fragment). The learner minimises `build_q_losses`:
+and the exported SavedModel act greedily). Rollout workers rewrite trajectories into n-step
+transitions (`postprocess_nstep_and_prio`, per episode piece) and, for Ape-X, rate them
+(`add_worker_priorities`, once per sampled fragment). The learner minimises `build_q_losses`:
 
     target   = R_n + gamma**k * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double Q)
                R_n + gamma**k * (1 - terminated) * max_a Q_target(s', a)             (plain)
