@@ -38,9 +38,13 @@ from replay.items import TrajectoryColumn
 
 # Adaptive compression: after this many chunks in a row where lz4 did not shrink a leaf's column
 # (random or already-compressed data), that leaf is stored raw for the next _INCOMPRESSIBLE_SKIP
-# chunks, then lz4 is tried again.
+# chunks, then lz4 is tried once more; each further failure doubles the skip, up to
+# _INCOMPRESSIBLE_MAX_SKIP chunks, and one success starts over. The backoff matters for small
+# steps: lz4 releases the GIL, and handing it to the stream's thread and back costs more than
+# the compression itself.
 _INCOMPRESSIBLE_TRIES = 8
 _INCOMPRESSIBLE_SKIP = 64
+_INCOMPRESSIBLE_MAX_SKIP = 1024
 _ADAPTIVE_MIN_BYTES = 64
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
@@ -432,7 +436,8 @@ class TrajectoryWriter:
                 self._first_key_order = list(data)
         self._leaf_specs = [(leaf.shape, leaf.dtype) for leaf in leaves]
         self._history = [collections.deque(maxlen=self._keep) for _ in leaves]
-        self._compress_hints = [[0, 0] for _ in leaves]  # per leaf: chunks to skip, failed tries
+        # per leaf: chunks left to skip, failed tries in a row, the next skip's length
+        self._compress_hints = [[0, 0, _INCOMPRESSIBLE_SKIP] for _ in leaves]
 
     @property
     def history(self) -> Any:
@@ -573,11 +578,13 @@ class TrajectoryWriter:
                 continue
             data = encode_column(column, self._delta, compress=True)
             if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:
-                hint[1] = 0
+                hint[1], hint[2] = 0, _INCOMPRESSIBLE_SKIP
             else:
                 hint[1] += 1
                 if hint[1] >= _INCOMPRESSIBLE_TRIES:
-                    hint[0], hint[1] = _INCOMPRESSIBLE_SKIP, 0
+                    # the next failure (one try after the skip) skips again, twice as long
+                    hint[0], hint[1] = hint[2], _INCOMPRESSIBLE_TRIES - 1
+                    hint[2] = min(2 * hint[2], _INCOMPRESSIBLE_MAX_SKIP)
             encoded.append(data)
         return Chunk(builder.key, encoded, len(columns[0]), builder.episode_id,
                      builder.start_index)

@@ -150,3 +150,39 @@ def test_string_leaves_may_differ_in_length_from_step_to_step_but_not_in_kind(se
         sampled[str(word)] = (bytes(raw), int(n))
     assert sampled == {w: (w.encode() * 2, len(w)) for w in words}
     writer.close()
+
+
+def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(server, client, monkeypatch):
+    import lz4.block
+
+    from replay import trajectory_writer
+
+    tries = {"noise": 0, "zeros": 0}
+    compress = lz4.block.compress
+
+    def counting_compress(raw, **kwargs):
+        tries["zeros" if not any(raw) else "noise"] += 1
+        return compress(raw, **kwargs)
+
+    monkeypatch.setattr(lz4.block, "compress", counting_compress)
+    rng = np.random.default_rng(0)
+    writer = client.trajectory_writer(num_keep_alive_refs=1)  # one chunk per step
+    steps = 1200
+    for _ in range(steps):
+        writer.append({"noise": rng.random(100, dtype=np.float32), "zeros": np.zeros(100, np.float32)})
+        writer.create_item("uniform", 1.0, writer.history["noise"][-1])
+    writer.flush(timeout=10)
+    assert tries["zeros"] == steps  # a compressing leaf is always compressed
+    # 8 failed tries, then single tries after skips of 64, 128, 256 and 512 chunks
+    assert tries["noise"] == trajectory_writer._INCOMPRESSIBLE_TRIES + 4
+
+    # The same leaf turning compressible is compressed again within the longest skip.
+    for _ in range(trajectory_writer._INCOMPRESSIBLE_MAX_SKIP + 1):
+        writer.append({"noise": np.zeros(100, np.float32), "zeros": np.zeros(100, np.float32)})
+        writer.create_item("uniform", 1.0, writer.history["noise"][-1])
+    writer.flush(timeout=10)
+    last_key = max(server.chunk_store.keys())
+    assert server.chunk_store.get([last_key])[0].columns[0].compressed
+    sample = next(iter(client.sample("uniform", 1, timeout=10)))
+    assert sample.data[0].shape == (100,)
+    writer.close()
