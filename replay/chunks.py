@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import zlib
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import lz4.block
 import numpy as np
@@ -192,14 +192,15 @@ class Chunk:
                  "__weakref__")
 
     def __init__(self, key: int, columns: Sequence[ColumnData], length: int, episode_id: int = 0,
-                 start_index: int = 0):
+                 start_index: int = 0, nbytes: Optional[int] = None):
+        """`nbytes`: the columns' stored bytes where the caller has counted them already."""
         self.key = int(key)
         self.columns = tuple(columns)
         self.length = int(length)
         self.episode_id = int(episode_id)
         self.start_index = int(start_index)
         self._records = None
-        self._nbytes = None
+        self._nbytes = nbytes
 
     @classmethod
     def from_columns(cls, key: int, columns: Sequence[np.ndarray], episode_id: int = 0,

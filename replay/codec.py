@@ -109,14 +109,16 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
     column_i = dim_i = 0
     for i in range(n):
         columns = []
+        nbytes = 0
         for _ in range(num_columns[i]):
-            rank, flag = ranks[column_i], flags[column_i]
+            rank, flag, blob = ranks[column_i], flags[column_i], blobs[column_i]
             columns.append(ColumnData(
-                dtypes[dtype_index[column_i]], tuple(shape_dims[dim_i:dim_i + rank]), blobs[column_i],
+                dtypes[dtype_index[column_i]], tuple(shape_dims[dim_i:dim_i + rank]), blob,
                 bool(flag & FLAG_COMPRESSED), bool(flag & FLAG_DELTA), crcs[column_i]))
+            nbytes += len(blob)
             column_i += 1
             dim_i += rank
-        chunk = Chunk(keys[i], columns, lengths[i], episode_ids[i], start_indices[i])
+        chunk = Chunk(keys[i], columns, lengths[i], episode_ids[i], start_indices[i], nbytes)
         if validate:
             validate_chunk(chunk)
         chunks.append(chunk)

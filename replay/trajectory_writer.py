@@ -570,13 +570,17 @@ class TrajectoryWriter:
         else:
             columns = [np.stack(leaves) for leaves in zip(*steps)]
         encoded = []
+        nbytes = 0
         for leaf, column in enumerate(columns):
             hint = self._compress_hints[leaf]
             if hint[0] > 0:
                 hint[0] -= 1
-                encoded.append(encode_column(column, self._delta, compress=False))
+                data = encode_column(column, self._delta, compress=False)
+                encoded.append(data)
+                nbytes += len(data.data)
                 continue
             data = encode_column(column, self._delta, compress=True)
+            nbytes += len(data.data)
             if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:
                 hint[1], hint[2] = 0, _INCOMPRESSIBLE_SKIP
             else:
@@ -587,7 +591,7 @@ class TrajectoryWriter:
                     hint[2] = min(2 * hint[2], _INCOMPRESSIBLE_MAX_SKIP)
             encoded.append(data)
         return Chunk(builder.key, encoded, len(columns[0]), builder.episode_id,
-                     builder.start_index)
+                     builder.start_index, nbytes)
 
     def _maybe_release(self, builder: _ChunkBuilder) -> None:
         if builder.pending_items == 0:

@@ -181,8 +181,9 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
         writer.append({"noise": np.zeros(100, np.float32), "zeros": np.zeros(100, np.float32)})
         writer.create_item("uniform", 1.0, writer.history["noise"][-1])
     writer.flush(timeout=10)
-    last_key = max(server.chunk_store.keys())
-    assert server.chunk_store.get([last_key])[0].columns[0].compressed
+    last_chunk = max(server.chunk_store.get(list(server.chunk_store.keys())), key=lambda c: c.start_index)
+    assert last_chunk.columns[0].compressed
+    assert last_chunk.nbytes == sum(len(c.data) for c in last_chunk.columns) < last_chunk.raw_nbytes
     sample = next(iter(client.sample("uniform", 1, timeout=10)))
     assert sample.data[0].shape == (100,)
     writer.close()
