@@ -46,6 +46,7 @@ _INCOMPRESSIBLE_TRIES = 8
 _INCOMPRESSIBLE_SKIP = 64
 _INCOMPRESSIBLE_MAX_SKIP = 1024
 _ADAPTIVE_MIN_BYTES = 64
+_INFINITY = float("inf")
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
@@ -250,7 +251,8 @@ class TrajectoryWriter:
           InvalidArgumentError: the structure, a dtype or a shape differs from the first step, a
             leaf holds Python objects, or the writer is closed; errors of the stream (see `flush`).
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         specs = self._leaf_specs
         if specs is None:
             leaves = [np.asarray(x) for x in tree.flatten(data)]
@@ -259,7 +261,9 @@ class TrajectoryWriter:
         else:
             leaves = self._step_leaves(data)
             for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs)):
-                if leaf.shape != shape or (leaf.dtype != dtype and not _both_strings(leaf.dtype, dtype)):
+                # `is` first: arrays of one builtin dtype share its object, and == costs more
+                if leaf.shape != shape or (leaf.dtype is not dtype and leaf.dtype != dtype
+                                           and not _both_strings(leaf.dtype, dtype)):
                     raise errors.InvalidArgumentError(
                         f"leaf {i} of the step has shape {leaf.shape} and dtype {leaf.dtype}, but the first "
                         f"step had {shape} and {dtype}; every step of a writer has the same specs")
@@ -287,7 +291,7 @@ class TrajectoryWriter:
         # no item references are dropped instead of piling up in an open chunk.
         if len(builder.steps) >= (self._chunk_length or self._keep):
             self._finalize(builder)
-        return self._refs_nest(data, refs)
+        return refs[0] if self._structure is None else self._refs_nest(data, refs)
 
     def append_step_items(self, table: str, steps: Any, priorities: Any = None) -> None:
         """Appends the n steps of `steps` and creates, for each, one item of `table` holding that
@@ -461,10 +465,12 @@ class TrajectoryWriter:
           InvalidArgumentError: a bad priority, a leaf that is not a reference, or a reference to
             a step no longer kept alive (or of an earlier episode); errors of the stream.
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         priority = float(priority)
         key = self._new_key()
-        validation.check_priority(key, priority)
+        if not 0.0 <= priority < _INFINITY:
+            validation.check_priority(key, priority)  # raises
         columns = []
         leaf_type = type(trajectory)
         # A lone reference (a one-leaf step) needs no structure walk.
