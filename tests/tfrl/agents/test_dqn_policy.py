@@ -237,6 +237,21 @@ def test_continuous_actions_are_refused():
                     trainer_config(DEFAULT_CONFIG))
 
 
+def test_adam_epsilon_damps_the_first_steps_of_weights_with_small_gradients():
+    """Adam's first step moves every weight by about lr * g / (|g| + epsilon): the full learning
+    rate with the default epsilon, much less where epsilon is large against the gradient."""
+    moves = {}
+    for epsilon in (1e-7, 1.0):
+        policy = make_dqn(adam_epsilon=epsilon, lr=1e-3, grad_clip=None)
+        assert policy.optimizer.epsilon == pytest.approx(epsilon)
+        variables = policy.model.trainable_variables
+        before = [v.numpy() for v in variables]
+        policy.learn_on_batch(transitions())
+        moves[epsilon] = max(float(np.max(np.abs(v.numpy() - b))) for v, b in zip(variables, before))
+    assert moves[1e-7] == pytest.approx(1e-3, rel=0.05)
+    assert moves[1.0] < 0.5e-3
+
+
 @pytest.mark.parametrize("key, value, match", [
     ("n_step", 0, "n_step"),
     ("buffer_size", 8, "buffer_size"),
@@ -244,6 +259,7 @@ def test_continuous_actions_are_refused():
     ("exploration_config", {"initial_epsilon": 2.0, "final_epsilon": 0.0,
                             "epsilon_timesteps": 10}, "epsilon"),
     ("td_error_loss_fn", "l1", "td_error_loss_fn"),
+    ("adam_epsilon", 0.0, "adam_epsilon"),
 ])
 def test_validate_config_refuses_bad_settings(key, value, match):
     config = trainer_config(DEFAULT_CONFIG, **{key: value})

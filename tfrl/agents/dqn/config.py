@@ -56,6 +56,9 @@ DEFAULT_CONFIG = with_common_config({
     # still rates near the value of a long episode, pulls in proportion to its size).
     "td_error_loss_fn": "huber",
     "lr": 5e-4,
+    # Adam's epsilon (RLlib's key). Larger values damp the steps of weights whose gradients
+    # are small and steady; Rainbow and Dopamine use 1.5e-4 (0.01 / batch of 64).
+    "adam_epsilon": 1e-7,
     # [[timestep, lr], ...] piecewise-linear learning rate (None: constant `lr`).
     "lr_schedule": None,
     # Clip gradients to this global norm (None: no clipping).

@@ -27,6 +27,7 @@ from typing import Dict
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+import tf_keras as keras
 import tree
 
 from tfrl.agents.dqn.config import DEFAULT_CONFIG
@@ -232,6 +233,10 @@ def build_q_losses(policy, model, dist_class, train_batch):
     return policy.q_loss
 
 
+def make_adam(policy, config):
+    return keras.optimizers.Adam(learning_rate=config["lr"], epsilon=config["adam_epsilon"])
+
+
 def q_loss_stats(policy, train_batch):
     return {**q_value_stats(policy), "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32)}
 
@@ -246,6 +251,7 @@ DQNTFPolicy = build_tf_policy(
     postprocess_fn=postprocess_nstep_and_prio,
     postprocess_fragment_fn=add_worker_priorities,
     stats_fn=q_loss_stats,
+    optimizer_fn=make_adam,
     extra_learn_fetches_fn=td_error_fetches,
     mixins=[TargetNetworkMixin, ComputeTDErrorMixin, LearningRateSchedule,
             EpsilonGreedyExploration],
