@@ -88,6 +88,21 @@ def test_td_error_uses_double_q_or_plain_max_target(double_q):
     np.testing.assert_allclose(per_sample["td_error"], expected, rtol=1e-4, atol=1e-5)
 
 
+def test_q_target_bounds_clip_the_td_targets():
+    policy = make_dqn(q_target_bounds=[-0.5, 0.5])
+    batch = transitions()
+    batch[SampleBatch.REWARDS] = np.linspace(-3, 3, 16).astype(np.float32)
+    _, _, per_sample = loss_outputs(policy, batch)
+    rows = np.arange(batch.count)
+    q_t = q_of(policy.model, batch[SampleBatch.OBS])
+    q_next_online = q_of(policy.model, batch[SampleBatch.NEXT_OBS])
+    q_next_target = q_of(policy.target_model, batch[SampleBatch.NEXT_OBS])
+    unclipped = batch[SampleBatch.REWARDS] + GAMMA * q_next_target[rows, q_next_online.argmax(axis=1)]
+    assert np.any(unclipped > 0.5) and np.any(unclipped < -0.5)  # both bounds bite
+    expected = q_t[rows, batch[SampleBatch.ACTIONS]] - np.clip(unclipped, -0.5, 0.5)
+    np.testing.assert_allclose(per_sample["td_error"], expected, rtol=1e-4, atol=1e-5)
+
+
 def test_terminated_transitions_do_not_bootstrap_but_truncated_ones_do():
     policy = make_dqn(double_q=False)
     batch = transitions(n=2, terminated=np.array([True, False]))
@@ -260,6 +275,8 @@ def test_adam_epsilon_damps_the_first_steps_of_weights_with_small_gradients():
                             "epsilon_timesteps": 10}, "epsilon"),
     ("td_error_loss_fn", "l1", "td_error_loss_fn"),
     ("adam_epsilon", 0.0, "adam_epsilon"),
+    ("q_target_bounds", [1.0, 1.0], "q_target_bounds"),
+    ("q_target_bounds", [0.0], "q_target_bounds"),
 ])
 def test_validate_config_refuses_bad_settings(key, value, match):
     config = trainer_config(DEFAULT_CONFIG, **{key: value})

@@ -55,6 +55,11 @@ DEFAULT_CONFIG = with_common_config({
     # "mse" (quadratic everywhere: a rare large error, such as a terminal step the network
     # still rates near the value of a long episode, pulls in proportion to its size).
     "td_error_loss_fn": "huber",
+    # [low, high]: TD targets are clipped to this range, the returns the task can have (with
+    # rewards in [r_min, r_max], [r_min, r_max] / (1 - gamma)). Values above what any policy can
+    # be worth are overestimates, and clipping their targets keeps them from feeding
+    # themselves. None: no clipping.
+    "q_target_bounds": None,
     "lr": 5e-4,
     # Adam's epsilon (RLlib's key). Larger values damp the steps of weights whose gradients
     # are small and steady; Rainbow and Dopamine use 1.5e-4 (0.01 / batch of 64).

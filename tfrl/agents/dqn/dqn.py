@@ -26,7 +26,8 @@ def validate_config(config: dict) -> None:
             rollout_fragment_length below 1; buffer_size below train_batch_size; negative
             learning_starts; a replay exponent, beta or tau out of range; a non-positive
             training_intensity or broadcast_interval; bad exploration_config values; a
-            td_error_loss_fn other than "huber" or "mse"; a non-positive adam_epsilon.
+            td_error_loss_fn other than "huber" or "mse"; a non-positive adam_epsilon;
+            q_target_bounds that are not [low, high] with low < high.
     """
     for key in ("n_step", "target_network_update_freq", "train_batch_size",
                 "rollout_fragment_length", "broadcast_interval"):
@@ -39,6 +40,10 @@ def validate_config(config: dict) -> None:
     if config.get("td_error_loss_fn", "huber") not in ("huber", "mse"):
         raise InvalidConfigError(
             f"DQN: td_error_loss_fn must be 'huber' or 'mse', got {config['td_error_loss_fn']!r}.")
+    bounds = config.get("q_target_bounds")
+    if bounds is not None and not (len(bounds) == 2 and float(bounds[0]) < float(bounds[1])):
+        raise InvalidConfigError(
+            f"DQN: q_target_bounds must be None or [low, high] with low < high, got {bounds}.")
     if not config.get("adam_epsilon", 1e-7) > 0:
         raise InvalidConfigError(f"DQN: adam_epsilon must be > 0, got {config['adam_epsilon']}.")
     if int(config["learning_starts"]) < 0:

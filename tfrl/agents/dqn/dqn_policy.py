@@ -8,6 +8,7 @@ transitions (`postprocess_nstep_and_prio`, per episode piece) and, for Ape-X, ra
 
     target   = R_n + gamma**k * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double Q)
                R_n + gamma**k * (1 - terminated) * max_a Q_target(s', a)             (plain)
+               clipped to `q_target_bounds` where set
     td_error = Q(s, a) - target
     loss     = mean(importance_weight * huber(td_error))      (td_error_loss_fn "huber")
                mean(importance_weight * td_error**2 / 2)      (td_error_loss_fn "mse")
@@ -225,6 +226,9 @@ def build_q_losses(policy, model, dist_class, train_batch):
                else tf.ones_like(rewards))
     targets = compute_q_targets(rewards, train_batch[SampleBatch.TERMINATEDS], n_steps,
                                 q_tp1_best, config["gamma"])
+    if config.get("q_target_bounds") is not None:
+        low, high = config["q_target_bounds"]
+        targets = tf.clip_by_value(targets, float(low), float(high))
     policy.td_error = q_t_selected - tf.stop_gradient(targets)
     policy.q_t = q_t
     per_row = (0.5 * tf.square(policy.td_error) if config.get("td_error_loss_fn") == "mse"
