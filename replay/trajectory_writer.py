@@ -46,7 +46,6 @@ _INCOMPRESSIBLE_TRIES = 8
 _INCOMPRESSIBLE_SKIP = 64
 _INCOMPRESSIBLE_MAX_SKIP = 1024
 _ADAPTIVE_MIN_BYTES = 64
-_INFINITY = float("inf")
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
@@ -469,8 +468,7 @@ class TrajectoryWriter:
             self._check_open()
         priority = float(priority)
         key = self._new_key()
-        if not 0.0 <= priority < _INFINITY:
-            validation.check_priority(key, priority)  # raises
+        validation.check_priority(key, priority)
         columns = []
         leaf_type = type(trajectory)
         # A lone reference (a one-leaf step) needs no structure walk.
@@ -582,20 +580,18 @@ class TrajectoryWriter:
             if hint[0] > 0:
                 hint[0] -= 1
                 data = encode_column(column, self._delta, compress=False)
-                encoded.append(data)
-                nbytes += len(data.data)
-                continue
-            data = encode_column(column, self._delta, compress=True)
-            nbytes += len(data.data)
-            if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:
-                hint[1], hint[2] = 0, _INCOMPRESSIBLE_SKIP
             else:
-                hint[1] += 1
-                if hint[1] >= _INCOMPRESSIBLE_TRIES:
-                    # the next failure (one try after the skip) skips again, twice as long
-                    hint[0], hint[1] = hint[2], _INCOMPRESSIBLE_TRIES - 1
-                    hint[2] = min(2 * hint[2], _INCOMPRESSIBLE_MAX_SKIP)
+                data = encode_column(column, self._delta, compress=True)
+                if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:
+                    hint[1], hint[2] = 0, _INCOMPRESSIBLE_SKIP
+                else:
+                    hint[1] += 1
+                    if hint[1] >= _INCOMPRESSIBLE_TRIES:
+                        # the next failure (one try after the skip) skips again, twice as long
+                        hint[0], hint[1] = hint[2], _INCOMPRESSIBLE_TRIES - 1
+                        hint[2] = min(2 * hint[2], _INCOMPRESSIBLE_MAX_SKIP)
             encoded.append(data)
+            nbytes += len(data.data)
         return Chunk(builder.key, encoded, len(columns[0]), builder.episode_id,
                      builder.start_index, nbytes)
 

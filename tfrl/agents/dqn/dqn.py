@@ -40,11 +40,11 @@ def validate_config(config: dict) -> None:
     if config.get("td_error_loss_fn", "huber") not in ("huber", "mse"):
         raise InvalidConfigError(
             f"DQN: td_error_loss_fn must be 'huber' or 'mse', got {config['td_error_loss_fn']!r}.")
-    bounds = config.get("q_target_bounds")
+    bounds = config["q_target_bounds"]
     if bounds is not None and not (len(bounds) == 2 and float(bounds[0]) < float(bounds[1])):
         raise InvalidConfigError(
             f"DQN: q_target_bounds must be None or [low, high] with low < high, got {bounds}.")
-    if not config.get("adam_epsilon", 1e-7) > 0:
+    if not config["adam_epsilon"] > 0:
         raise InvalidConfigError(f"DQN: adam_epsilon must be > 0, got {config['adam_epsilon']}.")
     if int(config["learning_starts"]) < 0:
         raise InvalidConfigError(
