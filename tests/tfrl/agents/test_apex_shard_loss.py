@@ -49,7 +49,10 @@ def test_a_lost_shard_is_dropped_and_training_goes_on(ray_session):
         kill_shard(trainer, 1)
         inserts_before = table(trainer, 0).num_inserts
         trained_before = optimizer.num_steps_trained
-        result = train_until(trainer, lambda: optimizer.num_steps_trained > trained_before)
+        # priorities go out from the learner's sender thread: wait for those queued so far
+        result = train_until(trainer, lambda: optimizer.num_steps_trained > trained_before
+                             and optimizer.flush_priorities(timeout=30)
+                             and optimizer.priority_updates_per_shard[0] > 0)
         info = result["info"]
         assert info["num_replay_shard_failures"] == 1
         assert info["num_replay_shard_restarts"] == 0
