@@ -277,6 +277,8 @@ def test_adam_epsilon_damps_the_first_steps_of_weights_with_small_gradients():
     ("adam_epsilon", 0.0, "adam_epsilon"),
     ("q_target_bounds", [1.0, 1.0], "q_target_bounds"),
     ("q_target_bounds", [0.0], "q_target_bounds"),
+    ("q_target_bounds", 100, "q_target_bounds"),
+    ("q_target_bounds", ["0", "100"], "q_target_bounds"),
 ])
 def test_validate_config_refuses_bad_settings(key, value, match):
     config = trainer_config(DEFAULT_CONFIG, **{key: value})

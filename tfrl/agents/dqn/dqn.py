@@ -27,7 +27,7 @@ def validate_config(config: dict) -> None:
             learning_starts; a replay exponent, beta or tau out of range; a non-positive
             training_intensity or broadcast_interval; bad exploration_config values; a
             td_error_loss_fn other than "huber" or "mse"; a non-positive adam_epsilon;
-            q_target_bounds that are not [low, high] with low < high.
+            q_target_bounds that are not two numbers [low, high] with low < high.
     """
     for key in ("n_step", "target_network_update_freq", "train_batch_size",
                 "rollout_fragment_length", "broadcast_interval"):
@@ -41,7 +41,9 @@ def validate_config(config: dict) -> None:
         raise InvalidConfigError(
             f"DQN: td_error_loss_fn must be 'huber' or 'mse', got {config['td_error_loss_fn']!r}.")
     bounds = config["q_target_bounds"]
-    if bounds is not None and not (len(bounds) == 2 and float(bounds[0]) < float(bounds[1])):
+    if bounds is not None and not (isinstance(bounds, (list, tuple)) and len(bounds) == 2
+                                   and all(isinstance(b, (int, float)) for b in bounds)
+                                   and bounds[0] < bounds[1]):
         raise InvalidConfigError(
             f"DQN: q_target_bounds must be None or [low, high] with low < high, got {bounds}.")
     if not config["adam_epsilon"] > 0:
