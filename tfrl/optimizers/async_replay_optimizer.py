@@ -10,7 +10,8 @@ The data path (Horgan et al. 2018; RLlib's AsyncReplayOptimizer):
 
 - Every remote worker samples continuously: the driver relaunches a worker's `sample()` as soon
   as its previous one returned (no rounds, no waiting for the slowest worker). Each worker acts
-  with its own constant epsilon eps_i = eps ** (1 + i / (N - 1) * alpha) (`per_worker_epsilon`)
+  with its own constant epsilon eps_i = eps ** (1 + i / (N - 1) * alpha) (`per_worker_epsilon`,
+  per_worker_exploration.py)
   and, with `worker_side_prioritization`, rates its own n-step transitions: their initial
   priority is |TD error| + eps from its copy of the networks (the `priorities` column its
   postprocessing adds, which replay turns into the item priority and does not store).
@@ -56,6 +57,7 @@ import tensorflow as tf
 import tree
 
 from tfrl import errors
+from tfrl.optimizers.per_worker_exploration import set_worker_epsilon, set_worker_target
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.rollout_replay import sample_round, summarize_round
 from tfrl.optimizers.settings import AsyncReplaySettings, LearnerSettings
@@ -70,53 +72,12 @@ _TABLE_SIZE = "_sample_table_size"
 _SHARD = "_replay_shard"
 
 
-def per_worker_epsilon(index: int, num_workers: int, epsilon: float = 0.4,
-                       alpha: float = 7.0) -> float:
-    """Ape-X's exploration rate of worker `index` (0-based) of `num_workers`:
-    eps ** (1 + index / (num_workers - 1) * alpha); eps for a single worker.
-
-    Raises:
-      InvalidConfigError: index outside [0, num_workers).
-    """
-    if not 0 <= index < num_workers:
-        raise errors.InvalidConfigError(
-            f"worker index {index} is outside [0, {num_workers}) for per-worker exploration")
-    if num_workers == 1:
-        return float(epsilon)
-    return float(epsilon ** (1.0 + index / (num_workers - 1) * alpha))
-
-
 def _lost_replay_write(error: BaseException) -> bool:
     """True when a worker's sample failed because a replay server stopped answering."""
     from replay import errors as replay_errors
 
     lost = (replay_errors.UnavailableError, replay_errors.DeadlineExceededError)
     return isinstance(error, lost) or isinstance(getattr(error, "cause", None), lost)
-
-
-def _set_worker_epsilon(worker, num_workers: int, epsilon: float, alpha: float) -> float:
-    """Runs inside a rollout worker: gives each of its policies that explores the worker's
-    constant exploration rate (remote worker i+1 is worker index i of the formula): epsilon
-    for epsilon-greedy policies (DQN), the scale of the action noise for deterministic actors
-    (DDPG, as RLlib's per-worker Ornstein-Uhlenbeck noise)."""
-    from tfrl.utils.schedules import ConstantSchedule
-
-    index = min(max(worker.worker_index - 1, 0), num_workers - 1)
-    value = per_worker_epsilon(index, num_workers, epsilon, alpha)
-    for policy in worker.policy_map.values():
-        if hasattr(policy, "set_epsilon_schedule"):
-            policy.set_epsilon_schedule(ConstantSchedule(value))
-        elif hasattr(policy, "set_noise_scale_schedule"):
-            policy.set_noise_scale_schedule(ConstantSchedule(value))
-    return value
-
-
-def _set_worker_target(worker, policy_id: str, target_weights) -> None:
-    """Runs inside a rollout worker: the learner's target network, so the worker's TD errors
-    (its initial priorities) use the same target as the learner's."""
-    policy = worker.get_policy(policy_id)
-    for variable, value in zip(policy.target_model.variables, target_weights):
-        variable.assign(value)
 
 
 class PrioritySender:
@@ -569,7 +530,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         if worker not in self._worker_version:
             self._worker_version[worker] = (0, 0)
             if settings.per_worker_exploration:
-                worker.apply.remote(_set_worker_epsilon, self.workers.num_remote_workers(),
+                worker.apply.remote(set_worker_epsilon, self.workers.num_remote_workers(),
                                     settings.worker_epsilon, settings.worker_epsilon_alpha)
         with self._lock:
             ref, version = self._weights_ref, self._weights_version
@@ -580,7 +541,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 worker.set_weights.remote(ref, {"timestep": self.num_steps_sampled})
                 has = version
             if target_ref is not None and has_target < target_version:
-                worker.apply.remote(_set_worker_target, self.policy_id, target_ref)
+                worker.apply.remote(set_worker_target, self.policy_id, target_ref)
                 has_target = target_version
         self._worker_version[worker] = (has, has_target)
 

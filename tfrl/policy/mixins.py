@@ -182,6 +182,13 @@ class TargetNetworkMixin(ClassicSetupCall):
             target.assign(tau * source + (1.0 - tau) * target)
         return tau
 
+    def set_target_weights(self, weights) -> None:
+        """Sets the target network to `weights`, given in `target_model.variables` order (as
+        another policy's target model gives them, e.g. the Ape-X learner's)."""
+        from tfrl.policy.tf_policy import assign_checked
+
+        assign_checked(self.target_model.variables, weights, "target weights")
+
     def update_target(self, tau: Optional[float] = None) -> None:
         """Move target weights toward the model's (tau=1: hard copy).
 

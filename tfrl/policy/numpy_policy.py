@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -43,11 +43,11 @@ _TFPOLICY_METHODS = ("compute_actions", "compute_values", "compute_log_likelihoo
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class NumpyPolicySpec:
-    """What a remote worker needs to run a policy in numpy; picklable without TensorFlow.
-
-    Calling it as a policy class, `spec(observation_space, action_space, config)`, returns a
-    NumpyPolicy; RolloutWorker builds it so when the WorkerSet passes a spec as the policy.
+class NumpyStandInSpec:
+    """What a remote worker needs to stand in for a TF policy in numpy; picklable without
+    TensorFlow. Calling it as a policy class, `spec(observation_space, action_space, config)`,
+    returns its `stand_in` class's policy; RolloutWorker builds it so when the WorkerSet passes
+    a spec as the policy.
 
     Attributes:
       class_name: the TF policy class's name.
@@ -55,9 +55,6 @@ class NumpyPolicySpec:
         reference when importable, else by value); unpickled in the worker only when the TF
         policy is needed, as Ray would have unpickled the class itself at the worker's start.
       default_config: the TF policy class's `get_default_config()`.
-      pi_layers / vf_layers: (kernel index, bias index, activation name) of the policy and
-        value trunks, input to output, indices into `get_weights()`.
-      distribution: "categorical" or "diag_gaussian".
       initial_weights: the local policy's weights when the spec was made.
       postprocess_fn: build_tf_policy's postprocess_fn, or None.
       postprocess_fragment_fn: build_tf_policy's postprocess_fragment_fn, or None.
@@ -66,23 +63,20 @@ class NumpyPolicySpec:
     class_name: str
     pickled_policy_class: bytes
     default_config: dict
-    pi_layers: Tuple[Tuple[int, int, str], ...]
-    vf_layers: Tuple[Tuple[int, int, str], ...]
-    distribution: str
     initial_weights: Tuple[np.ndarray, ...]
-    postprocess_fn: Any = None
-    postprocess_fragment_fn: Any = None
+    postprocess_fn: Any
+    postprocess_fragment_fn: Any
 
     # read by RolloutWorker: a worker whose policies are all specs starts no TensorFlow
     needs_tensorflow = False
+    stand_in: ClassVar[type]
 
     @property
     def __name__(self) -> str:  # named like the class it stands for in workers' messages
-        return f"NumpyPolicy({self.class_name})"
+        return f"{self.stand_in.__name__}({self.class_name})"
 
-    def __call__(self, observation_space, action_space, config: Optional[dict] = None
-                 ) -> "NumpyPolicy":
-        return NumpyPolicy(self, observation_space, action_space, config)
+    def __call__(self, observation_space, action_space, config: Optional[dict] = None):
+        return self.stand_in(self, observation_space, action_space, config)
 
     def policy_class(self) -> type:
         """The TF policy class this spec stands for (imports TensorFlow)."""
@@ -90,6 +84,21 @@ class NumpyPolicySpec:
 
         # bytes the driver made for its own worker, passed through Ray like any actor argument
         return cloudpickle.loads(self.pickled_policy_class)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NumpyPolicySpec(NumpyStandInSpec):
+    """A NumpyPolicy's spec (NumpyStandInSpec's attributes, and:)
+
+    Attributes:
+      pi_layers / vf_layers: (kernel index, bias index, activation name) of the policy and
+        value trunks, input to output, indices into `get_weights()`.
+      distribution: "categorical" or "diag_gaussian".
+    """
+
+    pi_layers: Tuple[Tuple[int, int, str], ...]
+    vf_layers: Tuple[Tuple[int, int, str], ...]
+    distribution: str
 
 
 def could_act_in_numpy(policy_class: Any, model_config: Optional[dict]) -> bool:
@@ -100,32 +109,19 @@ def could_act_in_numpy(policy_class: Any, model_config: Optional[dict]) -> bool:
 
     if not (isinstance(policy_class, type) and issubclass(policy_class, TFPolicy)):
         return False
-    if any(getattr(policy_class, name) is not getattr(TFPolicy, name)
-           for name in _TFPOLICY_METHODS):
-        return False
     model = model_config or {}
-    return not any(model.get(key) for key in ("custom_model", "use_lstm", "use_attention",
-                                              "custom_action_dist"))
+    if any(model.get(key) for key in ("custom_model", "use_lstm", "use_attention",
+                                      "custom_action_dist")):
+        return False
+    # a policy class with a numpy stand-in of its own (e.g. DQN's) decides in its spec function
+    return getattr(policy_class, "numpy_spec_fn", None) is not None or not any(
+        getattr(policy_class, name) is not getattr(TFPolicy, name) for name in _TFPOLICY_METHODS)
 
 
-def numpy_policy_spec(policy: Any) -> Optional[NumpyPolicySpec]:
-    """The NumpyPolicySpec of a built TF `policy`, or None when a numpy copy would not be exact
-    (see the module docstring)."""
-    from ray import cloudpickle
-
-    cls = type(policy)
-    if not could_act_in_numpy(cls, policy.config.get("model")):
-        return None
-    # the same eligibility as NumpyActor's: the catalog's FC network, no recurrent state, a
-    # categorical or diagonal Gaussian distribution
-    found = NumpyActor._read_policy(policy)  # noqa: SLF001
-    if found is None:
-        return None
-    obs_space, act_space = policy.observation_space, policy.action_space
-    if not (_is_flat_box(obs_space) and (isinstance(act_space, gym.spaces.Discrete)
-                                         or _is_flat_box(act_space))):
-        return None
-    model = policy.model
+def postprocess_hooks(cls: type) -> Optional[Dict[str, Any]]:
+    """{"postprocess_fn": ..., "postprocess_fragment_fn": ...} of a TF policy class, each
+    build_tf_policy's function or None where TFPolicy's own method runs; None when a hand-written
+    method would run instead (it may use the TF policy's internals)."""
     hooks = {}
     for method, hook in (("postprocess_trajectory", "postprocess_fn"),
                          ("postprocess_fragment", "postprocess_fragment_fn")):
@@ -133,27 +129,43 @@ def numpy_policy_spec(policy: Any) -> Optional[NumpyPolicySpec]:
         if "_build_kwargs" in definer.__dict__:
             hooks[hook] = definer._build_kwargs[hook]  # noqa: SLF001
         elif definer.__module__ not in ("tfrl.policy.tf_policy", "tfrl.policy.policy"):
-            return None  # a hand-written postprocessing may use the TF policy's internals
+            return None
         else:
             hooks[hook] = None
-    names = [v.name.split(":")[0] for v in policy.model_variables]
-    index = {name: i for i, name in enumerate(names)}
+    return hooks
 
-    def trunk(layer_names: List[str]) -> Optional[tuple]:
-        layers = []
-        for name in layer_names:
-            layer = model.base_model.get_layer(name)
-            activation = getattr(layer.activation, "__name__", None)
-            if (activation not in _ACTIVATIONS or f"{name}/kernel" not in index
-                    or f"{name}/bias" not in index):
-                return None
-            layers.append((index[f"{name}/kernel"], index[f"{name}/bias"], activation))
-        return tuple(layers)
 
+def numpy_policy_spec(policy: Any) -> Optional[NumpyStandInSpec]:
+    """The numpy stand-in's spec of a built TF `policy` (a NumpyPolicySpec, or what the policy
+    class's `numpy_spec_fn` makes), or None when a numpy copy would not be exact (see the
+    module docstring)."""
+    from ray import cloudpickle
+
+    cls = type(policy)
+    if not could_act_in_numpy(cls, policy.config.get("model")):
+        return None
+    own_spec_fn = getattr(cls, "numpy_spec_fn", None)
+    if own_spec_fn is not None:
+        return own_spec_fn(policy)
+    # the same eligibility as NumpyActor's: the catalog's FC network, no recurrent state, a
+    # categorical or diagonal Gaussian distribution
+    found = NumpyActor._read_policy(policy)  # noqa: SLF001
+    if found is None:
+        return None
+    obs_space, act_space = policy.observation_space, policy.action_space
+    if not (is_flat_box(obs_space) and (isinstance(act_space, gym.spaces.Discrete)
+                                         or is_flat_box(act_space))):
+        return None
+    model = policy.model
+    hooks = postprocess_hooks(cls)
+    if hooks is None:
+        return None
     hidden = range(len(model.model_config["fcnet_hiddens"]))
-    pi_layers = trunk([f"fc_{i}" for i in hidden] + ["fc_out"])
+    pi_layers = dense_layer_indices(model.base_model, policy.model_variables,
+                                    [f"fc_{i}" for i in hidden] + ["fc_out"])
     value_prefix = "fc" if model.model_config["vf_share_layers"] else "fc_value"
-    vf_layers = trunk([f"{value_prefix}_{i}" for i in hidden] + ["value_out"])
+    vf_layers = dense_layer_indices(model.base_model, policy.model_variables,
+                                    [f"{value_prefix}_{i}" for i in hidden] + ["value_out"])
     if pi_layers is None or vf_layers is None:
         return None
     return NumpyPolicySpec(
@@ -163,18 +175,37 @@ def numpy_policy_spec(policy: Any) -> Optional[NumpyPolicySpec]:
         initial_weights=tuple(policy.get_weights()), **hooks)
 
 
-def _is_flat_box(space) -> bool:
+def dense_layer_indices(keras_model: Any, variables: Sequence[Any], layer_names: Sequence[str]
+                        ) -> Optional[Tuple[Tuple[int, int, str], ...]]:
+    """(kernel index, bias index, activation name) of each named dense layer of `keras_model`,
+    input to output, the indices into `variables` (a model's variables in `get_weights` order);
+    None when a layer's activation has no numpy form or its variables are not among them."""
+    index = {v.name.split(":")[0]: i for i, v in enumerate(variables)}
+    layers = []
+    for name in layer_names:
+        activation = getattr(keras_model.get_layer(name).activation, "__name__", None)
+        if (activation not in _ACTIVATIONS or f"{name}/kernel" not in index
+                or f"{name}/bias" not in index):
+            return None
+        layers.append((index[f"{name}/kernel"], index[f"{name}/bias"], activation))
+    return tuple(layers)
+
+
+def is_flat_box(space) -> bool:
+    """A rank-1 floating Box: observations a numpy stand-in takes as they are."""
     return (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
             and np.issubdtype(space.dtype, np.floating))
 
 
-class NumpyPolicy:
-    """A TF policy's acting, value and postprocessing parts in numpy (module docstring); its
-    policy trunk and draws are a `NumpyActor`'s."""
+class NumpyStandIn:
+    """What every numpy stand-in of a TF policy shares (module docstring): its TF policy on
+    demand, weights in the TF policy's `get_weights` order, the global timestep, and
+    postprocessing with the policy's build_tf_policy hooks. Subclasses act (`compute_actions`)
+    and keep their numpy form of the weights in `_load_weights`."""
 
     acts_in_numpy = True  # read by the env runner: no TF call per fragment either
 
-    def __init__(self, spec: NumpyPolicySpec, observation_space, action_space,
+    def __init__(self, spec: NumpyStandInSpec, observation_space, action_space,
                  config: Optional[dict] = None):
         self._spec = spec
         self._given_config = dict(config or {})
@@ -186,7 +217,7 @@ class NumpyPolicy:
         self.global_timestep = 0
         self._obs_size = int(np.prod(observation_space.shape))
         self._tf = None
-        self._rng = np.random.default_rng(merged.get("seed"))  # the actor's, kept across weights
+        self._rng = np.random.default_rng(merged.get("seed"))  # kept across weights
         self._weights: Optional[List[np.ndarray]] = None
         self._set_own_weights(spec.initial_weights)
 
@@ -208,8 +239,12 @@ class NumpyPolicy:
                 self.observation_space, self.action_space, self._given_config)
             policy.set_weights(self._current_weights())
             policy.global_timestep = self.global_timestep
+            self._hand_over_state(policy)
             self._tf = policy
         return self._tf
+
+    def _hand_over_state(self, tf_policy) -> None:
+        """Gives a newly built TF policy what the stand-in keeps besides weights and timestep."""
 
     def __getattr__(self, name: str):
         # only for names this class lacks; dunder lookups (copy, pickle) must not build TF
@@ -221,17 +256,21 @@ class NumpyPolicy:
 
     def _current_weights(self) -> List[np.ndarray]:
         if self._weights is None:
-            self._set_own_weights(self._tf.get_weights())
+            self._read_tf_policy(self._tf)
         return self._weights
+
+    def _read_tf_policy(self, tf_policy) -> None:
+        """Takes the weights (and whatever else the stand-in keeps) from the TF policy, the
+        truth once it exists."""
+        self._set_own_weights(tf_policy.get_weights())
 
     def _set_own_weights(self, weights: Sequence[np.ndarray]) -> None:
         self._weights = [np.asarray(w, np.float32) for w in weights]
-        self._actor = NumpyActor(None, self._layers(self._spec.pi_layers),
-                                 self._spec.distribution, self._rng, flat_observations=True)
-        self._vf = self._layers(self._spec.vf_layers)
+        self._load_weights()
 
-    def _layers(self, indices) -> list:
-        return [(self._weights[k], self._weights[b], _ACTIVATIONS[a]) for k, b, a in indices]
+    def _load_weights(self) -> None:
+        """Rebuilds the numpy form of `self._weights`."""
+        raise NotImplementedError
 
     # --- weights and global variables -----------------------------------------------------------
     def get_weights(self) -> List[np.ndarray]:
@@ -244,16 +283,19 @@ class NumpyPolicy:
         Raises:
           CheckpointError: their number or shapes do not match the policy's.
         """
-        expected = [w.shape for w in self._spec.initial_weights]
-        got = [np.shape(w) for w in weights]
-        if got != expected:
-            raise CheckpointError(
-                f"{self._spec.class_name}: got {len(got)} weights of shapes {got}, the model "
-                f"has {len(expected)} of shapes {expected}; pass the weights of a policy with "
-                "the same model config")
+        self._check_shapes(weights, self._spec.initial_weights, "weights")
         if self._tf is not None:
             self._tf.set_weights(weights)
         self._set_own_weights(weights)
+
+    def _check_shapes(self, weights, expected_like, what: str) -> None:
+        expected = [w.shape for w in expected_like]
+        got = [np.shape(w) for w in weights]
+        if got != expected:
+            raise CheckpointError(
+                f"{self._spec.class_name}: got {len(got)} {what} of shapes {got}, the model "
+                f"has {len(expected)} of shapes {expected}; pass the {what} of a policy with "
+                "the same model config")
 
     def on_global_var_update(self, global_vars: Dict) -> None:
         self.global_timestep = int(global_vars.get("timestep", self.global_timestep))
@@ -277,6 +319,42 @@ class NumpyPolicy:
                 f"{self._spec.class_name}: observations of shape {obs.shape} do not match the "
                 f"observation space {self.observation_space} with a leading batch dimension")
         return obs.reshape(len(obs), self._obs_size)
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
+                        prev_reward_batch=None, explore=None, timestep=None, **kwargs):
+        raise NotImplementedError
+
+    def compute_single_action(self, obs, state=None, explore=None, timestep=None):
+        """One action for one observation: (action, [], extra_fetches)."""
+        actions, _, extras = self.compute_actions(np.asarray(obs)[None], explore=explore,
+                                                  timestep=timestep)
+        return actions[0], [], {k: v[0] for k, v in extras.items()}
+
+    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+        fn = self._spec.postprocess_fn
+        return sample_batch if fn is None else fn(self, sample_batch, other_agent_batches,
+                                                  episode)
+
+    def postprocess_fragment(self, batch):
+        fn = self._spec.postprocess_fragment_fn
+        return batch if fn is None else fn(self, batch)
+
+    def __repr__(self) -> str:
+        state = "with its TensorFlow policy built" if self._tf is not None else "numpy only"
+        return f"{type(self).__name__}({self._spec.class_name}, {state})"
+
+
+class NumpyPolicy(NumpyStandIn):
+    """A TF policy's acting, value and postprocessing parts in numpy (module docstring); its
+    policy trunk and draws are a `NumpyActor`'s."""
+
+    def _load_weights(self) -> None:
+        self._actor = NumpyActor(None, self._layers(self._spec.pi_layers),
+                                 self._spec.distribution, self._rng, flat_observations=True)
+        self._vf = self._layers(self._spec.vf_layers)
+
+    def _layers(self, indices) -> list:
+        return [(self._weights[k], self._weights[b], _ACTIVATIONS[a]) for k, b, a in indices]
 
     def _distribution_inputs(self, x: np.ndarray) -> np.ndarray:
         self._current_weights()  # read again from the TF policy if it may have changed them
@@ -304,12 +382,6 @@ class NumpyPolicy:
                   "vf_preds": self._values(x)}
         return actions, [], extras
 
-    def compute_single_action(self, obs, state=None, explore=None, timestep=None):
-        """One action for one observation: (action, [], extra_fetches)."""
-        actions, _, extras = self.compute_actions(np.asarray(obs)[None], explore=explore,
-                                                  timestep=timestep)
-        return actions[0], [], {k: v[0] for k, v in extras.items()}
-
     def _logp(self, inputs: np.ndarray, actions: np.ndarray) -> np.ndarray:
         return log_likelihoods(self._spec.distribution, inputs, actions)
 
@@ -326,15 +398,5 @@ class NumpyPolicy:
         """log pi(actions | obs) [B] under the policy's action distribution."""
         return self._logp(self._distribution_inputs(self._flat_obs(obs_batch)), actions)
 
-    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
-        fn = self._spec.postprocess_fn
-        return sample_batch if fn is None else fn(self, sample_batch, other_agent_batches,
-                                                  episode)
 
-    def postprocess_fragment(self, batch):
-        fn = self._spec.postprocess_fragment_fn
-        return batch if fn is None else fn(self, batch)
-
-    def __repr__(self) -> str:
-        state = "with its TensorFlow policy built" if self._tf is not None else "numpy only"
-        return f"NumpyPolicy({self._spec.class_name}, {state})"
+NumpyPolicySpec.stand_in = NumpyPolicy

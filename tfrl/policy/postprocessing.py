@@ -171,3 +171,17 @@ def adjust_nstep(n_step: int, gamma: float, batch: SampleBatch) -> SampleBatch:
         batch[SampleBatch.TRUNCATEDS] = truncated[last]
     batch[SampleBatch.N_STEPS] = (last - idx + 1).astype(np.int32)
     return batch
+
+
+def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, episode=None):
+    """n-step transitions (adjust_nstep with config n_step and gamma; adds `n_steps`) and a
+    `weights` column of ones where the batch has none (replay puts importance weights there).
+
+    Raises:
+        InvalidBatchError: if rewards, new_obs or terminateds are missing.
+    """
+    batch = adjust_nstep(int(policy.config["n_step"]), float(policy.config["gamma"]),
+                         sample_batch.copy(shallow=True))
+    if SampleBatch.PRIO_WEIGHTS not in batch:
+        batch[SampleBatch.PRIO_WEIGHTS] = np.ones(batch.count, np.float32)
+    return batch

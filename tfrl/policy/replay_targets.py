@@ -7,25 +7,12 @@ DQN, DDPG/TD3 and SAC all declare these two; only the value of the next state di
 """
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
-from tfrl.policy.postprocessing import adjust_nstep
+# postprocess_nstep_and_prio lives with the other trajectory postprocessing (no TensorFlow: the
+# numpy stand-ins of rollout workers call it); imported here for the policies that declare it
+from tfrl.policy.postprocessing import postprocess_nstep_and_prio  # noqa: F401
 from tfrl.policy.sample_batch import SampleBatch
-
-
-def postprocess_nstep_and_prio(policy, sample_batch, other_agent_batches=None, episode=None):
-    """n-step transitions (adjust_nstep with config n_step and gamma; adds `n_steps`) and a
-    `weights` column of ones where the batch has none (replay puts importance weights there).
-
-    Raises:
-        InvalidBatchError: if rewards, new_obs or terminateds are missing.
-    """
-    batch = adjust_nstep(int(policy.config["n_step"]), float(policy.config["gamma"]),
-                         sample_batch.copy(shallow=True))
-    if SampleBatch.PRIO_WEIGHTS not in batch:
-        batch[SampleBatch.PRIO_WEIGHTS] = np.ones(batch.count, np.float32)
-    return batch
 
 
 def compute_q_targets(rewards, terminateds, n_steps, q_tp1_best, gamma):

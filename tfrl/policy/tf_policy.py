@@ -761,7 +761,7 @@ class TFPolicy(Policy):
         Raises:
             CheckpointError: if their number or shapes do not match the model.
         """
-        _assign_all(self.model_variables, weights, "model weights")
+        assign_checked(self.model_variables, weights, "model weights")
 
     def get_state(self) -> Dict:
         state = {
@@ -837,7 +837,12 @@ def _check_fit(variables, values, what):
                 f"{tuple(v.shape)}; the state comes from a differently configured policy.")
 
 
-def _assign_all(variables, values, what):
+def assign_checked(variables, values, what: str) -> None:
+    """Assigns `values` to `variables`.
+
+    Raises:
+      CheckpointError: their number or shapes differ (`what` names them in the message).
+    """
     _check_fit(variables, values, what)
     for v, w in zip(variables, values):
         v.assign(w)

@@ -104,3 +104,24 @@ def make_schedule(value: float, schedule: Sequence[Sequence[float]] | None) -> S
     if schedule:
         return PiecewiseSchedule(schedule)
     return ConstantSchedule(value)
+
+
+def epsilon_schedule_from_config(exploration_config: dict):
+    """The LinearSchedule of epsilon (a constant if epsilon_timesteps is 0).
+
+    Raises:
+        InvalidConfigError: epsilons outside [0, 1] or negative epsilon_timesteps.
+    """
+    initial = float(exploration_config["initial_epsilon"])
+    final = float(exploration_config["final_epsilon"])
+    timesteps = int(exploration_config["epsilon_timesteps"])
+    if not (0.0 <= initial <= 1.0 and 0.0 <= final <= 1.0):
+        raise InvalidConfigError(
+            f"exploration_config epsilons must be in [0, 1], got initial {initial}, final "
+            f"{final}.")
+    if timesteps < 0:
+        raise InvalidConfigError(
+            f"exploration_config epsilon_timesteps must be >= 0, got {timesteps}.")
+    if timesteps == 0:
+        return ConstantSchedule(final)
+    return LinearSchedule(timesteps, final_p=final, initial_p=initial)

@@ -7,8 +7,8 @@ import pytest
 from tfrl.agents.dqn import ApexTrainer
 from tfrl.agents.dqn.apex import validate_config
 from tfrl.errors import InvalidConfigError
-from tfrl.optimizers.async_replay_optimizer import (REPLAY_TABLE, _SHARD, PrioritySender,
-                                                   per_worker_epsilon)
+from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE, _SHARD, PrioritySender
+from tfrl.optimizers.per_worker_exploration import per_worker_epsilon
 from tfrl.policy import SampleBatch
 
 # The README's Ape-X example, with a small network and short iterations for the test.
@@ -205,12 +205,15 @@ def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(ap
     assert all(n > 0 for n in optimizer.priority_updates_per_shard)
 
     workers = apex.workers.remote_workers()
+    # the workers act with DQN's numpy stand-in (numpy_q_policy.py): no TensorFlow started
     epsilons = ray.get([w.apply.remote(
-        lambda worker: (worker.worker_index, float(worker.get_policy().cur_epsilon.numpy())))
+        lambda worker: (worker.worker_index, worker.get_policy().epsilon_schedule.value(0),
+                        "tensorflow" in __import__("sys").modules))
         for w in workers])
-    for index, epsilon in epsilons:
+    for index, epsilon, has_tensorflow in epsilons:
         assert epsilon == pytest.approx(0.4 ** (1 + (index - 1) / 2 * 7), rel=1e-5)
-    assert len({round(e, 6) for _, e in epsilons}) == 3
+        assert not has_tensorflow
+    assert len({round(e, 6) for _, e, _ in epsilons}) == 3
 
     # each worker acts with weights the learner published after learning started
     assert len(published) >= 2

@@ -2,6 +2,8 @@
 mid-training, as when its node dies. Without shard checkpoints the trainer goes on with the other
 shards. (A shard restarted from its checkpoint on another node: tests/tfrl/cluster/
 test_shard_loss.py.)"""
+import time
+
 import pytest
 
 from tfrl.agents.dqn import ApexTrainer
@@ -28,14 +30,16 @@ def kill_shard(trainer, shard):
     ray.kill(trainer.optimizer.shards._actors[shard])
 
 
-def train_until(trainer, condition, max_iterations=40):
-    """Trains until `condition()` holds (the learner restarts, and retraces, after a loss);
-    returns the last result."""
-    for _ in range(max_iterations):
+def train_until(trainer, condition, seconds=120.0):
+    """Trains until `condition()` holds (the learner restarts, and retraces, after a loss: a
+    wait in wall-clock time, however short the iterations); returns the last result."""
+    deadline = time.monotonic() + seconds
+    while True:
         result = trainer.train()
         if condition():
             return result
-    raise AssertionError(f"not reached within {max_iterations} iterations: {result['info']}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {seconds} s: {result['info']}")
 
 
 @pytest.mark.timeout(300)

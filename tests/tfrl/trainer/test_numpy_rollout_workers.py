@@ -1,7 +1,8 @@
-"""Remote rollout workers of a policy that runs in numpy (tfrl/policy/numpy_policy.py) through a
-trainer on real Ray: they never start TensorFlow while they only sample, the trainer learns from
-their rows, their weights follow the learner's, and asking one for more than sampling (gradients)
-builds its TensorFlow policy with the same weights, giving the same gradients as the driver's."""
+"""Remote rollout workers of a policy that runs in numpy (tfrl/policy/numpy_policy.py, and
+DQN's tfrl/agents/dqn/numpy_q_policy.py) through a trainer on real Ray: they never start
+TensorFlow while they only sample, the trainer learns from their rows, their weights follow the
+learner's, and asking one for more than sampling (gradients) builds its TensorFlow policy with
+the same weights, giving the same gradients as the driver's."""
 import sys
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 import ray
 
 from tfrl.agents.a3c import A2CTrainer
+from tfrl.agents.dqn import DQNTFPolicy
+from tfrl.agents.dqn.dqn import DQNTrainer
 from tfrl.agents.ppo.ppo import PPOTrainer
 
 pytestmark = pytest.mark.timeout(300)
@@ -69,5 +72,26 @@ def test_turned_off_the_remote_workers_build_the_tensorflow_policy(ray_session, 
         assert trainer.train()["timesteps_total"] > 0
         [(has_tf, policy)] = _remote_states(trainer)
         assert has_tf and "PPOTFPolicy object" in policy
+    finally:
+        trainer.stop()
+
+
+def test_dqn_remote_workers_sample_without_tensorflow_and_follow_the_learner(
+        ray_session, small_config):
+    trainer = DQNTrainer(config=dict(small_config("DQN"), num_workers=1), env="CartPole-v1")
+    try:
+        assert trainer.workers.remote_policies_in_numpy
+        first = trainer.train()
+        second = trainer.train()
+        assert second["timesteps_total"] > first["timesteps_total"] > 0
+        assert second["info"]["num_steps_trained"] > 0
+        assert _remote_states(trainer) == [(False, "NumpyQPolicy(DQNTFPolicy, numpy only)")]
+        trainer.workers.sync_weights()
+        local = trainer.get_policy().get_weights()
+        [remote] = trainer.workers.foreach_worker(lambda w: w.get_weights()["default_policy"],
+                                                  local_worker=False)
+        for a, b in zip(local, remote):
+            np.testing.assert_array_equal(a, b)
+        assert type(trainer.workers.local_worker().get_policy()) is DQNTFPolicy
     finally:
         trainer.stop()

@@ -26,13 +26,13 @@ import functools
 from typing import Dict
 
 import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 import tree
 
 from tfrl.agents.dqn.config import DEFAULT_CONFIG
 from tfrl.agents.dqn.dqn_model import QNetwork
+from tfrl.agents.dqn.numpy_q_policy import numpy_q_policy_spec, rate_transitions
 from tfrl.config import policy_defaults
 from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
 from tfrl.models.catalog import ModelCatalog
@@ -40,36 +40,18 @@ from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
                          TargetNetworkMixin, build_tf_policy)
 from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
                                          td_error_fetches)
-from tfrl.utils.schedules import ConstantSchedule, LinearSchedule
-
-
-def epsilon_schedule_from_config(exploration_config: Dict):
-    """The LinearSchedule of epsilon (a constant if epsilon_timesteps is 0).
-
-    Raises:
-        InvalidConfigError: epsilons outside [0, 1] or negative epsilon_timesteps.
-    """
-    initial = float(exploration_config["initial_epsilon"])
-    final = float(exploration_config["final_epsilon"])
-    timesteps = int(exploration_config["epsilon_timesteps"])
-    if not (0.0 <= initial <= 1.0 and 0.0 <= final <= 1.0):
-        raise InvalidConfigError(
-            f"exploration_config epsilons must be in [0, 1], got initial {initial}, final "
-            f"{final}.")
-    if timesteps < 0:
-        raise InvalidConfigError(
-            f"exploration_config epsilon_timesteps must be >= 0, got {timesteps}.")
-    if timesteps == 0:
-        return ConstantSchedule(final)
-    return LinearSchedule(timesteps, final_p=final, initial_p=initial)
+from tfrl.utils.schedules import epsilon_schedule_from_config
 
 
 class EpsilonGreedyExploration:
     """Keeps `policy.cur_epsilon` (a variable the traced action sampler reads) equal to the
     epsilon schedule at the timestep actions are computed for, and makes export greedy.
+    Remote rollout workers of DQNTFPolicy act with its numpy stand-in (numpy_q_policy.py).
 
     Config: `exploration_config` {initial_epsilon, final_epsilon, epsilon_timesteps}.
     """
+
+    numpy_spec_fn = staticmethod(numpy_q_policy_spec)  # read by tfrl.policy.numpy_policy
 
     def _setup_mixin(self):
         self.epsilon_schedule = epsilon_schedule_from_config(self.config["exploration_config"])
@@ -174,18 +156,13 @@ def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, time
 def add_worker_priorities(policy, batch):
     """With `worker_side_prioritization` (Ape-X) the worker rates its own transitions: a
     `priorities` column |td_error| + prioritized_replay_eps from its current online and target
-    networks, which becomes each replay item's initial priority. A fragment hook
-    (`postprocess_fragment_fn`): one TD-error call for the whole fragment, whose n-step
+    networks, which becomes each replay item's initial priority (`rate_transitions`). A fragment
+    hook (`postprocess_fragment_fn`): one TD-error call for the whole fragment, whose n-step
     columns `postprocess_nstep_and_prio` made piece by piece."""
     # the loss is usable only once initialised
     if (policy.config.get("worker_side_prioritization") and policy.loss_input_signature
             and batch.count):
-        td_error = policy.compute_td_error(
-            batch[SampleBatch.OBS], batch[SampleBatch.ACTIONS], batch[SampleBatch.REWARDS],
-            batch[SampleBatch.NEXT_OBS], batch[SampleBatch.TERMINATEDS],
-            batch[SampleBatch.PRIO_WEIGHTS], **{SampleBatch.N_STEPS: batch[SampleBatch.N_STEPS]})
-        batch["priorities"] = (np.abs(td_error)
-                               + float(policy.config["prioritized_replay_eps"])).astype(np.float32)
+        return rate_transitions(policy, batch)
     return batch
 
 
