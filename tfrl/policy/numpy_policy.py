@@ -23,6 +23,11 @@ Anything else (gradients, learning, checkpoints, export, `model`) builds the Ten
 on first use, with the current weights, and is answered
 by it. From then on the TF policy's weights are the truth: the numpy copy reads them again
 after any access to the TF policy, before it next acts.
+
+`NumpyStandIn` holds what every such stand-in shares (the TF policy on demand, weights, the
+global timestep, the postprocessing hooks). A policy class whose acting NumpyActor does not
+cover may bring a stand-in of its own by naming its spec function as `numpy_spec_fn`: DQN's
+epsilon-greedy policy does (tfrl/agents/dqn/numpy_q_policy.py).
 """
 from __future__ import annotations
 
