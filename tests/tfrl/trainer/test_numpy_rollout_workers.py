@@ -22,6 +22,15 @@ def _remote_states(trainer):
         lambda w: ("tensorflow" in sys.modules, repr(w.get_policy())), local_worker=False)
 
 
+def _assert_remote_weights_are_the_learners(trainer):
+    trainer.workers.sync_weights()
+    local = trainer.get_policy().get_weights()
+    for remote in trainer.workers.foreach_worker(lambda w: w.get_weights()["default_policy"],
+                                                 local_worker=False):
+        for a, b in zip(local, remote):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_sampling_workers_run_without_tensorflow_and_follow_the_learners_weights(
         ray_session, small_config):
     trainer = PPOTrainer(config=dict(small_config("PPO"), num_workers=2), env="CartPole-v1")
@@ -32,12 +41,7 @@ def test_sampling_workers_run_without_tensorflow_and_follow_the_learners_weights
         assert second["timesteps_total"] == 2 * first["timesteps_total"] > 0
         assert second["info"]["learner"]["default_policy"]["vf_loss"] > 0
         assert _remote_states(trainer) == [(False, "NumpyPolicy(PPOTFPolicy, numpy only)")] * 2
-        trainer.workers.sync_weights()
-        local = trainer.get_policy().get_weights()
-        for remote in trainer.workers.foreach_worker(lambda w: w.get_weights()["default_policy"],
-                                                     local_worker=False):
-            for a, b in zip(local, remote):
-                np.testing.assert_array_equal(a, b)
+        _assert_remote_weights_are_the_learners(trainer)
     finally:
         trainer.stop()
 
@@ -86,12 +90,7 @@ def test_dqn_remote_workers_sample_without_tensorflow_and_follow_the_learner(
         assert second["timesteps_total"] > first["timesteps_total"] > 0
         assert second["info"]["num_steps_trained"] > 0
         assert _remote_states(trainer) == [(False, "NumpyQPolicy(DQNTFPolicy, numpy only)")]
-        trainer.workers.sync_weights()
-        local = trainer.get_policy().get_weights()
-        [remote] = trainer.workers.foreach_worker(lambda w: w.get_weights()["default_policy"],
-                                                  local_worker=False)
-        for a, b in zip(local, remote):
-            np.testing.assert_array_equal(a, b)
+        _assert_remote_weights_are_the_learners(trainer)
         assert type(trainer.workers.local_worker().get_policy()) is DQNTFPolicy
     finally:
         trainer.stop()
