@@ -196,6 +196,12 @@ def dense_layer_indices(keras_model: Any, variables: Sequence[Any], layer_names:
     return tuple(layers)
 
 
+def dense_layers(weights: Sequence[np.ndarray], indices: Sequence[Tuple[int, int, str]]) -> list:
+    """The (kernel, bias, activation function) layers `forward` takes, from weights in
+    `get_weights` order and `dense_layer_indices`' indices."""
+    return [(weights[k], weights[b], _ACTIVATIONS[a]) for k, b, a in indices]
+
+
 def is_flat_box(space) -> bool:
     """A rank-1 floating Box: observations a numpy stand-in takes as they are."""
     return (isinstance(space, gym.spaces.Box) and len(space.shape) == 1
@@ -354,12 +360,9 @@ class NumpyPolicy(NumpyStandIn):
     policy trunk and draws are a `NumpyActor`'s."""
 
     def _load_weights(self) -> None:
-        self._actor = NumpyActor(None, self._layers(self._spec.pi_layers),
+        self._actor = NumpyActor(None, dense_layers(self._weights, self._spec.pi_layers),
                                  self._spec.distribution, self._rng, flat_observations=True)
-        self._vf = self._layers(self._spec.vf_layers)
-
-    def _layers(self, indices) -> list:
-        return [(self._weights[k], self._weights[b], _ACTIVATIONS[a]) for k, b, a in indices]
+        self._vf = dense_layers(self._weights, self._spec.vf_layers)
 
     def _distribution_inputs(self, x: np.ndarray) -> np.ndarray:
         self._current_weights()  # read again from the TF policy if it may have changed them

@@ -29,9 +29,9 @@ from typing import List, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from tfrl.policy.numpy_actor import _ACTIVATIONS, forward
+from tfrl.policy.numpy_actor import forward
 from tfrl.policy.numpy_policy import (NumpyStandIn, NumpyStandInSpec, dense_layer_indices,
-                                      is_flat_box, postprocess_hooks)
+                                      dense_layers, is_flat_box, postprocess_hooks)
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.utils.schedules import epsilon_schedule_from_config
 
@@ -144,11 +144,8 @@ class NumpyQPolicy(NumpyStandIn):
 
     def _network(self, weights: Sequence[np.ndarray]) -> tuple:
         spec = self._spec
-
-        def layers(indices):
-            return [(weights[k], weights[b], _ACTIVATIONS[a]) for k, b, a in indices]
-
-        return layers(spec.trunk_layers), layers(spec.head_layers), layers(spec.value_layers)
+        return (dense_layers(weights, spec.trunk_layers), dense_layers(weights, spec.head_layers),
+                dense_layers(weights, spec.value_layers))
 
     @staticmethod
     def _q_values(network: tuple, x: np.ndarray) -> np.ndarray:
@@ -170,9 +167,13 @@ class NumpyQPolicy(NumpyStandIn):
             ordered[position] = np.asarray(value, np.float32)
         return ordered
 
+    def _in_target_order(self, weights: Sequence[np.ndarray]) -> List[np.ndarray]:
+        """`weights` (in `get_weights` order) in the target model's variable order."""
+        return [weights[i] for i in self._spec.target_order]
+
     def _hand_over_state(self, tf_policy) -> None:
         tf_policy.set_epsilon_schedule(self.epsilon_schedule)
-        tf_policy.set_target_weights([self._target_weights[i] for i in self._spec.target_order])
+        tf_policy.set_target_weights(self._in_target_order(self._target_weights))
 
     def set_target_weights(self, weights) -> None:
         """Sets the target network, given in the TF policy's `target_model.variables` order.
@@ -180,7 +181,7 @@ class NumpyQPolicy(NumpyStandIn):
         Raises:
           CheckpointError: their number or shapes do not match the target network's.
         """
-        self._check_shapes(weights, [self._spec.initial_weights[i] for i in self._spec.target_order],
+        self._check_shapes(weights, self._in_target_order(self._spec.initial_weights),
                            "target weights")
         self._current_weights()  # read the TF policy first where it may have changed them
         if self._tf is not None:
