@@ -107,9 +107,8 @@ def test_q_target_bounds_clip_the_td_targets():
     _, _, per_sample = loss_outputs(policy, batch)
     rows = np.arange(batch.count)
     q_t = q_of(policy.model, batch[SampleBatch.OBS])
-    q_next_online = q_of(policy.model, batch[SampleBatch.NEXT_OBS])
-    q_next_target = q_of(policy.target_model, batch[SampleBatch.NEXT_OBS])
-    unclipped = batch[SampleBatch.REWARDS] + GAMMA * q_next_target[rows, q_next_online.argmax(axis=1)]
+    double_value, _ = double_and_max_targets(policy, batch)
+    unclipped = batch[SampleBatch.REWARDS] + GAMMA * double_value
     assert np.any(unclipped > 0.5) and np.any(unclipped < -0.5)  # both bounds bite
     expected = q_t[rows, batch[SampleBatch.ACTIONS]] - np.clip(unclipped, -0.5, 0.5)
     np.testing.assert_allclose(per_sample["td_error"], expected, rtol=1e-4, atol=1e-5)
