@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfrl import errors
 from tfrl.replay_hosting import ReplayHosting, ReplayServerActor
 
 logger = logging.getLogger(__name__)
+
+# A restarted shard whose new actor died with its node is started again, this often.
+_RESTART_ATTEMPTS = 3
+_RESTART_RETRY_SECONDS = 2.0
 
 
 # The Ray actor body of one shard (kept under its former name too).
@@ -151,6 +156,8 @@ class ReplayShards:
 
         Raises:
           InvalidConfigError: the shards are external or were started without checkpoints.
+          ray.exceptions.ActorDiedError: the new server's actor died in each of
+            `_RESTART_ATTEMPTS` starts (a node dying is noticed late; the next start avoids it).
         """
         import ray
 
@@ -169,7 +176,17 @@ class ReplayShards:
             except Exception:  # noqa: BLE001 - a client of a server that is gone
                 pass
         configs = [table.config() for table in self._tables.values()]
-        actors, addresses = self.hosting.start_actors(1, configs, [self._checkpoint_path(index)])
+        for attempt in range(_RESTART_ATTEMPTS):
+            try:
+                actors, addresses = self.hosting.start_actors(1, configs,
+                                                              [self._checkpoint_path(index)])
+                break
+            except ray.exceptions.ActorDiedError:
+                # Placed on a node that was dying too, before Ray marked it dead: once it has,
+                # the next try lands elsewhere.
+                if attempt == _RESTART_ATTEMPTS - 1:
+                    raise
+                time.sleep(_RESTART_RETRY_SECONDS)
         self._actors[index], self.addresses[index] = actors[0], addresses[0]
         logger.warning("replay shard %d restarted on %s from %s", index, addresses[0],
                        self._checkpoint_path(index))
