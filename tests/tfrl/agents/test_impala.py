@@ -5,6 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import ray
+import tf_keras as keras
 
 from tfrl import errors
 from tfrl.agents.impala import APPOTrainer, AsyncPPOTFPolicy, ImpalaTrainer
@@ -72,6 +73,20 @@ def test_appo_short_training_run_learns_on_whole_batches(ray_session):
     config = small_config(num_workers=1, num_sgd_iter=2, minibatch_buffer_size=2)
     trainer = APPOTrainer(env="CartPole-v1", config=config)
     try:
+        check_training(trainer, trainer.get_policy().get_weights())
+    finally:
+        trainer.stop()
+
+
+def test_impala_learns_with_the_papers_rmsprop_optimizer(ray_session):
+    config = small_config(num_workers=1, num_sgd_iter=2, minibatch_buffer_size=2,
+                          opt_type="rmsprop", decay=0.9, momentum=0.0,
+                          epsilon=0.01, lr=0.01)
+    trainer = ImpalaTrainer(env="CartPole-v1", config=config)
+    try:
+        optimizer = trainer.get_policy().optimizer
+        assert isinstance(optimizer, keras.optimizers.RMSprop)
+        assert (optimizer.rho, optimizer.epsilon) == (0.9, 0.01)
         check_training(trainer, trainer.get_policy().get_weights())
     finally:
         trainer.stop()
@@ -171,6 +186,11 @@ def test_train_batch_must_be_whole_fragments():
         get_trainer_class("IMPALA")(config=small_config(train_batch_size=30), env="CartPole-v1")
     with pytest.raises(errors.InvalidConfigError, match="truncate_episodes"):
         get_trainer_class("APPO")(config=small_config(batch_mode="complete_episodes"),
+                                  env="CartPole-v1")
+    with pytest.raises(errors.InvalidConfigError, match="opt_type must be"):
+        get_trainer_class("IMPALA")(config=small_config(opt_type="sgd"), env="CartPole-v1")
+    with pytest.raises(errors.InvalidConfigError, match="RMSProp's"):
+        get_trainer_class("APPO")(config=small_config(opt_type="rmsprop", epsilon=0.0),
                                   env="CartPole-v1")
 
 

@@ -38,6 +38,12 @@ DEFAULT_CONFIG = with_common_config({
     "entropy_coeff_schedule": None,
     # Clip gradients to this global norm (None: no clipping).
     "grad_clip": 40.0,
+    # The learner's optimizer (RLlib's keys): "adam" (Adam(lr), TensorFlow's epsilon of 1e-7) or
+    # "rmsprop" (the IMPALA paper's: RMSProp(lr, rho=decay, momentum, epsilon)).
+    "opt_type": "adam",
+    "decay": 0.99,
+    "momentum": 0.0,
+    "epsilon": 0.1,
     # An iteration lasts at least this long, so results are not reported too often.
     "min_iter_time_s": 10,
 })

@@ -33,6 +33,11 @@ def validate_config(config: dict) -> None:
         if config[key] is not None and config[key] <= 0:
             raise InvalidConfigError(
                 f"{key} must be > 0 (or None for no clipping), got {config[key]}")
+    if config["opt_type"] not in ("adam", "rmsprop"):
+        raise InvalidConfigError(
+            f"opt_type must be \"adam\" or \"rmsprop\", got {config['opt_type']!r}")
+    if config["opt_type"] == "rmsprop" and not config["epsilon"] > 0:
+        raise InvalidConfigError(f"epsilon (RMSProp's) must be > 0, got {config['epsilon']}")
     check_fragment_config(config)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 
 import tensorflow as tf
+import tf_keras as keras
 import tree
 
 from tfrl.agents.impala.config import DEFAULT_CONFIG
@@ -105,6 +106,14 @@ def vtrace_loss(policy, model, dist_class, train_batch):
     return policy.total_loss
 
 
+def make_learner_optimizer(policy, config):
+    """Adam, or the IMPALA paper's RMSProp, as config["opt_type"] says (shared with APPO)."""
+    if config["opt_type"] == "rmsprop":
+        return keras.optimizers.RMSprop(learning_rate=config["lr"], rho=config["decay"],
+                                        momentum=config["momentum"], epsilon=config["epsilon"])
+    return keras.optimizers.Adam(learning_rate=config["lr"])
+
+
 def vtrace_stats(policy, train_batch):
     return {
         "total_loss": policy.total_loss,
@@ -123,5 +132,6 @@ VTraceTFPolicy = build_tf_policy(
     loss_fn=vtrace_loss,
     get_default_config=functools.partial(policy_defaults, DEFAULT_CONFIG),
     stats_fn=vtrace_stats,
+    optimizer_fn=make_learner_optimizer,
     mixins=[TrajectoryFragments, ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule],
 )
