@@ -354,7 +354,9 @@ class _Prefetcher:
             self._put((None, e))
 
     def _put(self, entry) -> bool:
-        while not self._stopped.is_set():
+        # A closed dataset's iterator may never be read again (its owner keeps it, or tf.data does),
+        # so nothing would take from a full queue: stop then too, ending the thread and its stream.
+        while not (self._stopped.is_set() or self._closed.is_set()):
             try:
                 self._queue.put(entry, timeout=0.1)
                 return True

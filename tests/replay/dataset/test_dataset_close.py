@@ -1,6 +1,9 @@
 """`replay_close()` ends a dataset's streams at once, also those waiting for samples that will not
 come (a drained queue of a server that keeps running), so its iterator can be released."""
 
+import threading
+import time
+
 import pytest
 
 from replay.dataset import ReplayDataset
@@ -54,3 +57,32 @@ def test_close_ends_the_streams_of_pipelines_built_on_the_dataset(start_server, 
     helpers.write_steps(client, "queue", [9])
     assert list(dataset.batch(1)) == []
     assert client.server_info(timeout=10)["queue"].size == 1
+
+
+def test_close_ends_the_reader_threads_of_an_iterator_that_is_kept_but_no_longer_read(
+        start_server, helpers):
+    """A trainer that stops keeps its tf.data iterator: closing the dataset must still end the
+    threads reading ahead for it (blocked on a full prefetch queue), not leave one per stream."""
+    server = start_server([helpers.uniform_table()])
+    client = server.localhost_client()
+    helpers.write_steps(client, "uniform", range(4))
+
+    def readers():
+        return {t for t in threading.enumerate() if t.name == "replay-dataset-reader"}
+
+    before = readers()
+    dataset = ReplayDataset.from_table_signature(client.address, "uniform",
+                                                 max_in_flight_samples_per_worker=4)
+    iterator = iter(dataset)
+    assert int(next(iterator).data["action"]) in range(4)
+    started = readers() - before
+    assert started  # reading ahead of the consumer: the table samples without end
+    time.sleep(0.5)  # the prefetch queue fills and the reader waits for room
+    dataset.close()
+    deadline = time.monotonic() + 30
+    while any(t.is_alive() for t in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(t.is_alive() for t in started)
+    assert iterator is not None  # still held, never read again
+    # The server was not stopped and still serves others.
+    assert client.server_info(timeout=10)["uniform"].num_inserts == 4
