@@ -714,7 +714,8 @@ class Server:
         its writer (chunks sent and not yet released), and the target size of a sample
         response; an insert stream going over it ends with RESOURCE_EXHAUSTED.
       freeze_gc: run the garbage-collection policy of `replay.gc_freeze` (every second, the
-        objects alive leave the collector's view; a full collection once a minute). It spares
+        objects alive leave the collector's view; no automatic full collections, one full
+        collection once a minute). It spares
         the server the collector's walks over every stored item, a large share of its CPU time
         under fast inserts, but it changes the collector of the whole process: use it when the
         server has its process to itself (the `replay-server` command does).

@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-freeze-gc", dest="freeze_gc", action="store_false",
                         help="keep Python's default garbage collection (by default the server, alone in "
                              "its process, freezes surviving objects every second and collects fully "
-                             "once a minute; see replay.gc_freeze)")
+                             "only once a minute; see replay.gc_freeze)")
     parser.add_argument("--no-keep-freed-heap-memory", dest="keep_freed_heap_memory",
                         action="store_false",
                         help="keep the C allocator's defaults (by default the server, alone in its "

@@ -9,6 +9,7 @@ import weakref
 import numpy as np
 
 from replay import Fifo, MinSize, Server, Table, Uniform
+from replay import gc_freeze
 from replay.gc_freeze import GcFreezer
 
 
@@ -44,10 +45,35 @@ def test_frozen_cycles_are_collected_by_the_full_pass():
         loop.close()
 
 
+def test_young_cycles_are_still_collected_automatically_while_full_collections_wait():
+    loop = asyncio.new_event_loop()
+    before = gc.get_threshold()
+    freezer = GcFreezer(loop, interval=60.0, full_every=600.0)
+    try:
+        freezer.start()
+        young, middle, full = gc.get_threshold()
+        assert (young, middle, full) == gc_freeze._THRESHOLDS
+        gc.collect(0)  # the young generation's allocation count starts at zero
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+        alive = weakref.ref(a)
+        del a, b
+        garbage = [[] for _ in range(young + 100)]  # enough allocations for one young collection
+        assert alive() is None  # found by an automatic young collection, no explicit call
+        del garbage
+    finally:
+        freezer.stop()
+        loop.close()
+        gc.unfreeze()
+    assert gc.get_threshold() == before
+
+
 def test_server_with_freeze_gc_serves_and_unfreezes_on_stop():
     table = Table("t", Uniform(seed=0), Fifo(), 1000, MinSize(1))
+    before = gc.get_threshold()
     server = Server([table], freeze_gc=True)
     try:
+        assert gc.get_threshold() == gc_freeze._THRESHOLDS
         client = server.localhost_client()
         with client.trajectory_writer(num_keep_alive_refs=1) as writer:
             for i in range(300):
@@ -62,6 +88,7 @@ def test_server_with_freeze_gc_serves_and_unfreezes_on_stop():
     finally:
         server.stop()
     assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before  # the process's collector settings come back
 
 
 def test_server_leaves_the_collector_alone_by_default():
