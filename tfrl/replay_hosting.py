@@ -159,7 +159,8 @@ class ReplayServerActor:
     """A Ray actor body: one `replay.Server` built from table configs (`Table.config()` dicts, so
     nothing but plain data crosses to the actor), listening per `bind_address` on a free port;
     with `checkpoint_path` it restores the latest checkpoint there and `Client.checkpoint()`
-    writes new ones."""
+    writes new ones. The actor's process is the server's own, so the server runs the collector
+    policy of `replay.gc_freeze`, as the `replay-server` command does."""
 
     def __init__(self, table_configs: List[dict], bind_address: Optional[str] = None,
                  server_kwargs: Optional[dict] = None, checkpoint_path: Optional[str] = None):
@@ -170,7 +171,8 @@ class ReplayServerActor:
         listen, self._advertised = listen_and_advertised(bind_address)
         checkpointer = Checkpointer(checkpoint_path) if checkpoint_path else None
         self._server = Server([Table.from_config(c) for c in table_configs], port=None,
-                              host=listen, checkpointer=checkpointer, **(server_kwargs or {}))
+                              host=listen, checkpointer=checkpointer, freeze_gc=True,
+                              **(server_kwargs or {}))
 
     def address(self) -> str:
         """host:port clients on any node use (loopback for a loopback server)."""

@@ -29,6 +29,14 @@ def test_started_shards_are_separate_servers_and_stop_with_the_trainer(ray_sessi
         assert sizes == [1, 0]  # one buffer per shard, not one shared
         with pytest.raises(InvalidConfigError, match="after the replay shards started"):
             shards.add_table(table("late"))
+        # each shard's process is its own, so it keeps the collector off its stored items
+        import ray
+
+        from replay import gc_freeze
+
+        thresholds = ray.get([actor.__ray_call__.remote(lambda _: __import__("gc").get_threshold())
+                              for actor in shards._actors])
+        assert thresholds == [gc_freeze._THRESHOLDS] * 2
     finally:
         shards.stop()
     from replay import Client

@@ -250,8 +250,8 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._last_target_update = 0
         self.priority_updates_per_shard = [0] * num_shards
         self._priority_sender: Optional[PrioritySender] = None  # while the learner runs
-        # driver side: the sample in flight on each worker, the (weights, target) versions each
-        # has
+        # driver side: the samples in flight (ref -> worker), the (weights, target) versions
+        # each worker has
         self._in_flight: Dict = {}
         self._worker_version: Dict = {}
 
@@ -548,7 +548,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
     def _launch(self, worker) -> None:
         """The worker's next sample, after the newest weights."""
         self.send_newest_weights(worker)
-        self._in_flight[worker] = worker.sample.remote()
+        self._in_flight[worker.sample.remote()] = worker
 
     def step(self) -> dict:
         import ray
@@ -561,19 +561,21 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 steps, episodes, _ = sample_round(self.workers)
             self._count(steps, episodes)
             return self.learner_stats
+        busy = set(self._in_flight.values())
         for worker in self.workers.remote_workers():
-            if worker not in self._in_flight:  # first step, or a recreated worker
-                self._launch(worker)
+            if worker not in busy:  # first step, or a recreated worker
+                for _ in range(self.settings.max_sample_requests_in_flight_per_worker):
+                    self._launch(worker)
         with self.timer("sample"):
-            by_ref = {ref: worker for worker, ref in self._in_flight.items()}
             ready = []
             while not ready:  # workers may wait for the learner (rate limiter): watch it
-                ready, _ = ray.wait(list(by_ref), num_returns=1, timeout=1.0)
+                ready, _ = ray.wait(list(self._in_flight), num_returns=1, timeout=1.0)
                 self._watch_shards()
-            ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
-            finished = [(by_ref[ref], ref) for ref in ready]
+            ready, _ = ray.wait(list(self._in_flight), num_returns=len(self._in_flight), timeout=0)
+            finished = [(self._in_flight.pop(ref), ref) for ref in ready]
             for worker, ref in finished:
-                del self._in_flight[worker]
+                if worker not in self.workers.remote_workers():
+                    continue  # recreated after its other sample failed: nothing to count
                 index = self.workers.remote_worker_index(worker)
                 try:
                     summaries = self.workers.gather([(worker, ref)])  # a failed one is recreated
@@ -643,7 +645,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         import ray
 
         self._stop_learner()
-        refs = list(self._in_flight.values())
+        refs = list(self._in_flight)
         self._in_flight = {}
         self.shards.stop()
         deadline = time.monotonic() + 10.0

@@ -115,6 +115,8 @@ class AsyncReplaySettings(Settings):
     max_weight_sync_delay: int = setting(
         "learner steps between weight publications (workers take the newest before sampling)",
         minimum=1)
+    max_sample_requests_in_flight_per_worker: int = setting(
+        "sample() calls each remote worker has outstanding", minimum=1)
     target_network_update_freq: int = setting(
         "trained rows between target network updates", minimum=1)
     learner_steps_per_call: int = setting(

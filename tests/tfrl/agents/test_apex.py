@@ -1,6 +1,8 @@
 """Ape-X (APEX) through the AsyncReplayOptimizer: real Ray rollout workers writing into two
 real replay shard servers on loopback, the learner reading from both, priorities going back to
 each item's shard, per-worker epsilons and published weights reaching the workers."""
+import collections
+
 import numpy as np
 import pytest
 
@@ -205,6 +207,10 @@ def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(ap
     assert all(n > 0 for n in optimizer.priority_updates_per_shard)
 
     workers = apex.workers.remote_workers()
+    # every worker has two sample() calls outstanding (RLlib's default), so it starts its next
+    # fragment as soon as one ends instead of waiting for the driver
+    outstanding = collections.Counter(optimizer._in_flight.values())
+    assert set(outstanding) == set(workers) and sorted(outstanding.values()) == [2, 2, 2]
     # the workers act with DQN's numpy stand-in (numpy_q_policy.py): no TensorFlow started
     epsilons = ray.get([w.apply.remote(
         lambda worker: (worker.worker_index, worker.get_policy().epsilon_schedule.value(0),
@@ -272,7 +278,7 @@ def test_stop_takes_the_outcome_of_the_samples_its_stopped_shards_fail(ray_sessi
     optimizer.shards.stop = spying_stop
     try:
         trainer.train()
-        in_flight.extend(optimizer._in_flight.values())
+        in_flight.extend(optimizer._in_flight)
     finally:
         trainer.stop()
     assert running_at_shard_stop and running_at_shard_stop[0] >= 1

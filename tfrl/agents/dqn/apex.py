@@ -62,6 +62,9 @@ APEX_COMMON_CONFIG = {
     # Gradient steps between weight publications; a worker takes the newest before sampling.
     "max_weight_sync_delay": 400,
     # === Rollouts ===
+    # sample() calls each worker has outstanding (RLlib's AsyncReplayOptimizer keeps 2): a
+    # worker starts its next fragment as soon as one ends, not after the driver's round trip.
+    "max_sample_requests_in_flight_per_worker": 2,
     "num_workers": 32,
     "num_envs_per_worker": 1,
     "rollout_fragment_length": 50,
