@@ -195,8 +195,9 @@ class Client:
     # -- writing -------------------------------------------------------------------------
 
     def writer(self, max_sequence_length: int, chunk_length: Optional[int] = None,
-               delta_encoded: bool = False, max_in_flight_items: int = 1000):
+               delta_encoded: bool = False, max_in_flight_items: Optional[int] = None):
         """A `Writer` (Reverb's legacy writer): append steps, create items from the last steps.
+        `max_in_flight_items`: as `TrajectoryWriter`'s (None: sized from the first step).
 
         Raises:
           InvalidArgumentError: non-positive lengths or budget.
@@ -207,8 +208,10 @@ class Client:
                       max_in_flight_items=max_in_flight_items)
 
     def trajectory_writer(self, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
-                          delta_encoded: bool = False, max_in_flight_items: int = 1000):
+                          delta_encoded: bool = False, max_in_flight_items: Optional[int] = None):
         """A `TrajectoryWriter`: append steps, build items from any kept-alive cells.
+        `max_in_flight_items`: unacknowledged items beyond which the writer's calls block (None:
+        sized from the first step, see `TrajectoryWriter`).
 
         Raises:
           InvalidArgumentError: non-positive sizes.

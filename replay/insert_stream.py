@@ -61,6 +61,11 @@ class InsertStream:
         """Unacknowledged items beyond which `send` blocks."""
         return self._max_in_flight
 
+    @max_in_flight_items.setter
+    def max_in_flight_items(self, value: int) -> None:
+        with self._data_ready:
+            self._max_in_flight = int(value)
+
     @property
     def num_unacked(self) -> int:
         """Items queued or sent that the server has not acknowledged yet."""

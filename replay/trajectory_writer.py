@@ -46,6 +46,13 @@ _INCOMPRESSIBLE_TRIES = 8
 _INCOMPRESSIBLE_SKIP = 64
 _INCOMPRESSIBLE_MAX_SKIP = 1024
 _ADAPTIVE_MIN_BYTES = 64
+# Without an explicit max_in_flight_items, a writer lets up to _AUTO_IN_FLIGHT_BYTES of steps be
+# unacknowledged, counted in steps of its first step's size, within these bounds. Small steps
+# need many items in flight to keep a server busy while the writer fills the next message
+# (400 B steps: 10-15% more items/s with 4,000 than with 1,000); large ones do not.
+_AUTO_IN_FLIGHT_BYTES = 4 * 1024 * 1024
+_MIN_AUTO_IN_FLIGHT_ITEMS = 1000
+_MAX_AUTO_IN_FLIGHT_ITEMS = 4000
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
@@ -174,7 +181,8 @@ class TrajectoryWriter:
       num_keep_alive_refs: how many of the latest steps items may reference.
       chunk_length: steps per chunk; None closes a chunk when an item references it.
       delta_encoded: delta-encode integer columns of rank >= 1 per step along time.
-      max_in_flight_items: unacknowledged items beyond which calls block.
+      max_in_flight_items: unacknowledged items beyond which calls block. None (the default):
+        sized from the first step, as many as 4 MB of such steps, 1,000 to 4,000 items.
       call_timeout: seconds the writer's stream may last (its gRPC deadline; None: no limit).
         For one-shot writes such as `Client.insert`: when it passes, the stream fails with
         DeadlineExceededError and the server cancels inserts it has not made yet.
@@ -184,21 +192,23 @@ class TrajectoryWriter:
     """
 
     def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
-                 delta_encoded: bool = False, max_in_flight_items: int = 1000,
+                 delta_encoded: bool = False, max_in_flight_items: Optional[int] = None,
                  call_timeout: Optional[float] = None):
         if num_keep_alive_refs <= 0:
             raise errors.InvalidArgumentError(
                 f"num_keep_alive_refs must be positive, got {num_keep_alive_refs}")
         if chunk_length is not None and chunk_length <= 0:
             raise errors.InvalidArgumentError(f"chunk_length must be positive or None, got {chunk_length}")
-        if max_in_flight_items <= 0:
+        if max_in_flight_items is not None and max_in_flight_items <= 0:
             raise errors.InvalidArgumentError(
                 f"max_in_flight_items must be positive, got {max_in_flight_items}")
         self._client = client
         self._keep = int(num_keep_alive_refs)
         self._chunk_length = chunk_length
         self._delta = bool(delta_encoded)
-        self._stream = InsertStream(client, max_in_flight_items, timeout=call_timeout)
+        self._auto_in_flight = max_in_flight_items is None
+        self._stream = InsertStream(client, max_in_flight_items or _MIN_AUTO_IN_FLIGHT_ITEMS,
+                                    timeout=call_timeout)
         self._rng = random.Random(os.urandom(16))
         self._weak_self = weakref.ref(self)
         self._structure = None
@@ -438,6 +448,11 @@ class TrajectoryWriter:
             if self._dict_keys is not None and list(data) != self._dict_keys:
                 self._first_key_order = list(data)
         self._leaf_specs = [(leaf.shape, leaf.dtype) for leaf in leaves]
+        if self._auto_in_flight:
+            step_bytes = sum(leaf.nbytes for leaf in leaves)
+            self._stream.max_in_flight_items = min(
+                _MAX_AUTO_IN_FLIGHT_ITEMS,
+                max(_MIN_AUTO_IN_FLIGHT_ITEMS, _AUTO_IN_FLIGHT_BYTES // max(step_bytes, 1)))
         self._history = [collections.deque(maxlen=self._keep) for _ in leaves]
         # per leaf: chunks left to skip, failed tries in a row, the next skip's length
         self._compress_hints = [[0, 0, _INCOMPRESSIBLE_SKIP] for _ in leaves]

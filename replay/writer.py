@@ -25,14 +25,15 @@ class Writer:
       max_sequence_length: the longest item (in steps) this writer can create.
       chunk_length: steps per chunk; None closes a chunk when an item references it.
       delta_encoded: delta-encode integer columns along time.
-      max_in_flight_items: unacknowledged items beyond which calls block.
+      max_in_flight_items: unacknowledged items beyond which calls block (None: sized from
+        the first step, see `TrajectoryWriter`).
 
     Raises:
       InvalidArgumentError: non-positive lengths or budget.
     """
 
     def __init__(self, client, max_sequence_length: int, chunk_length: Optional[int] = None,
-                 delta_encoded: bool = False, max_in_flight_items: int = 1000):
+                 delta_encoded: bool = False, max_in_flight_items: Optional[int] = None):
         if max_sequence_length <= 0:
             raise errors.InvalidArgumentError(
                 f"max_sequence_length must be positive, got {max_sequence_length}")

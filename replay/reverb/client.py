@@ -149,7 +149,8 @@ class Client(native_client.Client):
                                            max_in_flight_items=max_in_flight_items))
 
     def trajectory_writer(self, num_keep_alive_refs: int, *, validate_items: bool = True,
-                          chunk_length: Optional[int] = None, max_in_flight_items: int = 1000):
+                          chunk_length: Optional[int] = None,
+                          max_in_flight_items: Optional[int] = None):
         """Reverb's `TrajectoryWriter` (see `replay.reverb.trajectory_writer`). Items are
         validated against table signatures by the server (`validate_items` is accepted for
         Reverb's signature).

@@ -187,3 +187,40 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
     sample = next(iter(client.sample("uniform", 1, timeout=10)))
     assert sample.data[0].shape == (100,)
     writer.close()
+
+
+@pytest.mark.parametrize("step, requested, limit", [
+    (np.zeros(100, np.float32), None, 4000),      # 400 B steps: up to 4 MB of them, at most 4,000
+    (np.zeros(10_000, np.float32), None, 1000),   # 40 kB steps: at least 1,000 items
+    (np.zeros(100, np.float32), 50, 50),          # an explicit limit is kept
+])
+def test_unacknowledged_items_block_the_writer_at_its_limit(server, client, step, requested, limit):
+    """Without max_in_flight_items a writer sizes its flow control from its first step; writes
+    into a full queue table (its inserts wait) block once the limit is passed."""
+    import threading
+
+    writer = client.trajectory_writer(num_keep_alive_refs=1, max_in_flight_items=requested)
+    outcome = []
+
+    def write():
+        try:
+            for _ in range(limit + 200):
+                writer.append(step)
+                writer.create_item("queue", 1.0, writer.history[-1])
+            outcome.append("not blocked")
+        except errors.ReplayError as e:  # the cancelled stream, below
+            outcome.append(e)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while writer.num_unacked_items <= limit and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # a writer that did not block would go on past the limit here
+    assert writer.max_in_flight_items == limit
+    assert writer.num_unacked_items == limit + 1  # the call that went over it waits
+    assert thread.is_alive() and not outcome
+    writer.close(flush=False, cancel=True)
+    thread.join(timeout=10)
+    assert outcome and outcome[0] != "not blocked"
+    assert server.tables["queue"].size == 100  # the queue took what it holds and no more
