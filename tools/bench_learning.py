@@ -7,12 +7,19 @@ Prints one line per example: the wall-clock seconds and env steps until `episode
 (the mean return of the last 100 episodes) first reached the example's stop reward, counted from
 the trainer's construction (start-up included) and from its first iteration.
 
+With `--runs N` each example runs N times, each run in a fresh process (so one trainer's
+start-up and teardown cannot slow the next), the examples alternating (run 1 of each, then run
+2 of each, ...), and a last line per example gives the median seconds from construction.
+
 With `--rates SECONDS` it measures the pipeline's speed instead: after 5 warm-up iterations it
 trains for SECONDS and prints env steps, trained rows and gradient steps per second (the
 policy optimizer's counters; gradient steps where the optimizer counts them, as Ape-X's does).
 """
 import argparse
 import os
+import re
+import statistics
+import subprocess
 import sys
 import time
 
@@ -73,6 +80,32 @@ def rates(name: str, seconds: float) -> str:
         trainer.stop()
 
 
+def fresh_process_runs(examples, runs: int, max_seconds: float) -> None:
+    """Runs each example `runs` times, each in its own process, alternating; prints every
+    run's line and then `name median_seconds=... reached=k/runs` per example (a run that did
+    not reach the stop reward counts as its seconds, which the median then sees)."""
+    seconds = {name: [] for name in examples}
+    reached = {name: 0 for name in examples}
+    for run_index in range(runs):
+        for name in examples:
+            command = [sys.executable, os.path.abspath(__file__), name, "--max-seconds", str(max_seconds)]
+            out = subprocess.run(command, capture_output=True, text=True, check=False).stdout
+            line = next((text for text in out.splitlines() if text.startswith(name + " ")), None)
+            if line is None:
+                print(f"{name} run {run_index + 1} FAILED", flush=True)
+                continue
+            print(f"run {run_index + 1}: {line}", flush=True)
+            found = re.search(r" seconds=([0-9.]+)", line)
+            if found:
+                seconds[name].append(float(found.group(1)))
+            reached[name] += " reached=" in line
+    for name in examples:
+        values = seconds[name]
+        median = f"{statistics.median(values):.1f}" if values else "nan"
+        print(f"{name} median_seconds={median} reached={reached[name]}/{runs} "
+              f"all={','.join(f'{v:.1f}' for v in values)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("examples", nargs="+", help="tuned example names or YAML paths")
@@ -80,7 +113,13 @@ def main() -> None:
     parser.add_argument("--rates", type=float, default=None, metavar="SECONDS",
                         help="measure env steps, trained rows and gradient steps per second over "
                              "SECONDS after 5 warm-up iterations, instead of time to the stop reward")
+    parser.add_argument("--runs", type=int, default=None, metavar="N",
+                        help="run every example N times, each run in a fresh process, alternating "
+                             "between examples; print each run and the median per example")
     args = parser.parse_args()
+    if args.runs:
+        fresh_process_runs(args.examples, args.runs, args.max_seconds)
+        return
     from tfrl.runtime import ensure_ray
 
     ensure_ray({})  # local Ray as the trainer starts it (`tfrl train` does the same)

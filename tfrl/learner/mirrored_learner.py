@@ -201,12 +201,17 @@ class MirroredLearner:
         return reduced_stats, gathered[0], gathered[1], first_size
 
     def _trace_output_structure(self, iterator) -> Any:
-        concrete = tf.function(lambda it: self._distributed_step(next(it))).get_concrete_function(iterator)
+        # No autograph: the step has no data-dependent control flow, and converting it (with the
+        # dm-tree helpers it calls) took seconds of a trainer's start-up.
+        concrete = tf.function(lambda it: self._distributed_step(next(it)),
+                               autograph=False).get_concrete_function(iterator)
         return concrete.structured_outputs
 
     def _make_train_fn(self, structure):
         flat_specs = tree.flatten(structure)
         stats_count = len(tree.flatten(structure[0]))
+        # autograph converts the loop below, not the step it calls (see _trace_output_structure)
+        distributed_step = tf.autograph.experimental.do_not_convert(self._distributed_step)
 
         def train_k(iterator, max_steps):
             arrays = []
@@ -223,7 +228,7 @@ class MirroredLearner:
                 optional = iterator.get_next_as_optional()
                 if not optional.has_value():
                     break
-                outputs = tree.flatten(self._distributed_step(optional.get_value()))
+                outputs = tree.flatten(distributed_step(optional.get_value()))
                 arrays = [a.write(steps, tf.cast(o, a.dtype)) for a, o in zip(arrays, outputs)]
                 steps += 1
             results = []
@@ -349,7 +354,7 @@ class MirroredLearner:
 
         values = self.strategy.experimental_distribute_values_from_function(replica_rows)
         if self._batch_fn is None:
-            self._batch_fn = tf.function(self._distributed_step, reduce_retracing=True)
+            self._batch_fn = tf.function(self._distributed_step, reduce_retracing=True, autograph=False)
         stats, per_sample, info, batch_size = self._batch_fn(values)
         self.num_steps += 1
         output = StepOutput(step=self.num_steps, batch_size=int(batch_size),

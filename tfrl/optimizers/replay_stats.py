@@ -10,6 +10,7 @@ inserted so far; `column_bytes` shows where the stored bytes go, e.g. frames wri
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 logger = logging.getLogger(__name__)
@@ -69,3 +70,29 @@ def _add(into: List[int], values: Sequence[int]) -> None:
     into.extend([0] * (len(values) - len(into)))
     for i, value in enumerate(values):
         into[i] += int(value)
+
+
+class CompressionReport:
+    """`table_compression` of one table, asked of the servers at most every `interval_s`
+    seconds: between asks, the last answer is reported again. Ape-X's iterations are a few
+    hundredths of a second, and two `server_info` calls per iteration kept the driver from
+    relaunching its workers and took the shards' time. Until the table has a chunk, every call
+    asks (an empty answer is not kept).
+    """
+
+    def __init__(self, table: str, signature: Any = None, interval_s: float = 5.0):
+        self.table = table
+        self.signature = signature
+        self.interval_s = interval_s
+        self._last: Optional[dict] = None
+        self._asked_at = float("-inf")
+
+    def __call__(self, clients: Iterable) -> Optional[dict]:
+        """The table's counters over the servers of `clients` (see `table_compression`)."""
+        now = time.monotonic()
+        if self._last is not None and now - self._asked_at < self.interval_s:
+            return self._last
+        report = table_compression(clients, self.table, self.signature)
+        if report is not None and report["chunks_inserted"] > 0:
+            self._last, self._asked_at = report, now
+        return report

@@ -113,7 +113,8 @@ class AsyncReplaySettings(Settings):
     replay_shard_addresses: Optional[list] = setting(
         "host:port of external replay servers to use as shards instead (None: start them)")
     max_weight_sync_delay: int = setting(
-        "learner steps between weight publications (workers take the newest before sampling)",
+        "learner steps between weight publications (workers take the newest before sampling; "
+        "a version is published only after a worker took the previous one)",
         minimum=1)
     max_sample_requests_in_flight_per_worker: int = setting(
         "sample() calls each remote worker has outstanding", minimum=1)

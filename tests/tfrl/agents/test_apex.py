@@ -232,6 +232,40 @@ def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(ap
 
 
 @pytest.mark.timeout(300)
+def test_a_weights_version_is_published_once_a_worker_took_the_last_one(apex, monkeypatch):
+    import dataclasses
+
+    import ray
+
+    optimizer = apex.optimizer
+    apex.train()
+    # the learner's calls run here instead of in its thread; no target copy publishes meanwhile
+    optimizer._stop_learner()
+    optimizer._open_datasets()
+    monkeypatch.setattr(optimizer, "settings", dataclasses.replace(
+        optimizer.settings, target_network_update_freq=10 ** 9))
+    optimizer.publish_weights()
+    version = optimizer._weights_version
+    steps = optimizer.num_train_steps
+    # a publication is due every 2 gradient steps, but no worker took this version yet
+    for _ in range(3):
+        assert optimizer._learn_once()
+    assert optimizer.num_train_steps >= steps + 3
+    assert optimizer._weights_version == version
+    worker = apex.workers.remote_workers()[0]
+    optimizer.send_newest_weights(worker)
+    taken = ray.get(optimizer._weights_ref)["default_policy"]
+    held = ray.get(worker.get_weights.remote())["default_policy"]
+    assert all(np.array_equal(a, b) for a, b in zip(held, taken))
+    # taken: the next due call publishes the learner's newest weights
+    assert optimizer._learn_once()
+    assert optimizer._weights_version == version + 1
+    newest = ray.get(optimizer._weights_ref)["default_policy"]
+    assert all(np.array_equal(a, b) for a, b in zip(newest, optimizer.policy.get_weights()))
+    assert any(not np.array_equal(a, b) for a, b in zip(newest, taken))
+
+
+@pytest.mark.timeout(300)
 def test_a_failing_learner_thread_is_raised_by_train(apex):
     from tfrl.errors import TfrlError
 
