@@ -266,6 +266,14 @@ class MirroredLearner:
         `train` call would otherwise do), so its cost is paid when the caller chooses."""
         self._bound_train_fn(iterator)
 
+    def release_iterators(self) -> None:
+        """Drops the traced functions bound to iterators (see `_bound_train_fn`), so a finished
+        iterator is freed when its owner drops it. Held there, it was freed only by a later full
+        garbage collection, whose thread then waited in the iterator's destructor for tf.data's
+        background threads while holding the GIL (seconds, in a process that went on training
+        another trainer). The next `train` traces again."""
+        self._bound_fns.clear()
+
     def train(self, iterator, num_steps: Optional[int] = None) -> List[StepOutput]:
         """Runs up to K steps in one `tf.function` call on `iterator` (an iterator over a
         distributed dataset from `distribute_dataset` or `distribute_datasets_from_function`).

@@ -655,6 +655,9 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         import ray
 
         self._stop_learner()
+        # the learner's iterator goes now, not in some later garbage collection
+        self.learner.release_iterators()
+        self.iterator = None
         refs = list(self._in_flight)
         self._in_flight = {}
         self.shards.stop()

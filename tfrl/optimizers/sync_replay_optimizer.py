@@ -334,6 +334,11 @@ class SyncReplayOptimizer(PolicyOptimizer):
         except Exception:  # noqa: BLE001 - stopping must not fail on a worker that died
             pass
         self.replay.close_datasets()
+        for lane in self.lanes.values():  # their iterators go now, not in a later collection
+            if lane.learner is not None:
+                lane.learner.release_iterators()
+            lane.iterator = None
+        self.iterator = None
         super().stop()
 
 

@@ -321,3 +321,26 @@ def test_stop_takes_the_outcome_of_the_samples_its_stopped_shards_fail(ray_sessi
     while not unhandled and time.monotonic() < deadline:
         time.sleep(0.25)
     assert unhandled == []
+
+
+@pytest.mark.timeout(300)
+def test_stop_frees_the_learner_iterator_without_a_garbage_collection(ray_session):
+    """A stopped trainer's tf.data iterator must not wait for a later full collection: freed
+    there, its destructor waited for tf.data's threads holding the GIL, stalling whatever the
+    process ran next."""
+    import gc
+    import weakref
+
+    trainer = ApexTrainer(env="CartPole-v1", config=dict(SMALL, num_workers=1, num_replay_shards=1))
+    try:
+        trainer.train()
+        iterator = weakref.ref(trainer.optimizer.iterator)
+    finally:
+        gc.collect()
+        gc.disable()
+        try:
+            trainer.stop()
+            alive_after_stop = iterator() is not None
+        finally:
+            gc.enable()
+    assert not alive_after_stop

@@ -113,3 +113,26 @@ def test_learner_policy_starts_with_a_target_network_equal_to_its_online_network
         np.testing.assert_allclose(target.numpy(), online.numpy(), rtol=1e-5, atol=1e-6)
     finally:
         trainer.stop()
+
+
+@pytest.mark.timeout(240)
+def test_stop_frees_the_learner_iterator_without_a_garbage_collection(ray_session):
+    """As Ape-X's (test_apex.py): a stopped DQN's tf.data iterator is freed by stop(), not by
+    a later full collection that would wait in its destructor holding the GIL."""
+    import gc
+    import weakref
+
+    trainer = DQNTrainer(config=SMALL, env="CartPole-v1")
+    try:
+        trainer.train()
+        lane = next(iter(trainer.optimizer.lanes.values()))
+        iterator = weakref.ref(lane.iterator)
+    finally:
+        gc.collect()
+        gc.disable()
+        try:
+            trainer.stop()
+            alive_after_stop = iterator() is not None
+        finally:
+            gc.enable()
+    assert not alive_after_stop
