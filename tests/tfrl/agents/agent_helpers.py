@@ -63,3 +63,19 @@ def model_outputs(policy, obs) -> tuple:
     values = policy.model.value_function() if policy.model.has_value_branch else None
     return logits.numpy().astype(np.float64), (None if values is None else
                                                values.numpy().astype(np.float64))
+
+
+def stop_frees(trainer, ref) -> bool:
+    """Stops `trainer` with the garbage collector off and says whether the object of the weak
+    reference `ref` was freed by then (its last references dropped by stop() itself, not left
+    to a later collection). Call it outside an `assert` statement: pytest's rewritten assert
+    keeps the values of the expression it evaluates, the object among them."""
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        trainer.stop()
+        return ref() is None
+    finally:
+        gc.enable()

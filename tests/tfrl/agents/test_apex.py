@@ -2,10 +2,12 @@
 real replay shard servers on loopback, the learner reading from both, priorities going back to
 each item's shard, per-worker epsilons and published weights reaching the workers."""
 import collections
+import weakref
 
 import numpy as np
 import pytest
 
+from tests.tfrl.agents.agent_helpers import stop_frees
 from tfrl.agents.dqn import ApexTrainer
 from tfrl.agents.dqn.apex import validate_config
 from tfrl.errors import InvalidConfigError
@@ -328,19 +330,11 @@ def test_stop_frees_the_learner_iterator_without_a_garbage_collection(ray_sessio
     """A stopped trainer's tf.data iterator must not wait for a later full collection: freed
     there, its destructor waited for tf.data's threads holding the GIL, stalling whatever the
     process ran next."""
-    import gc
-    import weakref
-
     trainer = ApexTrainer(env="CartPole-v1", config=dict(SMALL, num_workers=1, num_replay_shards=1))
     try:
         trainer.train()
-        iterator = weakref.ref(trainer.optimizer.iterator)
-    finally:
-        gc.collect()
-        gc.disable()
-        try:
-            trainer.stop()
-            alive_after_stop = iterator() is not None
-        finally:
-            gc.enable()
-    assert not alive_after_stop
+    except BaseException:
+        trainer.stop()
+        raise
+    freed = stop_frees(trainer, weakref.ref(trainer.optimizer.iterator))
+    assert freed

@@ -1,9 +1,12 @@
 """DQN through the pipelined SyncReplayOptimizer: a real Ray rollout worker writing into the
 embedded replay server, ReplayDataset, the mirrored learner, batched priority updates and
 weight broadcasts every `broadcast_interval` rounds."""
+import weakref
+
 import numpy as np
 import pytest
 
+from tests.tfrl.agents.agent_helpers import stop_frees
 from tfrl.agents.dqn import DQNTrainer
 from tfrl.agents.dqn.dqn import DEFAULT_CONFIG, validate_config
 from tfrl.errors import InvalidConfigError
@@ -119,20 +122,12 @@ def test_learner_policy_starts_with_a_target_network_equal_to_its_online_network
 def test_stop_frees_the_learner_iterator_without_a_garbage_collection(ray_session):
     """As Ape-X's (test_apex.py): a stopped DQN's tf.data iterator is freed by stop(), not by
     a later full collection that would wait in its destructor holding the GIL."""
-    import gc
-    import weakref
-
     trainer = DQNTrainer(config=SMALL, env="CartPole-v1")
     try:
         trainer.train()
-        lane = next(iter(trainer.optimizer.lanes.values()))
-        iterator = weakref.ref(lane.iterator)
-    finally:
-        gc.collect()
-        gc.disable()
-        try:
-            trainer.stop()
-            alive_after_stop = iterator() is not None
-        finally:
-            gc.enable()
-    assert not alive_after_stop
+    except BaseException:
+        trainer.stop()
+        raise
+    lane = next(iter(trainer.optimizer.lanes.values()))
+    freed = stop_frees(trainer, weakref.ref(lane.iterator))
+    assert freed
