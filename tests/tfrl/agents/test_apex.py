@@ -2,6 +2,8 @@
 real replay shard servers on loopback, the learner reading from both, priorities going back to
 each item's shard, per-worker epsilons and published weights reaching the workers."""
 import collections
+import itertools
+import time
 import weakref
 
 import numpy as np
@@ -196,9 +198,18 @@ def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(ap
 
     optimizer.publish_weights = recording
     initial = [w.copy() for w in apex.get_policy().get_weights()]
-    for _ in range(2):
+    # the learner runs in its own thread and starts once its datasets deliver: train on
+    # (bounded by a minute) until it has trained, copied its target and sent priorities to both
+    # shards. Iterations of this config last a few hundredths of a second, so a fixed count of
+    # them passed only when earlier tests of the module had already started the learner.
+    deadline = time.monotonic() + 60
+    for iteration in itertools.count():
         result = apex.train()
-    info = result["info"]
+        info = result["info"]
+        if iteration >= 1 and (time.monotonic() > deadline or (
+                info["num_train_steps"] > 0 and info["num_target_updates"] >= 1
+                and all(n > 0 for n in optimizer.priority_updates_per_shard))):
+            break
     assert info["num_replay_shards"] == 2
     assert info["num_steps_sampled"] >= 2 * 96
     assert info["num_train_steps"] > 0 and info["num_steps_trained"] > 0
@@ -229,7 +240,8 @@ def test_readme_example_trains_with_per_worker_epsilons_and_published_weights(ap
     def held(worker):
         return ray.get(worker.get_weights.remote())["default_policy"]
 
-    for _ in range(20):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         if all(any(not np.array_equal(a, b) for a, b in zip(held(w), initial)) for w in workers):
             break
         apex.train()
