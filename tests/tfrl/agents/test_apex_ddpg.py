@@ -64,7 +64,9 @@ def test_apex_ddpg_trains_on_pendulum_with_two_shards_and_routed_priorities(ray_
                    for a, b in zip(initial, trainer.get_policy().get_weights()))
         stats = info["learner"]["default_policy"]
         assert np.isfinite(stats["critic_loss"]) and np.isfinite(stats["actor_loss"])
-        # the learner's |TD| + eps went back to both shards
+        # the learner's |TD| + eps went back to both shards (sent from the priority sender's
+        # thread: wait until what was queued has landed)
+        assert optimizer.flush_priorities(timeout=30)
         assert all(n > 0 for n in optimizer.priority_updates_per_shard)
         for shard in range(2):
             client = optimizer.shards.client(shard)
