@@ -242,9 +242,10 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._lock = threading.Lock()
         self._weights_ref = None
         self._weights_version = 0
-        # a newer version is due (max_weight_sync_delay steps passed); a worker took the last
+        # a newer version is due (max_weight_sync_delay steps passed); the newest version the
+        # driver has handed to a worker (the last one was taken when it equals _weights_version)
         self._weights_due = False
-        self._weights_taken = True
+        self._version_taken = 0
         self._target_ref = None
         self._target_version = 0
         self._learner_error: Optional[BaseException] = None
@@ -371,7 +372,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         # before the next one replaced it cost the learner a read of every variable and a
         # `ray.put` for nothing (a fifth of the driver's CPU on CartPole, where the learner
         # could publish 25 times a second and the workers pull about 12 times).
-        if self._weights_due and self._weights_taken:
+        if self._weights_due and self._version_taken == self._weights_version:
             self.publish_weights()
         return True
 
@@ -387,7 +388,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         with self._lock:
             self._weights_ref = ref
             self._weights_version += 1
-            self._weights_due = self._weights_taken = False
+            self._weights_due = False
             if target_ref is not None:
                 self._target_ref = target_ref
                 self._target_version += 1
@@ -552,8 +553,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         with self.timer("sync_weights"):
             if ref is not None and has < version:
                 worker.set_weights.remote(ref, {"timestep": self.num_steps_sampled})
-                has = version
-                self._weights_taken = True
+                has = self._version_taken = version
             if target_ref is not None and has_target < target_version:
                 worker.apply.remote(set_worker_target, self.policy_id, target_ref)
                 has_target = target_version
