@@ -28,10 +28,16 @@ class RemovalLog(TableExtension):
         raise AssertionError("not expected in this test")
 
 
-def hammer(table, make_item, chunk, run_seconds=2.0, ops_per_thread=1500):
+def hammer(table, make_item, chunk, run_seconds=2.0, ops_per_thread=1500, min_inserts=150, max_seconds=30.0):
     """4 inserters, 3 samplers and 1 priority mutator run until each finished its operations or the
-    time is up. Returns (keys inserted, keys seen in samples, errors raised in threads)."""
-    stop_at = time.monotonic() + run_seconds
+    time is up. The time is extended (up to max_seconds) until the table has taken min_inserts, so a
+    loaded machine still exercises it. Returns (keys inserted, keys seen in samples, errors raised in
+    threads)."""
+    started = time.monotonic()
+    deadline = [started + run_seconds]  # read by the threads, extended by this one
+
+    def running():
+        return time.monotonic() < deadline[0]
     inserted, sampled, failures = [], [], []
     lock = threading.Lock()
 
@@ -40,7 +46,7 @@ def hammer(table, make_item, chunk, run_seconds=2.0, ops_per_thread=1500):
         mine = []
         try:
             key, done = worker * 1_000_000, 0
-            while done < ops_per_thread and time.monotonic() < stop_at:
+            while done < ops_per_thread and running():
                 if rng.random() < 0.3:
                     batch = [make_item(key + i, rng.uniform(0.1, 5.0), chunk=chunk) for i in range(5)]
                     try:
@@ -66,7 +72,7 @@ def hammer(table, make_item, chunk, run_seconds=2.0, ops_per_thread=1500):
         seen = []
         try:
             done = 0
-            while done < ops_per_thread and time.monotonic() < stop_at:
+            while done < ops_per_thread and running():
                 try:
                     seen.extend(s.item.key for s in table.sample(num_samples=4, timeout=0.2))
                 except errors.DeadlineExceededError:
@@ -81,7 +87,7 @@ def hammer(table, make_item, chunk, run_seconds=2.0, ops_per_thread=1500):
         rng = random.Random(99)
         try:
             done = 0
-            while done < ops_per_thread and time.monotonic() < stop_at:
+            while done < ops_per_thread and running():
                 keys = table.keys()
                 if keys:
                     picks = rng.sample(keys, min(4, len(keys)))
@@ -95,6 +101,10 @@ def hammer(table, make_item, chunk, run_seconds=2.0, ops_per_thread=1500):
                + [threading.Thread(target=mutator)])
     for t in threads:
         t.start()
+    while any(t.is_alive() for t in threads) and time.monotonic() < started + max_seconds:
+        time.sleep(0.1)
+        if table.info().num_inserts < min_inserts:
+            deadline[0] = max(deadline[0], min(time.monotonic() + 0.5, started + max_seconds))
     for t in threads:
         t.join(60)
     assert not any(t.is_alive() for t in threads)
