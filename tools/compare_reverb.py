@@ -13,7 +13,10 @@ its dataset process keeps freed heap memory (`ReplayDataset(keep_freed_heap_memo
 the `tfrl train` command's learner does; see replay/heap_policy.py).
 
 Prints one line per case: `case ours reverb ratio` in items/s (ratio = ours / reverb; above 1.0
-this project is faster), preceded by the load average. Reverb is not a dependency: without a
+this project is faster), preceded by the load average. With `--cpu`, each line also gives both
+sides' CPU time per item in microseconds (user plus system, all threads, over the timed window):
+the server process's, then all client processes' together; on 2 cores their sum bounds the rate
+(two CPU-seconds a second), which is where a side's time goes. Reverb is not a dependency: without a
 usable `--reverb-python` each line says "reverb not available".
 
 Set up a Reverb Python once (outside the checkout):
@@ -62,8 +65,11 @@ def reverb_unavailable(python: Optional[str]) -> Optional[str]:
 
 
 def run_side(python: str, backend: str, case: str, payload: int, clients: int,
-             seconds: float, sample_in_flight: Optional[int] = None) -> Tuple[Optional[float], Optional[str]]:
-    """(items/s, None) for one side of one case, or (None, why it failed)."""
+             seconds: float, sample_in_flight: Optional[int] = None
+             ) -> Tuple[Optional[float], Optional[Tuple[Optional[float], float]], Optional[str]]:
+    """(items/s, CPU microseconds per item of (the server, the clients together), None) for one
+    side of one case, or (None, None, why it failed). The server's figure is None where /proc
+    cannot tell."""
     command = [python, _WORKLOAD, "--backend", backend, "--case", case, "--payload", str(payload),
                "--clients", str(clients), "--seconds", str(seconds)]
     if sample_in_flight is not None:
@@ -74,14 +80,23 @@ def run_side(python: str, backend: str, case: str, payload: int, clients: int,
         done = subprocess.run(command, capture_output=True, text=True, timeout=seconds * 20 + 600,
                               env=env)
     except subprocess.TimeoutExpired:
-        return None, "timed out"
+        return None, None, "timed out"
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
-        return None, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return None, None, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
     result = json.loads(lines[-1])
     if "error" in result:
-        return None, result["error"].strip().splitlines()[-1]
-    return result["items"] / result["seconds"], None
+        return None, None, result["error"].strip().splitlines()[-1]
+    items, cpu = max(result["items"], 1), result["cpu"]
+    server_us = None if cpu["server"] is None else cpu["server"] / items * 1e6
+    return result["items"] / result["seconds"], (server_us, cpu["clients"] / items * 1e6), None
+
+
+def _cpu_text(cpu: Optional[Tuple[Optional[float], float]]) -> str:
+    if cpu is None:
+        return "-"
+    server, clients = cpu
+    return f"{'-' if server is None else f'{server:.1f}'} / {clients:.1f}"
 
 
 def _load() -> str:
@@ -101,12 +116,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs of the whole list")
     parser.add_argument("--reverb-names", action="store_true",
                         help="compare with this project's replay.reverb instead of dm-reverb")
+    parser.add_argument("--cpu", action="store_true",
+                        help="also print each side's CPU microseconds per item: server / clients")
     args = parser.parse_args(argv)
 
     other = "replay.reverb" if args.reverb_names else "reverb"
     unavailable = None if args.reverb_names else reverb_unavailable(args.reverb_python)
     print(f"# {_load()}; {args.seconds:g} s per case and side", flush=True)
-    print(f"{'case':18s} {'ours':>10s} {other:>13s} {'ratio':>6s}", flush=True)
+    header = f"{'case':18s} {'ours':>10s} {other:>13s} {'ratio':>6s}"
+    if args.cpu:
+        header += f"  {'ours us/item srv/cli':>21s}  {other + ' us/item srv/cli':>23s}"
+    print(header, flush=True)
     order = 0
     for _ in range(args.repeat):
         for name in args.cases:
@@ -114,15 +134,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             sides = ["replay", other] if order % 2 == 0 else [other, "replay"]
             order += 1
             rates: Dict[str, Optional[float]] = {}
+            cpu: Dict[str, Optional[Tuple[Optional[float], float]]] = {}
             notes = []
             for backend in sides:
                 if backend == "reverb" and unavailable:
-                    rates[backend] = None
+                    rates[backend] = cpu[backend] = None
                     continue
                 python = args.reverb_python if backend == "reverb" else sys.executable
                 in_flight = 1 if args.reverb_names and backend == "replay" else None
-                rates[backend], error = run_side(python, backend, case, payload, clients, args.seconds,
-                                                 in_flight)
+                rates[backend], cpu[backend], error = run_side(python, backend, case, payload, clients,
+                                                               args.seconds, in_flight)
                 if error:
                     notes.append(f"{backend}: {error}")
             ours, theirs = rates["replay"], rates[other]
@@ -133,6 +154,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 theirs_text = f"{theirs:13.0f}" if theirs is not None else f"{'failed':>13s}"
                 ratio = f"{ours / theirs:6.2f}" if ours and theirs else f"{'-':>6s}"
                 line = f"{name:18s} {ours_text} {theirs_text} {ratio}"
+                if args.cpu:
+                    line += f"  {_cpu_text(cpu['replay']):>21s}  {_cpu_text(cpu[other]):>23s}"
             if notes:
                 line += "  # " + "; ".join(notes)
             print(line, flush=True)

@@ -15,8 +15,10 @@ with MinSize(1). Items are written through the trajectory writer (`append`, then
   dataset  the table is filled first, then one process reads `<Dataset>(...).batch(32)`
            (this project's `ReplayDataset`, Reverb's `TrajectoryDataset`).
 
-Prints one JSON line: {"items": ..., "seconds": ...} (items counted over every client, seconds
-the longest client's), or {"error": "..."}. Only numpy, the backend and (for the dataset case)
+Prints one JSON line: {"items": ..., "seconds": ..., "cpu": {"server": ..., "clients": ...}}
+(items counted over every client, seconds the longest client's; cpu the CPU seconds, user and
+system, of the server process and of all client processes together over the timed window,
+null where /proc cannot tell), or {"error": "..."}. Only numpy, the backend and (for the dataset case)
 TensorFlow are imported, so the script runs under either Python.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -108,7 +111,7 @@ def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, s
         _write(writer, data, 1)  # opens the stream outside the timing
         writer.flush()
         barrier.wait()
-        start = time.perf_counter()
+        cpu_start, start = time.process_time(), time.perf_counter()
         count = 0
         while True:
             for array in data:
@@ -118,11 +121,11 @@ def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, s
             if time.perf_counter() - start >= seconds:
                 break
         writer.flush()
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         writer.close()
-        results.put((count, elapsed, None))
+        results.put((count, elapsed, cpu, None))
     except BaseException:  # noqa: BLE001 - reported by the parent
-        results.put((0, 0.0, traceback.format_exc()))
+        results.put((0, 0.0, 0.0, traceback.format_exc()))
         barrier.abort()
 
 
@@ -139,14 +142,14 @@ def _sample_worker(backend, address, seconds, barrier, results, in_flight) -> No
         for _ in sample(1):  # connects (and reads the signature) outside the timing
             pass
         barrier.wait()
-        start = time.perf_counter()
+        cpu_start, start = time.process_time(), time.perf_counter()
         count = 0
         while time.perf_counter() - start < seconds:
             for _ in sample(SAMPLE_BATCH):
                 count += 1
-        results.put((count, time.perf_counter() - start, None))
+        results.put((count, time.perf_counter() - start, time.process_time() - cpu_start, None))
     except BaseException:  # noqa: BLE001 - reported by the parent
-        results.put((0, 0.0, traceback.format_exc()))
+        results.put((0, 0.0, 0.0, traceback.format_exc()))
         barrier.abort()
 
 
@@ -170,13 +173,13 @@ def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results) 
         for _ in range(20):  # streams open and tf.data threads start outside the timing
             next(iterator)
         barrier.wait()
-        start = time.perf_counter()
+        cpu_start, start = time.process_time(), time.perf_counter()
         count = 0
         while time.perf_counter() - start < seconds:
             count += int(next(iterator).info.key.shape[0])
-        results.put((count, time.perf_counter() - start, None))
+        results.put((count, time.perf_counter() - start, time.process_time() - cpu_start, None))
     except BaseException:  # noqa: BLE001 - reported by the parent
-        results.put((0, 0.0, traceback.format_exc()))
+        results.put((0, 0.0, 0.0, traceback.format_exc()))
         barrier.abort()
 
 
@@ -205,7 +208,8 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
             filler.start()
             done.get(timeout=300)
             filler.join(timeout=60)
-        barrier, results = ctx.Barrier(num_clients), ctx.Queue()
+        # this process passes the barrier with the clients, to read the server's CPU time then
+        barrier, results = ctx.Barrier(num_clients + 1), ctx.Queue()
         for i in range(num_clients):
             if case == "insert":
                 args = (backend, address, payload_bytes, seconds, barrier, results, i + 1)
@@ -219,7 +223,13 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
             processes.append(ctx.Process(target=target, args=args, daemon=True))
         for p in processes:
             p.start()
+        try:
+            barrier.wait(timeout=seconds * 10 + 300)
+        except threading.BrokenBarrierError:
+            pass  # a client failed: its error comes with the results
+        server_cpu_start = _cpu_seconds(server.pid)
         outcomes = [results.get(timeout=seconds * 10 + 300) for _ in processes]
+        server_cpu_end = _cpu_seconds(server.pid)
         for p in processes:
             p.join(timeout=60)
     finally:
@@ -230,10 +240,24 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
         server.join(timeout=30)
         if server.is_alive():
             server.kill()
-    failures = [error for _, _, error in outcomes if error]
+    failures = [error for _, _, _, error in outcomes if error]
     if failures:
         return {"error": failures[0]}
-    return {"items": sum(c for c, _, _ in outcomes), "seconds": max(e for _, e, _ in outcomes)}
+    server_cpu = (None if server_cpu_start is None or server_cpu_end is None
+                  else server_cpu_end - server_cpu_start)
+    return {"items": sum(c for c, _, _, _ in outcomes), "seconds": max(e for _, e, _, _ in outcomes),
+            "cpu": {"server": server_cpu, "clients": sum(cpu for _, _, cpu, _ in outcomes)}}
+
+
+def _cpu_seconds(pid: int):
+    """User plus system CPU seconds of process `pid` so far (all its threads), from /proc; None
+    where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def main(argv=None) -> int:
