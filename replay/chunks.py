@@ -148,6 +148,16 @@ def _column_layout(dtype: str, shape: Tuple[int, ...], delta_encoded: bool) -> i
     return step_bytes
 
 
+def column_step_bytes(dtype: str, shape: Tuple[int, ...], delta_encoded: bool = False) -> int:
+    """Bytes per step of a column of this layout (cached).
+
+    Raises:
+      InvalidArgumentError: a dtype replay does not store, an undecodable shape, or delta
+        encoding on a non-integer dtype.
+    """
+    return _column_layout(dtype, shape, delta_encoded)
+
+
 def validate_column(column: ColumnData, length: int, what: str = "column") -> None:
     """Checks that `column` decodes to `length` steps of its dtype and shape (see
     `Chunk.validate`); `what` names the column in messages.

@@ -1,5 +1,7 @@
 """The table calls that never wait (what the replay server's event loop uses) and the bound on
 how many items one sample call takes under the lock."""
+import pytest
+
 from replay import rate_limiters, selectors, table as table_module
 from replay.table import Table
 from tests.replay.conftest import build_item
@@ -14,6 +16,32 @@ def test_try_insert_many_inserts_what_the_rate_limiter_allows_and_returns_the_co
     assert [s.item.key for s in table.try_sample(1)] == [1]
     assert table.try_insert_many(items[2:]) == 1
     assert table.keys() == [2, 3]
+
+
+@pytest.mark.parametrize("remover", [selectors.Fifo, selectors.MinHeap, selectors.Lifo])
+def test_try_insert_many_changes_the_table_as_inserting_one_by_one(remover, shared_chunk):
+    """A batch the rate limiter allows whole takes the batched path; it must leave the table
+    exactly as inserting its items one at a time does: the same items and priorities (keys
+    already present are updated), evictions, counters, and the same samples from the same seed."""
+    def build():
+        return Table("t", selectors.Uniform(seed=3), remover(), 8, rate_limiters.MinSize(1))
+
+    batched, one_by_one = build(), build()
+    batches = [[(k, float(k % 5)) for k in range(6)], [(2, 9.0), (7, 0.5), (3, 4.0)],
+               [(k, float(k % 3) + 0.5) for k in range(20, 33)]]  # the last one overflows the table
+    for batch in batches:
+        items = batched.validate_items([build_item(k, p, chunk=shared_chunk) for k, p in batch])
+        assert batched.try_insert_many(items) == len(batch)
+        for k, p in batch:
+            one_by_one.insert_or_assign(build_item(k, p, chunk=shared_chunk))
+    a, b = batched.info(), one_by_one.info()
+    assert (a.size, a.num_inserts, a.num_evictions, a.num_updates, a.rate_limiter_info) == (
+        b.size, b.num_inserts, b.num_evictions, b.num_updates, b.rate_limiter_info)
+    assert a.num_evictions > 0 and a.num_updates == 2
+    assert sorted(batched.keys()) == sorted(one_by_one.keys())
+    assert {k: batched.get(k).priority for k in batched.keys()} == {
+        k: one_by_one.get(k).priority for k in one_by_one.keys()}
+    assert [s.item.key for s in batched.try_sample(20)] == [s.item.key for s in one_by_one.try_sample(20)]
 
 
 def test_try_sample_returns_nothing_instead_of_waiting(shared_chunk):

@@ -1,6 +1,7 @@
 """Wire codec: packed chunk and item batches round-trip, malformed batches are refused."""
 import dataclasses
 import gc
+import zlib
 
 import numpy as np
 import pytest
@@ -69,6 +70,55 @@ def test_corrupt_and_truncated_column_bytes_are_data_loss():
         wire.encode_chunks([Chunk(1, [bad] + list(chunk.columns[1:]), chunk.length)], batch)
         with pytest.raises(errors.DataLossError, match="chunk 1 column 0"):
             wire.decode_chunks(batch)
+
+
+def _writer_chunks(count, num_columns):
+    """Chunks of one writer's layout (every chunk the same uncompressed columns), as a writer
+    sends them many to a message."""
+    chunks = []
+    for i in range(count):
+        columns = [np.full((2, 3), i, np.float32), np.arange(2, dtype=np.int64) + i][:num_columns]
+        chunks.append(Chunk.from_columns(100 + i, columns, episode_id=7, start_index=2 * i, compress=False))
+    return chunks
+
+
+@pytest.mark.parametrize("num_columns", [1, 2])
+def test_a_batch_of_one_layout_decodes_as_each_chunk_alone(num_columns):
+    chunks = _writer_chunks(6, num_columns)
+    together = _roundtrip_chunks(chunks)
+    alone = [_roundtrip_chunks([chunk])[0] for chunk in chunks]
+    for original, a, b in zip(chunks, together, alone):
+        fields = [(c.key, c.episode_id, c.start_index, c.length, c.nbytes, c.columns) for c in (original, a, b)]
+        assert fields[0] == fields[1] == fields[2]
+        np.testing.assert_array_equal(a.column(0), original.column(0))
+
+
+def _damage(batch, how):
+    """Damages chunk 103 (the fourth) of a batch of `_writer_chunks(6, 2)`."""
+    if how == "flipped byte":
+        data = batch.column_data[6]
+        batch.column_data[6] = bytes([data[0] ^ 0xFF]) + data[1:]
+    elif how == "truncated, checksum matching":
+        batch.column_data[6] = batch.column_data[6][:-4]
+        batch.crc32[6] = zlib.crc32(batch.column_data[6])
+    elif how == "no steps":
+        batch.lengths[3] = 0
+    elif how == "other shape":
+        batch.shape_dims[3] = 4  # one dim per chunk (its first column's): (3,) -> (4,)
+    return batch
+
+
+@pytest.mark.parametrize("how, error, match", [
+    ("flipped byte", errors.DataLossError, "chunk 103 column 0: stored bytes do not match their checksum"),
+    ("truncated, checksum matching", errors.DataLossError, "chunk 103 column 0: holds 20 bytes"),
+    ("no steps", errors.InvalidArgumentError, "chunk 103: needs at least one step"),
+    ("other shape", errors.DataLossError, "chunk 103 column 0: holds 24 bytes"),
+])
+def test_one_bad_chunk_among_a_writers_chunks_is_named(how, error, match):
+    batch = replay_pb2.ChunkBatch()
+    wire.encode_chunks(_writer_chunks(6, 2), batch)
+    with pytest.raises(error, match=match):
+        wire.decode_chunks(_damage(batch, how))
 
 
 def test_malformed_batches_name_the_field():
