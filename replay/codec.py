@@ -294,6 +294,11 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
         for count, q in zip(num_slices, squeeze):
             all_columns.append((q, tuple(all_slices[slice_i:slice_i + count])))
             slice_i += count
+    if one_slice_per_column and not with_state:
+        items = _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, resolve_chunk)
+        if items is not None:
+            return [(tables[t], item) for t, item in zip(table_index, items)] if len(tables) > 1 else [
+                (tables[0], item) for item in items]
     resolved: Dict[int, Chunk] = {}  # each chunk key is resolved once per message
     single_chunk: Dict[int, Dict[int, Chunk]] = {}
 
@@ -334,6 +339,30 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
             item = Item(keys[i], priorities[i], trajectory, item_chunks, 0, now)
         out.append((tables[table_index[i]], item))
     return out
+
+
+def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys,
+                            resolve_chunk) -> Optional[List[Item]]:
+    """The new items of a batch in which every item has the same number of columns, each one
+    slice of the same chunk (what writers send), built as `decode_items` builds them but
+    without its per-item slicing and lookups; None for any other batch."""
+    n, c = len(keys), num_columns[0]
+    if num_columns.count(c) != n:
+        return None
+    if c == 1:
+        trajectories = [(column,) for column in all_columns]
+        chunk_keys = slice_keys
+    else:
+        chunk_keys = slice_keys[::c]
+        if any(slice_keys[j::c] != chunk_keys for j in range(1, c)):
+            return None  # an item spans several chunks
+        trajectories = [tuple(all_columns[i:i + c]) for i in range(0, n * c, c)]
+    # one mapping per chunk, shared by the message's items of that chunk; chunks are resolved
+    # in item order, so a missing one raises for the first item that needs it
+    mappings = {key: {key: resolve_chunk(key)} for key in dict.fromkeys(chunk_keys)}
+    now = time.time()  # one insertion time per message
+    return [Item(key, priority, trajectory, mappings[chunk_key], 0, now)
+            for key, priority, trajectory, chunk_key in zip(keys, priorities, trajectories, chunk_keys)]
 
 
 def resolver(chunks: Dict[int, Chunk], what: str = "this message") -> Callable[[int], Chunk]:

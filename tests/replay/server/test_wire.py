@@ -121,6 +121,28 @@ def test_one_bad_chunk_among_a_writers_chunks_is_named(how, error, match):
         wire.decode_chunks(_damage(batch, how))
 
 
+@pytest.mark.parametrize("num_columns", [1, 2])
+def test_a_writers_item_batch_decodes_to_items_of_their_chunks(num_columns):
+    chunks = {c.key: c for c in _writer_chunks(4, num_columns)}
+    originals = [Item(500 + i, float(i), trajectory_from_chunks([chunk], i % 2, 1), {chunk.key: chunk})
+                 for i, chunk in enumerate(chunks.values())]
+    first = chunks[100]
+    originals.append(Item(9, 2.5, trajectory_from_chunks([first], 0, 2), {first.key: first}))
+    if num_columns == 2:  # columns from two chunks: the general path
+        mixed = ((False, ((100, 0, 1, 0),)), (False, ((101, 1, 1, 1),)))
+        originals.append(Item(10, 1.0, mixed, {100: first, 101: chunks[101]}))
+    batch = replay_pb2.ItemBatch()
+    wire.encode_items([("t" if i % 3 else "u", item) for i, item in enumerate(originals)], batch)
+    batch = replay_pb2.ItemBatch.FromString(batch.SerializeToString())
+    decoded = wire.decode_items(batch, wire.resolver(chunks))
+    assert [(name, i.key, i.priority, i.trajectory, i.chunks, i.times_sampled) for name, i in decoded] == [
+        ("t" if i % 3 else "u", o.key, o.priority, o.trajectory, o.chunks, 0) for i, o in enumerate(originals)]
+    assert decoded[0][1].chunks is decoded[4][1].chunks  # items of one chunk share its mapping
+    del chunks[102]
+    with pytest.raises(errors.NotFoundError, match="chunk 102"):
+        wire.decode_items(batch, wire.resolver(chunks))
+
+
 def test_malformed_batches_name_the_field():
     batch = replay_pb2.ChunkBatch()
     wire.encode_chunks(_chunks()[:1], batch)
