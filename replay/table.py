@@ -184,6 +184,10 @@ class Table:
         rate_limiter.owner = name
         self._sampler = sampler
         self._remover = remover
+        # Selectors that accept every priority `Item.validate` accepts (no check of their own)
+        # let `validate_items` skip their per-item checks.
+        self._selectors_check_priorities = any(
+            type(s).validate_priority is not ItemSelector.validate_priority for s in (sampler, remover))
         self._rate_limiter = rate_limiter
         self._extensions = extensions
         self._items = {}  # key -> Item, in insertion order
@@ -500,6 +504,12 @@ class Table:
           SignatureMismatchError, NotFoundError).
         """
         items = list(items)
+        if self.signature is None and not self._selectors_check_priorities and all(
+                type(item) is Item and type(item.priority) is float for item in items):
+            # what a writer sends to a table without a signature: `Item.validate` checks all
+            for item in items:
+                item.validate()
+            return items
         priorities = [self._validate_item(item) for item in items]
         for item, priority in zip(items, priorities):
             item.priority = priority

@@ -2,7 +2,8 @@
 how many items one sample call takes under the lock."""
 import pytest
 
-from replay import rate_limiters, selectors, table as table_module
+from replay import errors, rate_limiters, selectors, table as table_module
+from replay.items import Item
 from replay.table import Table
 from tests.replay.conftest import build_item
 
@@ -42,6 +43,23 @@ def test_try_insert_many_changes_the_table_as_inserting_one_by_one(remover, shar
     assert {k: batched.get(k).priority for k in batched.keys()} == {
         k: one_by_one.get(k).priority for k in one_by_one.keys()}
     assert [s.item.key for s in batched.try_sample(20)] == [s.item.key for s in one_by_one.try_sample(20)]
+
+
+@pytest.mark.parametrize("sampler", [selectors.Uniform, lambda: selectors.Prioritized(0.8)])
+@pytest.mark.parametrize("bad, match", [(float("nan"), "item 3: priority"), (-1.0, "item 3: priority"),
+                                        (float("inf"), "item 3: priority")])
+def test_validate_items_names_the_bad_item_of_a_batch(sampler, bad, match, shared_chunk):
+    table = Table("t", sampler(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
+    items = [build_item(k, 1.0, chunk=shared_chunk) for k in (1, 2, 3, 4)]
+    items[2].priority = bad
+    with pytest.raises(errors.InvalidArgumentError, match=match):
+        table.validate_items(items)
+    key = shared_chunk.key  # an 8-step chunk of two columns; steps 7-8 run past its end
+    out_of_range = Item(5, 1.0, ((False, ((key, 7, 2, 0),)), (False, ((key, 7, 2, 1),))), {key: shared_chunk})
+    with pytest.raises(errors.InvalidArgumentError, match="item 5"):
+        table.validate_items(items[:2] + [out_of_range])
+    assert table.info().size == 0
+    assert table.validate_items(items[:2]) == items[:2]
 
 
 def test_try_sample_returns_nothing_instead_of_waiting(shared_chunk):
