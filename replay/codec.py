@@ -94,7 +94,7 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
     check_field_lengths("chunk batch", n, episode_ids=episode_ids, start_indices=start_indices,
                    lengths=lengths, num_columns=num_columns)
     total_columns = sum(num_columns)
-    if any(c <= 0 for c in num_columns):
+    if min(num_columns) <= 0:  # (min/max: C loops, this runs for every message)
         raise errors.InvalidArgumentError("malformed chunk batch: a chunk has no columns")
     dtype_index, ranks, flags = list(batch.dtype_index), list(batch.ranks), list(batch.flags)
     crcs = list(batch.crc32)
@@ -102,7 +102,7 @@ def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
     check_field_lengths("chunk batch", total_columns, dtype_index=dtype_index, ranks=ranks, flags=flags,
                    crc32=crcs, column_data=blobs)
     dtypes = list(batch.dtypes)
-    if any(not 0 <= i < len(dtypes) for i in dtype_index) or any(r < 0 for r in ranks):
+    if min(dtype_index) < 0 or max(dtype_index) >= len(dtypes) or min(ranks) < 0:
         raise errors.InvalidArgumentError("malformed chunk batch: a dtype index or a rank is out of range")
     shape_dims = list(batch.shape_dims)
     check_field_lengths("chunk batch", sum(ranks), shape_dims=shape_dims)
@@ -267,13 +267,13 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     num_columns = list(batch.num_columns)
     check_field_lengths("item batch", n, table_index=table_index, priorities=priorities,
                    num_columns=num_columns)
-    if any(not 0 <= t < len(tables) for t in table_index):
+    if min(table_index) < 0 or max(table_index) >= len(tables):
         raise errors.InvalidArgumentError("malformed item batch: a table index is out of range")
-    if any(c <= 0 for c in num_columns):
+    if min(num_columns) <= 0:
         raise errors.InvalidArgumentError("malformed item batch: an item has no columns")
     squeeze, num_slices = list(batch.squeeze), list(batch.num_slices)
     check_field_lengths("item batch", sum(num_columns), squeeze=squeeze, num_slices=num_slices)
-    if any(s <= 0 for s in num_slices):
+    if min(num_slices) <= 0:
         raise errors.InvalidArgumentError("malformed item batch: an item column has no chunk slices")
     slice_keys, slice_offsets = list(batch.slice_chunk_keys), list(batch.slice_offsets)
     slice_lengths, slice_indices = list(batch.slice_lengths), list(batch.slice_indices)
