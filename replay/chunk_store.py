@@ -42,10 +42,18 @@ class ChunkStore:
         the new one (the data is not stored twice). The store keeps only weak references: the
         caller must hold the returned chunks (normally through items) to keep them alive.
         """
-        stored = []
+        chunks = list(chunks)
         ref = weakref.ref
+        new = {chunk.key: ref(chunk) for chunk in chunks}
         with self._lock:
             table = self._chunks
+            if len(new) == len(chunks) and table.keys().isdisjoint(new):
+                # a writer's new chunks (distinct keys, none stored): one dict update
+                table.update(new)
+                if len(table) >= self._sweep_at:
+                    self._sweep_locked()
+                return chunks
+            stored = []
             for chunk in chunks:
                 key = chunk.key
                 entry = table.get(key)

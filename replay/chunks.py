@@ -10,10 +10,9 @@ truncated or corrupt chunks without decompressing them.
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import zlib
-from typing import Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import lz4.block
 import numpy as np
@@ -33,9 +32,12 @@ _MAX_RECORD_BYTES = 16 * 1024
 _RECORD_DTYPES: dict = {}  # column layout -> structured dtype, so equal layouts share one object
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ColumnData:
-    """One leaf of a chunk: `length` steps of a `shape`-shaped `dtype` array, as stored bytes."""
+class ColumnData(NamedTuple):
+    """One leaf of a chunk: `length` steps of a `shape`-shaped `dtype` array, as stored bytes.
+
+    Immutable; `_replace` gives a changed copy. A named tuple rather than a frozen dataclass:
+    the server and writers build one per column of every chunk, and a frozen dataclass sets
+    each field through `object.__setattr__` (0.5 us against 0.2 us a column)."""
 
     dtype: str  # numpy dtype string, e.g. '<f4'
     shape: Tuple[int, ...]  # shape of one step

@@ -1,5 +1,4 @@
 """Chunks: bit-exact round-trips for random nests and dtypes, delta encoding, corruption detection."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -87,12 +86,12 @@ def test_validate_detects_corrupt_and_truncated_columns():
     assert column.compressed
     flipped = bytearray(column.data)
     flipped[-1] ^= 0xFF
-    corrupt = Chunk(1, [dataclasses.replace(column, data=bytes(flipped))], chunk.length)
+    corrupt = Chunk(1, [column._replace(data=bytes(flipped))], chunk.length)
     with pytest.raises(errors.DataLossError, match="checksum"):
         corrupt.validate()
     truncated_data = column.data[:-5]
     import zlib
-    truncated = Chunk(1, [dataclasses.replace(column, data=truncated_data, crc32=zlib.crc32(truncated_data))],
+    truncated = Chunk(1, [column._replace(data=truncated_data, crc32=zlib.crc32(truncated_data))],
                       chunk.length + 1)
     with pytest.raises(errors.DataLossError, match="need"):
         truncated.validate()

@@ -1,5 +1,4 @@
 """Bad input at the raw gRPC level: each gets the fitting status, others keep being served."""
-import dataclasses
 
 import grpc
 import numpy as np
@@ -41,11 +40,11 @@ def _status(stub, requests, metadata=GOOD_METADATA):
 
 
 def _flipped(column):
-    return dataclasses.replace(column, data=bytes([column.data[0] ^ 1]) + column.data[1:])
+    return column._replace(data=bytes([column.data[0] ^ 1]) + column.data[1:])
 
 
 def _truncated(column):
-    return dataclasses.replace(column, data=column.data[:-4])
+    return column._replace(data=column.data[:-4])
 
 
 CASES = {

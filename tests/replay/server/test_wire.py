@@ -1,5 +1,4 @@
 """Wire codec: packed chunk and item batches round-trip, malformed batches are refused."""
-import dataclasses
 import gc
 import zlib
 
@@ -64,8 +63,8 @@ def test_corrupt_and_truncated_column_bytes_are_data_loss():
     chunk = _chunks()[0]
     column = chunk.columns[0]
     flipped = bytes([column.data[0] ^ 0xFF]) + column.data[1:]
-    for bad in (dataclasses.replace(column, data=flipped),
-                dataclasses.replace(column, data=column.data[:-3])):
+    for bad in (column._replace(data=flipped),
+                column._replace(data=column.data[:-3])):
         batch = replay_pb2.ChunkBatch()
         wire.encode_chunks([Chunk(1, [bad] + list(chunk.columns[1:]), chunk.length)], batch)
         with pytest.raises(errors.DataLossError, match="chunk 1 column 0"):
