@@ -295,7 +295,8 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
             all_columns.append((q, tuple(all_slices[slice_i:slice_i + count])))
             slice_i += count
     if one_slice_per_column and not with_state:
-        items = _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, resolve_chunk)
+        items = _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, slice_indices,
+                                        resolve_chunk)
         if items is not None:
             return [(tables[t], item) for t, item in zip(table_index, items)] if len(tables) > 1 else [
                 (tables[0], item) for item in items]
@@ -341,7 +342,7 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     return out
 
 
-def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys,
+def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, slice_indices,
                             resolve_chunk) -> Optional[List[Item]]:
     """The new items of a batch in which every item has the same number of columns, each one
     slice of the same chunk (what writers send), built as `decode_items` builds them but
@@ -361,6 +362,13 @@ def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_ke
     # in item order, so a missing one raises for the first item that needs it
     mappings = {key: {key: resolve_chunk(key)} for key in dict.fromkeys(chunk_keys)}
     now = time.time()  # one insertion time per message
+    if c == 1 and not any(slice_indices) and all(
+            len(chunks[key].columns) == 1 for key, chunks in mappings.items()):
+        # each item is steps of a one-column chunk: its `Item.span` is its one slice
+        return [Item(key, priority, trajectory, mappings[chunk_key], 0, now,
+                     span=(chunk_key, offset, length, 1 if squeeze else 0))
+                for key, priority, trajectory, chunk_key, ((squeeze, ((_, offset, length, _),)),)
+                in zip(keys, priorities, trajectories, chunk_keys, trajectories)]
     return [Item(key, priority, trajectory, mappings[chunk_key], 0, now)
             for key, priority, trajectory, chunk_key in zip(keys, priorities, trajectories, chunk_keys)]
 

@@ -8,7 +8,7 @@ that keeps it alive) references it; see `replay.chunk_store`.
 from __future__ import annotations
 
 import time
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -91,14 +91,18 @@ class Item:
     __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at", "_span")
 
     def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
-                 chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None):
+                 chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None,
+                 *, span: Any = _UNKNOWN):
+        """`span`: the trajectory's `span` where the caller worked it out already (a decoder
+        that knows every item of its batch has that layout); by default it is worked out when
+        first needed."""
         self.key = int(key)
         self.priority = float(priority)
         self.trajectory = tuple(trajectory)
         self.chunks = chunks
         self.times_sampled = int(times_sampled)
         self.inserted_at = time.time() if inserted_at is None else float(inserted_at)
-        self._span = _UNKNOWN
+        self._span = span
 
     @property
     def span(self) -> Optional[Tuple[int, int, int, int]]:

@@ -130,6 +130,8 @@ def test_a_writers_item_batch_decodes_to_items_of_their_chunks(num_columns):
     if num_columns == 2:  # columns from two chunks: the general path
         mixed = ((False, ((100, 0, 1, 0),)), (False, ((101, 1, 1, 1),)))
         originals.append(Item(10, 1.0, mixed, {100: first, 101: chunks[101]}))
+    else:  # a squeezed column (one step, no time dimension)
+        originals.append(Item(11, 1.0, ((True, ((101, 1, 1, 0),)),), {101: chunks[101]}))
     batch = replay_pb2.ItemBatch()
     wire.encode_items([("t" if i % 3 else "u", item) for i, item in enumerate(originals)], batch)
     batch = replay_pb2.ItemBatch.FromString(batch.SerializeToString())
@@ -137,6 +139,9 @@ def test_a_writers_item_batch_decodes_to_items_of_their_chunks(num_columns):
     assert [(name, i.key, i.priority, i.trajectory, i.chunks, i.times_sampled) for name, i in decoded] == [
         ("t" if i % 3 else "u", o.key, o.priority, o.trajectory, o.chunks, 0) for i, o in enumerate(originals)]
     assert decoded[0][1].chunks is decoded[4][1].chunks  # items of one chunk share its mapping
+    spans = [item.span for _, item in decoded]  # worked out by the decoder or on first use
+    assert spans == [Item(o.key, o.priority, o.trajectory, o.chunks).span for o in originals]
+    assert spans[-1] == (None if num_columns == 2 else (101, 1, 1, 1))
     del chunks[102]
     with pytest.raises(errors.NotFoundError, match="chunk 102"):
         wire.decode_items(batch, wire.resolver(chunks))
