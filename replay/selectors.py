@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import collections
 import heapq
+import itertools
 import random
-from typing import Iterable, Tuple, Union
+from typing import Iterable, Sequence, Tuple, Union
 
 from replay import errors
 
@@ -63,6 +64,14 @@ class ItemSelector:
         for key, priority in keys_and_priorities:
             self.insert(key, priority)
 
+    def replace_many(self, old_keys: Sequence[int], new_keys_and_priorities: Sequence[Tuple[int, float]]) -> None:
+        """For each pair in order, `insert` the new key, then `delete` the old one (what a full
+        table does per insert when it evicts `old`); selectors override it with a bulk path
+        that ends in the same state."""
+        for old, (key, priority) in zip(old_keys, new_keys_and_priorities):
+            self.insert(key, priority)
+            self.delete(old)
+
     def update(self, key: int, priority: float) -> None:
         """Changes the priority of a present key."""
         raise NotImplementedError
@@ -107,6 +116,15 @@ class _OrderedSelector(ItemSelector):
     def insert(self, key, priority):
         self._keys[key] = None
 
+    def insert_many(self, keys_and_priorities):
+        self._keys.update(dict.fromkeys(key for key, _ in keys_and_priorities))
+
+    def replace_many(self, old_keys, new_keys_and_priorities):
+        keys = self._keys
+        for old in old_keys:
+            del keys[old]
+        keys.update(dict.fromkeys(key for key, _ in new_keys_and_priorities))
+
     def update(self, key, priority):
         pass  # order depends on insertion only
 
@@ -125,6 +143,11 @@ class Fifo(_OrderedSelector):
 
     def sample(self):
         return next(iter(self._keys)), 1.0
+
+    def oldest(self, count: int) -> list:
+        """The `count` oldest keys, oldest first: what `count` samples, each followed by deleting
+        the sampled key, select."""
+        return list(itertools.islice(self._keys, count))
 
 
 class Lifo(_OrderedSelector):
@@ -145,6 +168,21 @@ class Uniform(ItemSelector):
     def insert(self, key, priority):
         self._index[key] = len(self._keys)
         self._keys.append(key)
+
+    def insert_many(self, keys_and_priorities):
+        keys = [key for key, _ in keys_and_priorities]
+        self._index.update(zip(keys, range(len(self._keys), len(self._keys) + len(keys))))
+        self._keys.extend(keys)
+
+    def replace_many(self, old_keys, new_keys_and_priorities):
+        # insert(new) then delete(old) moves the new key, last in the array, into the old one's
+        # slot: so each new key takes its old key's slot
+        keys, index = self._keys, self._index
+        slots = [index.pop(old) for old in old_keys]
+        new_keys = [key for key, _ in new_keys_and_priorities]
+        for slot, key in zip(slots, new_keys):
+            keys[slot] = key
+        index.update(zip(new_keys, slots))
 
     def update(self, key, priority):
         pass

@@ -372,6 +372,10 @@ class Table:
         (per-item work is what bounds the server's insert rate for small items)."""
         present, max_size = self._items, self.max_size
         sampler, remover = self._sampler, self._remover
+        if type(remover) is Fifo:
+            done = self._add_new_fifo_locked(items)
+            if done is not None:
+                return done
         sampler_insert, sampler_delete = sampler.insert, sampler.delete
         remover_insert, remover_delete, remover_sample = remover.insert, remover.delete, remover.sample
         inserted = evicted = done = 0
@@ -402,6 +406,41 @@ class Table:
             self._num_inserts += inserted
             self._num_evictions += evicted
         return done
+
+    def _add_new_fifo_locked(self, items: Sequence[Item]) -> Optional[int]:
+        """`_add_all_locked` for new keys (none present, none twice) and a Fifo remover, with
+        bulk selector calls: the items that fit are inserted, and each further one evicts the
+        oldest item, which (while old items are left) is the next of the `oldest` before the
+        batch, so the changes are those of inserting one at a time. None (nothing done) for
+        other batches."""
+        present, remover = self._items, self._remover
+        keys = [item.key for item in items]
+        n = len(keys)
+        room = self.max_size - len(present)
+        evictions = n - room if n > room else 0
+        new = dict(zip(keys, items))
+        if room < 0 or len(new) != n or evictions > len(present) or not present.keys().isdisjoint(new):
+            return None
+        pairs = [(item.key, item.priority) for item in items]
+        victims = remover.oldest(evictions)
+        sampler = self._sampler
+        if room and evictions < n:
+            head = pairs[:n - evictions]
+            sampler.insert_many(head)
+            remover.insert_many(head)
+        if evictions:
+            tail = pairs[n - evictions:]
+            sampler.replace_many(victims, tail)
+            remover.replace_many(victims, tail)
+            for victim in victims:
+                del present[victim]
+        present.update(new)
+        limiter = self._rate_limiter
+        limiter.insert_count += n
+        limiter.delete_count += evictions
+        self._num_inserts += n
+        self._num_evictions += evictions
+        return n
 
     def _remove_locked(self, key: int) -> Item:
         item = self._items.pop(key)

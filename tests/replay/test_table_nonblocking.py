@@ -19,17 +19,21 @@ def test_try_insert_many_inserts_what_the_rate_limiter_allows_and_returns_the_co
     assert table.keys() == [2, 3]
 
 
+@pytest.mark.parametrize("sampler", [lambda: selectors.Uniform(seed=3), lambda: selectors.Prioritized(0.7, seed=3)])
 @pytest.mark.parametrize("remover", [selectors.Fifo, selectors.MinHeap, selectors.Lifo])
-def test_try_insert_many_changes_the_table_as_inserting_one_by_one(remover, shared_chunk):
-    """A batch the rate limiter allows whole takes the batched path; it must leave the table
+def test_try_insert_many_changes_the_table_as_inserting_one_by_one(sampler, remover, shared_chunk):
+    """A batch the rate limiter allows whole takes the batched paths; they must leave the table
     exactly as inserting its items one at a time does: the same items and priorities (keys
     already present are updated), evictions, counters, and the same samples from the same seed."""
     def build():
-        return Table("t", selectors.Uniform(seed=3), remover(), 8, rate_limiters.MinSize(1))
+        return Table("t", sampler(), remover(), 8, rate_limiters.MinSize(1))
 
     batched, one_by_one = build(), build()
-    batches = [[(k, float(k % 5)) for k in range(6)], [(2, 9.0), (7, 0.5), (3, 4.0)],
-               [(k, float(k % 3) + 0.5) for k in range(20, 33)]]  # the last one overflows the table
+    batches = [[(k, float(k % 5)) for k in range(6)],  # fits
+               [(2, 9.0), (7, 0.5), (3, 4.0)],  # updates two present keys
+               [(k, 1.5) for k in range(10, 14)],  # one fits, three evict
+               [(k, float(k % 3) + 0.5) for k in range(20, 33)],  # more than the table holds
+               [(k, 2.5) for k in range(40, 45)]]  # every one evicts
     for batch in batches:
         items = batched.validate_items([build_item(k, p, chunk=shared_chunk) for k, p in batch])
         assert batched.try_insert_many(items) == len(batch)
