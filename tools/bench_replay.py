@@ -25,6 +25,16 @@ Modes:
              with chunks/s, raw MB/s and the share of the time spent decoding lz4 (best of 5 runs).
              Options: --ops (chunks per workload)
 
+  insert-path
+             where the server's CPU time per inserted item goes, without gRPC: the messages a
+             writer sends (`append` + `create_item(table, 1.0, history[-1])` of 400 B float32
+             steps, the compare_reverb.py workload) are captured from a real writer, then each
+             step of the server's insert path is timed on them, in microseconds per item (best of
+             5): decode_chunks (with validation), decode_items, validate_items, try_insert_many
+             into a full Uniform/Fifo table of 100k items, and the whole per-message step of the
+             server (store the chunks, decode, validate, insert), with the garbage collector set as
+             the server's `freeze_gc` policy sets it. Options: --ops (items)
+
 Usage: python tools/bench_replay.py [--mode inprocess] [--sizes 1000 1000000] [--ops 20000]
 """
 from __future__ import annotations
@@ -169,6 +179,135 @@ def run_validate(args) -> None:
               f"compressed_columns={len(compressed) // len(chunks)}/{len(columns)}", flush=True)
 
 
+def _captured_insert_requests(num_items: int):
+    """The InsertRequests a writer sends for `num_items` 400 B steps, each an item (parsed, as
+    the server receives them)."""
+    from replay import framing
+    from replay.proto import replay_pb2
+    from replay.server import Server
+
+    captured = []
+    serialize = framing.serialize_insert_request
+
+    def capture(packed):
+        data = serialize(packed)
+        captured.append(data)
+        return data
+
+    server = Server([Table("bench", Uniform(seed=0), Fifo(), 100_000, MinSize(1))])
+    framing.serialize_insert_request = capture
+    try:
+        writer = server.localhost_client().trajectory_writer(num_keep_alive_refs=1)
+        steps = [np.random.default_rng(i).random(100, dtype=np.float32) for i in range(16)]
+        for i in range(num_items):
+            writer.append(steps[i % 16])
+            writer.create_item("bench", 1.0, writer.history[-1])
+        writer.close()
+    finally:
+        framing.serialize_insert_request = serialize
+        server.stop()
+    return [replay_pb2.InsertRequest.FromString(data) for data in captured]
+
+
+def run_insert_path(args) -> None:
+    from replay import codec, gc_freeze
+    from replay.server import Server
+
+    num_items = max(args.ops, 250_000)  # enough to fill the 100k table and go on evicting
+    requests = _captured_insert_requests(num_items)
+    gc.collect()
+    gc.set_threshold(*gc_freeze._THRESHOLDS)  # noqa: SLF001 - the collector as the server sets it
+
+    def best_of_5(work) -> float:
+        best = float("inf")
+        for _ in range(5):
+            gc.freeze()  # as the server's policy does every second
+            best = min(best, work())
+        return best
+
+    def timed(step):
+        def work():
+            start = time.perf_counter()
+            step()
+            return time.perf_counter() - start
+        return work
+
+    chunks = {}
+
+    def decode_chunks():
+        for request in requests:
+            for chunk in codec.decode_chunks(request.chunks):
+                chunks[chunk.key] = chunk
+
+    per_item = 1e6 / num_items
+    print(f"insert-path step=decode_chunks us_per_item={best_of_5(timed(decode_chunks)) * per_item:.2f}",
+          flush=True)
+    decoded = []
+
+    def decode_items():
+        decoded.clear()
+        for request in requests:
+            decoded.append([item for _, item in codec.decode_items(request.items, chunks.__getitem__)])
+
+    print(f"insert-path step=decode_items us_per_item={best_of_5(timed(decode_items)) * per_item:.2f}",
+          flush=True)
+
+    def validate_items():
+        table = Table("bench", Uniform(seed=0), Fifo(), 100_000, MinSize(1))
+        for items in decoded:
+            table.validate_items(items)
+
+    print(f"insert-path step=validate_items us_per_item={best_of_5(timed(validate_items)) * per_item:.2f}",
+          flush=True)
+    half = len(decoded) // 2
+
+    def insert_full():  # the first half fills the table, the second is timed
+        table = Table("bench", Uniform(seed=0), Fifo(), 100_000, MinSize(1))
+        for items in decoded[:half]:
+            table.try_insert_many(items)
+        start = time.perf_counter()
+        for items in decoded[half:]:
+            table.try_insert_many(items)
+        return time.perf_counter() - start
+
+    second_half = 1e6 / sum(len(items) for items in decoded[half:])
+    print(f"insert-path step=try_insert_many us_per_item={best_of_5(insert_full) * second_half:.2f}", flush=True)
+    decoded.clear()
+    chunks.clear()
+
+    def server_step():  # the server's step per message (_take_message), then the message's releases
+        server = Server([Table("bench", Uniform(seed=0), Fifo(), 100_000, MinSize(1))])
+        try:
+            servicer, store = server._servicer, server.chunk_store  # noqa: SLF001 - timing its step
+            keep_alive, held = {}, 0
+
+            def resolve(key):
+                chunk = keep_alive.get(key)
+                return chunk if chunk is not None else store.get([key])[0]
+
+            def take(request):
+                nonlocal held
+                held, pending = servicer._take_message(request, None, keep_alive, held, 1 << 40, resolve)  # noqa: SLF001
+                assert not pending
+                for key in request.release_chunk_keys:
+                    chunk = keep_alive.pop(key, None)
+                    if chunk is not None:
+                        held -= chunk.nbytes
+
+            for request in requests[:len(requests) // 2]:
+                take(request)
+            start = time.perf_counter()
+            for request in requests[len(requests) // 2:]:
+                take(request)
+            return time.perf_counter() - start
+        finally:
+            server.stop()
+
+    timed_items = sum(len(r.items.keys) for r in requests[len(requests) // 2:])
+    print(f"insert-path step=server_message us_per_item={best_of_5(server_step) * 1e6 / timed_items:.2f}",
+          flush=True)
+
+
 def run_server(mode):
     def run(args) -> None:
         import bench_replay_server
@@ -190,6 +329,7 @@ def run_dataset(args) -> None:
 MODES = {
     "dataset": run_dataset,
     "inprocess": run_inprocess,
+    "insert-path": run_insert_path,
     "server-insert": run_server("insert"),
     "validate": run_validate,
     "server-sample": run_server("sample"),
