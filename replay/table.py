@@ -400,11 +400,7 @@ class Table:
                     remover_delete(victim)
                     evicted += 1
         finally:
-            limiter = self._rate_limiter
-            limiter.insert_count += inserted
-            limiter.delete_count += evicted
-            self._num_inserts += inserted
-            self._num_evictions += evicted
+            self._count_inserts_locked(inserted, evicted)
         return done
 
     def _add_new_fifo_locked(self, items: Sequence[Item]) -> Optional[int]:
@@ -435,12 +431,16 @@ class Table:
             for victim in victims:
                 del present[victim]
         present.update(new)
-        limiter = self._rate_limiter
-        limiter.insert_count += n
-        limiter.delete_count += evictions
-        self._num_inserts += n
-        self._num_evictions += evictions
+        self._count_inserts_locked(n, evictions)
         return n
+
+    def _count_inserts_locked(self, inserted: int, evicted: int) -> None:
+        """Counts a batch's inserts and evictions, in the rate limiter and the table's stats."""
+        limiter = self._rate_limiter
+        limiter.insert_count += inserted
+        limiter.delete_count += evicted
+        self._num_inserts += inserted
+        self._num_evictions += evicted
 
     def _remove_locked(self, key: int) -> Item:
         item = self._items.pop(key)
