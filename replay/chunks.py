@@ -136,9 +136,14 @@ _MAX_LZ4_RATIO = 255
 
 
 @functools.lru_cache(maxsize=1024)
-def _column_layout(dtype: str, shape: Tuple[int, ...], delta_encoded: bool) -> int:
+def column_step_bytes(dtype: str, shape: Tuple[int, ...], delta_encoded: bool = False) -> int:
     """Bytes per step of a column layout, after checking that it can be decoded (cached: the
-    server checks every column it receives and writers send few distinct layouts)."""
+    server checks every column it receives and writers send few distinct layouts).
+
+    Raises:
+      InvalidArgumentError: a dtype replay does not store, an undecodable shape, or delta
+        encoding on a non-integer dtype.
+    """
     parsed = specs.parse_dtype(dtype, "dtype")
     specs.check_shape(shape, parsed.itemsize)
     if delta_encoded and parsed.kind not in "iu":
@@ -150,16 +155,6 @@ def _column_layout(dtype: str, shape: Tuple[int, ...], delta_encoded: bool) -> i
     return step_bytes
 
 
-def column_step_bytes(dtype: str, shape: Tuple[int, ...], delta_encoded: bool = False) -> int:
-    """Bytes per step of a column of this layout (cached).
-
-    Raises:
-      InvalidArgumentError: a dtype replay does not store, an undecodable shape, or delta
-        encoding on a non-integer dtype.
-    """
-    return _column_layout(dtype, shape, delta_encoded)
-
-
 def validate_column(column: ColumnData, length: int, what: str = "column") -> None:
     """Checks that `column` decodes to `length` steps of its dtype and shape (see
     `Chunk.validate`); `what` names the column in messages.
@@ -167,7 +162,7 @@ def validate_column(column: ColumnData, length: int, what: str = "column") -> No
     Raises: as `Chunk.validate`.
     """
     try:
-        step_bytes = _column_layout(column.dtype, tuple(column.shape), column.delta_encoded)
+        step_bytes = column_step_bytes(column.dtype, tuple(column.shape), column.delta_encoded)
     except errors.InvalidArgumentError as e:
         raise errors.InvalidArgumentError(f"{what}: {e}") from None
     data = column.data

@@ -298,8 +298,7 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
         items = _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, slice_indices,
                                         resolve_chunk)
         if items is not None:
-            return [(tables[t], item) for t, item in zip(table_index, items)] if len(tables) > 1 else [
-                (tables[0], item) for item in items]
+            return [(tables[t], item) for t, item in zip(table_index, items)]
     resolved: Dict[int, Chunk] = {}  # each chunk key is resolved once per message
     single_chunk: Dict[int, Dict[int, Chunk]] = {}
 
@@ -367,8 +366,8 @@ def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_ke
         # each item is steps of a one-column chunk: its `Item.span` is its one slice
         return [Item(key, priority, trajectory, mappings[chunk_key], 0, now,
                      span=(chunk_key, offset, length, 1 if squeeze else 0))
-                for key, priority, trajectory, chunk_key, ((squeeze, ((_, offset, length, _),)),)
-                in zip(keys, priorities, trajectories, chunk_keys, trajectories)]
+                for key, priority, trajectory, chunk_key, (squeeze, ((_, offset, length, _),))
+                in zip(keys, priorities, trajectories, chunk_keys, all_columns)]
     return [Item(key, priority, trajectory, mappings[chunk_key], 0, now)
             for key, priority, trajectory, chunk_key in zip(keys, priorities, trajectories, chunk_keys)]
 

@@ -365,62 +365,24 @@ class Table:
             self._remove_locked(victim)
             self._num_evictions += 1
 
-    def _add_all_locked(self, items: Sequence[Item]) -> int:
-        """`_add_locked` (or `_update_locked` for present keys) for every item, in order, for a
-        table without extensions whose rate limiter allows them all: the same changes in the same
-        order, without the per-item calls and checks that only extensions or a limiter need
-        (per-item work is what bounds the server's insert rate for small items)."""
-        present, max_size = self._items, self.max_size
-        sampler, remover = self._sampler, self._remover
-        if type(remover) is Fifo:
-            done = self._add_new_fifo_locked(items)
-            if done is not None:
-                return done
-        sampler_insert, sampler_delete = sampler.insert, sampler.delete
-        remover_insert, remover_delete, remover_sample = remover.insert, remover.delete, remover.sample
-        inserted = evicted = done = 0
-        try:
-            for item in items:
-                key = item.key
-                existing = present.get(key)
-                if existing is not None:
-                    self._update_locked(existing, item.priority)
-                    done += 1
-                    continue
-                present[key] = item
-                priority = item.priority
-                sampler_insert(key, priority)
-                remover_insert(key, priority)
-                inserted += 1
-                done += 1
-                while len(present) > max_size:
-                    victim, _ = remover_sample()
-                    del present[victim]
-                    sampler_delete(victim)
-                    remover_delete(victim)
-                    evicted += 1
-        finally:
-            self._count_inserts_locked(inserted, evicted)
-        return done
-
     def _add_new_fifo_locked(self, items: Sequence[Item]) -> Optional[int]:
-        """`_add_all_locked` for new keys (none present, none twice) and a Fifo remover, with
-        bulk selector calls: the items that fit are inserted, and each further one evicts the
+        """`_add_locked` for every item of a batch the rate limiter admits whole, when the table
+        has no extensions, its remover is a Fifo and the keys are new (none present, none
+        twice), with bulk selector calls: the items that fit are inserted, and each further one evicts the
         oldest item, which (while old items are left) is the next of the `oldest` before the
         batch, so the changes are those of inserting one at a time. None (nothing done) for
         other batches."""
         present, remover = self._items, self._remover
-        keys = [item.key for item in items]
-        n = len(keys)
+        n = len(items)
         room = self.max_size - len(present)
         evictions = n - room if n > room else 0
-        new = dict(zip(keys, items))
+        new = {item.key: item for item in items}
         if room < 0 or len(new) != n or evictions > len(present) or not present.keys().isdisjoint(new):
             return None
         pairs = [(item.key, item.priority) for item in items]
         victims = remover.oldest(evictions)
         sampler = self._sampler
-        if room and evictions < n:
+        if evictions < n:
             head = pairs[:n - evictions]
             sampler.insert_many(head)
             remover.insert_many(head)
@@ -431,16 +393,12 @@ class Table:
             for victim in victims:
                 del present[victim]
         present.update(new)
-        self._count_inserts_locked(n, evictions)
-        return n
-
-    def _count_inserts_locked(self, inserted: int, evicted: int) -> None:
-        """Counts a batch's inserts and evictions, in the rate limiter and the table's stats."""
         limiter = self._rate_limiter
-        limiter.insert_count += inserted
-        limiter.delete_count += evicted
-        self._num_inserts += inserted
-        self._num_evictions += evicted
+        limiter.insert_count += n
+        limiter.delete_count += evictions
+        self._num_inserts += n
+        self._num_evictions += evictions
+        return n
 
     def _remove_locked(self, key: int) -> Item:
         item = self._items.pop(key)
@@ -567,16 +525,20 @@ class Table:
             self._check_open()
             limiter, present = self._rate_limiter, self._items
             try:
-                if not self._extensions and limiter.can_insert(len(present), len(items)):
-                    # The limiter allows them all (its cursor only moves up with inserts).
-                    done = self._add_all_locked(items)
-                    return done
+                # A limiter that admits the whole batch admits each of its inserts (its cursor
+                # only moves up with inserts), so they need no check one by one.
+                admitted = limiter.can_insert(len(present), len(items))
+                if admitted and not self._extensions and type(self._remover) is Fifo:
+                    bulk = self._add_new_fifo_locked(items)
+                    if bulk is not None:
+                        done = bulk
+                        return done
                 for item in items:
                     existing = present.get(item.key)
                     if existing is not None:
                         self._update_locked(existing, item.priority)
                         self._finish_updates_locked()
-                    elif limiter.can_insert(len(present), 1):
+                    elif admitted or limiter.can_insert(len(present), 1):
                         self._add_locked(item)
                     else:
                         break
