@@ -146,6 +146,26 @@ def _decompress_each(blobs) -> None:
         lz4.block.decompress(data)
 
 
+def _timed(step):
+    """A function that runs `step` once and returns the seconds it took."""
+    def run() -> float:
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+    return run
+
+
+def _best_of_5(run, before_each=None) -> float:
+    """The fewest seconds of five calls of `run` (which returns its seconds): other processes
+    only add time."""
+    best = float("inf")
+    for _ in range(5):
+        if before_each is not None:
+            before_each()
+        best = min(best, run())
+    return best
+
+
 def run_validate(args) -> None:
     from replay import codec
     from replay.proto import replay_pb2
@@ -159,18 +179,15 @@ def run_validate(args) -> None:
         compressed = [c.data for chunk in chunks for c in chunk.columns if c.compressed]
         rounds = max(1, args.ops // len(chunks) // 5)
 
-        def best_of_5(work):
-            best = float("inf")
-            for _ in range(5):  # the best of 5 repetitions: other processes only add time
-                start = time.perf_counter()
+        def repeated(work):
+            def run():
                 for _ in range(rounds):
                     work()
-                best = min(best, time.perf_counter() - start)
-            return best
+            return _timed(run)
 
-        validate_seconds = best_of_5(lambda: codec.decode_chunks(batch, validate=True))
-        build_seconds = best_of_5(lambda: codec.decode_chunks(batch, validate=False))
-        lz4_seconds = best_of_5(lambda: _decompress_each(compressed))
+        validate_seconds = _best_of_5(repeated(lambda: codec.decode_chunks(batch, validate=True)))
+        build_seconds = _best_of_5(repeated(lambda: codec.decode_chunks(batch, validate=False)))
+        lz4_seconds = _best_of_5(repeated(lambda: _decompress_each(compressed)))
         n = rounds * len(chunks)
         print(f"validate workload={name} chunks_per_s={n / validate_seconds:.0f} "
               f"raw_MB_per_s={rounds * raw_bytes / validate_seconds / 1e6:.0f} "
@@ -219,18 +236,8 @@ def run_insert_path(args) -> None:
     gc.set_threshold(*gc_freeze._THRESHOLDS)  # noqa: SLF001 - the collector as the server sets it
 
     def best_of_5(work) -> float:
-        best = float("inf")
-        for _ in range(5):
-            gc.freeze()  # as the server's policy does every second
-            best = min(best, work())
-        return best
+        return _best_of_5(work, before_each=gc.freeze)  # the server's policy freezes every second
 
-    def timed(step):
-        def work():
-            start = time.perf_counter()
-            step()
-            return time.perf_counter() - start
-        return work
 
     chunks = {}
 
@@ -240,7 +247,7 @@ def run_insert_path(args) -> None:
                 chunks[chunk.key] = chunk
 
     per_item = 1e6 / num_items
-    print(f"insert-path step=decode_chunks us_per_item={best_of_5(timed(decode_chunks)) * per_item:.2f}",
+    print(f"insert-path step=decode_chunks us_per_item={best_of_5(_timed(decode_chunks)) * per_item:.2f}",
           flush=True)
     decoded = []
 
@@ -249,7 +256,7 @@ def run_insert_path(args) -> None:
         for request in requests:
             decoded.append([item for _, item in codec.decode_items(request.items, chunks.__getitem__)])
 
-    print(f"insert-path step=decode_items us_per_item={best_of_5(timed(decode_items)) * per_item:.2f}",
+    print(f"insert-path step=decode_items us_per_item={best_of_5(_timed(decode_items)) * per_item:.2f}",
           flush=True)
 
     def validate_items():
@@ -257,7 +264,7 @@ def run_insert_path(args) -> None:
         for items in decoded:
             table.validate_items(items)
 
-    print(f"insert-path step=validate_items us_per_item={best_of_5(timed(validate_items)) * per_item:.2f}",
+    print(f"insert-path step=validate_items us_per_item={best_of_5(_timed(validate_items)) * per_item:.2f}",
           flush=True)
     half = len(decoded) // 2
 
