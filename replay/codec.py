@@ -30,6 +30,71 @@ FLAG_DELTA = 2
 # Chunks
 
 
+class ChunkBatchBuilder:
+    """A `ChunkBatch` under construction: the packed fields as plain lists, filled chunk by
+    chunk and written into a message once (`write_to`). Writers fill one per message as they
+    send, so what waits in their queues is lists of ints and bytes: no objects per chunk for
+    the garbage collector to walk."""
+
+    __slots__ = ("keys", "episode_ids", "start_indices", "lengths", "num_columns", "dtypes",
+                 "dtype_index", "ranks", "shape_dims", "flags", "crcs", "blobs", "nbytes")
+
+    def __init__(self):
+        self.keys, self.episode_ids, self.start_indices, self.lengths = [], [], [], []
+        self.num_columns, self.dtype_index, self.ranks, self.shape_dims = [], [], [], []
+        self.flags, self.crcs, self.blobs = [], [], []
+        self.dtypes: Dict[str, int] = {}
+        self.nbytes = 0  # of column data
+
+    def add(self, chunks: Iterable[Chunk]) -> None:
+        """Appends `chunks`."""
+        dtypes, dtype_index, ranks, shape_dims = self.dtypes, self.dtype_index, self.ranks, self.shape_dims
+        flags, crcs, blobs = self.flags, self.crcs, self.blobs
+        nbytes = 0
+        for chunk in chunks:
+            self.keys.append(chunk.key)
+            self.episode_ids.append(chunk.episode_id)
+            self.start_indices.append(chunk.start_index)
+            self.lengths.append(chunk.length)
+            self.num_columns.append(len(chunk.columns))
+            for column in chunk.columns:
+                index = dtypes.get(column.dtype)
+                if index is None:
+                    index = dtypes[column.dtype] = len(dtypes)
+                dtype_index.append(index)
+                ranks.append(len(column.shape))
+                shape_dims.extend(column.shape)
+                flags.append((FLAG_COMPRESSED if column.compressed else 0)
+                             | (FLAG_DELTA if column.delta_encoded else 0))
+                crcs.append(column.crc32)
+                blobs.append(column.data)
+                nbytes += len(column.data)
+        self.nbytes += nbytes
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def write_to(self, batch: replay_pb2.ChunkBatch, column_data: Optional[List[bytes]] = None) -> None:
+        """Sets the fields of an empty `batch` (see `encode_chunks` for `column_data`)."""
+        if not self.keys:
+            return
+        batch.keys.extend(self.keys)
+        batch.episode_ids.extend(self.episode_ids)
+        batch.start_indices.extend(self.start_indices)
+        batch.lengths.extend(self.lengths)
+        batch.num_columns.extend(self.num_columns)
+        batch.dtypes.extend(self.dtypes)
+        batch.dtype_index.extend(self.dtype_index)
+        batch.ranks.extend(self.ranks)
+        batch.shape_dims.extend(self.shape_dims)
+        batch.flags.extend(self.flags)
+        batch.crc32.extend(self.crcs)
+        if column_data is None:
+            batch.column_data.extend(self.blobs)
+        else:
+            column_data.extend(self.blobs)
+
+
 def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch,
                   column_data: Optional[List[bytes]] = None) -> None:
     """Appends `chunks` to an empty `batch` (fields are set once, at the end).
@@ -37,43 +102,9 @@ def encode_chunks(chunks: Iterable[Chunk], batch: replay_pb2.ChunkBatch,
     With a `column_data` list, the columns' bytes are appended to it instead of to
     `batch.column_data` (see `PackedInsertRequest`), which saves copying them into the message.
     """
-    keys, episode_ids, start_indices, lengths, num_columns = [], [], [], [], []
-    dtype_index, ranks, shape_dims, flags, crcs, blobs = [], [], [], [], [], []
-    dtypes: Dict[str, int] = {}
-    for chunk in chunks:
-        keys.append(chunk.key)
-        episode_ids.append(chunk.episode_id)
-        start_indices.append(chunk.start_index)
-        lengths.append(chunk.length)
-        num_columns.append(len(chunk.columns))
-        for column in chunk.columns:
-            index = dtypes.get(column.dtype)
-            if index is None:
-                index = dtypes[column.dtype] = len(dtypes)
-            dtype_index.append(index)
-            ranks.append(len(column.shape))
-            shape_dims.extend(column.shape)
-            flags.append((FLAG_COMPRESSED if column.compressed else 0)
-                         | (FLAG_DELTA if column.delta_encoded else 0))
-            crcs.append(column.crc32)
-            blobs.append(column.data)
-    if not keys:
-        return
-    batch.keys.extend(keys)
-    batch.episode_ids.extend(episode_ids)
-    batch.start_indices.extend(start_indices)
-    batch.lengths.extend(lengths)
-    batch.num_columns.extend(num_columns)
-    batch.dtypes.extend(dtypes)
-    batch.dtype_index.extend(dtype_index)
-    batch.ranks.extend(ranks)
-    batch.shape_dims.extend(shape_dims)
-    batch.flags.extend(flags)
-    batch.crc32.extend(crcs)
-    if column_data is None:
-        batch.column_data.extend(blobs)
-    else:
-        column_data.extend(blobs)
+    builder = ChunkBatchBuilder()
+    builder.add(chunks)
+    builder.write_to(batch, column_data)
 
 
 def decode_chunks(batch: replay_pb2.ChunkBatch, validate: bool = True,
@@ -187,43 +218,69 @@ ItemRow = Tuple[str, int, float, Sequence[TrajectoryColumn]]
 """One new item for `encode_item_rows`: (table, key, priority, columns)."""
 
 
+class ItemBatchBuilder:
+    """An `ItemBatch` under construction, as `ChunkBatchBuilder` is a `ChunkBatch`'s."""
+
+    __slots__ = ("tables", "table_index", "keys", "priorities", "num_columns", "squeeze", "num_slices",
+                 "slice_keys", "slice_offsets", "slice_lengths", "slice_indices")
+
+    def __init__(self):
+        self.tables: Dict[str, int] = {}
+        self.table_index, self.keys, self.priorities, self.num_columns = [], [], [], []
+        self.squeeze, self.num_slices = [], []
+        self.slice_keys, self.slice_offsets, self.slice_lengths, self.slice_indices = [], [], [], []
+
+    def add(self, rows: Iterable[ItemRow], with_slices: bool = True) -> None:
+        """Appends `rows`; without `with_slices` only their column counts, not the columns."""
+        tables, table_index, keys, priorities = self.tables, self.table_index, self.keys, self.priorities
+        num_columns, squeeze, num_slices = self.num_columns, self.squeeze, self.num_slices
+        slice_keys, slice_offsets = self.slice_keys, self.slice_offsets
+        slice_lengths, slice_indices = self.slice_lengths, self.slice_indices
+        for table, key, priority, columns in rows:
+            index = tables.get(table)
+            if index is None:
+                index = tables[table] = len(tables)
+            table_index.append(index)
+            keys.append(key)
+            priorities.append(priority)
+            num_columns.append(len(columns))
+            for column_squeeze, slices in columns if with_slices else ():
+                squeeze.append(column_squeeze)
+                num_slices.append(len(slices))
+                for chunk_key, offset, length, column_index in slices:
+                    slice_keys.append(chunk_key)
+                    slice_offsets.append(offset)
+                    slice_lengths.append(length)
+                    slice_indices.append(column_index)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def write_to(self, batch: replay_pb2.ItemBatch) -> None:
+        """Sets the fields of an empty `batch`."""
+        if not self.keys:
+            return
+        batch.tables.extend(self.tables)
+        batch.table_index.extend(self.table_index)
+        batch.keys.extend(self.keys)
+        batch.priorities.extend(self.priorities)
+        batch.num_columns.extend(self.num_columns)
+        batch.squeeze.extend(self.squeeze)
+        batch.num_slices.extend(self.num_slices)
+        batch.slice_chunk_keys.extend(self.slice_keys)
+        batch.slice_offsets.extend(self.slice_offsets)
+        batch.slice_lengths.extend(self.slice_lengths)
+        batch.slice_indices.extend(self.slice_indices)
+
+
 def _encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch,
                       with_slices: bool = True) -> bool:
     """Writes `rows` into the packed per-item, per-column and per-slice lists of an empty
     `batch`; without `with_slices` only the column counts. Returns whether there was a row."""
-    tables: Dict[str, int] = {}
-    table_index, keys, priorities, num_columns, squeeze, num_slices = [], [], [], [], [], []
-    slice_keys, slice_offsets, slice_lengths, slice_indices = [], [], [], []
-    for table, key, priority, columns in rows:
-        index = tables.get(table)
-        if index is None:
-            index = tables[table] = len(tables)
-        table_index.append(index)
-        keys.append(key)
-        priorities.append(priority)
-        num_columns.append(len(columns))
-        for column_squeeze, slices in columns if with_slices else ():
-            squeeze.append(column_squeeze)
-            num_slices.append(len(slices))
-            for chunk_key, offset, length, column_index in slices:
-                slice_keys.append(chunk_key)
-                slice_offsets.append(offset)
-                slice_lengths.append(length)
-                slice_indices.append(column_index)
-    if not keys:
-        return False
-    batch.tables.extend(tables)
-    batch.table_index.extend(table_index)
-    batch.keys.extend(keys)
-    batch.priorities.extend(priorities)
-    batch.num_columns.extend(num_columns)
-    batch.squeeze.extend(squeeze)
-    batch.num_slices.extend(num_slices)
-    batch.slice_chunk_keys.extend(slice_keys)
-    batch.slice_offsets.extend(slice_offsets)
-    batch.slice_lengths.extend(slice_lengths)
-    batch.slice_indices.extend(slice_indices)
-    return True
+    builder = ItemBatchBuilder()
+    builder.add(rows, with_slices)
+    builder.write_to(batch)
+    return len(builder) > 0
 
 
 def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> None:

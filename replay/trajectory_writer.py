@@ -150,10 +150,11 @@ class ColumnHistory:
 
 
 class _ChunkBuilder:
-    """The steps of one chunk being written, then the finished chunk until it is released."""
+    """The steps of one chunk being written, then what the writer knows of it once sent (its
+    key, whether items may still reference it) until it is released."""
 
     __slots__ = ("key", "writer", "episode_id", "start_index", "start_serial", "steps", "columns",
-                 "closed", "chunk", "sent", "released", "pending_items", "live_steps")
+                 "closed", "sent", "released", "pending_items", "live_steps")
 
     def __init__(self, key: int, writer: "weakref.ref", episode_id: int, start_index: int,
                  start_serial: int):
@@ -166,7 +167,6 @@ class _ChunkBuilder:
         # or, for the steps of `append_step_items`, one array per leaf holding all of them
         self.columns: Optional[List[np.ndarray]] = None
         self.closed = False  # no more steps; the chunk is encoded when first sent
-        self.chunk: Optional[Chunk] = None
         self.sent = False
         self.released = False
         self.pending_items = 0  # created items referencing it that were not sent yet
@@ -569,9 +569,8 @@ class TrajectoryWriter:
             for b in builders:
                 if not b.sent:
                     b.sent = True
-                    b.chunk = self._encode_chunk(b)
+                    chunks.append(self._encode_chunk(b))
                     b.steps = b.columns = None
-                    chunks.append(b.chunk)
             items.append((table, key, priority, wire_columns))
             for b in builders:
                 b.pending_items -= 1
@@ -626,7 +625,6 @@ class TrajectoryWriter:
         builder.released = True
         if builder.sent:
             releases.append(builder.key)
-        builder.chunk = None
         builder.steps = builder.columns = None
 
     # -- flushing and episodes -----------------------------------------------------------
