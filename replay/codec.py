@@ -17,7 +17,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from replay import errors
 from replay.chunks import Chunk, ColumnData, column_step_bytes
-from replay.items import Item, TrajectoryColumn
+from replay.items import Item, TrajectoryColumn, span_items
 from replay.proto import replay_pb2
 from replay.validation import check_field_lengths, validate_chunk
 
@@ -339,11 +339,19 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     if with_state:
         times_sampled, inserted_at = list(batch.times_sampled), list(batch.inserted_at)
         check_field_lengths("item batch", n, times_sampled=times_sampled, inserted_at=inserted_at)
+    one_slice_per_column = len(slice_keys) == len(squeeze)  # (num_slices are all >= 1)
+    if one_slice_per_column and not with_state:
+        items = _decode_span_items(keys, priorities, num_columns, squeeze, slice_keys, slice_offsets,
+                                   slice_lengths, slice_indices, resolve_chunk)
+        if items is not None:
+            if len(tables) == 1:
+                table = tables[0]
+                return [(table, item) for item in items]
+            return [(tables[t], item) for t, item in zip(table_index, items)]
     # Build every slice and column of the message in one pass each (list comprehensions over
     # the parallel fields), then cut them per item: per-item Python work is what limits the
     # server's insert rate for small items.
     all_slices = list(zip(slice_keys, slice_offsets, slice_lengths, slice_indices))
-    one_slice_per_column = len(all_slices) == len(squeeze)  # (num_slices are all >= 1)
     if one_slice_per_column:
         all_columns = [(q, (s,)) for s, q in zip(all_slices, squeeze)]
     else:
@@ -352,8 +360,7 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
             all_columns.append((q, tuple(all_slices[slice_i:slice_i + count])))
             slice_i += count
     if one_slice_per_column and not with_state:
-        items = _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, slice_indices,
-                                        resolve_chunk)
+        items = _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, resolve_chunk)
         if items is not None:
             return [(tables[t], item) for t, item in zip(table_index, items)]
     resolved: Dict[int, Chunk] = {}  # each chunk key is resolved once per message
@@ -398,11 +405,45 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
     return out
 
 
-def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, slice_indices,
-                            resolve_chunk) -> Optional[List[Item]]:
+def _decode_span_items(keys, priorities, num_columns, squeeze, slice_keys, slice_offsets, slice_lengths,
+                       slice_indices, resolve_chunk) -> Optional[List[Item]]:
+    """The new items of a batch in which item i's column j is steps [offset_i, offset_i +
+    length_i) of column j of one chunk that has as many columns as the item (`Item.span`, what
+    writers send for step and sequence items), built by `items.span_items`; None for any other
+    batch. Chunks are resolved in item order, so a missing one raises for the first item that
+    needs it."""
+    n, c = len(keys), num_columns[0]
+    if num_columns.count(c) != n:
+        return None
+    if c == 1:
+        if any(slice_indices):
+            return None
+        chunk_keys, offsets, lengths = slice_keys, slice_offsets, slice_lengths
+        masks = list(map(int, squeeze))
+    else:
+        if slice_indices != list(range(c)) * n:
+            return None
+        chunk_keys, offsets, lengths = slice_keys[::c], slice_offsets[::c], slice_lengths[::c]
+        if any(slice_keys[j::c] != chunk_keys or slice_offsets[j::c] != offsets
+               or slice_lengths[j::c] != lengths for j in range(1, c)):
+            return None
+        masks = [0] * n
+        for j in range(c):
+            bit = 1 << j
+            masks = [mask | bit if q else mask for mask, q in zip(masks, squeeze[j::c])]
+    resolved = {key: resolve_chunk(key) for key in dict.fromkeys(chunk_keys)}
+    if any(len(chunk.columns) != c for chunk in resolved.values()):
+        return None
+    chunks = [resolved[key] for key in chunk_keys] if len(resolved) != n else list(resolved.values())
+    return span_items(keys, priorities, chunks, offsets, lengths, masks, time.time())
+
+
+def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_keys, resolve_chunk
+                            ) -> Optional[List[Item]]:
     """The new items of a batch in which every item has the same number of columns, each one
-    slice of the same chunk (what writers send), built as `decode_items` builds them but
-    without its per-item slicing and lookups; None for any other batch."""
+    slice of the same chunk (but not the layout of `_decode_span_items`), built as
+    `decode_items` builds them but without its per-item slicing and lookups; None for any other
+    batch."""
     n, c = len(keys), num_columns[0]
     if num_columns.count(c) != n:
         return None
@@ -418,13 +459,6 @@ def _decode_one_chunk_items(keys, priorities, num_columns, all_columns, slice_ke
     # in item order, so a missing one raises for the first item that needs it
     mappings = {key: {key: resolve_chunk(key)} for key in dict.fromkeys(chunk_keys)}
     now = time.time()  # one insertion time per message
-    if c == 1 and not any(slice_indices) and all(
-            len(chunks[key].columns) == 1 for key, chunks in mappings.items()):
-        # each item is steps of a one-column chunk: its `Item.span` is its one slice
-        return [Item(key, priority, trajectory, mappings[chunk_key], 0, now,
-                     span=(chunk_key, offset, length, 1 if squeeze else 0))
-                for key, priority, trajectory, chunk_key, (squeeze, ((_, offset, length, _),))
-                in zip(keys, priorities, trajectories, chunk_keys, all_columns)]
     return [Item(key, priority, trajectory, mappings[chunk_key], 0, now)
             for key, priority, trajectory, chunk_key in zip(keys, priorities, trajectories, chunk_keys)]
 

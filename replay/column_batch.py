@@ -86,8 +86,8 @@ def _encode_record_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch)
         span = item.span
         if span is None or span[2] != length or span[3] != mask:
             return None
-        chunk_key, offset, _, _ = span
-        records = item.chunks[chunk_key].step_records()
+        offset = span[1]
+        records = item.span_chunk.step_records()
         if records is None:
             return None
         dtype, data = records

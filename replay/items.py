@@ -86,9 +86,13 @@ class Item:
     exactly steps [offset, offset + length) of column i of one chunk that has no other columns
     (what writers produce for step and sequence items; bit i of the mask is column i's squeeze
     flag), else None. Columnar sample responses use it to copy an item's steps in one slice.
+
+    Items made by `span_items` (the server's insert path for such items) hold only the span and
+    its chunk; their `trajectory` and `chunks` are built when first read (see there).
     """
 
-    __slots__ = ("key", "priority", "trajectory", "chunks", "times_sampled", "inserted_at", "_span")
+    __slots__ = ("key", "priority", "_trajectory", "_chunks", "times_sampled", "inserted_at", "_span",
+                 "_span_chunk")
 
     def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
                  chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None,
@@ -98,11 +102,30 @@ class Item:
         first needed."""
         self.key = int(key)
         self.priority = float(priority)
-        self.trajectory = tuple(trajectory)
-        self.chunks = chunks
+        self._trajectory = tuple(trajectory)
+        self._chunks = chunks
         self.times_sampled = int(times_sampled)
         self.inserted_at = time.time() if inserted_at is None else float(inserted_at)
         self._span = span
+        self._span_chunk = None
+
+    @property
+    def trajectory(self) -> Tuple[TrajectoryColumn, ...]:
+        trajectory = self._trajectory
+        if trajectory is None:
+            chunk_key, offset, length, mask = self._span
+            trajectory = self._trajectory = tuple(
+                (bool(mask >> index & 1), ((chunk_key, offset, length, index),))
+                for index in range(len(self._span_chunk.columns)))
+        return trajectory
+
+    @property
+    def chunks(self) -> Dict[int, Chunk]:
+        chunks = self._chunks
+        if chunks is None:
+            chunk = self._span_chunk
+            chunks = self._chunks = {chunk.key: chunk}
+        return chunks
 
     @property
     def span(self) -> Optional[Tuple[int, int, int, int]]:
@@ -110,8 +133,18 @@ class Item:
         # table that is written fast are evicted before anyone samples them.
         span = self._span
         if span is _UNKNOWN:
-            span = self._span = _whole_chunk_span(self.trajectory, self.chunks)
+            span = self._span = _whole_chunk_span(self._trajectory, self._chunks)
         return span
+
+    @property
+    def span_chunk(self) -> Optional[Chunk]:
+        """The chunk of `span` (None where `span` is None)."""
+        chunk = self._span_chunk
+        if chunk is None:
+            span = self.span
+            if span is not None:
+                chunk = self._chunks[span[0]]
+        return chunk
 
     def validate(self) -> None:
         """Checks the key, the priority and that every slice lies inside a chunk the item holds.
@@ -127,7 +160,7 @@ class Item:
         span = self.span
         if span is not None:  # what writers send: one slice of one chunk, the same in every column
             chunk_key, offset, length, squeeze_mask = span
-            if offset >= 0 and 0 < length and offset + length <= self.chunks[chunk_key].length \
+            if offset >= 0 and 0 < length and offset + length <= self.span_chunk.length \
                     and (length == 1 or not squeeze_mask):
                 return  # else the checks below name what is wrong
         if not self.trajectory:
@@ -163,6 +196,11 @@ class Item:
 
     def column_specs(self) -> list:
         """(shape, dtype) of each column as it will be decoded."""
+        chunk = self.span_chunk
+        if chunk is not None:
+            _, _, length, mask = self._span
+            return [(tuple(data.shape) if mask >> index & 1 else (length,) + tuple(data.shape),
+                     specs.parse_dtype(data.dtype)) for index, data in enumerate(chunk.columns)]
         out = []
         for column in self.trajectory:
             squeeze, ((chunk_key, _, _, index), *_) = column
@@ -195,3 +233,32 @@ class Item:
 
     def __repr__(self) -> str:
         return f"Item(key={self.key}, priority={self.priority}, times_sampled={self.times_sampled})"
+
+
+def span_items(keys: Sequence[int], priorities: Sequence[float], chunks: Sequence[Chunk],
+               offsets: Sequence[int], lengths: Sequence[int], squeeze_masks: Sequence[int],
+               inserted_at: float) -> list:
+    """New items, item i covering steps [offsets[i], offsets[i] + lengths[i]) of every column of
+    chunks[i] (`Item.span` layout; bit j of squeeze_masks[i] squeezes column j), inserted at
+    `inserted_at`. Keys and lengths must be ints and priorities floats; `Item.validate` checks
+    the values.
+
+    Each such item is one object and its span tuple. Built as `Item(...)` is, it would also be
+    its trajectory's nested tuples and a chunk mapping: about twice the objects, each walked
+    by the garbage collector once before the server's policy freezes it (`replay.gc_freeze`),
+    for every item a server inserts."""
+    new = Item.__new__
+    out = []
+    append = out.append
+    for key, priority, chunk, offset, length, mask in zip(keys, priorities, chunks, offsets, lengths,
+                                                          squeeze_masks):
+        item = new(Item)
+        item.key = key
+        item.priority = priority
+        item._trajectory = item._chunks = None  # noqa: SLF001 - this module's class
+        item.times_sampled = 0
+        item.inserted_at = inserted_at
+        item._span = (chunk.key, offset, length, mask)  # noqa: SLF001
+        item._span_chunk = chunk  # noqa: SLF001
+        append(item)
+    return out

@@ -257,7 +257,7 @@ class Table:
             span = item.span
             if span is not None:
                 # the items of one chunk with the same length and squeeze flags share a layout
-                chunk = item.chunks[span[0]]
+                chunk = item.span_chunk
                 fitting = self._fitting_spans.get(chunk)
                 if fitting is not None and (span[2], span[3]) in fitting:
                     return self._validate_priority(item.key, item.priority)
