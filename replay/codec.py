@@ -16,7 +16,7 @@ import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from replay import errors
-from replay.chunks import Chunk, ColumnData, column_step_bytes
+from replay.chunks import Chunk, ColumnData, built_chunks, column_step_bytes
 from replay.items import Item, TrajectoryColumn, span_items
 from replay.proto import replay_pb2
 from replay.validation import check_field_lengths, validate_chunk
@@ -195,19 +195,19 @@ def _decode_uniform_chunks(keys, num_columns, episode_ids, start_indices, length
                 return None
             if sizes[j::c] != [step_bytes * length for length in lengths]:
                 return None
+    new_column = tuple.__new__  # ColumnData(...) without the named tuple's Python-level __new__
     if c == 1:
         dtype, shape = column_dtypes[0], shapes[0]
-        return [Chunk(key, (ColumnData(dtype, shape, blob, False, False, crc),), length, episode, start, size)
-                for key, blob, crc, size, length, episode, start
-                in zip(keys, blobs, crcs, sizes, lengths, episode_ids, start_indices)]
-    chunks = []
+        columns = [(new_column(ColumnData, (dtype, shape, blob, False, False, crc)),)
+                   for blob, crc in zip(blobs, crcs)]
+        return built_chunks(keys, columns, lengths, episode_ids, start_indices, sizes)
+    columns, nbytes = [], []
     for i in range(n):
         base = i * c
-        columns = tuple(ColumnData(column_dtypes[j], shapes[j], blobs[base + j], False, False, crcs[base + j])
-                        for j in range(c))
-        chunks.append(Chunk(keys[i], columns, lengths[i], episode_ids[i], start_indices[i],
-                            sum(sizes[base:base + c])))
-    return chunks
+        columns.append(tuple(new_column(ColumnData, (column_dtypes[j], shapes[j], blobs[base + j], False, False,
+                                                     crcs[base + j])) for j in range(c)))
+        nbytes.append(sum(sizes[base:base + c]))
+    return built_chunks(keys, columns, lengths, episode_ids, start_indices, nbytes)
 
 
 # ---------------------------------------------------------------------------------------------

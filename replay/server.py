@@ -336,12 +336,15 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         break
                     _check_request(request)
                     chunks = None
-                    if sum(len(data) for data in request.chunks.column_data) > _DECODE_IN_POOL_BYTES:
+                    # read once: every read of a repeated bytes field copies each of its entries
+                    column_data = list(request.chunks.column_data)
+                    if sum(map(len, column_data)) > _DECODE_IN_POOL_BYTES:
                         chunks = await asyncio.get_running_loop().run_in_executor(
-                            self._server._executor, codec.decode_chunks, request.chunks)  # noqa: SLF001 - same module
-                    held, pending = await self._work.run(self._take_message, request, chunks, keep_alive,
-                                                         held, limit, resolve)
-                    chunks = None
+                            self._server._executor, codec.decode_chunks, request.chunks, True,  # noqa: SLF001
+                            column_data)
+                    held, pending = await self._work.run(self._take_message, request, chunks, column_data,
+                                                         keep_alive, held, limit, resolve)
+                    chunks = column_data = None
                 finally:
                     turn.give_up()
                 if request.items.keys:
@@ -382,9 +385,10 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if not read.done():
                 read.cancel()
 
-    def _take_message(self, request, chunks, keep_alive: Dict[int, object], held: int, limit: int,
-                      resolve):
-        """Stores the message's chunks (`chunks` when already decoded) and inserts its items
+    def _take_message(self, request, chunks, column_data, keep_alive: Dict[int, object], held: int,
+                      limit: int, resolve):
+        """Stores the message's chunks (`chunks` when already decoded; `column_data`: the
+        message's chunk bytes, read out of it) and inserts its items
         while the rate limiters allow; returns the chunk bytes the stream then holds (before the
         message's releases) and what is left to insert (see `_insert_now`).
 
@@ -395,7 +399,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         """
         if request.chunks.keys:
             if chunks is None:
-                chunks = codec.decode_chunks(request.chunks)
+                chunks = codec.decode_chunks(request.chunks, column_data=column_data)
             released = set(request.release_chunk_keys)
             after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
             after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)

@@ -294,7 +294,8 @@ def run_insert_path(args) -> None:
 
             def take(request):
                 nonlocal held
-                held, pending = servicer._take_message(request, None, keep_alive, held, 1 << 40, resolve)  # noqa: SLF001
+                held, pending = servicer._take_message(request, None, list(request.chunks.column_data),  # noqa: SLF001
+                                                       keep_alive, held, 1 << 40, resolve)
                 assert not pending
                 for key in request.release_chunk_keys:
                     chunk = keep_alive.pop(key, None)
