@@ -58,6 +58,7 @@ def trajectory_from_chunks(chunks: Sequence[Chunk], offset: int, length: int) ->
 
 
 _UNKNOWN = object()
+_IN_SLOTS = object()  # `Item.span` is in the item's _span_* slots (items of `span_items`)
 
 
 def _whole_chunk_span(trajectory, chunks) -> Optional[Tuple[int, int, int, int]]:
@@ -92,7 +93,7 @@ class Item:
     """
 
     __slots__ = ("key", "priority", "_trajectory", "_chunks", "times_sampled", "inserted_at", "_span",
-                 "_span_chunk")
+                 "_span_chunk", "_span_offset", "_span_length", "_span_mask")
 
     def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
                  chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None,
@@ -113,7 +114,7 @@ class Item:
     def trajectory(self) -> Tuple[TrajectoryColumn, ...]:
         trajectory = self._trajectory
         if trajectory is None:
-            chunk_key, offset, length, mask = self._span
+            chunk_key, offset, length, mask = self.span
             trajectory = self._trajectory = tuple(
                 (bool(mask >> index & 1), ((chunk_key, offset, length, index),))
                 for index in range(len(self._span_chunk.columns)))
@@ -134,6 +135,8 @@ class Item:
         span = self._span
         if span is _UNKNOWN:
             span = self._span = _whole_chunk_span(self._trajectory, self._chunks)
+        elif span is _IN_SLOTS:
+            span = self._span = (self._span_chunk.key, self._span_offset, self._span_length, self._span_mask)
         return span
 
     @property
@@ -157,9 +160,13 @@ class Item:
         if not (self.priority >= 0.0) or self.priority == float("inf"):
             raise errors.InvalidArgumentError(
                 f"item {self.key}: priority must be a finite number >= 0, got {self.priority}")
-        span = self.span
-        if span is not None:  # what writers send: one slice of one chunk, the same in every column
-            chunk_key, offset, length, squeeze_mask = span
+        if self._span is _IN_SLOTS:  # read without building the span tuple (see span_items)
+            offset, length, squeeze_mask = self._span_offset, self._span_length, self._span_mask
+            if offset >= 0 and 0 < length and offset + length <= self._span_chunk.length \
+                    and (length == 1 or not squeeze_mask):
+                return  # else the checks below name what is wrong
+        elif self.span is not None:  # what writers send: one slice of one chunk, the same in every column
+            _, offset, length, squeeze_mask = self.span
             if offset >= 0 and 0 < length and offset + length <= self.span_chunk.length \
                     and (length == 1 or not squeeze_mask):
                 return  # else the checks below name what is wrong
@@ -198,7 +205,7 @@ class Item:
         """(shape, dtype) of each column as it will be decoded."""
         chunk = self.span_chunk
         if chunk is not None:
-            _, _, length, mask = self._span
+            _, _, length, mask = self.span
             return [(tuple(data.shape) if mask >> index & 1 else (length,) + tuple(data.shape),
                      specs.parse_dtype(data.dtype)) for index, data in enumerate(chunk.columns)]
         out = []
@@ -243,10 +250,11 @@ def span_items(keys: Sequence[int], priorities: Sequence[float], chunks: Sequenc
     `inserted_at`. Keys and lengths must be ints and priorities floats; `Item.validate` checks
     the values.
 
-    Each such item is one object and its span tuple. Built as `Item(...)` is, it would also be
-    its trajectory's nested tuples and a chunk mapping: about twice the objects, each walked
-    by the garbage collector once before the server's policy freezes it (`replay.gc_freeze`),
-    for every item a server inserts."""
+    Each such item is one object: its span lies in slots until `span` is first read. Built as
+    `Item(...)` is, it would also be its trajectory's nested tuples, a chunk mapping and the
+    span tuple. A server inserts one per step it is sent and, with a full table, evicts one:
+    every object of an item is an allocation, a walk by the garbage collector before the
+    server's policy freezes it (`replay.gc_freeze`), and a cache miss when it is freed."""
     new = Item.__new__
     out = []
     append = out.append
@@ -258,7 +266,10 @@ def span_items(keys: Sequence[int], priorities: Sequence[float], chunks: Sequenc
         item._trajectory = item._chunks = None  # noqa: SLF001 - this module's class
         item.times_sampled = 0
         item.inserted_at = inserted_at
-        item._span = (chunk.key, offset, length, mask)  # noqa: SLF001
+        item._span = _IN_SLOTS  # noqa: SLF001
         item._span_chunk = chunk  # noqa: SLF001
+        item._span_offset = offset  # noqa: SLF001
+        item._span_length = length  # noqa: SLF001
+        item._span_mask = mask  # noqa: SLF001
         append(item)
     return out

@@ -352,10 +352,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         await self._insert_waiting(pending, context)
                     pending = None
                     yield replay_pb2.InsertResponse(item_keys=request.items.keys)
-                for key in request.release_chunk_keys:
-                    chunk = keep_alive.pop(key, None)
-                    if chunk is not None:
-                        held -= chunk.nbytes
+                held -= self._release(keep_alive, request.release_chunk_keys)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
@@ -401,22 +398,35 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if chunks is None:
                 chunks = codec.decode_chunks(request.chunks, column_data=column_data)
             released = set(request.release_chunk_keys)
-            after = held + sum(c.nbytes for c in chunks if c.key not in keep_alive and c.key not in released)
-            after -= sum(keep_alive[k].nbytes for k in released if k in keep_alive)
+            sizes = {c.key: c.nbytes for c in chunks}
+            if keep_alive.keys().isdisjoint(sizes) and released.isdisjoint(sizes):
+                after = held + sum(sizes.values())  # a writer's usual message: new chunks only
+            else:
+                after = held + sum(size for key, size in sizes.items()
+                                   if key not in keep_alive and key not in released)
+            after -= sum(keep_alive[k].nbytes for k in released.intersection(keep_alive))
             if after > limit:
                 raise errors.ResourceExhaustedError(
                     f"this insert stream would hold {after} bytes of chunks its writer has not released, "
                     f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
                     "alive (num_keep_alive_refs), or start the server with a higher limit "
                     "(replay-server --max-in-flight-bytes-per-stream)")
-            for chunk in self._server.chunk_store.insert(chunks):
-                if chunk.key not in keep_alive:
-                    keep_alive[chunk.key] = chunk
-                    held += chunk.nbytes
+            kept = {chunk.key: chunk for chunk in self._server.chunk_store.insert(chunks)
+                    if chunk.key not in keep_alive}
+            keep_alive.update(kept)
+            held += sum(sizes[key] for key in kept)
         if not request.items.keys:
             return held, []
         pairs = codec.decode_items(request.items, resolve)
         return held, self._insert_now(self._validated_groups(pairs))
+
+    @staticmethod
+    def _release(keep_alive: Dict[int, object], keys) -> int:
+        """Drops the released chunks from a stream's keep-alive map; returns their bytes."""
+        if not keys:
+            return 0
+        released = [keep_alive.pop(key, None) for key in keys]
+        return sum(chunk.nbytes for chunk in released if chunk is not None)
 
     def _validated_groups(self, pairs):
         """The items of a message as (table, items) runs, every item validated first, so a bad

@@ -297,10 +297,7 @@ def run_insert_path(args) -> None:
                 held, pending = servicer._take_message(request, None, list(request.chunks.column_data),  # noqa: SLF001
                                                        keep_alive, held, 1 << 40, resolve)
                 assert not pending
-                for key in request.release_chunk_keys:
-                    chunk = keep_alive.pop(key, None)
-                    if chunk is not None:
-                        held -= chunk.nbytes
+                held -= servicer._release(keep_alive, request.release_chunk_keys)  # noqa: SLF001
 
             for request in requests[:len(requests) // 2]:
                 take(request)
