@@ -195,14 +195,15 @@ def validate_column(column: ColumnData, length: int, what: str = "column") -> No
 class Chunk:
     """`length` consecutive steps of one episode (from `start_index`), one `ColumnData` per leaf."""
 
-    __slots__ = ("key", "episode_id", "start_index", "length", "columns", "_records", "_nbytes",
+    __slots__ = ("key", "episode_id", "start_index", "length", "_columns", "_records", "_nbytes",
+                 "_column_dtype", "_column_shape", "_column_data", "_column_crc",
                  "__weakref__")
 
     def __init__(self, key: int, columns: Sequence[ColumnData], length: int, episode_id: int = 0,
                  start_index: int = 0, nbytes: Optional[int] = None):
         """`nbytes`: the columns' stored bytes where the caller has counted them already."""
         self.key = int(key)
-        self.columns = tuple(columns)
+        self._columns = tuple(columns)
         self.length = int(length)
         self.episode_id = int(episode_id)
         self.start_index = int(start_index)
@@ -232,6 +233,21 @@ class Chunk:
         """Builds a chunk from a list of steps, each a flat list of leaves."""
         columns = [np.stack(leaves) for leaves in zip(*flat_steps)]
         return cls.from_columns(key, columns, **kwargs)
+
+    @property
+    def columns(self) -> Tuple[ColumnData, ...]:
+        """One `ColumnData` per leaf."""
+        columns = self._columns
+        if columns is None:  # a chunk of `one_column_chunks`: built when first read
+            columns = self._columns = (tuple.__new__(ColumnData, (
+                self._column_dtype, self._column_shape, self._column_data, False, False, self._column_crc)),)
+        return columns
+
+    @property
+    def num_columns(self) -> int:
+        """len(columns), without building them."""
+        columns = self._columns
+        return 1 if columns is None else len(columns)
 
     def column(self, index: int) -> np.ndarray:
         return decode_column(self.columns[index], self.length)
@@ -321,11 +337,39 @@ def built_chunks(keys: Sequence[int], columns: Sequence[Tuple[ColumnData, ...]],
                                                                          start_indices, nbytes):
         chunk = new(Chunk)
         chunk.key = key
-        chunk.columns = chunk_columns
+        chunk._columns = chunk_columns  # noqa: SLF001 - this module's class
         chunk.length = length
         chunk.episode_id = episode_id
         chunk.start_index = start_index
-        chunk._records = None  # noqa: SLF001 - this module's class
+        chunk._records = None  # noqa: SLF001
         chunk._nbytes = size  # noqa: SLF001
+        append(chunk)
+    return out
+
+
+def one_column_chunks(keys: Sequence[int], dtype: str, shape: Tuple[int, ...], blobs: Sequence[bytes],
+                      crcs: Sequence[int], lengths: Sequence[int], episode_ids: Sequence[int],
+                      start_indices: Sequence[int]) -> List[Chunk]:
+    """Chunks of one uncompressed, not delta-encoded column each, of `dtype` and step `shape`
+    (`built_chunks`' arguments as for `built_chunks`). Each is one object until its `columns`
+    are first read: the server makes one such chunk per step it is sent (see
+    `items.span_items` for what each object costs it)."""
+    new = Chunk.__new__
+    out = []
+    append = out.append
+    for key, blob, crc, length, episode_id, start_index in zip(keys, blobs, crcs, lengths, episode_ids,
+                                                              start_indices):
+        chunk = new(Chunk)
+        chunk.key = key
+        chunk._columns = None  # noqa: SLF001 - this module's class
+        chunk._column_dtype = dtype  # noqa: SLF001
+        chunk._column_shape = shape  # noqa: SLF001
+        chunk._column_data = blob  # noqa: SLF001
+        chunk._column_crc = crc  # noqa: SLF001
+        chunk.length = length
+        chunk.episode_id = episode_id
+        chunk.start_index = start_index
+        chunk._records = None  # noqa: SLF001
+        chunk._nbytes = len(blob)  # noqa: SLF001
         append(chunk)
     return out

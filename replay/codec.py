@@ -16,7 +16,7 @@ import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from replay import errors
-from replay.chunks import Chunk, ColumnData, built_chunks, column_step_bytes
+from replay.chunks import Chunk, ColumnData, built_chunks, column_step_bytes, one_column_chunks
 from replay.items import Item, TrajectoryColumn, span_items
 from replay.proto import replay_pb2
 from replay.validation import check_field_lengths, validate_chunk
@@ -195,12 +195,10 @@ def _decode_uniform_chunks(keys, num_columns, episode_ids, start_indices, length
                 return None
             if sizes[j::c] != [step_bytes * length for length in lengths]:
                 return None
-    new_column = tuple.__new__  # ColumnData(...) without the named tuple's Python-level __new__
     if c == 1:
-        dtype, shape = column_dtypes[0], shapes[0]
-        columns = [(new_column(ColumnData, (dtype, shape, blob, False, False, crc)),)
-                   for blob, crc in zip(blobs, crcs)]
-        return built_chunks(keys, columns, lengths, episode_ids, start_indices, sizes)
+        return one_column_chunks(keys, column_dtypes[0], shapes[0], blobs, crcs, lengths, episode_ids,
+                                 start_indices)
+    new_column = tuple.__new__  # ColumnData(...) without the named tuple's Python-level __new__
     columns, nbytes = [], []
     for i in range(n):
         base = i * c
@@ -432,7 +430,7 @@ def _decode_span_items(keys, priorities, num_columns, squeeze, slice_keys, slice
             bit = 1 << j
             masks = [mask | bit if q else mask for mask, q in zip(masks, squeeze[j::c])]
     resolved = {key: resolve_chunk(key) for key in dict.fromkeys(chunk_keys)}
-    if any(len(chunk.columns) != c for chunk in resolved.values()):
+    if any(chunk.num_columns != c for chunk in resolved.values()):
         return None
     chunks = [resolved[key] for key in chunk_keys] if len(resolved) != n else list(resolved.values())
     return span_items(keys, priorities, chunks, offsets, lengths, masks, time.time())

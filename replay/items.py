@@ -117,7 +117,7 @@ class Item:
             chunk_key, offset, length, mask = self.span
             trajectory = self._trajectory = tuple(
                 (bool(mask >> index & 1), ((chunk_key, offset, length, index),))
-                for index in range(len(self._span_chunk.columns)))
+                for index in range(self._span_chunk.num_columns))
         return trajectory
 
     @property

@@ -89,7 +89,25 @@ def test_a_batch_of_one_layout_decodes_as_each_chunk_alone(num_columns):
     for original, a, b in zip(chunks, together, alone):
         fields = [(c.key, c.episode_id, c.start_index, c.length, c.nbytes, c.columns) for c in (original, a, b)]
         assert fields[0] == fields[1] == fields[2]
+        assert a.num_columns == b.num_columns == original.num_columns == num_columns
+        a.validate()
         np.testing.assert_array_equal(a.column(0), original.column(0))
+        assert a.step_records()[1] == original.step_records()[1]
+
+
+def test_a_writers_one_column_chunks_are_one_object_each_until_read():
+    # the server decodes one chunk per step it is sent; its columns are built on first read
+    batch = replay_pb2.ChunkBatch()
+    wire.encode_chunks([Chunk.from_columns(key, [np.full((1, 100), key, np.float32)], compress=False)
+                        for key in range(1, 2001)], batch)
+    gc.collect()
+    before = len(gc.get_objects())
+    chunks = wire.decode_chunks(batch)
+    added = len(gc.get_objects()) - before
+    assert len(chunks) == 2000 and added < 2100, f"{added} tracked objects for 2000 chunks"
+    assert [chunk.num_columns for chunk in chunks[:3]] == [1, 1, 1]
+    assert chunks[6].columns[0].shape == (100,) and chunks[6].columns is chunks[6].columns
+    np.testing.assert_array_equal(chunks[6].column(0), np.full((1, 100), 7, np.float32))
 
 
 def _damage(batch, how):
