@@ -76,7 +76,9 @@ class InsertStream:
         self._client = client
         self._max_in_flight = int(max_in_flight_items)
         self._timeout = timeout  # the call's gRPC deadline, in seconds from its start
-        lock = threading.Lock()
+        # `with self._lock` where a condition's lock is wanted: Condition.__enter__ is a Python
+        # call around it, and `send` takes the lock once per item
+        lock = self._lock = threading.Lock()
         self._data_ready = threading.Condition(lock)  # the request iterator waits on it
         self._acked = threading.Condition(lock)  # callers waiting for acks wait on it
         self._full: Deque[_Message] = collections.deque()  # messages that reached a limit
@@ -132,7 +134,7 @@ class InsertStream:
                     f"chunk {chunk.key} holds {chunk.nbytes} bytes, more than one message may carry "
                     f"({self._client.max_message_bytes} bytes); use a smaller chunk_length or raise "
                     "max_message_bytes on both client and server")
-        with self._data_ready:
+        with self._lock:
             if self._error is not None:
                 self._raise_error()
             if self._closing:
@@ -248,7 +250,7 @@ class InsertStream:
         error = None
         try:
             for response in self._call:
-                with self._acked:
+                with self._lock:
                     self._unacked -= len(response.item_keys)
                     self._acked.notify_all()
         except grpc.RpcError as e:
