@@ -26,13 +26,14 @@ import collections
 import os
 import random
 import weakref
+import zlib
 from typing import Any, Deque, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tree
 
 from replay import errors, validation
-from replay.chunks import Chunk, encode_column
+from replay.chunks import Chunk, ColumnData, encode_column
 from replay.insert_stream import InsertStream
 from replay.items import TrajectoryColumn
 
@@ -581,10 +582,12 @@ class TrajectoryWriter:
 
     def _encode_chunk(self, builder: _ChunkBuilder) -> Chunk:
         steps = builder.steps
+        one_step = None
         if builder.columns is not None:
             columns = builder.columns
         elif len(steps) == 1:
-            columns = [leaf[np.newaxis] for leaf in steps[0]]  # a view: no stacking copy
+            one_step = steps[0]
+            columns = [leaf[np.newaxis] for leaf in one_step]  # a view: no stacking copy
         else:
             columns = [np.stack(leaves) for leaves in zip(*steps)]
         encoded = []
@@ -593,7 +596,16 @@ class TrajectoryWriter:
             hint = self._compress_hints[leaf]
             if hint[0] > 0:
                 hint[0] -= 1
-                data = encode_column(column, self._delta, compress=False)
+                if one_step is not None and not self._delta:
+                    # encode_column(column, compress=False) of one step, without its checks and
+                    # conversions (the leaf's dtype and shape were checked by append): the per-step
+                    # cost of writers that write every step as an item
+                    step = one_step[leaf]
+                    raw = step.tobytes()
+                    data = tuple.__new__(ColumnData, (step.dtype.str, step.shape, raw, False, False,
+                                                      zlib.crc32(raw)))
+                else:
+                    data = encode_column(column, self._delta, compress=False)
             else:
                 data = encode_column(column, self._delta, compress=True)
                 if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:

@@ -7,7 +7,7 @@ import tree
 from google.protobuf.message import DecodeError
 
 from replay import errors, wire
-from replay.chunks import Chunk
+from replay.chunks import Chunk, encode_column
 from replay.items import Item
 from replay.proto import replay_pb2
 from replay.trajectory_writer import CellRef
@@ -282,3 +282,35 @@ def test_malformed_column_batches_raise_named_errors():
     del short.data[2]
     with pytest.raises(errors.InvalidArgumentError, match="malformed ColumnBatch"):
         wire.decode_columns(short, 2)
+
+
+def test_steps_stored_raw_encode_as_encode_column_does(client):
+    # Incompressible steps are stored raw after a few tries; each one-step chunk then skips
+    # encode_column. Its columns must be those encode_column gives, for every kind of leaf.
+    rng = np.random.default_rng(1)
+    steps = [{"x": rng.random(100, dtype=np.float32), "n": rng.integers(0, 1 << 60, (3, 4)),
+              "s": np.array(b"ab" * (1 + i % 3))} for i in range(40)]
+    with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+        sent = []
+        send = writer._stream.send  # noqa: SLF001 - capturing what the writer sends
+
+        def capture(chunks, items, release_keys=()):
+            sent.extend(chunks)
+            return send(chunks, items, release_keys)
+
+        writer._stream.send = capture  # noqa: SLF001
+        for step in steps:
+            writer.append(step)
+            writer.create_item("uniform", 1.0, writer.history["x"][-1])
+    assert len(sent) == len(steps)
+    raw = 0
+    for chunk, step in zip(sent, steps):
+        leaves = [step["n"], step["s"], step["x"]]  # sorted-key order
+        for column, leaf in zip(chunk.columns, leaves):
+            if not column.compressed:
+                raw += 1
+                assert column == encode_column(leaf[np.newaxis], compress=False)
+    assert raw > len(steps)  # the raw path ran for most steps of the random leaves
+    written = {step["x"].tobytes() for step in steps}
+    sampled = [np.asarray(s.data[0]) for s in client.sample("uniform", 100)]
+    assert all(x.shape == (100,) and x.tobytes() in written for x in sampled)
