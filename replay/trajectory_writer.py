@@ -135,6 +135,13 @@ class ColumnHistory:
         Raises:
           InvalidArgumentError: the index lies outside the kept-alive steps, or the slice is empty.
         """
+        if type(index) is int:
+            try:
+                return self._cells[index]  # a deque: O(1) at either end
+            except IndexError:
+                raise errors.InvalidArgumentError(
+                    f"history index {index} is outside the {len(self._cells)} kept-alive steps; raise "
+                    "num_keep_alive_refs to reference older steps") from None
         cells = list(self._cells)
         if isinstance(index, slice):
             picked = cells[index]
@@ -217,6 +224,7 @@ class TrajectoryWriter:
         self._first_key_order: Optional[List[Any]] = None
         self._leaf_specs: Optional[List[Tuple[tuple, np.dtype]]] = None
         self._history: List[Deque[CellRef]] = []
+        self._history_nest = None  # what `history` returns
         self._window: Deque[_ChunkBuilder] = collections.deque()  # one entry per kept step
         self._open: Optional[_ChunkBuilder] = None
         self._pending: Deque[Tuple[str, float, int, list, list]] = collections.deque()
@@ -455,6 +463,7 @@ class TrajectoryWriter:
                 _MAX_AUTO_IN_FLIGHT_ITEMS,
                 max(_MIN_AUTO_IN_FLIGHT_ITEMS, _AUTO_IN_FLIGHT_BYTES // max(step_bytes, 1)))
         self._history = [collections.deque(maxlen=self._keep) for _ in leaves]
+        self._history_nest = None
         # per leaf: chunks left to skip, failed tries in a row, the next skip's length
         self._compress_hints = [[0, 0, _INCOMPRESSIBLE_SKIP] for _ in leaves]
 
@@ -467,8 +476,12 @@ class TrajectoryWriter:
         """
         if self._leaf_specs is None:
             raise errors.InvalidArgumentError("the writer has no history yet; append a step first")
-        columns = [ColumnHistory(h) for h in self._history]
-        return columns[0] if self._structure is None else tree.unflatten_as(self._structure, columns)
+        nest = self._history_nest
+        if nest is None:  # views of the deques, which change in place: built once
+            columns = [ColumnHistory(h) for h in self._history]
+            nest = self._history_nest = (columns[0] if self._structure is None
+                                         else tree.unflatten_as(self._structure, columns))
+        return nest
 
     # -- items ---------------------------------------------------------------------------
 
