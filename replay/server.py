@@ -342,8 +342,13 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         chunks = await asyncio.get_running_loop().run_in_executor(
                             self._server._executor, codec.decode_chunks, request.chunks, True,  # noqa: SLF001
                             column_data)
-                    held, pending = await self._work.run(self._take_message, request, chunks, column_data,
-                                                         keep_alive, held, limit, resolve)
+                    freezer = self._server._gc_freezer  # noqa: SLF001 - same module
+                    if freezer is None:
+                        held, pending = await self._work.run(self._take_message, request, chunks, column_data,
+                                                             keep_alive, held, limit, resolve)
+                    else:  # the new items and chunks leave the collector's view at once
+                        held, pending = await self._work.run(freezer.freezing, self._take_message, request,
+                                                             chunks, column_data, keep_alive, held, limit, resolve)
                     chunks = column_data = None
                 finally:
                     turn.give_up()
@@ -727,12 +732,12 @@ class Server:
       max_in_flight_bytes_per_stream: the most chunk bytes one insert stream may keep alive for
         its writer (chunks sent and not yet released), and the target size of a sample
         response; an insert stream going over it ends with RESOURCE_EXHAUSTED.
-      freeze_gc: run the garbage-collection policy of `replay.gc_freeze` (every second, the
-        objects alive leave the collector's view; no automatic full collections, one full
-        collection once a minute). It spares
-        the server the collector's walks over every stored item, a large share of its CPU time
-        under fast inserts, but it changes the collector of the whole process: use it when the
-        server has its process to itself (the `replay-server` command does).
+      freeze_gc: run the garbage-collection policy of `replay.gc_freeze` (every second and after
+        every insert message, the objects alive leave the collector's view; no automatic full
+        collections, one full collection once a minute). It spares the server the collector's
+        walks over every stored item, a large share of its CPU time under fast inserts, but it
+        changes the collector of the whole process: use it when the server has its process to
+        itself (the `replay-server` command does).
       keep_freed_heap_memory: apply `replay.heap_policy` to this process (the megabyte sample
         responses reuse freed memory instead of faulting it in again); process-wide too, so
         for a server with its process to itself (the `replay-server` command's default).

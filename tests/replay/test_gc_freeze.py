@@ -91,6 +91,50 @@ def test_server_with_freeze_gc_serves_and_unfreezes_on_stop():
     assert gc.get_threshold() == before  # the process's collector settings come back
 
 
+def test_freezing_freezes_what_its_step_leaves_alive_after_a_young_collection():
+    loop = asyncio.new_event_loop()
+    freezer = GcFreezer(loop, interval=60.0, full_every=600.0)
+    try:
+        freezer.start()
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+        garbage = weakref.ref(a)  # made before the step: the step's young collection frees it
+        del a, b
+        kept = freezer.freezing(lambda n: [_Node() for _ in range(n)], 50)
+        assert garbage() is None
+        assert len(kept) == 50 and freezer.step_freezes == 1
+        tracked = {id(o) for o in gc.get_objects()}  # the frozen generation is not listed
+        assert not any(id(node) in tracked for node in kept)
+        assert gc.get_freeze_count() >= 50
+    finally:
+        freezer.stop()
+        loop.close()
+        gc.unfreeze()
+
+
+def test_items_a_freeze_gc_server_inserts_are_frozen_with_their_message():
+    table = Table("t", Uniform(seed=0), Fifo(), 1000, MinSize(1))
+    server = Server([table], freeze_gc=True)
+    try:
+        client = server.localhost_client()
+        with client.trajectory_writer(num_keep_alive_refs=1) as writer:
+            for i in range(200):
+                writer.append(np.full(4, i, np.float32))
+                writer.create_item("t", 1.0, writer.history[-1])
+                if i % 40 == 39:
+                    writer.flush()  # one message each
+        assert len(table) == 200
+        assert server._gc_freezer.step_freezes >= 5  # noqa: SLF001 - one per insert message
+        items = list(table._items.values())  # noqa: SLF001 - the stored objects
+        tracked = {id(o) for o in gc.get_objects()}
+        assert not any(id(item) in tracked for item in items)
+        values = {float(s.data[0][0]) for s in client.sample("t", 50)}
+        assert values <= set(range(200))
+    finally:
+        server.stop()
+    assert gc.get_freeze_count() == 0
+
+
 def test_server_leaves_the_collector_alone_by_default():
     gc.unfreeze()
     server = Server([Table("t", Uniform(), Fifo(), 10, MinSize(1))])
