@@ -351,7 +351,7 @@ def one_column_chunks(keys: Sequence[int], dtype: str, shape: Tuple[int, ...], b
                       crcs: Sequence[int], lengths: Sequence[int], episode_ids: Sequence[int],
                       start_indices: Sequence[int]) -> List[Chunk]:
     """Chunks of one uncompressed, not delta-encoded column each, of `dtype` and step `shape`
-    (`built_chunks`' arguments as for `built_chunks`). Each is one object until its `columns`
+    (the other arguments as for `built_chunks`). Each is one object until its `columns`
     are first read: the server makes one such chunk per step it is sent (see
     `items.span_items` for what each object costs it)."""
     new = Chunk.__new__
