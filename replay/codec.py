@@ -342,9 +342,6 @@ def decode_items(batch: replay_pb2.ItemBatch, resolve_chunk: Callable[[int], Chu
         items = _decode_span_items(keys, priorities, num_columns, squeeze, slice_keys, slice_offsets,
                                    slice_lengths, slice_indices, resolve_chunk)
         if items is not None:
-            if len(tables) == 1:
-                table = tables[0]
-                return [(table, item) for item in items]
             return [(tables[t], item) for t, item in zip(table_index, items)]
     # Build every slice and column of the message in one pass each (list comprehensions over
     # the parallel fields), then cut them per item: per-item Python work is what limits the

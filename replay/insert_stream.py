@@ -164,13 +164,10 @@ class InsertStream:
         (call with the lock held). Chunks go before the items that follow them, so an item
         never travels in an earlier message than its chunks."""
         message = self._filling
-        if len(chunks) == 1 and message.chunks.nbytes + chunks[0].nbytes <= _MAX_BATCH_BYTES:
-            message.chunks.add(chunks)  # the usual send: a step's chunk with its item
-        else:
-            for chunk in chunks:
-                if message and message.chunks.nbytes + chunk.nbytes > _MAX_BATCH_BYTES:
-                    message = self._next_message()
-                message.chunks.add((chunk,))
+        for chunk in chunks:
+            if message and message.chunks.nbytes + chunk.nbytes > _MAX_BATCH_BYTES:
+                message = self._next_message()
+            message.chunks.add((chunk,))
         start = 0
         while start < len(items):
             room = _MAX_BATCH_ITEMS - len(message.items)

@@ -8,7 +8,7 @@ that keeps it alive) references it; see `replay.chunk_store`.
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -96,18 +96,14 @@ class Item:
                  "_span_chunk", "_span_offset", "_span_length", "_span_mask")
 
     def __init__(self, key: int, priority: float, trajectory: Sequence[TrajectoryColumn],
-                 chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None,
-                 *, span: Any = _UNKNOWN):
-        """`span`: the trajectory's `span` where the caller worked it out already (a decoder
-        that knows every item of its batch has that layout); by default it is worked out when
-        first needed."""
+                 chunks: Dict[int, Chunk], times_sampled: int = 0, inserted_at: Optional[float] = None):
         self.key = int(key)
         self.priority = float(priority)
         self._trajectory = tuple(trajectory)
         self._chunks = chunks
         self.times_sampled = int(times_sampled)
         self.inserted_at = time.time() if inserted_at is None else float(inserted_at)
-        self._span = span
+        self._span = _UNKNOWN
         self._span_chunk = None
 
     @property
@@ -160,16 +156,19 @@ class Item:
         if not (self.priority >= 0.0) or self.priority == float("inf"):
             raise errors.InvalidArgumentError(
                 f"item {self.key}: priority must be a finite number >= 0, got {self.priority}")
-        if self._span is _IN_SLOTS:  # read without building the span tuple (see span_items)
-            offset, length, squeeze_mask = self._span_offset, self._span_length, self._span_mask
-            if offset >= 0 and 0 < length and offset + length <= self._span_chunk.length \
-                    and (length == 1 or not squeeze_mask):
-                return  # else the checks below name what is wrong
-        elif self.span is not None:  # what writers send: one slice of one chunk, the same in every column
-            _, offset, length, squeeze_mask = self.span
-            if offset >= 0 and 0 < length and offset + length <= self.span_chunk.length \
-                    and (length == 1 or not squeeze_mask):
-                return  # else the checks below name what is wrong
+        # What writers send: one slice of one chunk, the same in every column. Items of
+        # `span_items` are read from their slots, without building the span tuple.
+        if self._span is _IN_SLOTS:
+            chunk, offset, length = self._span_chunk, self._span_offset, self._span_length
+            squeeze_mask = self._span_mask
+        else:
+            span = self.span
+            chunk = None if span is None else self.span_chunk
+            if chunk is not None:
+                _, offset, length, squeeze_mask = span
+        if chunk is not None and offset >= 0 and 0 < length and offset + length <= chunk.length \
+                and (length == 1 or not squeeze_mask):
+            return  # else the checks below name what is wrong
         if not self.trajectory:
             raise errors.InvalidArgumentError(f"item {self.key}: the trajectory has no columns")
         for c, (squeeze, slices) in enumerate(self.trajectory):
