@@ -342,14 +342,13 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         chunks = await asyncio.get_running_loop().run_in_executor(
                             self._server._executor, codec.decode_chunks, request.chunks, True,  # noqa: SLF001
                             column_data)
+                    step = (self._take_message, request, chunks, column_data, keep_alive, held, limit,
+                            resolve)
                     freezer = self._server._gc_freezer  # noqa: SLF001 - same module
-                    if freezer is None:
-                        held, pending = await self._work.run(self._take_message, request, chunks, column_data,
-                                                             keep_alive, held, limit, resolve)
-                    else:  # the new items and chunks leave the collector's view at once
-                        held, pending = await self._work.run(freezer.freezing, self._take_message, request,
-                                                             chunks, column_data, keep_alive, held, limit, resolve)
-                    chunks = column_data = None
+                    if freezer is not None:  # the new items and chunks leave the collector's view at once
+                        step = (freezer.freezing,) + step
+                    held, pending = await self._work.run(*step)
+                    chunks = column_data = step = None
                 finally:
                     turn.give_up()
                 if request.items.keys:
@@ -419,7 +418,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             kept = {chunk.key: chunk for chunk in self._server.chunk_store.insert(chunks)
                     if chunk.key not in keep_alive}
             keep_alive.update(kept)
-            held += sum(sizes[key] for key in kept)
+            held += sum(chunk.nbytes for chunk in kept.values())
         if not request.items.keys:
             return held, []
         pairs = codec.decode_items(request.items, resolve)
