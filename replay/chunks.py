@@ -103,6 +103,15 @@ def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool
     )
 
 
+def encode_raw_step(step: np.ndarray) -> ColumnData:
+    """`encode_column(step[np.newaxis], compress=False)` for one step whose array a writer has
+    checked already (its dtype and shape are those of the writer's first step, which
+    `encode_column`'s checks passed), without those checks and conversions: the per-step cost
+    of writers that store every step as its own chunk."""
+    raw = step.tobytes()
+    return tuple.__new__(ColumnData, (step.dtype.str, step.shape, raw, False, False, zlib.crc32(raw)))
+
+
 def decode_column(column: ColumnData, length: int) -> np.ndarray:
     """Decodes a column into a read-only array of shape (length, *step_shape).
 

@@ -26,14 +26,13 @@ import collections
 import os
 import random
 import weakref
-import zlib
 from typing import Any, Deque, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tree
 
 from replay import errors, validation
-from replay.chunks import Chunk, ColumnData, encode_column
+from replay.chunks import Chunk, encode_column, encode_raw_step
 from replay.insert_stream import InsertStream
 from replay.items import TrajectoryColumn
 
@@ -610,13 +609,7 @@ class TrajectoryWriter:
             if hint[0] > 0:
                 hint[0] -= 1
                 if one_step is not None and not self._delta:
-                    # encode_column(column, compress=False) of one step, without its checks and
-                    # conversions (the leaf's dtype and shape were checked by append): the per-step
-                    # cost of writers that write every step as an item
-                    step = one_step[leaf]
-                    raw = step.tobytes()
-                    data = tuple.__new__(ColumnData, (step.dtype.str, step.shape, raw, False, False,
-                                                      zlib.crc32(raw)))
+                    data = encode_raw_step(one_step[leaf])  # append checked the leaf
                 else:
                     data = encode_column(column, self._delta, compress=False)
             else:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from replay import errors
-from replay.chunks import Chunk, decode_column, encode_column
+from replay.chunks import Chunk, decode_column, encode_column, encode_raw_step
 
 DTYPES = ([np.bool_] + [np.dtype(f"{k}{w}") for k in "iu" for w in (1, 2, 4, 8)]
           + [np.float16, np.float32, np.float64, np.complex64, np.complex128, np.dtype("S5"), np.dtype("U3")])
@@ -95,3 +95,9 @@ def test_validate_detects_corrupt_and_truncated_columns():
                       chunk.length + 1)
     with pytest.raises(errors.DataLossError, match="need"):
         truncated.validate()
+
+
+def test_encode_raw_step_is_encode_column_of_one_uncompressed_step():
+    for step in (np.arange(12, dtype=np.float32).reshape(3, 4), np.arange(5, dtype=np.int64),
+                 np.float64(2.5) * np.ones(()), np.array(b"abc"), np.asfortranarray(np.eye(3))):
+        assert encode_raw_step(step) == encode_column(step[np.newaxis], compress=False)
