@@ -351,7 +351,8 @@ class Client:
         granted = max_in_flight if max_samples < 0 else min(max_in_flight, max_samples)
         requests.put(replay_pb2.SampleRequest(table=table, num_samples=granted,
                                               rate_limiter_timeout_ms=timeout_ms,
-                                              columnar=columnar))
+                                              columnar=columnar,
+                                              max_response_bytes=self.max_message_bytes))
         done = object()
 
         def request_iterator():

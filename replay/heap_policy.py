@@ -1,7 +1,7 @@
 """The optional heap policy of a replay process that streams large samples (a dataset's or a
 server's).
 
-A `ReplayDataset` receives its samples in responses of up to 4 MB, decodes them into blocks and
+A `ReplayDataset` receives its samples in responses of up to 16 MB, decodes them into blocks and
 hands the blocks to tf.data, which frees them a moment later; gRPC, Python and TensorFlow
 allocate and free buffers of that size all the time. With glibc's default settings a freed
 block at the top of the heap above a few megabytes goes back to the kernel, and the next
@@ -23,7 +23,7 @@ and the case ran at 18-20k items/s. Keeping freed memory in the process ran it a
 The process then keeps up to 256 MB of freed memory in its main heap, and its threads' arenas
 keep their heaps, instead of returning them.
 
-The server's side is the same: it builds a 4 MB response for every batch it streams. In the
+The server's side is the same: it builds a response of megabytes for every batch it streams. In the
 40 kB dataset case, applying the policy to the server's process too ran it at 25-30k items/s
 against 23-27k with the client's alone.
 

@@ -299,6 +299,27 @@ def test_large_items_survive_deep_prefetching(start_server):
         assert value.min() == value.max() == i
 
 
+def test_a_small_max_message_bytes_gets_responses_it_accepts(start_server):
+    # The server's own responses run to megabytes; a dataset that accepts less says so in its
+    # request, and the server keeps each response well under it instead of failing the stream.
+    signature = specs.TensorSpec((10_000,), np.float32)
+    server = start_server([Table.queue("large", 1000, signature=signature)])
+    client = server.localhost_client()
+    steps = np.random.default_rng(0).random((200, 10_000), dtype=np.float32)  # incompressible
+    steps[:, 0] = np.arange(200)
+    with client.trajectory_writer(1) as writer:
+        for step in steps:  # 8 MB of 40 kB items
+            writer.create_item("large", 1.0, writer.append(step))
+        writer.flush()
+    with ReplayDataset.from_table_signature(client.address, "large", 200, num_workers_per_iterator=1,
+                                            rate_limiter_timeout_ms=300,
+                                            max_message_bytes=1 << 20) as dataset:
+        values = np.stack([e.data.numpy() for e in dataset])
+        np.testing.assert_array_equal(values, steps)
+        blocks = dataset.metrics.snapshot()[client.address].blocks
+    assert blocks >= 200 * 40_000 // (1 << 20)  # no response over the limit
+
+
 def test_block_pool_reuses_a_buffer_only_once_nothing_else_refers_to_it():
     pool = _BlockPool()
     float32 = np.dtype(np.float32)

@@ -261,6 +261,27 @@ def test_max_message_bytes_is_named_when_a_message_is_too_large(make_server):
     assert next(client.sample("uniform", 1, timeout=5)).data[0] == 3
 
 
+def test_sample_responses_stay_within_the_clients_max_message_bytes(make_server):
+    server = make_server([_uniform()])
+    rng = np.random.default_rng(0)
+    with server.localhost_client().trajectory_writer(1) as writer:
+        for _ in range(100):  # 4 MB of incompressible 40 kB items
+            writer.create_item("uniform", 1.0, writer.append(rng.random(10_000, dtype=np.float32)))
+    limit = 512 * 1024
+    client = server.localhost_client(max_message_bytes=limit)
+    responses = list(client.sample_responses("uniform", max_in_flight=100, max_samples=300, timeout=30))
+    counts = [len(r.response.probabilities) for r in responses]
+    assert sum(counts) == 300 and max(counts) > 1
+    # The server aims at half the limit; its estimate of an item's bytes (from the last
+    # response, where an item sampled twice counts once) may fall short, never by half.
+    assert max(sum(len(c) for c in r.column_data) for r in responses) <= limit
+    # A client with the default limit gets the server's larger responses.
+    default = server.localhost_client()
+    counts = [len(r.response.probabilities)
+              for r in default.sample_responses("uniform", max_in_flight=100, max_samples=100, timeout=30)]
+    assert max(counts) > limit // 40_000
+
+
 def test_limits_must_be_positive_integers():
     for name in ("max_sample_batch_size", "max_concurrent_streams", "max_in_flight_bytes_per_stream",
                  "max_message_bytes"):
