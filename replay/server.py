@@ -481,10 +481,42 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
 
     async def SampleStream(self, request_iterator, context):
         opened = False
+        producer = None
         try:
             self._check_call(context)
             self._open_stream()
             opened = True
+            # The stream's responses are sampled and serialized by a task of their own, one
+            # response ahead of the one being sent: a send waits on the transport (the client
+            # reading), and the next response is built meanwhile instead of after it.
+            ready: "asyncio.Queue" = asyncio.Queue(maxsize=1)
+            producer = asyncio.get_running_loop().create_task(
+                self._produce_sample_responses(request_iterator, ready))
+            while True:
+                response = await ready.get()
+                ready.task_done()
+                if response is None:
+                    return
+                if isinstance(response, Exception):
+                    raise response
+                yield response
+                response = None
+        except (asyncio.CancelledError, grpc.aio.AbortError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
+            await _end_failed_call(context, e, "SampleStream")
+        finally:
+            if producer is not None:
+                producer.cancel()
+            if opened:
+                self.open_streams -= 1
+
+    async def _produce_sample_responses(self, request_iterator, ready: "asyncio.Queue") -> None:
+        """SampleStream's producer: reads the requests (credit, settings), samples as the
+        credit allows and puts each response's wire bytes on `ready`, then None when the client
+        ends its requests, or the exception that ends the stream. It builds a response only
+        once the previous one was taken, so at most one waits besides the one being sent."""
+        try:
             limit = self._server.max_sample_batch_size
             response_bytes = min(_SAMPLE_RESPONSE_BYTES, self._server.max_in_flight_bytes_per_stream)
             credit, table, timeout_ms, max_batch = 0, None, -1, min(_DEFAULT_SAMPLE_BATCH, limit)
@@ -496,6 +528,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     try:
                         request = await requests.__anext__()
                     except StopAsyncIteration:
+                        await ready.put(None)
                         return
                     _check_request(request)
                     if table is None or request.table:
@@ -526,15 +559,13 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 response, nbytes, count = await self._sample(table, want, timeout_ms, columnar)
                 credit -= count
                 item_bytes = max(1, nbytes // count)
-                yield response
+                await ready.put(framing.serialize_sample_response(response))
                 response = None
-        except (asyncio.CancelledError, grpc.aio.AbortError):
+                await ready.join()
+        except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
-            await _end_failed_call(context, e, "SampleStream")
-        finally:
-            if opened:
-                self.open_streams -= 1
+        except Exception as e:  # noqa: BLE001 - handed to SampleStream, which ends the call with it
+            await ready.put(e)
 
     async def _sample(self, table, want: int, timeout_ms: int, columnar: bool):
         """A response with up to `want` samples of `table`, once its rate limiter allows: the
@@ -646,9 +677,16 @@ def _sample_response(table_name: str, sampled,
     return framing.PackedSampleResponse(response, column_data), sum(c.nbytes for c in chunks.values())
 
 
+def _already_serialized(data: bytes) -> bytes:
+    """SampleStream's response serializer: its producer task serializes each response
+    (`framing.serialize_sample_response`) while the previous one is sent."""
+    return data
+
+
 def _method_handlers(servicer: "_Servicer") -> dict:
-    """The service's generated method handlers, with SampleStream sending
-    `framing.PackedSampleResponse`s (its chunk bytes are never copied into a protobuf object)."""
+    """The service's generated method handlers, with SampleStream sending the bytes its
+    producer serialized (`framing.serialize_sample_response`: chunk bytes are never copied into
+    a protobuf object)."""
 
     class _Recorder:
         def __init__(self):
@@ -668,7 +706,7 @@ def _method_handlers(servicer: "_Servicer") -> dict:
                            "replay.proto; regenerate it with tools/gen_proto.py")
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
-        response_serializer=framing.serialize_sample_response)
+        response_serializer=_already_serialized)
     return {name: handler._replace(request_deserializer=_tolerant_deserializer(
                 name, handler.request_deserializer))
             for name, handler in recorder.handlers.items()}
