@@ -368,12 +368,15 @@ class Client:
         try:
             for response in call:
                 received += len(response.response.probabilities)
-                # Top the credit back up to the budget once half of it was used, so requests stay few.
+                # Top the credit back up to the budget once a quarter of it was used: requests
+                # stay few (one per response at most), and the server does not wait for credit
+                # when a response carries much of the budget (at half, streams of 40 kB items,
+                # whose 400-item responses hold 40% of a 1,024 budget, waited 18% of the time).
                 outstanding = granted - received
                 top_up = max_in_flight - outstanding
                 if max_samples >= 0:
                     top_up = min(top_up, max_samples - granted)
-                if top_up > 0 and outstanding * 2 <= max_in_flight:
+                if top_up > 0 and outstanding * 4 <= max_in_flight * 3:
                     requests.put(replay_pb2.SampleRequest(num_samples=top_up))
                     granted += top_up
                 yield response
