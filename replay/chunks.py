@@ -382,3 +382,29 @@ def one_column_chunks(keys: Sequence[int], dtype: str, shape: Tuple[int, ...], b
         chunk._nbytes = len(blob)  # noqa: SLF001
         append(chunk)
     return out
+
+
+def one_column_layout(chunks: Sequence[Chunk]) -> Optional[Tuple[str, Tuple[int, ...], List[bytes], List[int]]]:
+    """(dtype, step shape, data, crc32s) of `chunks` when each holds one uncompressed, not
+    delta-encoded column and all have the same dtype and step shape (the chunks of
+    `one_column_chunks`, read without building their columns), else None. The server's
+    sample responses encode such chunks from these lists (`codec.encode_span_sample`)."""
+    dtype = shape = None
+    blobs: List[bytes] = []
+    crcs: List[int] = []
+    for chunk in chunks:
+        columns = chunk._columns  # noqa: SLF001 - this module's class
+        if columns is None:
+            column_dtype, column_shape = chunk._column_dtype, chunk._column_shape  # noqa: SLF001
+            blob, crc = chunk._column_data, chunk._column_crc  # noqa: SLF001
+        elif len(columns) == 1 and not columns[0].compressed and not columns[0].delta_encoded:
+            column_dtype, column_shape, blob, _, _, crc = columns[0]
+        else:
+            return None
+        if column_dtype != dtype or column_shape != shape:
+            if dtype is not None:
+                return None
+            dtype, shape = column_dtype, column_shape
+        blobs.append(blob)
+        crcs.append(crc)
+    return dtype, shape, blobs, crcs

@@ -16,8 +16,9 @@ import zlib
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from replay import errors
-from replay.chunks import Chunk, ColumnData, built_chunks, column_step_bytes, one_column_chunks
-from replay.items import Item, TrajectoryColumn, span_items
+from replay.chunks import (Chunk, ColumnData, built_chunks, column_step_bytes, one_column_chunks,
+                           one_column_layout)
+from replay.items import Item, TrajectoryColumn, span_fields, span_items
 from replay.proto import replay_pb2
 from replay.validation import check_field_lengths, validate_chunk
 
@@ -288,6 +289,50 @@ def encode_item_rows(rows: Iterable[ItemRow], batch: replay_pb2.ItemBatch) -> No
     objects that only the receiving side needs.
     """
     _encode_item_rows(rows, batch)
+
+
+def encode_span_sample(table: str, items: Sequence[Item], item_batch: replay_pb2.ItemBatch,
+                       chunk_batch: replay_pb2.ChunkBatch, column_data: List[bytes]) -> Optional[int]:
+    """The server's sample responses of step and sequence items: when every item was made by
+    `items.span_items` and their chunks each hold one uncompressed column of one dtype and
+    shape, writes what `encode_items((table, item) ...)` and `encode_chunks(their chunks, ...,
+    column_data)` write, field by field from the items' and chunks' slots, and returns the
+    chunks' bytes; else writes nothing and returns None. Each chunk is written once however
+    many items share it, in the order of its first item."""
+    fields = span_fields(items)
+    if fields is None:
+        return None
+    keys, priorities, chunks, offsets, lengths, masks = fields
+    unique = list({chunk.key: chunk for chunk in chunks}.values())
+    layout = one_column_layout(unique)
+    if layout is None:
+        return None
+    dtype, shape, blobs, crcs = layout
+    n, m = len(keys), len(unique)
+    chunk_batch.keys.extend([chunk.key for chunk in unique])
+    chunk_batch.episode_ids.extend([chunk.episode_id for chunk in unique])
+    chunk_batch.start_indices.extend([chunk.start_index for chunk in unique])
+    chunk_batch.lengths.extend([chunk.length for chunk in unique])
+    chunk_batch.num_columns.extend([1] * m)
+    chunk_batch.dtypes.append(dtype)
+    chunk_batch.dtype_index.extend([0] * m)
+    chunk_batch.ranks.extend([len(shape)] * m)
+    chunk_batch.shape_dims.extend(list(shape) * m)
+    chunk_batch.flags.extend([0] * m)
+    chunk_batch.crc32.extend(crcs)
+    column_data.extend(blobs)
+    item_batch.tables.append(table)
+    item_batch.table_index.extend([0] * n)
+    item_batch.keys.extend(keys)
+    item_batch.priorities.extend(priorities)
+    item_batch.num_columns.extend([1] * n)
+    item_batch.squeeze.extend([bool(mask & 1) for mask in masks])
+    item_batch.num_slices.extend([1] * n)
+    item_batch.slice_chunk_keys.extend([chunk.key for chunk in chunks])
+    item_batch.slice_offsets.extend(offsets)
+    item_batch.slice_lengths.extend(lengths)
+    item_batch.slice_indices.extend([0] * n)
+    return sum(len(blob) for blob in blobs)
 
 
 def encode_items(items: Iterable[Tuple[str, Item]], batch: replay_pb2.ItemBatch,

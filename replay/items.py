@@ -272,3 +272,15 @@ def span_items(keys: Sequence[int], priorities: Sequence[float], chunks: Sequenc
         item._span_mask = mask  # noqa: SLF001
         append(item)
     return out
+
+
+def span_fields(items: Sequence[Item]) -> Optional[tuple]:
+    """(keys, priorities, chunks, offsets, lengths, squeeze_masks) of `items` when every one
+    was made by `span_items` (the arguments it was given, read from the items' slots without
+    building their spans or trajectories), else None."""
+    chunks = [item._span_chunk for item in items]  # noqa: SLF001 - this module's class
+    if not chunks or any(chunk is None for chunk in chunks):
+        return None
+    return ([item.key for item in items], [item.priority for item in items], chunks,
+            [item._span_offset for item in items], [item._span_length for item in items],  # noqa: SLF001
+            [item._span_mask for item in items])  # noqa: SLF001

@@ -668,11 +668,15 @@ def _sample_response(table_name: str, sampled,
             codec.encode_items([(table_name, s.item) for s in sampled], response.items,
                               with_slices=False)
             return framing.PackedSampleResponse(response, []), nbytes
+    column_data: List[bytes] = []
+    nbytes = codec.encode_span_sample(table_name, [s.item for s in sampled], response.items,
+                                      response.chunks, column_data)
+    if nbytes is not None:
+        return framing.PackedSampleResponse(response, column_data), nbytes
     chunks = {}
     for s in sampled:
         chunks.update(s.item.chunks)
     codec.encode_items([(table_name, s.item) for s in sampled], response.items)
-    column_data: List[bytes] = []
     codec.encode_chunks(chunks.values(), response.chunks, column_data)
     return framing.PackedSampleResponse(response, column_data), sum(c.nbytes for c in chunks.values())
 

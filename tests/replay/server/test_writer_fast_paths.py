@@ -314,3 +314,68 @@ def test_steps_stored_raw_encode_as_encode_column_does(client):
     written = {step["x"].tobytes() for step in steps}
     sampled = [np.asarray(s.data[0]) for s in client.sample("uniform", 100)]
     assert all(x.shape == (100,) and x.tobytes() in written for x in sampled)
+
+
+def _span_items_of(chunks, spans):
+    from replay.items import span_items
+
+    return span_items([k for k, *_ in spans], [float(k) / 2 for k, *_ in spans],
+                      [chunks[c] for _, c, *_ in spans], [o for *_, o, _, _ in spans],
+                      [n for *_, n, _ in spans], [m for *_, m in spans], inserted_at=1.0)
+
+
+def test_span_sample_encoding_writes_what_the_general_encoders_write():
+    from replay import codec
+    from replay.chunks import one_column_chunks
+
+    rng = np.random.default_rng(0)
+    steps = rng.random((4, 3, 5), dtype=np.float32)
+    chunks = one_column_chunks([10, 11, 12, 13], "<f4", (5,), [s.tobytes() for s in steps],
+                               [zlib_crc(s.tobytes()) for s in steps], [3] * 4, [1, 1, 2, 2], [0, 3, 0, 3])
+    chunks[2].columns  # noqa: B018 - a chunk whose columns were built reads the same
+    # (key, chunk, offset, length, squeeze mask); chunk 11 is shared and an item is sampled twice
+    spans = [(1, 1, 0, 3, 0), (2, 1, 2, 1, 1), (3, 2, 1, 2, 0), (2, 1, 2, 1, 1), (4, 0, 0, 1, 1)]
+    items = _span_items_of(chunks, spans)
+    fast_items, fast_chunks, fast_data = replay_pb2.ItemBatch(), replay_pb2.ChunkBatch(), []
+    nbytes = codec.encode_span_sample("t", items, fast_items, fast_chunks, fast_data)
+    general = _span_items_of(chunks, spans)  # fresh: reading trajectories builds them
+    plain_items, plain_chunks, plain_data = replay_pb2.ItemBatch(), replay_pb2.ChunkBatch(), []
+    wire.encode_items([("t", item) for item in general], plain_items)
+    shared = {}
+    for item in general:
+        shared.update(item.chunks)
+    wire.encode_chunks(shared.values(), plain_chunks, plain_data)
+    assert fast_items == plain_items
+    assert fast_chunks == plain_chunks
+    assert fast_data == plain_data
+    assert nbytes == sum(len(b) for b in plain_data) == 3 * steps[0].nbytes
+
+
+def test_span_sample_encoding_declines_other_items_and_writes_nothing():
+    from replay import codec
+    from replay.chunks import one_column_chunks
+
+    blob = np.zeros((1, 4), np.float32).tobytes()
+    floats = one_column_chunks([1], "<f4", (4,), [blob], [zlib_crc(blob)], [1], [0], [0])
+    ints = one_column_chunks([2], "<i4", (4,), [blob], [zlib_crc(blob)], [1], [0], [0])
+    two_columns = Chunk.from_columns(3, [np.zeros((1, 4), np.float32), np.zeros((1, 2), np.int64)])
+    compressed = Chunk.from_columns(4, [np.zeros((1, 4000), np.float32)])
+    assert compressed.columns[0].compressed
+    general = Item(9, 1.0, [(False, ((1, 0, 1, 0),))], {1: floats[0]})
+    cases = [
+        [general],
+        _span_items_of({0: floats[0], 1: ints[0]}, [(1, 0, 0, 1, 0), (2, 1, 0, 1, 0)]),  # dtypes differ
+        _span_items_of({0: two_columns}, [(1, 0, 0, 1, 0)]),
+        _span_items_of({0: compressed}, [(1, 0, 0, 1, 0)]),
+        [],
+    ]
+    for items in cases:
+        item_batch, chunk_batch, data = replay_pb2.ItemBatch(), replay_pb2.ChunkBatch(), []
+        assert codec.encode_span_sample("t", items, item_batch, chunk_batch, data) is None
+        assert item_batch == replay_pb2.ItemBatch() and chunk_batch == replay_pb2.ChunkBatch() and not data
+
+
+def zlib_crc(data: bytes) -> int:
+    import zlib
+
+    return zlib.crc32(data)
