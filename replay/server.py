@@ -553,10 +553,13 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                         # Half the client's limit leaves room for items larger than the estimate.
                         response_bytes = max(1, min(response_bytes, request.max_response_bytes // 2))
                     continue
-                # The first response of a stream carries one item, whose size then bounds the
-                # next ones: a response of unknown items could be over the client's limit.
-                want = max(1, min(credit, max_batch, response_bytes // item_bytes)) if item_bytes else 1
-                response, nbytes, count = await self._sample(table, want, timeout_ms, columnar)
+                # Until a response has told the size of an item, the first sampled item's size
+                # bounds how many more join it (see `_take_samples`).
+                want = min(credit, max_batch)
+                if item_bytes:
+                    want = max(1, min(want, response_bytes // item_bytes))
+                response, nbytes, count = await self._sample(table, want, timeout_ms, columnar,
+                                                             None if item_bytes else response_bytes)
                 credit -= count
                 item_bytes = max(1, nbytes // count)
                 await ready.put(framing.serialize_sample_response(response))
@@ -567,8 +570,10 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         except Exception as e:  # noqa: BLE001 - handed to SampleStream, which ends the call with it
             await ready.put(e)
 
-    async def _sample(self, table, want: int, timeout_ms: int, columnar: bool):
-        """A response with up to `want` samples of `table`, once its rate limiter allows: the
+    async def _sample(self, table, want: int, timeout_ms: int, columnar: bool,
+                      byte_budget: Optional[int] = None):
+        """A response with up to `want` samples of `table` (and, given `byte_budget`, about
+        that many chunk bytes at most; see `_take_samples`), once its rate limiter allows: the
         response, its data bytes and its number of samples.
 
         Raises:
@@ -580,7 +585,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         deadline = None
         while True:
             event = signals.take("sample")
-            taken = await self._work.run(_take_samples, table, want, columnar)
+            taken = await self._work.run(_take_samples, table, want, columnar, byte_budget)
             if taken is not None:
                 return taken
             wait = _RECHECK_SECONDS
@@ -641,13 +646,22 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             await _end_failed_call(context, e, "Checkpoint")
 
 
-def _take_samples(table, want: int, columnar: bool):
+def _take_samples(table, want: int, columnar: bool, byte_budget: Optional[int] = None):
     """Samples up to `want` items of `table` without waiting and encodes them: (response, data
     bytes, number of samples), or None when the rate limiter allows none now. The samples are
-    not kept: a cancelled stream holds no items."""
-    sampled = table.try_sample(want)
+    not kept: a cancelled stream holds no items.
+
+    With `byte_budget` (a stream's first response, before any item's size is known) one item is
+    sampled first and its chunk bytes bound how many more join it, so that the response stays
+    within the budget (for items of that size) while still carrying up to `want` items."""
+    sampled = table.try_sample(1 if byte_budget is not None else want)
     if not sampled:
         return None
+    if byte_budget is not None and want > 1:
+        item_bytes = max(1, sum(chunk.nbytes for chunk in sampled[0].item.chunks.values()))
+        more = min(want, byte_budget // item_bytes) - 1
+        if more > 0:
+            sampled += table.try_sample(more)
     response, nbytes = _sample_response(table.name, sampled, columnar)
     return response, nbytes, len(sampled)
 
