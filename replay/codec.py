@@ -296,7 +296,8 @@ def encode_span_sample(table: str, items: Sequence[Item], item_batch: replay_pb2
     """The server's sample responses of step and sequence items: when every item was made by
     `items.span_items` and their chunks each hold one uncompressed column of one dtype and
     shape, writes what `encode_items((table, item) ...)` and `encode_chunks(their chunks, ...,
-    column_data)` write, field by field from the items' and chunks' slots, and returns the
+    column_data)` write, through the same builders with their lists made from the items' and
+    chunks' slots, and returns the
     chunks' bytes; else writes nothing and returns None. Each chunk is written once however
     many items share it, in the order of its first item."""
     fields = span_fields(items)
@@ -309,29 +310,33 @@ def encode_span_sample(table: str, items: Sequence[Item], item_batch: replay_pb2
         return None
     dtype, shape, blobs, crcs = layout
     n, m = len(keys), len(unique)
-    chunk_batch.keys.extend([chunk.key for chunk in unique])
-    chunk_batch.episode_ids.extend([chunk.episode_id for chunk in unique])
-    chunk_batch.start_indices.extend([chunk.start_index for chunk in unique])
-    chunk_batch.lengths.extend([chunk.length for chunk in unique])
-    chunk_batch.num_columns.extend([1] * m)
-    chunk_batch.dtypes.append(dtype)
-    chunk_batch.dtype_index.extend([0] * m)
-    chunk_batch.ranks.extend([len(shape)] * m)
-    chunk_batch.shape_dims.extend(list(shape) * m)
-    chunk_batch.flags.extend([0] * m)
-    chunk_batch.crc32.extend(crcs)
-    column_data.extend(blobs)
-    item_batch.tables.append(table)
-    item_batch.table_index.extend([0] * n)
-    item_batch.keys.extend(keys)
-    item_batch.priorities.extend(priorities)
-    item_batch.num_columns.extend([1] * n)
-    item_batch.squeeze.extend([bool(mask & 1) for mask in masks])
-    item_batch.num_slices.extend([1] * n)
-    item_batch.slice_chunk_keys.extend([chunk.key for chunk in chunks])
-    item_batch.slice_offsets.extend(offsets)
-    item_batch.slice_lengths.extend(lengths)
-    item_batch.slice_indices.extend([0] * n)
+    chunk_builder = ChunkBatchBuilder()
+    chunk_builder.keys = [chunk.key for chunk in unique]
+    chunk_builder.episode_ids = [chunk.episode_id for chunk in unique]
+    chunk_builder.start_indices = [chunk.start_index for chunk in unique]
+    chunk_builder.lengths = [chunk.length for chunk in unique]
+    chunk_builder.num_columns = [1] * m
+    chunk_builder.dtypes = {dtype: 0}
+    chunk_builder.dtype_index = [0] * m
+    chunk_builder.ranks = [len(shape)] * m
+    chunk_builder.shape_dims = list(shape) * m
+    chunk_builder.flags = [0] * m
+    chunk_builder.crcs = crcs
+    chunk_builder.blobs = blobs
+    chunk_builder.write_to(chunk_batch, column_data)
+    item_builder = ItemBatchBuilder()
+    item_builder.tables = {table: 0}
+    item_builder.table_index = [0] * n
+    item_builder.keys = keys
+    item_builder.priorities = priorities
+    item_builder.num_columns = [1] * n
+    item_builder.squeeze = [bool(mask & 1) for mask in masks]
+    item_builder.num_slices = [1] * n
+    item_builder.slice_keys = [chunk.key for chunk in chunks]
+    item_builder.slice_offsets = offsets
+    item_builder.slice_lengths = lengths
+    item_builder.slice_indices = [0] * n
+    item_builder.write_to(item_batch)
     return sum(len(blob) for blob in blobs)
 
 

@@ -1,6 +1,8 @@
 """The writers' fast paths: packed InsertRequests parse to the message protobuf would build,
 item rows encode like Items, and flat-dict steps give the same references, items and errors as
 the general dm-tree path."""
+import zlib
+
 import numpy as np
 import pytest
 import tree
@@ -331,7 +333,7 @@ def test_span_sample_encoding_writes_what_the_general_encoders_write():
     rng = np.random.default_rng(0)
     steps = rng.random((4, 3, 5), dtype=np.float32)
     chunks = one_column_chunks([10, 11, 12, 13], "<f4", (5,), [s.tobytes() for s in steps],
-                               [zlib_crc(s.tobytes()) for s in steps], [3] * 4, [1, 1, 2, 2], [0, 3, 0, 3])
+                               [zlib.crc32(s.tobytes()) for s in steps], [3] * 4, [1, 1, 2, 2], [0, 3, 0, 3])
     chunks[2].columns  # noqa: B018 - a chunk whose columns were built reads the same
     # (key, chunk, offset, length, squeeze mask); chunk 11 is shared and an item is sampled twice
     spans = [(1, 1, 0, 3, 0), (2, 1, 2, 1, 1), (3, 2, 1, 2, 0), (2, 1, 2, 1, 1), (4, 0, 0, 1, 1)]
@@ -356,8 +358,8 @@ def test_span_sample_encoding_declines_other_items_and_writes_nothing():
     from replay.chunks import one_column_chunks
 
     blob = np.zeros((1, 4), np.float32).tobytes()
-    floats = one_column_chunks([1], "<f4", (4,), [blob], [zlib_crc(blob)], [1], [0], [0])
-    ints = one_column_chunks([2], "<i4", (4,), [blob], [zlib_crc(blob)], [1], [0], [0])
+    floats = one_column_chunks([1], "<f4", (4,), [blob], [zlib.crc32(blob)], [1], [0], [0])
+    ints = one_column_chunks([2], "<i4", (4,), [blob], [zlib.crc32(blob)], [1], [0], [0])
     two_columns = Chunk.from_columns(3, [np.zeros((1, 4), np.float32), np.zeros((1, 2), np.int64)])
     compressed = Chunk.from_columns(4, [np.zeros((1, 4000), np.float32)])
     assert compressed.columns[0].compressed
@@ -373,9 +375,3 @@ def test_span_sample_encoding_declines_other_items_and_writes_nothing():
         item_batch, chunk_batch, data = replay_pb2.ItemBatch(), replay_pb2.ChunkBatch(), []
         assert codec.encode_span_sample("t", items, item_batch, chunk_batch, data) is None
         assert item_batch == replay_pb2.ItemBatch() and chunk_batch == replay_pb2.ChunkBatch() and not data
-
-
-def zlib_crc(data: bytes) -> int:
-    import zlib
-
-    return zlib.crc32(data)
