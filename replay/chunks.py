@@ -103,13 +103,15 @@ def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool
     )
 
 
-def encode_raw_step(step: np.ndarray) -> ColumnData:
+def encode_raw_step(step: np.ndarray, dtype_str: Optional[str] = None) -> ColumnData:
     """`encode_column(step[np.newaxis], compress=False)` for one step whose array a writer has
     checked already (its dtype and shape are those of the writer's first step, which
     `encode_column`'s checks passed), without those checks and conversions: the per-step cost
-    of writers that store every step as its own chunk."""
+    of writers that store every step as its own chunk. `dtype_str`: `step.dtype.str`, where the
+    caller keeps it (numpy builds that string on every access)."""
     raw = step.tobytes()
-    return tuple.__new__(ColumnData, (step.dtype.str, step.shape, raw, False, False, zlib.crc32(raw)))
+    return tuple.__new__(ColumnData, (dtype_str or step.dtype.str, step.shape, raw, False, False,
+                                      zlib.crc32(raw)))
 
 
 def decode_column(column: ColumnData, length: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from replay import errors
 from replay.chunks import (Chunk, ColumnData, built_chunks, column_step_bytes, one_column_chunks,
@@ -29,6 +29,19 @@ FLAG_DELTA = 2
 
 # ---------------------------------------------------------------------------------------------
 # Chunks
+
+
+class ChunkRow(NamedTuple):
+    """A chunk on its way out, for `ChunkBatchBuilder.add`: what a writer knows of a chunk it
+    has just encoded, with `Chunk`'s attribute names, built without `Chunk`'s conversions (a
+    writer makes one per chunk it sends)."""
+
+    key: int
+    episode_id: int
+    start_index: int
+    length: int
+    columns: Sequence[ColumnData]
+    nbytes: int
 
 
 class ChunkBatchBuilder:
@@ -47,7 +60,7 @@ class ChunkBatchBuilder:
         self.dtypes: Dict[str, int] = {}
         self.nbytes = 0  # of column data
 
-    def add(self, chunks: Iterable[Chunk]) -> None:
+    def add(self, chunks: Iterable[Union[Chunk, ChunkRow]]) -> None:
         """Appends `chunks`."""
         dtypes, dtype_index, ranks, shape_dims = self.dtypes, self.dtype_index, self.ranks, self.shape_dims
         flags, crcs, blobs = self.flags, self.crcs, self.blobs

@@ -65,18 +65,31 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
+class _ColumnPrefixes(dict):
+    """The bytes before a `column_data` entry (its field key and length varint), by length."""
+
+    def __missing__(self, length: int) -> bytes:
+        prefix = _KEY_CHUNK_BATCH_COLUMN_DATA + _varint(length)
+        if len(self) < 4096:  # writers send a few sizes over and over; a bound keeps it small
+            self[length] = prefix
+        return prefix
+
+
+_COLUMN_PREFIXES = _ColumnPrefixes()
+
+
 def _serialize_with_trailing_columns(head: bytes, chunks_key: bytes, column_data: Sequence) -> bytes:
     """`head` followed by `column_data` as one more occurrence of the `chunks` field; every
     payload is copied once, by the final join."""
     if not column_data:
         return head
-    parts = [head, chunks_key, b""]
-    inner_size = 0
-    for blob in column_data:
-        size = _varint(len(blob))
-        parts += (_KEY_CHUNK_BATCH_COLUMN_DATA, size, blob)
-        inner_size += 1 + len(size) + len(blob)
-    parts[2] = _varint(inner_size)
+    # A message carries up to thousands of entries: the per-entry work stays in C (map,
+    # slice assignment, join) but for the first occurrence of a length.
+    prefixes = list(map(_COLUMN_PREFIXES.__getitem__, map(len, column_data)))
+    inner_size = sum(map(len, prefixes)) + sum(map(len, column_data))
+    parts = [head, chunks_key, _varint(inner_size)] + [b""] * (2 * len(column_data))
+    parts[3::2] = prefixes
+    parts[4::2] = column_data
     return b"".join(parts)
 
 

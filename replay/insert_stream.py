@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Deque, List, Optional, Sequence
+from typing import Deque, List, Optional, Sequence, Union
 
 import grpc
 
@@ -118,7 +118,7 @@ class InsertStream:
         self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
         self._reader.start()
 
-    def send(self, chunks: Sequence[Chunk], items: Sequence[codec.ItemRow],
+    def send(self, chunks: Sequence[Union[Chunk, codec.ChunkRow]], items: Sequence[codec.ItemRow],
              release_keys: Sequence[int] = ()) -> None:
         """Queues chunks, then items (as `codec.ItemRow`s), then releases; blocks while too many
         items are unacked.
@@ -141,7 +141,7 @@ class InsertStream:
                 raise errors.FailedPreconditionError("the writer is closed; create a new writer")
             if self._call is None:
                 self._start()
-            was_empty = not self._has_data()
+            was_empty = self._iterator_waiting and not self._has_data()
             self._pack(chunks, items, release_keys)
             self._queued_items += len(items)
             self._unacked += len(items)
@@ -158,16 +158,25 @@ class InsertStream:
     def _has_data(self) -> bool:
         return bool(self._full) or bool(self._filling)
 
-    def _pack(self, chunks: Sequence[Chunk], items: Sequence[codec.ItemRow],
+    def _pack(self, chunks: Sequence[Union[Chunk, codec.ChunkRow]], items: Sequence[codec.ItemRow],
               release_keys: Sequence[int]) -> None:
         """Appends to the message being filled, starting a new one where a limit is reached
         (call with the lock held). Chunks go before the items that follow them, so an item
         never travels in an earlier message than its chunks."""
         message = self._filling
-        for chunk in chunks:
-            if message and message.chunks.nbytes + chunk.nbytes > _MAX_BATCH_BYTES:
-                message = self._next_message()
-            message.chunks.add((chunk,))
+        if len(chunks) == 1 and message.chunks.nbytes + chunks[0].nbytes <= _MAX_BATCH_BYTES:
+            message.chunks.add(chunks)  # (a writer's usual call: one chunk, one item)
+        else:
+            for chunk in chunks:
+                if message.chunks.nbytes + chunk.nbytes > _MAX_BATCH_BYTES and message:
+                    message = self._next_message()
+                message.chunks.add((chunk,))
+        if len(items) <= _MAX_BATCH_ITEMS - len(message.items.keys):
+            if items:
+                message.items.add(items)
+            if release_keys:
+                message.releases.extend(release_keys)
+            return
         start = 0
         while start < len(items):
             room = _MAX_BATCH_ITEMS - len(message.items)

@@ -32,7 +32,8 @@ import numpy as np
 import tree
 
 from replay import errors, validation
-from replay.chunks import Chunk, encode_column, encode_raw_step
+from replay.chunks import encode_column, encode_raw_step
+from replay.codec import ChunkRow
 from replay.insert_stream import InsertStream
 from replay.items import TrajectoryColumn
 
@@ -53,6 +54,7 @@ _ADAPTIVE_MIN_BYTES = 64
 _AUTO_IN_FLIGHT_BYTES = 4 * 1024 * 1024
 _MIN_AUTO_IN_FLIGHT_ITEMS = 1000
 _MAX_AUTO_IN_FLIGHT_ITEMS = 4000
+_INFINITY = float("inf")
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
@@ -217,11 +219,13 @@ class TrajectoryWriter:
         self._stream = InsertStream(client, max_in_flight_items or _MIN_AUTO_IN_FLIGHT_ITEMS,
                                     timeout=call_timeout)
         self._rng = random.Random(os.urandom(16))
+        self._keys = _random_keys(self._rng)  # (not a method: the generator would hold self)
         self._weak_self = weakref.ref(self)
         self._structure = None
         self._dict_keys: Optional[List[Any]] = None
         self._first_key_order: Optional[List[Any]] = None
         self._leaf_specs: Optional[List[Tuple[tuple, np.dtype]]] = None
+        self._leaf_dtype_strs: List[Optional[str]] = []
         self._history: List[Deque[CellRef]] = []
         self._history_nest = None  # what `history` returns
         self._window: Deque[_ChunkBuilder] = collections.deque()  # one entry per kept step
@@ -236,7 +240,7 @@ class TrajectoryWriter:
         self._closed = False
 
     def _new_key(self) -> int:
-        return self._rng.getrandbits(63) + 1
+        return next(self._keys)
 
     # -- steps ---------------------------------------------------------------------------
 
@@ -275,25 +279,34 @@ class TrajectoryWriter:
             leaves = [np.asarray(x) for x in tree.flatten(data)]
             self._set_structure(data, leaves)
             specs = self._leaf_specs
+        elif type(data) is np.ndarray and self._structure is None:  # a one-array step
+            leaves = [data]
+            shape, dtype = specs[0]
+            # `is` first: arrays of one builtin dtype share its object, and == costs more
+            if data.shape != shape or (data.dtype is not dtype and data.dtype != dtype
+                                       and not _both_strings(data.dtype, dtype)):
+                _raise_spec_mismatch(0, data, shape, dtype)
         else:
             leaves = self._step_leaves(data)
             for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs)):
-                # `is` first: arrays of one builtin dtype share its object, and == costs more
                 if leaf.shape != shape or (leaf.dtype is not dtype and leaf.dtype != dtype
                                            and not _both_strings(leaf.dtype, dtype)):
-                    raise errors.InvalidArgumentError(
-                        f"leaf {i} of the step has shape {leaf.shape} and dtype {leaf.dtype}, but the first "
-                        f"step had {shape} and {dtype}; every step of a writer has the same specs")
+                    _raise_spec_mismatch(i, leaf, shape, dtype)
         builder = self._open
         if builder is None:
             builder = self._open = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
                                                  self._episode_step, self._serial)
         offset = len(builder.steps)
         builder.steps.append(leaves)
-        refs = [CellRef(builder, offset, i, shape, dtype, leaf)
-                for i, ((shape, dtype), leaf) in enumerate(zip(specs, leaves))]
-        for history, ref in zip(self._history, refs):
-            history.append(ref)
+        if len(leaves) == 1:  # (the zips below cost more than the rest of a one-leaf step)
+            shape, dtype = specs[0]
+            refs = [CellRef(builder, offset, 0, shape, dtype, leaves[0])]
+            self._history[0].append(refs[0])
+        else:
+            refs = [CellRef(builder, offset, i, shape, dtype, leaf)
+                    for i, ((shape, dtype), leaf) in enumerate(zip(specs, leaves))]
+            for history, ref in zip(self._history, refs):
+                history.append(ref)
         self._episode_step += 1
         self._serial += 1
         window = self._window
@@ -456,6 +469,8 @@ class TrajectoryWriter:
             if self._dict_keys is not None and list(data) != self._dict_keys:
                 self._first_key_order = list(data)
         self._leaf_specs = [(leaf.shape, leaf.dtype) for leaf in leaves]
+        # (None for strings: steps of a string leaf may differ in width, see _both_strings)
+        self._leaf_dtype_strs = [None if leaf.dtype.kind in "SU" else leaf.dtype.str for leaf in leaves]
         if self._auto_in_flight:
             step_bytes = sum(leaf.nbytes for leaf in leaves)
             self._stream.max_in_flight_items = min(
@@ -495,10 +510,23 @@ class TrajectoryWriter:
         if self._closed:
             self._check_open()
         priority = float(priority)
-        key = self._new_key()
-        validation.check_priority(key, priority)
-        columns = []
+        key = next(self._keys)
+        if not priority >= 0.0 or priority == _INFINITY:  # (validation.check_priority, inlined)
+            validation.check_priority(key, priority)
         leaf_type = type(trajectory)
+        if leaf_type is CellRef:
+            builder = trajectory._builder  # noqa: SLF001 - CellRef belongs to this module
+            if not builder.released and builder.start_serial + trajectory.offset >= self._serial - self._keep:
+                # `_add_item` for one kept-alive cell (a one-leaf step item), without its loops
+                if self._chunk_length is None and builder is self._open:
+                    self._finalize(builder, send=False)
+                builder.pending_items += 1
+                self._pending.append((table, priority, key,
+                                      [(True, ((builder.key, trajectory.offset, 1, trajectory.leaf),))],
+                                      (builder,)))
+                self._send_ready()
+                return
+        columns = []
         # A lone reference (a one-leaf step) needs no structure walk.
         leaves = (trajectory,) if leaf_type is CellRef or leaf_type is ColumnRefs else tree.flatten(trajectory)
         for leaf in leaves:
@@ -576,7 +604,7 @@ class TrajectoryWriter:
         pending = self._pending
         while pending:
             table, priority, key, wire_columns, builders = pending[0]
-            if not all(b.closed for b in builders):
+            if not builders[0].closed or (len(builders) > 1 and not all(b.closed for b in builders)):
                 break  # waits for its chunk to close (chunk_length set)
             pending.popleft()
             for b in builders:
@@ -592,27 +620,29 @@ class TrajectoryWriter:
         if items or releases:
             self._stream.send(chunks, items, releases)
 
-    def _encode_chunk(self, builder: _ChunkBuilder) -> Chunk:
+    def _encode_chunk(self, builder: _ChunkBuilder) -> ChunkRow:
         steps = builder.steps
-        one_step = None
+        one_step = columns = None
         if builder.columns is not None:
             columns = builder.columns
         elif len(steps) == 1:
-            one_step = steps[0]
-            columns = [leaf[np.newaxis] for leaf in one_step]  # a view: no stacking copy
+            one_step = steps[0]  # its columns are views (leaf[np.newaxis]), made only if encoded
         else:
             columns = [np.stack(leaves) for leaves in zip(*steps)]
         encoded = []
         nbytes = 0
-        for leaf, column in enumerate(columns):
-            hint = self._compress_hints[leaf]
+        hints = self._compress_hints
+        for leaf in range(len(hints)):
+            hint = hints[leaf]
             if hint[0] > 0:
                 hint[0] -= 1
                 if one_step is not None and not self._delta:
-                    data = encode_raw_step(one_step[leaf])  # append checked the leaf
+                    data = encode_raw_step(one_step[leaf], self._leaf_dtype_strs[leaf])  # append checked it
                 else:
+                    column = columns[leaf] if one_step is None else one_step[leaf][np.newaxis]
                     data = encode_column(column, self._delta, compress=False)
             else:
+                column = columns[leaf] if one_step is None else one_step[leaf][np.newaxis]
                 data = encode_column(column, self._delta, compress=True)
                 if data.compressed or column.nbytes < _ADAPTIVE_MIN_BYTES:
                     hint[1], hint[2] = 0, _INCOMPRESSIBLE_SKIP
@@ -624,8 +654,8 @@ class TrajectoryWriter:
                         hint[2] = min(2 * hint[2], _INCOMPRESSIBLE_MAX_SKIP)
             encoded.append(data)
             nbytes += len(data.data)
-        return Chunk(builder.key, encoded, len(columns[0]), builder.episode_id,
-                     builder.start_index, nbytes)
+        return tuple.__new__(ChunkRow, (builder.key, builder.episode_id, builder.start_index,
+                                        1 if one_step is not None else len(columns[0]), encoded, nbytes))
 
     def _maybe_release(self, builder: _ChunkBuilder) -> None:
         if builder.pending_items == 0:
@@ -727,6 +757,19 @@ class TrajectoryWriter:
                 self.close(flush=False)
             except errors.ReplayError:
                 pass  # the original exception is the one to see
+
+
+def _random_keys(rng: random.Random):
+    """Random keys in [1, 2**63], made a thousand at a time (a writer takes two per item)."""
+    getrandbits = rng.getrandbits
+    while True:
+        yield from [getrandbits(63) + 1 for _ in range(1024)]
+
+
+def _raise_spec_mismatch(index: int, leaf: np.ndarray, shape, dtype) -> None:
+    raise errors.InvalidArgumentError(
+        f"leaf {index} of the step has shape {leaf.shape} and dtype {leaf.dtype}, but the first "
+        f"step had {shape} and {dtype}; every step of a writer has the same specs")
 
 
 def _both_strings(a: np.dtype, b: np.dtype) -> bool:
