@@ -206,7 +206,7 @@ def validate_column(column: ColumnData, length: int, what: str = "column") -> No
 class Chunk:
     """`length` consecutive steps of one episode (from `start_index`), one `ColumnData` per leaf."""
 
-    __slots__ = ("key", "episode_id", "start_index", "length", "_columns", "_records", "_nbytes",
+    __slots__ = ("key", "episode_id", "start_index", "length", "_columns", "_records", "nbytes",
                  "_column_dtype", "_column_shape", "_column_data", "_column_crc",
                  "__weakref__")
 
@@ -219,7 +219,9 @@ class Chunk:
         self.episode_id = int(episode_id)
         self.start_index = int(start_index)
         self._records = None
-        self._nbytes = nbytes
+        # Bytes stored (compressed size), a plain attribute: the server reads it several times
+        # for each chunk it is sent
+        self.nbytes = sum(len(c.data) for c in self._columns) if nbytes is None else nbytes
 
     @classmethod
     def from_columns(cls, key: int, columns: Sequence[np.ndarray], episode_id: int = 0,
@@ -292,15 +294,6 @@ class Chunk:
         return records
 
     @property
-    def nbytes(self) -> int:
-        """Bytes stored (compressed size). Counted once: writers and the server ask for it
-        several times per chunk, and a chunk's columns do not change."""
-        nbytes = self._nbytes
-        if nbytes is None:
-            nbytes = self._nbytes = sum(len(c.data) for c in self.columns)
-        return nbytes
-
-    @property
     def raw_nbytes(self) -> int:
         """Bytes of the decoded columns (`nbytes` before compression)."""
         return sum(c.raw_size(self.length) for c in self.columns)
@@ -353,7 +346,7 @@ def built_chunks(keys: Sequence[int], columns: Sequence[Tuple[ColumnData, ...]],
         chunk.episode_id = episode_id
         chunk.start_index = start_index
         chunk._records = None  # noqa: SLF001
-        chunk._nbytes = size  # noqa: SLF001
+        chunk.nbytes = size
         append(chunk)
     return out
 
@@ -381,7 +374,7 @@ def one_column_chunks(keys: Sequence[int], dtype: str, shape: Tuple[int, ...], b
         chunk.episode_id = episode_id
         chunk.start_index = start_index
         chunk._records = None  # noqa: SLF001
-        chunk._nbytes = len(blob)  # noqa: SLF001
+        chunk.nbytes = len(blob)
         append(chunk)
     return out
 
