@@ -48,6 +48,19 @@ def test_packed_insert_request_parses_to_the_plain_message(with_items):
         replay_pb2.InsertRequest(release_chunk_keys=[1])
 
 
+def test_packed_requests_carry_columns_of_every_size_exactly():
+    """The trailing columns' prefixes are cached by length; sizes around the varint byte
+    boundaries, empty columns and more distinct sizes than the cache keeps all arrive whole."""
+    rng = np.random.default_rng(1)
+    sizes = [0, 1, 127, 128, 16_383, 16_384, 5000, 127, 0] + list(range(200, 5200))
+    column_data = [rng.bytes(size) for size in sizes]
+    head = replay_pb2.InsertRequest(release_chunk_keys=[3])
+    parsed = replay_pb2.InsertRequest.FromString(
+        wire.serialize_insert_request(wire.PackedInsertRequest(head, column_data)))
+    assert list(parsed.chunks.column_data) == column_data
+    assert list(parsed.release_chunk_keys) == [3]
+
+
 def _sample_response(chunks, column_data):
     response = replay_pb2.SampleResponse(probabilities=[0.5, 0.25], table_sizes=[2, 2],
                                          priorities=[1.0, 3.0], times_sampled=[1, 4])

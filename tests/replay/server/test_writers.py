@@ -152,6 +152,26 @@ def test_string_leaves_may_differ_in_length_from_step_to_step_but_not_in_kind(se
     writer.close()
 
 
+def test_incompressible_one_step_chunks_of_string_steps_keep_each_steps_width(server, client):
+    """Steps of random bytes stop compressing, so their one-step chunks are stored raw by the
+    writer's per-step path; each step keeps its own string width there too."""
+    rng = np.random.default_rng(3)
+    steps = [np.bytes_(rng.bytes(100 + 7 * i).replace(b"\0", b"z")) for i in range(40)]
+    assert len({step.dtype for step in steps}) == len(steps)
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for step in steps:
+        writer.append(step)
+        writer.create_item("uniform", 1.0, writer.history[-1])
+    writer.flush(timeout=10)
+    stored = server.chunk_store.get(list(server.chunk_store.keys()))
+    raw = [chunk for chunk in stored if not chunk.columns[0].compressed]
+    assert len(raw) > 20  # the raw path took most of them
+    assert all(chunk.columns[0].dtype == f"|S{len(chunk.columns[0].data)}" for chunk in raw)
+    sampled = {bytes(sample.data[0]) for sample in client.sample("uniform", 400, timeout=10)}
+    assert sampled == {bytes(step) for step in steps}
+    writer.close()
+
+
 def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(server, client, monkeypatch):
     import lz4.block
 
