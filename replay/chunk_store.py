@@ -42,7 +42,8 @@ class ChunkStore:
         the new one (the data is not stored twice). The store keeps only weak references: the
         caller must hold the returned chunks (normally through items) to keep them alive.
         """
-        chunks = list(chunks)
+        if type(chunks) is not list:
+            chunks = list(chunks)  # (a list is returned as it is when every chunk is new)
         ref = weakref.ref
         new = {chunk.key: ref(chunk) for chunk in chunks}
         with self._lock:

@@ -70,19 +70,20 @@ class ChunkBatchBuilder:
             self.episode_ids.append(chunk.episode_id)
             self.start_indices.append(chunk.start_index)
             self.lengths.append(chunk.length)
-            self.num_columns.append(len(chunk.columns))
-            for column in chunk.columns:
-                index = dtypes.get(column.dtype)
+            columns = chunk.columns
+            self.num_columns.append(len(columns))
+            for dtype, shape, data, compressed, delta_encoded, crc in columns:  # (ColumnData)
+                index = dtypes.get(dtype)
                 if index is None:
-                    index = dtypes[column.dtype] = len(dtypes)
+                    index = dtypes[dtype] = len(dtypes)
                 dtype_index.append(index)
-                ranks.append(len(column.shape))
-                shape_dims.extend(column.shape)
-                flags.append((FLAG_COMPRESSED if column.compressed else 0)
-                             | (FLAG_DELTA if column.delta_encoded else 0))
-                crcs.append(column.crc32)
-                blobs.append(column.data)
-                nbytes += len(column.data)
+                ranks.append(len(shape))
+                shape_dims.extend(shape)
+                flags.append(0 if not (compressed or delta_encoded) else
+                             (FLAG_COMPRESSED if compressed else 0) | (FLAG_DELTA if delta_encoded else 0))
+                crcs.append(crc)
+                blobs.append(data)
+                nbytes += len(data)
         self.nbytes += nbytes
 
     def __len__(self) -> int:

@@ -406,12 +406,14 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             if chunks is None:
                 chunks = codec.decode_chunks(request.chunks, column_data=column_data)
             released = set(request.release_chunk_keys)
-            sizes = {c.key: c.nbytes for c in chunks}
-            if keep_alive.keys().isdisjoint(sizes) and released.isdisjoint(sizes):
-                after = held + sum(sizes.values())  # a writer's usual message: new chunks only
+            by_key = {c.key: c for c in chunks}
+            sizes = [c.nbytes for c in chunks]
+            usual = keep_alive.keys().isdisjoint(by_key) and released.isdisjoint(by_key)
+            if usual:  # a writer's usual message: new chunks only
+                after = held + sum(sizes)
             else:
-                after = held + sum(size for key, size in sizes.items()
-                                   if key not in keep_alive and key not in released)
+                after = held + sum(size for chunk, size in zip(chunks, sizes)
+                                   if chunk.key not in keep_alive and chunk.key not in released)
             after -= sum(keep_alive[k].nbytes for k in released.intersection(keep_alive))
             if after > limit:
                 raise errors.ResourceExhaustedError(
@@ -419,10 +421,14 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
                     "alive (num_keep_alive_refs), or start the server with a higher limit "
                     "(replay-server --max-in-flight-bytes-per-stream)")
-            kept = {chunk.key: chunk for chunk in self._server.chunk_store.insert(chunks)
-                    if chunk.key not in keep_alive}
-            keep_alive.update(kept)
-            held += sum(chunk.nbytes for chunk in kept.values())
+            stored = self._server.chunk_store.insert(chunks)
+            if usual and stored is chunks and len(by_key) == len(chunks):
+                keep_alive.update(by_key)  # (the store had none of them: it kept these objects)
+                held += sum(sizes)
+            else:
+                kept = {chunk.key: chunk for chunk in stored if chunk.key not in keep_alive}
+                keep_alive.update(kept)
+                held += sum(chunk.nbytes for chunk in kept.values())
         if not request.items.keys:
             return held, []
         pairs = codec.decode_items(request.items, resolve)
