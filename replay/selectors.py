@@ -15,10 +15,15 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
+import operator
 import random
 from typing import Iterable, Sequence, Tuple, Union
 
 from replay import errors
+
+# Bulk selector updates run their per-key calls through map() (C loops, no Python frame each).
+_first = operator.itemgetter(0)  # the key of a (key, priority) pair
+exhaust = collections.deque(maxlen=0).extend  # runs an iterator of calls to its end, keeping nothing
 
 _INF = float("inf")
 
@@ -117,13 +122,12 @@ class _OrderedSelector(ItemSelector):
         self._keys[key] = None
 
     def insert_many(self, keys_and_priorities):
-        self._keys.update(dict.fromkeys(key for key, _ in keys_and_priorities))
+        self._keys.update(dict.fromkeys(map(_first, keys_and_priorities)))
 
     def replace_many(self, old_keys, new_keys_and_priorities):
         keys = self._keys
-        for old in old_keys:
-            del keys[old]
-        keys.update(dict.fromkeys(key for key, _ in new_keys_and_priorities))
+        exhaust(map(keys.__delitem__, old_keys))
+        keys.update(dict.fromkeys(map(_first, new_keys_and_priorities)))
 
     def update(self, key, priority):
         pass  # order depends on insertion only
@@ -170,7 +174,7 @@ class Uniform(ItemSelector):
         self._keys.append(key)
 
     def insert_many(self, keys_and_priorities):
-        keys = [key for key, _ in keys_and_priorities]
+        keys = list(map(_first, keys_and_priorities))
         self._index.update(zip(keys, range(len(self._keys), len(self._keys) + len(keys))))
         self._keys.extend(keys)
 
@@ -178,10 +182,9 @@ class Uniform(ItemSelector):
         # insert(new) then delete(old) moves the new key, last in the array, into the old one's
         # slot: so each new key takes its old key's slot
         keys, index = self._keys, self._index
-        slots = [index.pop(old) for old in old_keys]
-        new_keys = [key for key, _ in new_keys_and_priorities]
-        for slot, key in zip(slots, new_keys):
-            keys[slot] = key
+        slots = list(map(index.pop, old_keys))
+        new_keys = list(map(_first, new_keys_and_priorities))
+        exhaust(map(keys.__setitem__, slots, new_keys))
         index.update(zip(new_keys, slots))
 
     def update(self, key, priority):

@@ -27,7 +27,7 @@ from replay import errors, specs
 from replay.extensions import TableExtension, extension_from_config
 from replay.items import Item
 from replay.rate_limiters import Queue, RateLimiter, Stack, rate_limiter_from_config
-from replay.selectors import Fifo, ItemSelector, Lifo, selector_from_options
+from replay.selectors import Fifo, ItemSelector, Lifo, exhaust, selector_from_options
 
 
 @dataclasses.dataclass
@@ -390,8 +390,7 @@ class Table:
             tail = pairs[n - evictions:]
             sampler.replace_many(victims, tail)
             remover.replace_many(victims, tail)
-            for victim in victims:
-                del present[victim]
+            exhaust(map(present.__delitem__, victims))  # (a C loop)
         present.update(new)
         limiter = self._rate_limiter
         limiter.insert_count += n
