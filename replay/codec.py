@@ -79,8 +79,7 @@ class ChunkBatchBuilder:
                 dtype_index.append(index)
                 ranks.append(len(shape))
                 shape_dims.extend(shape)
-                flags.append(0 if not (compressed or delta_encoded) else
-                             (FLAG_COMPRESSED if compressed else 0) | (FLAG_DELTA if delta_encoded else 0))
+                flags.append((FLAG_COMPRESSED if compressed else 0) | (FLAG_DELTA if delta_encoded else 0))
                 crcs.append(crc)
                 blobs.append(data)
                 nbytes += len(data)

@@ -422,8 +422,8 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     "alive (num_keep_alive_refs), or start the server with a higher limit "
                     "(replay-server --max-in-flight-bytes-per-stream)")
             stored = self._server.chunk_store.insert(chunks)
-            if usual and stored is chunks and len(by_key) == len(chunks):
-                keep_alive.update(by_key)  # (the store had none of them: it kept these objects)
+            if usual and stored is chunks:  # the store had none of them (distinct keys): it kept these
+                keep_alive.update(by_key)
                 held += sum(sizes)
             else:
                 kept = {chunk.key: chunk for chunk in stored if chunk.key not in keep_alive}

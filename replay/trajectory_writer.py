@@ -55,7 +55,6 @@ _ADAPTIVE_MIN_BYTES = 64
 _AUTO_IN_FLIGHT_BYTES = 4 * 1024 * 1024
 _MIN_AUTO_IN_FLIGHT_ITEMS = 1000
 _MAX_AUTO_IN_FLIGHT_ITEMS = 16000
-_INFINITY = float("inf")
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
@@ -511,22 +510,20 @@ class TrajectoryWriter:
         if self._closed:
             self._check_open()
         priority = float(priority)
-        key = next(self._keys)
-        if not priority >= 0.0 or priority == _INFINITY:  # (validation.check_priority, inlined)
-            validation.check_priority(key, priority)
+        key = self._new_key()
+        validation.check_priority(key, priority)
         leaf_type = type(trajectory)
-        if leaf_type is CellRef:
+        if leaf_type is CellRef and self._kept_alive(trajectory):
+            # `_add_item` for one kept-alive cell (a one-leaf step item), without its loops
             builder = trajectory._builder  # noqa: SLF001 - CellRef belongs to this module
-            if not builder.released and builder.start_serial + trajectory.offset >= self._serial - self._keep:
-                # `_add_item` for one kept-alive cell (a one-leaf step item), without its loops
-                if self._chunk_length is None and builder is self._open:
-                    self._finalize(builder, send=False)
-                builder.pending_items += 1
-                self._pending.append((table, priority, key,
-                                      [(True, ((builder.key, trajectory.offset, 1, trajectory.leaf),))],
-                                      (builder,)))
-                self._send_ready()
-                return
+            if self._chunk_length is None and builder is self._open:
+                self._finalize(builder, send=False)
+            builder.pending_items += 1
+            self._pending.append((table, priority, key,
+                                  [(True, ((builder.key, trajectory.offset, 1, trajectory.leaf),))],
+                                  (builder,)))
+            self._send_ready()
+            return
         columns = []
         # A lone reference (a one-leaf step) needs no structure walk.
         leaves = (trajectory,) if leaf_type is CellRef or leaf_type is ColumnRefs else tree.flatten(trajectory)
