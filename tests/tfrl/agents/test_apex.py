@@ -17,7 +17,7 @@ from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE, _SHARD, Priorit
 from tfrl.optimizers.per_worker_exploration import per_worker_epsilon
 from tfrl.policy import SampleBatch
 
-# The README's Ape-X example, with a small network and short iterations for the test.
+# The Ape-X example of docs/training.md, with a small network and short iterations for the test.
 README_CONFIG = {
     "num_workers": 3,
     "num_replay_shards": 2,
@@ -50,11 +50,11 @@ def shard_items(trainer, shard, num_samples=400):
 
 
 def readme_apex_config():
-    """The config dict of the README's ApexTrainer example."""
+    """The config dict of the ApexTrainer example in docs/training.md."""
     import ast
     import pathlib
 
-    readme = (pathlib.Path(__file__).parents[3] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).parents[3] / "docs" / "training.md").read_text()
     block = readme[readme.index("trainer = ApexTrainer("):]
     call = ast.parse(block[:block.index("})") + 2]).body[0].value
     return ast.literal_eval(next(k.value for k in call.keywords if k.arg == "config"))

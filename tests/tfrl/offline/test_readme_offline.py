@@ -1,20 +1,20 @@
-"""The README's "Learning from recorded experience" example runs as shown (with a small network,
-small batches and one recording iteration instead of ten)."""
+"""The "Learning from recorded experience" example of docs/training.md runs as shown (with a small
+network, small batches and one recording iteration instead of ten)."""
 import math
 import os
 import re
 
 import pytest
 
-README = os.path.join(os.path.dirname(__file__), "..", "..", "..", "README.md")
+GUIDE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "training.md")
 SMALL = {"num_workers": 1, "num_cpus_per_worker": 0, "train_batch_size": 600,
          "sgd_minibatch_size": 200, "num_sgd_iter": 2, "rollout_fragment_length": 100,
          "model": {"fcnet_hiddens": [16]}, "evaluation_num_episodes": 2}
 
 
 def readme_example():
-    text = open(README).read()
-    section = text[text.index("### Learning from recorded experience"):]
+    text = open(GUIDE).read()
+    section = text[text.index("## Learning from recorded experience"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
@@ -26,7 +26,7 @@ def test_the_readme_records_learns_and_estimates(ray_session, tmp_path, capsys):
     code = (code.replace('"/tmp/cartpole-out"', repr(out)).replace("range(10)", "range(1)")
             .replace('"env": "CartPole-v1", ', '"env": "CartPole-v1", **SMALL, '))
     namespace = {"SMALL": SMALL}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, "docs/training.md", "exec"), namespace)
     assert os.listdir(out), "nothing was recorded"
     result = namespace["result"]
     wis, played = (float(x) for x in capsys.readouterr().out.split()[-2:])

@@ -1,0 +1,74 @@
+"""The user's documents hold their shape: a README short enough to read, with a table of contents
+and the test command CI runs; every relative link in README.md and docs/ reaches a file and, where
+it names one, a heading; tuned examples keep short headers (their histories live in
+docs/tuning.md)."""
+import glob
+import os
+import re
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+DOCUMENTS = ["README.md"] + sorted(os.path.relpath(p, ROOT)
+                                   for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def read(path):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def prose(text):
+    """The text outside fenced code blocks."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+
+
+def anchors(text):
+    """GitHub's anchors for the headings of a markdown text."""
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", prose(text), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+def test_the_readme_is_short_and_has_a_table_of_contents():
+    text = read("README.md")
+    assert len(text.splitlines()) <= 500
+    assert "## Contents" in text
+    for section in ("Install", "Quickstart", "Train", "Watch in TensorBoard", "Export and serve",
+                    "Run a replay server", "Run on a cluster", "Coming from Reverb",
+                    "Coming from RLlib", "Benchmarks"):
+        assert f"\n## {section}\n" in text, section
+
+
+def test_the_quickstart_test_command_is_the_one_ci_runs():
+    quickstart = read("README.md").split("## Quickstart", 1)[1]
+    commands = re.search(r"```bash\n(.*?)```", quickstart, re.S).group(1)
+    ci = read(".ci/run")
+    test_command = commands.splitlines()[1]
+    for step in test_command.split(" && ")[1:]:
+        assert step in ci, step
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_relative_links_reach_a_file_and_heading(document):
+    base = os.path.dirname(os.path.join(ROOT, document))
+    for target in LINK.findall(prose(read(document))):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        file = os.path.normpath(os.path.join(base, path)) if path else os.path.join(ROOT, document)
+        assert os.path.exists(file), f"{document}: {target} names no file"
+        if anchor and file.endswith(".md"):
+            with open(file, encoding="utf-8") as f:
+                assert anchor in anchors(f.read()), f"{document}: {target} names no heading"
+
+
+@pytest.mark.parametrize("example", sorted(glob.glob(os.path.join(ROOT, "tfrl", "tuned_examples",
+                                                                  "*.yaml"))))
+def test_a_tuned_example_keeps_at_most_ten_comment_lines(example):
+    with open(example, encoding="utf-8") as f:
+        comments = [line for line in f if line.lstrip().startswith("#")]
+    assert len(comments) <= 10, f"{os.path.basename(example)}: move the history to docs/tuning.md"
