@@ -54,7 +54,8 @@ _UNVERIFIED_VERSIONS = (1,)
 DONE_MARKER = "DONE"
 MANIFEST = "manifest.json"
 DATA_FILES = ("chunks.bin", "items.bin")
-_TABLE_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates")
+_TABLE_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates",
+                   "num_unique_samples", "num_deleted_episodes")
 _RECORD_HEADER = struct.Struct("<Q")
 _CHUNKS_PER_RECORD = 512
 _ITEMS_PER_RECORD = 4096

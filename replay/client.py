@@ -474,13 +474,15 @@ def table_info_from_proto(proto: replay_pb2.TableInfo):
     rate_limiter_info = RateLimiterInfo(json.loads(proto.rate_limiter_info_json or "{}"))
     num_unique_samples = rate_limiter_info.pop("table_num_unique_samples", 0)
     num_updates = rate_limiter_info.pop("table_num_updates", 0)
+    num_episodes = rate_limiter_info.pop("table_num_episodes", 0)
+    num_deleted_episodes = rate_limiter_info.pop("table_num_deleted_episodes", 0)
     return TableInfo(
         name=proto.name, size=proto.size, max_size=proto.max_size,
         max_times_sampled=proto.max_times_sampled,
         sampler_options=config.get("sampler", config.get("sampler_options", {})),
         remover_options=config.get("remover", config.get("remover_options", {})),
         rate_limiter_info=rate_limiter_info, num_unique_samples=num_unique_samples,
-        num_updates=num_updates,
+        num_updates=num_updates, num_episodes=num_episodes, num_deleted_episodes=num_deleted_episodes,
         signature=protocol.signature_from_json(config.get("signature")),
         num_inserts=proto.num_inserts, num_samples=proto.num_samples, num_deletes=proto.num_deletes,
         num_evictions=proto.num_evictions,

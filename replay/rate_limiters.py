@@ -19,6 +19,7 @@ Kinds: `MinSize(n)`, `SampleToInsertRatio(samples_per_insert, min_size_to_sample
 from __future__ import annotations
 
 import math
+import sys
 from typing import Tuple, Union
 
 from replay import errors
@@ -182,11 +183,13 @@ def _encode_bound(value: float):
 
 
 class MinSize(RateLimiter):
-    """Blocks sampling until the table holds `min_size_to_sample` items; never blocks inserts."""
+    """Blocks sampling until the table holds `min_size_to_sample` items; never blocks inserts.
+
+    Its bounds are the largest finite floats (as Reverb's, so that `info()` reports the same)."""
 
     def __init__(self, min_size_to_sample: int):
         _positive_int("min_size_to_sample", min_size_to_sample, "MinSize")
-        super().__init__(1.0, min_size_to_sample, -_INF, _INF)
+        super().__init__(1.0, min_size_to_sample, -sys.float_info.max, sys.float_info.max)
 
     def config(self):
         return {"kind": "MinSize", "min_size_to_sample": self.min_size_to_sample}

@@ -747,7 +747,8 @@ def table_info_to_proto(table) -> replay_pb2.TableInfo:
         # Table counters the message has no field for travel with the rate limiter's.
         rate_limiter_info_json=protocol.json_dumps(dict(
             info.rate_limiter_info, table_num_unique_samples=info.num_unique_samples,
-            table_num_updates=info.num_updates)),
+            table_num_updates=info.num_updates, table_num_episodes=info.num_episodes,
+            table_num_deleted_episodes=info.num_deleted_episodes)),
         extensions_info_json=protocol.json_dumps(info.extensions))
 
 

@@ -65,8 +65,10 @@ class TableInfo:
     num_evictions: int
     extensions: list
     num_updates: int = 0  # priority updates of present items (mutate_priorities, insert_or_assign)
-    num_unique_samples: int = 0  # present items sampled at least once
-    # Reverb's episode counters; items here are not tracked by episode, so these stay 0.
+    # Reverb's counters (its `table.cc`), zeroed by `reset`: items that were sampled for the
+    # first time (an item counts once, and stays counted when it is removed); episodes (chunk
+    # episode ids) that present items reference; episodes whose last referencing item was removed.
+    num_unique_samples: int = 0
     num_episodes: int = 0
     num_deleted_episodes: int = 0
 
@@ -81,7 +83,8 @@ class TableInfo:
         return self
 
 
-_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates")
+_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates", "num_unique_samples",
+             "num_deleted_episodes")
 
 _SPEC_KEYS = {"shape", "dtype", "name"}
 # The most items one `sample` call takes while holding the table's lock: a caller asking for more
@@ -112,6 +115,14 @@ def _signature_from_config(config):
         return [_signature_from_config(v) for v in config]
     raise errors.InvalidArgumentError(
         f"signature: expected a nest of {{'shape': [...], 'dtype': ...}} specs, found {config!r}")
+
+
+def _episode_ids(item: Item) -> list:
+    """The episode id of each chunk the item references (one per chunk, as Reverb counts)."""
+    chunk = item.span_chunk
+    if chunk is not None:
+        return [chunk.episode_id]
+    return [chunk.episode_id for chunk in item.chunks.values()]
 
 
 def _check_size(name: str, value, minimum: int, table: str) -> int:
@@ -199,6 +210,9 @@ class Table:
         self._closed = False
         self._num_inserts = self._num_samples = self._num_deletes = self._num_evictions = 0
         self._num_updates = 0
+        self._num_unique_samples = self._num_deleted_episodes = 0
+        # episode id -> chunks of present items from that episode (one per item and chunk)
+        self._episode_refs: dict = {}
         self._listeners: List[Callable[[str], None]] = []
         for extension in extensions:
             extension.on_register(self)
@@ -358,6 +372,7 @@ class Table:
         self._remover.insert(key, item.priority)
         self._rate_limiter.insert_count += 1
         self._num_inserts += 1
+        self._reference_episodes_locked(item)
         for extension in self._extensions:
             extension.on_insert(item)
         while len(self._items) > self.max_size:
@@ -386,11 +401,17 @@ class Table:
             head = pairs[:n - evictions]
             sampler.insert_many(head)
             remover.insert_many(head)
+        reference, release = self._reference_episodes_locked, self._release_episodes_locked
+        exhaust(map(reference, items[:n - evictions]))  # (a C loop)
         if evictions:
             tail = pairs[n - evictions:]
             sampler.replace_many(victims, tail)
             remover.replace_many(victims, tail)
-            exhaust(map(present.__delitem__, victims))  # (a C loop)
+            # Each further item's episodes are referenced before its victim's are released, as
+            # one insert at a time does (it decides when an episode counts as deleted).
+            for item, victim in zip(items[n - evictions:], map(present.pop, victims)):
+                reference(item)
+                release(victim)
         present.update(new)
         limiter = self._rate_limiter
         limiter.insert_count += n
@@ -399,8 +420,24 @@ class Table:
         self._num_evictions += evictions
         return n
 
+    def _reference_episodes_locked(self, item: Item) -> None:
+        refs = self._episode_refs
+        for episode in _episode_ids(item):
+            refs[episode] = refs.get(episode, 0) + 1
+
+    def _release_episodes_locked(self, item: Item) -> None:
+        refs = self._episode_refs
+        for episode in _episode_ids(item):
+            left = refs.get(episode, 0) - 1
+            if left > 0:
+                refs[episode] = left
+            else:
+                refs.pop(episode, None)
+                self._num_deleted_episodes += 1
+
     def _remove_locked(self, key: int) -> Item:
         item = self._items.pop(key)
+        self._release_episodes_locked(item)
         self._sampler.delete(key)
         self._remover.delete(key)
         self._rate_limiter.delete_count += 1
@@ -611,6 +648,8 @@ class Table:
             while True:
                 key, probability = sampler.sample()
                 item = items[key]
+                if not item.times_sampled:
+                    self._num_unique_samples += 1
                 item.times_sampled += 1
                 limiter.sample_count += 1
                 self._num_samples += 1
@@ -680,7 +719,8 @@ class Table:
             self._remover.clear()
             self._rate_limiter.reset()
             self._num_inserts = self._num_samples = self._num_deletes = self._num_evictions = 0
-            self._num_updates = 0
+            self._num_updates = self._num_unique_samples = self._num_deleted_episodes = 0
+            self._episode_refs = {}
             for extension in self._extensions:
                 extension.on_reset()
             self._wake_inserters()
@@ -717,7 +757,7 @@ class Table:
     @property
     def info(self) -> TableInfo:
         """The table's configuration and counters now (a property, as Reverb's; `table.info()`
-        also works). num_unique_samples is counted over the present items."""
+        also works)."""
         with self._lock:
             return TableInfo(
                 name=self.name,
@@ -734,7 +774,9 @@ class Table:
                 num_evictions=self._num_evictions,
                 extensions=[extension.info() for extension in self._extensions],
                 num_updates=self._num_updates,
-                num_unique_samples=sum(1 for item in self._items.values() if item.times_sampled),
+                num_unique_samples=self._num_unique_samples,
+                num_episodes=len(self._episode_refs),
+                num_deleted_episodes=self._num_deleted_episodes,
             )
 
     # -- configuration and checkpoints ----------------------------------------------------------------
@@ -814,6 +856,8 @@ class Table:
                 "num_deletes": self._num_deletes,
                 "num_evictions": self._num_evictions,
                 "num_updates": self._num_updates,
+                "num_unique_samples": self._num_unique_samples,
+                "num_deleted_episodes": self._num_deleted_episodes,
                 "rate_limiter": {"insert_count": limiter.insert_count, "sample_count": limiter.sample_count,
                                  "delete_count": limiter.delete_count},
                 "extensions": [extension.state() for extension in self._extensions],
@@ -879,6 +923,8 @@ class Table:
             for extension in self._extensions:
                 extension.on_reset()
             self._items = {item.key: item for item in items}
+            self._episode_refs = {}
+            exhaust(map(self._reference_episodes_locked, items))
             pairs = [(item.key, item.priority) for item in items]
             self._sampler.insert_many(pairs)
             self._remover.insert_many(pairs)
