@@ -1,4 +1,4 @@
-"""Reverb's `TrajectoryDataset` (`replay.reverb`): `replay.dataset.ReplayDataset` with Reverb's
+"""Reverb's `TrajectoryDataset` (`replay.reverb`): `replay.ReplayDataset` with Reverb's
 arguments (`max_samples`; `flexible_batch_size` is accepted and ignored).
 
 Elements are `ReplaySample(info, data)`, one per sampled item, `data` with the nest of

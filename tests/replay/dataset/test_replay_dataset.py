@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 
 from replay import errors, specs
-from replay.dataset import INFO_DTYPES, ReplayDataset, StreamMetrics, _BlockPool
+from replay.dataset import INFO_DTYPES, ReplayDataset, StreamMetrics
+from replay.sample_blocks import BlockPool
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.table import Table
 from tfrl.learner.mirrored_learner import mirrored_strategy
@@ -321,7 +322,7 @@ def test_a_small_max_message_bytes_gets_responses_it_accepts(start_server):
 
 
 def test_block_pool_reuses_a_buffer_only_once_nothing_else_refers_to_it():
-    pool = _BlockPool()
+    pool = BlockPool()
     float32 = np.dtype(np.float32)
     first = pool.get((10, 5000), float32)
     assert first.ctypes.data % 64 == 0
