@@ -19,7 +19,7 @@ import argparse
 import gymnasium as gym
 import numpy as np
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.env import ParallelPettingZooEnv, make_multi_agent
 
 try:

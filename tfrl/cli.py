@@ -122,7 +122,7 @@ def _trainer_from_checkpoint(checkpoint: str, **overrides):
 
 
 def cmd_train(args) -> int:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.logging import ProgressDisplay
 
     experiment = load_experiment_file(args.file) if args.file else {}

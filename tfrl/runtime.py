@@ -1,12 +1,14 @@
-"""The process's runtime: start local Ray or join the cluster at `ray_address`, size
-TensorFlow's thread pools, and stop at exit what a script forgot to stop (trainers, and policy
-optimizers that run a replay service of their own)."""
+"""The process's runtime: start local Ray or join the cluster at `ray_address`, check the Ray
+resources a component asks for, size TensorFlow's thread pools, and stop at exit what a script
+forgot to stop (trainers, and policy optimizers that run a replay service of their own)."""
 from __future__ import annotations
 
 import logging
 import threading
 import weakref
-from typing import Optional
+from typing import Any, Dict, Optional
+
+from tfrl import errors
 
 logger = logging.getLogger(__name__)
 
@@ -81,3 +83,43 @@ def configure_tf_threads(num_threads: Optional[int]) -> bool:
         return (tf.config.threading.get_intra_op_parallelism_threads() == num_threads
                 and tf.config.threading.get_inter_op_parallelism_threads() == num_threads)
     return True
+
+
+def check_resources(key: str, resources: Any) -> Dict[str, float]:
+    """`resources` as {name: amount}.
+
+    Raises:
+      InvalidConfigError: not a dict of non-empty names to non-negative numbers.
+    """
+    if not isinstance(resources, dict):
+        raise errors.InvalidConfigError(
+            f"{key} must be a dict of Ray resource name -> amount (e.g. {{'replay': 1}}), got "
+            f"{resources!r}")
+    checked = {}
+    for name, amount in resources.items():
+        if not isinstance(name, str) or not name:
+            raise errors.InvalidConfigError(f"{key}: resource names must be non-empty strings, got {name!r}")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            raise errors.InvalidConfigError(
+                f"{key}: the amount of {name!r} must be a number >= 0, got {amount!r}")
+        checked[name] = float(amount)
+    return checked
+
+
+def check_feasible(key: str, resources: Optional[Dict[str, float]]) -> None:
+    """Raises InvalidConfigError when no live node of the cluster
+    offers `resources` in total (Ray would keep an actor asking for them pending forever)."""
+    if not resources:
+        return
+    import ray
+
+    offered = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    if any(all(node.get(name, 0.0) >= amount for name, amount in resources.items())
+           for node in offered):
+        return
+    names = sorted({name for node in offered for name in node
+                    if not name.startswith("node:") and name not in ("memory", "object_store_memory")})
+    raise errors.InvalidConfigError(
+        f"{key}={resources}: no node of the Ray cluster offers these resources (the nodes offer "
+        f"{names}); start a node with them (`ray start --resources='{{\"replay\": 1}}'`) or "
+        f"change {key}")

@@ -14,7 +14,7 @@ import shutil
 from typing import Optional
 
 from tfrl import errors
-from tfrl.settings import Settings, setting
+from tfrl.config.settings import Settings, setting
 
 
 @dataclasses.dataclass(frozen=True)

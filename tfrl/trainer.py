@@ -15,10 +15,9 @@ driver's filters and sends the merged filters back (`synchronize_filters`), so c
 `evaluation_interval` iterations (`evaluation_config` overrides, e.g. `explore: False`); their
 metrics go under `result["evaluation"]`.
 
-Checkpoints hold no pickle: `trainer_state.json` (structure, counters, config) and
-`trainer_state.npz` (weights, optimizer slots, filter statistics), read with `json.load` and
-`np.load(allow_pickle=False)`; with `replay_checkpoint` the replay tables are saved beside them
-(`replay/`) and reloaded on restore.
+Checkpoints hold no pickle (the format: checkpoint.py); with `replay_checkpoint` the replay
+tables are saved beside the trainer state and reloaded on restore. A trainer class is also a Ray
+Tune trainable (tune.py): an instance Tune builds is a trial shell around a plain trainer.
 """
 from __future__ import annotations
 
@@ -26,157 +25,25 @@ import copy
 import logging
 import os
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tfrl import errors, runtime
-from tfrl.config import apply_classic_keys, merge_config
-from tfrl.models.model_config import MODEL_DEFAULTS
+from tfrl import checkpoint, errors, runtime
+from tfrl.config import COMMON_CONFIG, apply_classic_keys, merge_config
+from tfrl.logging import TensorBoardLogger
+from tfrl.registry import get_trainer_class
+from tfrl.rollout import collect_episodes, summarize_episodes
+from tfrl.rollout.action_adapter import ActionAdapter
+from tfrl.rollout.worker_set import WorkerSet
 from tfrl.runtime import configure_tf_threads
+from tfrl.serving_export import ExportSettings, export_version
+from tfrl.tune import trial_base
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICY_ID = "default_policy"
 
-# A checkpoint directory holds STATE_FILE_PREFIX + ".json" / ".npz" and, with replay_checkpoint,
-# the replay tables under REPLAY_CHECKPOINT_DIR.
-STATE_FILE_PREFIX = "trainer_state"
-STATE_FILE = STATE_FILE_PREFIX + ".json"
-LEGACY_STATE_FILE = "trainer_state.pkl"
-REPLAY_CHECKPOINT_DIR = "replay"
-CHECKPOINT_FORMAT = "tfrl-trainer-checkpoint"
-CHECKPOINT_VERSION = 1
-
-
-COMMON_CONFIG: Dict[str, Any] = {
-    # === Environment ===
-    "env": None,
-    "env_config": {},
-    "gamma": 0.99,
-    "clip_rewards": None,
-    "clip_actions": True,
-    "normalize_actions": False,
-    "observation_filter": "NoFilter",
-    "seed": None,
-    # === Rollouts ===
-    "num_workers": 2,
-    "num_envs_per_worker": 1,
-    "rollout_fragment_length": 200,
-    "batch_mode": "truncate_episodes",
-    "num_cpus_per_worker": 1,
-    "num_gpus_per_worker": 0,
-    # Ray custom resources each remote rollout worker reserves, e.g. {"rollout": 1} to keep the
-    # workers on nodes started with `ray start --resources='{"rollout": 8}'`
-    "custom_resources_per_worker": {},
-    "num_gpus": 0,
-    # Ray resources the learner needs, e.g. {"GPU": 1} or {"learner": 1}. The learner runs in the
-    # trainer's process: a Tune trial reserves them for it; outside Tune the trainer checks that
-    # the node its driver runs on offers them (None: no requirement)
-    "learner_resources": None,
-    # CPUs a Tune trial reserves for the trainer itself (the learner); 0, as outside Tune, where
-    # the driver process reserves nothing from Ray and only the rollout workers do
-    "num_cpus_for_driver": 0,
-    "check_observations": True,
-    "check_actions": True,
-    "explore": True,
-    "callbacks": None,
-    "recreate_failed_workers": True,
-    # testing and benchmarking only: seconds each remote worker sleeps per gradient it computes
-    # ([delay of worker 1, delay of worker 2, ...]); None: no delay
-    "debug_gradient_delay_s": None,
-    # merge the workers' observation-filter updates into the driver's after every iteration
-    "synchronize_filters": True,
-    # === Learning ===
-    "train_batch_size": 200,
-    "lr": 1e-4,
-    "model": MODEL_DEFAULTS,
-    # the policy optimizer (tfrl/optimizers/selection.py): a strategy name ("sync_samples",
-    # "multi_device", "async_gradients", "sharded_ps", "allreduce", or "auto" to measure the
-    # candidates and keep the fastest) among those the algorithm allows; {} (classic RLlib's
-    # dict of optimizer arguments): the algorithm's own choice
-    "optimizer": {},
-    "num_learner_devices": "auto",
-    # sharded_ps: Ray actors the flat weights are split over, each applying the optimizer step
-    # to its slice
-    "num_ps_shards": 2,
-    # auto: the strategies it measures (None: all the algorithm allows), optimizer steps each
-    # trial discards (warm-up: tracing, actor start) and then measures
-    "auto_candidates": None,
-    "auto_warmup_steps": 1,
-    "auto_trial_steps": 2,
-    "auto_abandon_ratio": 0.5,
-    # === Iterations and metrics ===
-    "min_iter_time_s": 0,
-    "timesteps_per_iteration": 0,
-    "metrics_smoothing_episodes": 100,
-    # === Evaluation ===
-    # every N iterations run evaluation episodes on separate workers (None: never)
-    "evaluation_interval": None,
-    "evaluation_num_episodes": 10,
-    # overrides of this config for the evaluation workers, e.g. {"explore": False}
-    "evaluation_config": {},
-    # remote evaluation workers; 0 runs the episodes in a local worker of the driver
-    "evaluation_num_workers": 0,
-    # === Offline data (tfrl/offline/settings.py documents each key) ===
-    "input": "sampler",
-    "input_evaluation": [],
-    "postprocess_inputs": False,
-    "shuffle_buffer_size": 0,
-    "input_skip_corrupt": False,
-    "output": None,
-    "output_format": "tfrecord",
-    "output_compress_columns": ["obs", "new_obs"],
-    "output_max_file_size": 64 * 1024 * 1024,
-    # === Serving export ===
-    # every N iterations write the policy as a SavedModel into export_dir/<iteration>/ (TF
-    # Serving's versioned layout); export_dir None: <logdir>/export
-    "export_every": None,
-    "export_dir": None,
-    # === Multi-agent ===
-    "multiagent": {"policies": {}, "policy_mapping_fn": None, "policies_to_train": None},
-    # === Infrastructure ===
-    "ray_address": None,
-    "replay_address": None,
-    # credentials of the external replay-server at replay_address: files holding its access token
-    # and the PEM certificate to trust for TLS (as its --token-file and --tls-cert)
-    "replay_token_file": None,
-    "replay_root_certificates": None,
-    # === Replay placement on a cluster (tfrl/replay_hosting.py) ===
-    # Ray resources of the replay server the trainer starts, e.g. {"replay": 1}: it then runs as
-    # a Ray actor on a node offering them (None: inside the driver)
-    "replay_resources": None,
-    # interface that server listens on: None (loopback), "node" (the routable address of the node
-    # hosting it), "0.0.0.0" or an IP address; the address handed to workers and the learner is
-    # the node's own. replay_token_file then makes it demand that token, and the two files below
-    # make it serve TLS (clients trust replay_root_certificates, by default this certificate)
-    "replay_bind_address": None,
-    "replay_tls_certificate_file": None,
-    "replay_tls_private_key_file": None,
-    "replay_checkpoint": False,
-    "log_level": "WARN",
-    "tf_threads_per_worker": 1,
-    # compile each policy's action function with XLA (one compile per batch size; with one
-    # TensorFlow thread a small network's call takes about a third of the plain graph's time):
-    # True everywhere, False nowhere, "auto" in the remote workers of a single-agent env, whose
-    # batch size never changes
-    "jit_compile_actions": "auto",
-    "numpy_actions": True,
-    "numpy_rollout_workers": True,
-    # intra- and inter-op threads of TensorFlow in the driver (the learner); None: TF's default
-    "driver_tf_threads": None,
-    # === Classic RLlib keys (tfrl.config.apply_classic_keys) ===
-    # "tf" / "tf2" / "tfe": all run TensorFlow 2 eagerly with traced learn and act steps; any
-    # other framework is refused
-    "framework": "tf2",
-    # accepted for classic configs; tfrl always runs eagerly with its hot paths traced
-    "eager": False,
-    "eager_tracing": False,
-    # accepted for classic configs (refused when True)
-    "use_pytorch": False,
-    # PPO's top-level spelling before Ray 1.x; when set it goes to model["vf_share_layers"]
-    "vf_share_layers": None,
-}
 
 
 class Trainer:
@@ -205,8 +72,6 @@ class Trainer:
                  logger_creator: Optional[Callable] = None, storage: Any = None):
         self._tune_trial = logger_creator is not None or storage is not None
         if self._tune_trial:
-            from tfrl.tune import trial_base
-
             trial_base().__init__(self, config=dict(config or {}, **({"env": env} if env else {})),
                                   storage=storage)
             return
@@ -234,8 +99,6 @@ class Trainer:
                 "with other thread pools; set it in the first trainer of the process, before "
                 "other TensorFlow work", self.trainer_name, self.config["driver_tf_threads"])
         evaluation_config = self._evaluation_config()
-        from tfrl.serving_export import ExportSettings
-
         self.export_settings = ExportSettings.from_config(self.config)
         self._export_base = self.export_settings.base_dir(logdir)
         try:
@@ -246,8 +109,6 @@ class Trainer:
             self.stop()  # the rollout workers and replay server built before the failure
             raise
         if logdir is not None:
-            from tfrl.logging import TensorBoardLogger
-
             self._tb_logger = TensorBoardLogger(logdir)
         runtime.stop_at_exit(self)
 
@@ -301,8 +162,6 @@ class Trainer:
         if self.evaluation_workers is not None and self.iteration % interval == 0:
             result["evaluation"] = self._evaluate()
         if self._export_base and self.iteration % self.export_settings.export_every == 0:
-            from tfrl.serving_export import export_version
-
             result["export_path"] = export_version(self, self._export_base, self.iteration)
         time_this_iter = time.time() - start
         self._time_total += time_this_iter
@@ -386,8 +245,6 @@ class Trainer:
         return evaluation
 
     def _make_evaluation_workers(self, evaluation_config: dict):
-        from tfrl.rollout.worker_set import WorkerSet
-
         return WorkerSet(env_creator=evaluation_config["env"], policy=self.workers.policy_spec,
                          config=evaluation_config,
                          num_workers=evaluation_config["evaluation_num_workers"],
@@ -400,8 +257,6 @@ class Trainer:
         Workers sample in fragments over several envs, so one round can finish more episodes
         than asked for; the metrics cover the first `evaluation_num_episodes` finished, so
         every evaluation averages the same number of episodes."""
-        from tfrl.rollout import collect_episodes, summarize_episodes
-
         local = self.workers.local_worker()
         evaluation = self.evaluation_workers
         evaluation_local = evaluation.local_worker()
@@ -436,8 +291,6 @@ class Trainer:
         trained (synchronised) filter, and Box actions are adapted as rollout workers send them
         to their envs (clipped to the bounds with clip_actions, rescaled with normalize_actions).
         """
-        from tfrl.rollout.action_adapter import ActionAdapter
-
         policy = self.get_policy(policy_id)
         local = self.workers.local_worker()
         obs = local.filter_observation(observation, policy_id)
@@ -527,26 +380,8 @@ class Trainer:
             return self._trial_call("save", checkpoint_dir)
         base = checkpoint_dir or os.path.join(self.logdir or ".", "checkpoints")
         path = os.path.join(base, f"checkpoint_{self.iteration:06d}")
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as exc:
-            raise errors.CheckpointError(f"cannot create checkpoint directory {path!r}: {exc}") from exc
-        state = self.get_state()
-        unstored: list = []
-        state["config"] = _storable(state["config"], "config", unstored)
-        header = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
-                  "unstored_config_keys": unstored}
-        replay = getattr(self, "replay", None)
-        if self.config["replay_checkpoint"] and replay is not None:
-            if replay.embedded:
-                if replay.save_checkpoint(os.path.join(path, REPLAY_CHECKPOINT_DIR)) is not None:
-                    header["replay_checkpoint"] = {"embedded": True, "path": REPLAY_CHECKPOINT_DIR}
-            else:
-                header["replay_checkpoint"] = {"embedded": False,
-                                               "path": replay.save_checkpoint(None)}
-        from tfrl.utils.state_files import write_state
-
-        return write_state(os.path.join(path, STATE_FILE_PREFIX), header, state)
+        replay = getattr(self, "replay", None) if self.config["replay_checkpoint"] else None
+        return checkpoint.write_checkpoint(path, self.get_state(), replay)
 
     @staticmethod
     def load_checkpoint_state(checkpoint_path: str) -> dict:
@@ -559,43 +394,7 @@ class Trainer:
             it is not opened.
           CheckpointError: no checkpoint at that path, or files that are not a tfrl checkpoint.
         """
-        from tfrl.utils.state_files import read_state
-
-        directory, name = ((checkpoint_path, STATE_FILE) if os.path.isdir(checkpoint_path)
-                           else os.path.split(checkpoint_path))
-        if name == LEGACY_STATE_FILE or name.endswith(".pkl") or (
-                name == STATE_FILE and not os.path.exists(os.path.join(directory, STATE_FILE))
-                and os.path.exists(os.path.join(directory, LEGACY_STATE_FILE))):
-            raise errors.PickleCheckpointError(
-                f"{os.path.join(directory, LEGACY_STATE_FILE)!r} is a pickle checkpoint of an "
-                "older tfrl version; it is refused unopened because loading a pickle can run "
-                "code. Checkpoints are now trainer_state.json + trainer_state.npz: retrain and "
-                "save with this version (only if you trust the file's source, load it with the "
-                "tfrl version that wrote it)")
-        if name.endswith(".npz"):
-            name = name[:-len(".npz")] + ".json"
-        if not name.endswith(".json") or not os.path.exists(os.path.join(directory, name)):
-            raise errors.CheckpointError(
-                f"no trainer checkpoint at {checkpoint_path!r}; pass a path printed by `save()` or "
-                "`tfrl train` (a checkpoint_NNNNNN directory or its trainer_state.json)")
-        document = read_state(os.path.join(directory, name[:-len(".json")]))
-        if document.get("format") != CHECKPOINT_FORMAT or document.get("version") != CHECKPOINT_VERSION:
-            raise errors.CheckpointError(
-                f"{os.path.join(directory, name)!r} is format {document.get('format')!r} version "
-                f"{document.get('version')!r}, not {CHECKPOINT_FORMAT!r} version "
-                f"{CHECKPOINT_VERSION}; restore it with the tfrl version that wrote it")
-        state = document["state"]
-        if not isinstance(state, dict):
-            raise errors.CheckpointError(f"{os.path.join(directory, name)!r} holds no trainer state")
-        state["unstored_config_keys"] = list(document.get("unstored_config_keys") or [])
-        replay = document.get("replay_checkpoint")
-        if isinstance(replay, dict) and replay.get("embedded"):
-            state["replay_checkpoint_path"] = os.path.join(directory, str(replay["path"]))
-        elif isinstance(replay, dict):
-            logger.warning("the checkpoint's replay tables are on an external replay server (%s); "
-                           "that server reloads its latest checkpoint when it starts",
-                           replay.get("path"))
-        return state
+        return checkpoint.load_checkpoint_state(checkpoint_path)
 
     @classmethod
     def from_checkpoint(cls, checkpoint_path: str, **config_overrides) -> "Trainer":
@@ -606,8 +405,6 @@ class Trainer:
           CheckpointError: as `load_checkpoint_state`, or a config that needed values the
             checkpoint could not store (build the trainer in Python and call `restore`).
         """
-        from tfrl.agents.registry import get_trainer_class
-
         state = cls.load_checkpoint_state(checkpoint_path)
         missing = [k for k in state["unstored_config_keys"]
                    if k.split(".")[1] not in config_overrides]
@@ -656,8 +453,6 @@ class Trainer:
 
     def _trial_call(self, method: str, *args):
         """Tune's own `method` of a trial shell (see __init__)."""
-        from tfrl.tune import trial_base
-
         return getattr(trial_base(), method)(self, *args)
 
     def __enter__(self):
@@ -675,11 +470,6 @@ class Trainer:
         return f"{self.trainer_name}(env={config.get('env')!r}, iteration={getattr(self, '_iteration', 0)})"
 
 
-def with_common_config(extra_config: dict) -> dict:
-    """An algorithm's default config: COMMON_CONFIG with the algorithm's own keys added."""
-    return merge_config(COMMON_CONFIG, extra_config, allow_new_keys=True)
-
-
 def learner_policies(trainer) -> list:
     """(policy_id, policy) pairs of every policy copy whose loss learns: the local worker's,
     plus any copies the optimizer keeps on its devices (`optimizer.learner_policies()`).
@@ -693,20 +483,6 @@ def learner_policies(trainer) -> list:
     if callable(own):
         pairs += [pair for pair in own().items() if all(pair[1] is not p for _, p in pairs)]
     return pairs
-
-
-def _storable(value: Any, where: str, unstored: list) -> Any:
-    """`value` with everything that is not plain data (functions, classes, spaces) replaced by
-    None; the replaced paths are appended to `unstored`."""
-    if isinstance(value, (type(None), bool, int, float, str, np.ndarray, np.generic)):
-        return value
-    if isinstance(value, dict):
-        return {k: _storable(v, f"{where}.{k}", unstored) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        items = [_storable(v, f"{where}[{i}]", unstored) for i, v in enumerate(value)]
-        return items if isinstance(value, list) else tuple(items)
-    unstored.append(where)
-    return None
 
 
 TrainerHook = Callable[[Trainer], None]

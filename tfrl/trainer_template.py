@@ -28,7 +28,8 @@ import sys
 import time
 from typing import Callable, List, Optional
 
-from tfrl.trainer import COMMON_CONFIG, DEFAULT_POLICY_ID, Trainer
+from tfrl.config import COMMON_CONFIG
+from tfrl.trainer import DEFAULT_POLICY_ID, Trainer
 
 
 def build_trainer(name: str, *, default_policy=None, default_config: Optional[dict] = None,
@@ -51,7 +52,7 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
 
         def _init(self, config: dict) -> None:
             from tfrl.rollout.worker_set import WorkerSet
-            from tfrl.replay_service import ReplayService
+            from tfrl.replay_hosting import ReplayService
             from tfrl.runtime import ensure_ray
 
             if validate_config:
@@ -119,7 +120,7 @@ def check_learner_placement(config: dict) -> None:
     import ray
 
     from tfrl import errors
-    from tfrl.replay_hosting import check_resources
+    from tfrl.runtime import check_resources
 
     wanted = config.get("learner_resources")
     if wanted is None:

@@ -39,7 +39,7 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
     from ray.tune.execution.placement_groups import PlacementGroupFactory
 
     if isinstance(trainer_cls, str):
-        from tfrl.agents.registry import get_trainer_class
+        from tfrl.registry import get_trainer_class
 
         trainer_cls = get_trainer_class(trainer_cls)
     merged = dict(trainer_cls.default_config(), **(config or {}))
@@ -65,7 +65,7 @@ def _trial_result(result: dict) -> dict:
 
 
 def _load_trainer_checkpoint(trainer, checkpoint) -> None:
-    from tfrl.trainer import LEGACY_STATE_FILE, STATE_FILE
+    from tfrl.checkpoint import LEGACY_STATE_FILE, STATE_FILE
 
     path = checkpoint if isinstance(checkpoint, str) else checkpoint.path
     # a legacy pickle is handed to restore() too, which refuses it with a named error
@@ -89,7 +89,7 @@ def as_trainable(trainer: Union[str, type]):
 
     def resolve():
         if isinstance(trainer, str):
-            from tfrl.agents.registry import get_trainer_class
+            from tfrl.registry import get_trainer_class
 
             return get_trainer_class(trainer)
         return trainer
@@ -164,7 +164,7 @@ def register_trainables() -> None:
     `tune.Tuner("PPO", ...)` and `tune.run("PPO", ...)` run tfrl's trainer."""
     from ray.tune import register_trainable
 
-    from tfrl.agents.registry import ALGORITHMS
+    from tfrl.registry import ALGORITHMS
 
     for name in ALGORITHMS:
         register_trainable(name, as_trainable(name))

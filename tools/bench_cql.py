@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def record(workdir: str, sac_steps: int, episodes: int) -> str:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
     from tfrl.offline.output_writer import record_episodes
     from tfrl.trainer import Trainer
@@ -48,7 +48,7 @@ def record(workdir: str, sac_steps: int, episodes: int) -> str:
 
 
 def learn(workdir: str, max_seconds: float) -> str:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file, stop_reached
 
     experiment = load_experiment_file("pendulum-cql")

@@ -29,7 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 def _experiment_and_trainer(name: str):
     """The tuned example's experiment dict and a trainer built from it."""
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
 
     experiment = load_experiment_file(name)

@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def record(workdir: str, episodes: int, max_seconds: float) -> str:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
 
     experiment = load_experiment_file("cartpole-ppo")
@@ -51,7 +51,7 @@ def record(workdir: str, episodes: int, max_seconds: float) -> str:
 
 
 def learn(name: str, workdir: str, max_seconds: float) -> str:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file, stop_reached
 
     experiment = load_experiment_file(name)

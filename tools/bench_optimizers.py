@@ -47,7 +47,7 @@ CASES = {
 
 
 def run_case(name: str, seconds: float) -> str:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     algorithm, config = CASES[name]
     trainer = get_trainer_class(algorithm)(config=dict(config), env="CartPole-v1")
@@ -77,7 +77,7 @@ COMPARED = {
 def timed_run(algorithm: str, config: dict, seconds: float):
     """Trains from the first `train()` call for `seconds` of wall time; returns (sampled/s,
     trained/s, elapsed, the optimizer's `info/optimizer` dict or None)."""
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     trainer = get_trainer_class(algorithm)(config=dict(config), env="CartPole-v1")
     try:
@@ -158,7 +158,7 @@ def split_cpu_into_logical_devices(count: int) -> str:
 
 
 def table3(seconds: float, devices: str) -> None:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     for name, config in TABLE3_CASES.items():
         load = os.getloadavg()[0]

@@ -64,7 +64,7 @@ def last_endings(path: str, count: int = 100) -> str:
 
 
 def run_seed(name: str, seed: int, every: int, max_steps: int, overrides: dict) -> None:
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
 
     experiment = load_experiment_file(name)

@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     from tfrl.startup_noise import quiet_startup
 
     quiet_startup()
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file, stop_reached
 
     experiment = load_experiment_file(args.example)

@@ -48,7 +48,7 @@ OURS_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from tfrl.runtime import ensure_ray
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
     ensure_ray({{}})
     experiment = load_experiment_file({case!r})

@@ -8,7 +8,7 @@ from replay.server import Server
 from replay.specs import TensorSpec
 from replay.table import Table
 from tfrl.errors import InvalidConfigError
-from tfrl.replay_shards import ReplayShards
+from tfrl.replay_hosting import ReplayShards
 
 pytestmark = pytest.mark.timeout(120)
 SIGNATURE = {"x": TensorSpec((2,), np.float32, "x")}

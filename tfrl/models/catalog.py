@@ -16,7 +16,7 @@ import gymnasium as gym
 from tfrl.errors import InvalidConfigError, UnknownModelError, UnsupportedSpaceError
 from tfrl.models import distributions
 from tfrl.models.fcnet import FullyConnectedNetwork
-from tfrl.models.model_config import MODEL_DEFAULTS, merge_model_config  # noqa: F401 - re-exported
+from tfrl.config.model import MODEL_DEFAULTS, merge_model_config  # noqa: F401 - re-exported
 from tfrl.models.preprocessors import Preprocessor, get_preprocessor
 from tfrl.models.recurrent import LSTMWrapper
 from tfrl.models.tf_model import TFModel

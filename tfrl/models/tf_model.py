@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl.errors import NotSupportedError
-from tfrl.models.model_config import merge_model_config
+from tfrl.config.model import merge_model_config
 from tfrl.models.preprocessors import get_preprocessor
 
 

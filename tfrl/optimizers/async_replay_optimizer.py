@@ -177,7 +177,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                             Table, Uniform)
 
         from tfrl.learner.strategy import learner_strategy
-        from tfrl.replay_shards import ReplayShards
+        from tfrl.replay_hosting import ReplayShards
         from tfrl.rollout import replay_columns, replay_signature
         from tfrl.rollout.replay_output import PRIORITY_COLUMN
 

@@ -60,7 +60,7 @@ class PolicyOptimizer:
         self._own_replay = None
         if replay is None and self.uses_replay:
             from tfrl import runtime
-            from tfrl.replay_service import ReplayService
+            from tfrl.replay_hosting import ReplayService
 
             replay = self._own_replay = ReplayService(self.config)
             runtime.stop_at_exit(self)  # a script may end without stop()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal, Optional, Union
 
-from tfrl.settings import Settings, setting
+from tfrl.config.settings import Settings, setting
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, Optional, Union
 
-from tfrl.settings import Settings, setting
+from tfrl.config.settings import Settings, setting
 
 
 @dataclasses.dataclass(frozen=True)

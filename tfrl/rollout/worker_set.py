@@ -174,7 +174,7 @@ class WorkerSet:
 
     def _make_actor(self, worker_index: int):
         if self._actor_class is None:
-            from tfrl.replay_hosting import check_feasible, check_resources
+            from tfrl.runtime import check_feasible, check_resources
 
             resources = check_resources("custom_resources_per_worker",
                                         self.settings.custom_resources_per_worker or {})
@@ -264,7 +264,7 @@ class WorkerSet:
 
     def _placeable(self) -> bool:
         """True when some live node of the cluster offers one remote worker's resources."""
-        from tfrl.replay_hosting import check_feasible
+        from tfrl.runtime import check_feasible
 
         wanted = dict(self.settings.custom_resources_per_worker or {})
         for name, amount in (("CPU", self.settings.num_cpus_per_worker),

@@ -325,9 +325,9 @@ class PolicyServer(ExternalEnv):
 
     def policy_info(self) -> pb.PolicyInfoResponse:
         policy = self._require_policy()
-        from tfrl.trainer import _storable  # noqa: SLF001 - the checkpoint's rule for plain data
+        from tfrl.checkpoint import storable
 
-        config = _storable(dict(self._policy_config), "config", [])
+        config = storable(dict(self._policy_config), "config", [])
         cls = type(policy)
         return pb.PolicyInfoResponse(
             policy_class=f"{cls.__module__}:{cls.__qualname__}",

@@ -6,7 +6,7 @@ import pytest
 import ray
 
 from tfrl.agents.ddpg.apex_ddpg import APEX_DDPG_DEFAULT_CONFIG, ApexDDPGTrainer, validate_config
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.config import merge_config
 from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE

@@ -72,7 +72,7 @@ def test_a_lost_shard_is_dropped_and_training_goes_on(ray_session):
 
 def test_shard_checkpoints_of_external_servers_are_refused_with_what_to_do():
     from tfrl.errors import InvalidConfigError
-    from tfrl.replay_shards import ReplayShards
+    from tfrl.replay_hosting import ReplayShards
 
     with pytest.raises(InvalidConfigError, match="replay-server --checkpoint-dir"):
         ReplayShards(addresses=["127.0.0.1:1"], checkpoint_dir="shards")

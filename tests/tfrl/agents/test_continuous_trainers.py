@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 
 TINY = dict(actor_hiddens=[16], critic_hiddens=[16], learning_starts=64, train_batch_size=32,
             buffer_size=2000, timesteps_per_iteration=100, seed=3,
@@ -91,7 +91,7 @@ def test_readme_sac_example(ray_session, tmp_path):
 def test_shipped_continuous_examples_hold_valid_configs(name):
     from importlib import import_module
 
-    from tfrl.agents.registry import ALGORITHMS
+    from tfrl.registry import ALGORITHMS
     from tfrl.cli import load_experiment_file
     from tfrl.config import merge_config
 

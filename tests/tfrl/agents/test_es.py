@@ -87,7 +87,7 @@ def test_es_improves_cartpole_in_a_few_iterations(ray_session):
 
 
 def test_ars_trains_and_refuses_a_bad_rollouts_used(ray_session):
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     ars = get_trainer_class("ARS")
     with pytest.raises(InvalidConfigError, match="rollouts_used"):
@@ -105,7 +105,7 @@ def test_ars_trains_and_refuses_a_bad_rollouts_used(ray_session):
 @pytest.mark.parametrize("name", ["cartpole-es", "cartpole-ars", "pendulum-es"])
 def test_es_tuned_examples_load_and_validate(name):
     from tfrl.agents.es.es import validate_config
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
     from tfrl.config import merge_config
 
     text = resources.files("tfrl.tuned_examples").joinpath(f"{name}.yaml").read_text()
@@ -150,7 +150,7 @@ def _observations(env_name: str, count: int = 12) -> np.ndarray:
 @pytest.mark.parametrize("run", ["ES", "ARS"])
 def test_es_and_ars_restore_weights_optimizer_and_filter_from_a_checkpoint(
         ray_session, tmp_path, run):
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     config = dict(TINY, observation_filter="MeanStdFilter")
     trainer_cls = get_trainer_class(run)
@@ -197,7 +197,7 @@ def test_exported_es_policy_serves_the_actions_of_compute_action(
         ray_session, tmp_path, run, env_name):
     import tensorflow as tf
 
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     trainer = get_trainer_class(run)(env=env_name, config=dict(
         TINY, observation_filter="MeanStdFilter"))

@@ -9,7 +9,7 @@ import tf_keras as keras
 
 from tfrl import errors
 from tfrl.agents.impala import APPOTrainer, AsyncPPOTFPolicy, ImpalaTrainer
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.learner.minibatch_buffer import MinibatchBuffer
 from tfrl.policy import SampleBatch
 

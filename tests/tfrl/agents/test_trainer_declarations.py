@@ -4,10 +4,11 @@ import copy
 import pytest
 import yaml
 
-from tfrl.agents.registry import ALGORITHMS, get_trainer_class
+from tfrl.registry import ALGORITHMS, get_trainer_class
 from tfrl.config import merge_config
 from tfrl.errors import InvalidConfigError
-from tfrl.trainer import COMMON_CONFIG, Trainer
+from tfrl.config import COMMON_CONFIG
+from tfrl.trainer import Trainer
 
 ALGORITHM_KEYS = {
     "PG": ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter", "lr_schedule"),

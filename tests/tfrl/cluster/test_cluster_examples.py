@@ -13,7 +13,7 @@ import shlex
 import pytest
 import yaml
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.cli import _build_parser, load_experiment_file
 from tfrl.config import merge_config
 from tfrl.replay_hosting import ReplayHosting

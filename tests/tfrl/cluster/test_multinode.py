@@ -76,7 +76,7 @@ def test_an_embedded_server_bound_to_the_node_is_reached_at_the_nodes_address(ra
     import ray
     from replay import Table
 
-    from tfrl.replay_service import ReplayService
+    from tfrl.replay_hosting import ReplayService
 
     service = ReplayService({"replay_bind_address": "node"})
     service.add_table(Table.queue("q", 10))
@@ -96,7 +96,7 @@ def test_an_embedded_server_bound_to_the_node_is_reached_at_the_nodes_address(ra
 
 def test_resources_no_node_offers_are_refused_instead_of_waiting_forever(ray_session):
     from tfrl.agents.pg.pg import PGTrainer
-    from tfrl.replay_shards import ReplayShards
+    from tfrl.replay_hosting import ReplayShards
 
     small = {"num_workers": 1, "num_cpus_per_worker": 0, "rollout_fragment_length": 10,
              "train_batch_size": 10, "model": {"fcnet_hiddens": [8]}}

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from tfrl.agents.pg import PGTFPolicy
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.errors import CorruptRecordError, NoInputFilesError, UnsupportedRecordError
 from tfrl.offline.input_reader import FileInput, read_file
 from tfrl.rollout import RolloutWorker

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tfrl.agents.pg import PGTFPolicy
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.errors import InvalidConfigError
 from tfrl.offline.input_reader import read_file
 from tfrl.rollout import RolloutWorker

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.offline import batch_record
 from tfrl.offline.input_reader import read_file
 

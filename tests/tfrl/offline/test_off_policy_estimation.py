@@ -6,7 +6,7 @@ match the target's true mean return measured by playing it, while the recorded r
 import numpy as np
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 
 LINEAR = {"fcnet_hiddens": []}
 TARGET_PUSH_RIGHT = 0.65  # the target policy pushes right with this probability, whatever it sees

@@ -9,7 +9,7 @@ import pytest
 
 from tfrl import errors
 from tfrl.agents.marwil import MARWILTFPolicy
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.offline.input_reader import read_file
 from tfrl.offline.replay_input import ReplayInput, parse_replay_input
 from tfrl.rollout import RolloutWorker

@@ -5,7 +5,7 @@ import glob
 import numpy as np
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.cli import main
 from tfrl.offline.input_reader import read_file
 

@@ -204,7 +204,7 @@ def test_box_actions_are_clipped_or_normalised_for_the_env_but_kept_raw_in_the_b
 
 
 def test_a_worker_built_without_clip_actions_clips_as_common_config_says():
-    from tfrl.trainer import COMMON_CONFIG
+    from tfrl.config import COMMON_CONFIG
 
     assert COMMON_CONFIG["clip_actions"] is True
     worker = RolloutWorker(TinyBoxEnv, PGPolicy, {"rollout_fragment_length": 30})

@@ -12,7 +12,7 @@ from tfrl.agents.pg.pg import PGTrainer
 from tfrl.agents.pg.pg_policy import PGTFPolicy
 from tfrl.rollout import RolloutWorker, replay_signature
 from tfrl.optimizers.sync_samples_optimizer import ROLLOUTS_TABLE
-from tfrl.replay_service import ReplayService
+from tfrl.replay_hosting import ReplayService
 
 TOKEN = "trainer-token"
 

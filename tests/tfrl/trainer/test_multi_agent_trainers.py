@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[3] / "examples" / "multi_agent.py"
 

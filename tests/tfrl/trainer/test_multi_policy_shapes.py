@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.env import MultiAgentEnv
 
 OBS_SPACES = {"a": gym.spaces.Box(-1.0, 1.0, (4,), np.float32),

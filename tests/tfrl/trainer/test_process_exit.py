@@ -17,7 +17,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.p
 
 SCRIPT = textwrap.dedent("""\
     import json, sys
-    from tfrl.agents.registry import get_trainer_class
+    from tfrl.registry import get_trainer_class
 
     algo, config, ending = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
     trainer = get_trainer_class(algo)(config=config, env="CartPole-v1")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tfrl.agents.ppo.ppo_policy import PPOTFPolicy
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.rollout import ReplayOutputSpec, RolloutWorker, replay_signature
 
 LSTM = {"fcnet_hiddens": [16], "use_lstm": True, "lstm_cell_size": 8, "max_seq_len": 8}

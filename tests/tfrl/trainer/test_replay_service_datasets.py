@@ -7,7 +7,7 @@ import pytest
 
 from replay.specs import TensorSpec
 from replay.table import Table
-from tfrl.replay_service import ReplayService
+from tfrl.replay_hosting import ReplayService
 
 from tests.background_reads import next_in_background
 

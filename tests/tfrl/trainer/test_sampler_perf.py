@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.rollout.metrics import RolloutMetrics, summarize_episodes
 
 PERF_KEYS = {"mean_env_wait_ms", "mean_inference_ms", "mean_processing_ms"}

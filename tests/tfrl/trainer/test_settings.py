@@ -4,14 +4,14 @@ import dataclasses
 
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.errors import InvalidConfigError
 from tfrl.optimizers.settings import (AsyncGradientsSettings, LearnerSettings, SyncReplaySettings,
                                       SyncSamplesSettings)
 from tfrl.offline.settings import OfflineSettings
 from tfrl.rollout.settings import WorkerSettings
 from tfrl.serving_export import ExportSettings
-from tfrl.trainer import COMMON_CONFIG
+from tfrl.config import COMMON_CONFIG
 
 # the settings each algorithm's components build from its config
 SETTINGS_OF = {

@@ -3,7 +3,7 @@ ReplayDataset and the learner, and returns RLlib's classic result dict."""
 import numpy as np
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 
 RESULT_KEYS = {"episode_reward_mean", "episode_reward_min", "episode_reward_max", "episode_len_mean",
                "episodes_this_iter", "timesteps_total", "timesteps_this_iter", "time_this_iter_s",

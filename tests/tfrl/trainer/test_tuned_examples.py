@@ -3,7 +3,7 @@
 workers, the embedded replay server, ReplayDataset and the learner."""
 import pytest
 
-from tfrl.agents.registry import get_trainer_class
+from tfrl.registry import get_trainer_class
 from tfrl.cli import load_experiment_file
 
 

@@ -5,7 +5,7 @@ Kept apart from the trainers (a3c.py, a2c.py) and the policy (a3c_policy.py) so 
 without importing each other.
 """
 from tfrl.config import merge_config
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # Critic and GAE: advantages are GAE(lambda) estimates bootstrapped from the value head.

@@ -6,7 +6,7 @@ policy (ddpg_policy.py) so all of them import it without importing each other.
 """
 import copy
 
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # === Model ===

@@ -3,7 +3,7 @@
 Kept apart from the trainer (dqn.py) and the policy (dqn_policy.py) so both import it without
 importing each other.
 """
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # === Model ===

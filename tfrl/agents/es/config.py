@@ -3,7 +3,7 @@
 Kept apart from the trainer (es.py) so the workers and aggregators import it without the
 trainer. ARS (tfrl/agents/ars) starts from this config.
 """
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # Standard deviation of the parameter perturbations (params +- noise_stdev * epsilon).

@@ -5,7 +5,7 @@ Kept apart from the trainers (impala.py, appo.py) and the policies (impala_polic
 appo_policy.py) so they import it without importing each other.
 """
 from tfrl.config import merge_config
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # V-trace clip thresholds: rho_bar (value targets), c_bar (the trace) and the clip of the

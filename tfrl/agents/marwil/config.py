@@ -3,7 +3,7 @@
 Kept apart from the trainer (marwil.py) and the policy (marwil_policy.py) so both import it
 without importing each other.
 """
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # Advantage weighting: the policy imitates action a with weight exp(beta * A / norm); 0 is

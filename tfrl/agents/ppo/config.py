@@ -3,7 +3,7 @@
 Kept apart from the trainer (ppo.py) and the policy (ppo_policy.py) so both import it without
 importing each other.
 """
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # Critic and GAE: advantages are GAE(lambda) estimates bootstrapped from the value head.

@@ -4,7 +4,7 @@ Kept apart from the trainer (sac.py) and the policy (sac_policy.py) so both impo
 importing each other. Names follow RLlib's classic SAC (`optimization`, `initial_alpha`,
 `target_entropy`).
 """
-from tfrl.trainer import with_common_config
+from tfrl.config import with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # === Model ===

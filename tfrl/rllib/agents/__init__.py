@@ -2,6 +2,6 @@
 from tfrl.utils.lazy_exports import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
-    "Trainer": "tfrl.trainer", "with_common_config": "tfrl.trainer",
-    "COMMON_CONFIG": "tfrl.trainer"})
+    "Trainer": "tfrl.trainer", "with_common_config": "tfrl.config",
+    "COMMON_CONFIG": "tfrl.config"})
 __all__ = ["Trainer", "with_common_config", "COMMON_CONFIG"]

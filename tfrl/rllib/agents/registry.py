@@ -1,5 +1,5 @@
 """Classic `ray.rllib.agents.registry`: algorithm names -> trainer classes."""
-from tfrl.agents.registry import ALGORITHMS, get_trainer_class
+from tfrl.registry import ALGORITHMS, get_trainer_class
 
 get_agent_class = get_trainer_class  # the 0.8 name
 

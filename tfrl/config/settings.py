@@ -7,11 +7,11 @@ config at construction and checks its type and range, so a bad value fails there
 `InvalidConfigError` naming the key and what it must be, rather than deep inside a run.
 
 The dataclasses hold no defaults: the one source of defaults is the config dicts
-(`COMMON_CONFIG` in tfrl/trainer.py, each algorithm's `DEFAULT_CONFIG` in
+(`COMMON_CONFIG` in tfrl/config/defaults.py, each algorithm's `DEFAULT_CONFIG` in
 tfrl/agents/<algo>/config.py). A component built without a trainer (a `RolloutWorker(...,
 config={...})` in a script or a test) gets COMMON_CONFIG's value for every key its config lacks;
 a key that only an algorithm's DEFAULT_CONFIG holds must be in the config. Unknown top-level keys
-are refused earlier, when the trainer merges the user's config (tfrl/config.py).
+are refused earlier, when the trainer merges the user's config (tfrl/config/merge.py).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import typing
 from typing import Any, Literal, Mapping, Optional, Sequence, TypeVar, Union
 
 from tfrl import errors
+from tfrl.config.defaults import COMMON_CONFIG
 
 S = TypeVar("S", bound="Settings")
 
@@ -47,8 +48,6 @@ class Settings:
           InvalidConfigError: a field's key is missing from the config and from COMMON_CONFIG,
             or its value has the wrong type or is out of range; the message names the key.
         """
-        from tfrl.trainer import COMMON_CONFIG
-
         hints = typing.get_type_hints(cls)
         values = {}
         for field in dataclasses.fields(cls):

@@ -17,7 +17,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfrl import errors
-from tfrl.replay_hosting import ReplayHosting, ReplayServerActor
+from tfrl.replay_hosting.placement import ReplayHosting, ReplayServerActor
 
 logger = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ import ipaddress
 from typing import Any, Dict, List, Optional, Tuple
 
 from tfrl import errors
+from tfrl.runtime import check_feasible, check_resources
 
 LOOPBACK = "127.0.0.1"
 # replay_bind_address value meaning "the address of the node that hosts the server"
@@ -204,46 +205,6 @@ def node_address() -> str:
     import ray
 
     return ray.util.get_node_ip_address()
-
-
-def check_resources(key: str, resources: Any) -> Dict[str, float]:
-    """`resources` as {name: amount}.
-
-    Raises:
-      InvalidConfigError: not a dict of non-empty names to non-negative numbers.
-    """
-    if not isinstance(resources, dict):
-        raise errors.InvalidConfigError(
-            f"{key} must be a dict of Ray resource name -> amount (e.g. {{'replay': 1}}), got "
-            f"{resources!r}")
-    checked = {}
-    for name, amount in resources.items():
-        if not isinstance(name, str) or not name:
-            raise errors.InvalidConfigError(f"{key}: resource names must be non-empty strings, got {name!r}")
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-            raise errors.InvalidConfigError(
-                f"{key}: the amount of {name!r} must be a number >= 0, got {amount!r}")
-        checked[name] = float(amount)
-    return checked
-
-
-def check_feasible(key: str, resources: Optional[Dict[str, float]]) -> None:
-    """Raises InvalidConfigError when no live node of the cluster
-    offers `resources` in total (Ray would keep an actor asking for them pending forever)."""
-    if not resources:
-        return
-    import ray
-
-    offered = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
-    if any(all(node.get(name, 0.0) >= amount for name, amount in resources.items())
-           for node in offered):
-        return
-    names = sorted({name for node in offered for name in node
-                    if not name.startswith("node:") and name not in ("memory", "object_store_memory")})
-    raise errors.InvalidConfigError(
-        f"{key}={resources}: no node of the Ray cluster offers these resources (the nodes offer "
-        f"{names}); start a node with them (`ray start --resources='{{\"replay\": 1}}'`) or "
-        f"change {key}")
 
 
 def read_credentials(path: str, key: str) -> bytes:

@@ -13,7 +13,7 @@ must match the trainer's.
 access token and the PEM certificate to trust for TLS; `client_kwargs` carries them to every
 client the optimizers and rollout workers open (`Client`, `ReplayDataset`, `ReplayOutputSpec`).
 
-On a Ray cluster the server the trainer starts can live elsewhere (tfrl/replay_hosting.py):
+On a Ray cluster the server the trainer starts can live elsewhere (placement.py):
 with `replay_resources` it runs as a Ray actor on a node offering those resources, with
 `replay_bind_address` it listens on its node's address (the default stays loopback), and the
 same token and TLS keys then protect it. `address` is always what clients on any node dial.
@@ -24,6 +24,7 @@ import logging
 from typing import Any, Dict, List, Optional
 
 from tfrl import errors
+from tfrl.replay_hosting.placement import ReplayHosting, read_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ class ReplayService:
         certificates_file = config.get("replay_root_certificates")
         self.hosting = None
         if self.embedded:
-            from tfrl.replay_hosting import ReplayHosting
-
             self.hosting = ReplayHosting.from_config(config)
             self._client_kwargs = self.hosting.client_kwargs
             if self.hosting.in_actors and config.get("replay_checkpoint"):
@@ -61,12 +60,12 @@ class ReplayService:
                     f"replay_address={self._external_address} is started by you (replay-server "
                     "--host/--token-file/--tls-cert), so drop it or drop replay_address")
         if token_file:
-            token = _read_file(token_file, "replay_token_file").decode().strip()
+            token = read_credentials(token_file, "replay_token_file").decode().strip()
             if not token:
                 raise errors.InvalidConfigError(f"replay_token_file {token_file} is empty")
             self._client_kwargs["token"] = token
         if certificates_file:
-            self._client_kwargs["root_certificates"] = _read_file(certificates_file,
+            self._client_kwargs["root_certificates"] = read_credentials(certificates_file,
                                                                   "replay_root_certificates")
 
     @property
@@ -280,12 +279,6 @@ class ReplayService:
             ray.kill(self._actor)
             self._actor = None
         self._address = None
-
-
-def _read_file(path: str, key: str) -> bytes:
-    from tfrl.replay_hosting import read_credentials
-
-    return read_credentials(path, key)
 
 
 def _on_policy_queue_size(config: dict) -> int:
