@@ -35,6 +35,8 @@ setup(
             "pytest-xdist>=3.5",
             # the lint step of the test command (rules in ruff.toml)
             "ruff>=0.6",
+            # the layer contract of the test command (.importlinter)
+            "import-linter>=2.1",
             "hypothesis>=6.100",
             "pettingzoo>=1.24",
             # self-signed certificates for the TLS server tests

@@ -35,6 +35,7 @@ import gymnasium.spaces as gym_spaces
 import numpy as np
 
 from tfrl import errors
+from tfrl.utils.rows import row_of, stack_rows
 
 # the kinds of event an ExternalEnv queues for its runner
 START, OBSERVATION, REWARD, END = "start", "observation", "reward", "end"
@@ -333,8 +334,6 @@ class ExternalEnv(threading.Thread):
                     f"step {bad} of {len(array)}: the {what} {_short(array[bad])} is not in the "
                     f"{what} space {space}; send values of that space (dtype and shape included)")
             return array
-        from tfrl.rollout.trajectory import row_of, stack_rows
-
         try:
             count = _row_count(rows)
         except (TypeError, ValueError, IndexError):

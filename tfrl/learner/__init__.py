@@ -4,7 +4,7 @@ from tfrl.learner.learner import DatasetLearner, KerasTrainee, Learner, Trainee,
 from tfrl.learner.mirrored_learner import (MirroredLearner, StepOutput, default_strategy, mean_stats,
                                            mirrored_strategy)
 from tfrl.learner.priority_updates import PriorityUpdater
-from tfrl.learner.replica_scaling import replica_share, scaled_gradients, weight_by_share
+from tfrl.policy.replica_scaling import replica_share, scaled_gradients, weight_by_share
 from tfrl.learner.weights_publisher import (RayWeightsPublisher, ReplayWeightsPublisher, ReplayWeightsReader,
                                             variable_container_table)
 

@@ -10,7 +10,7 @@ the loss and the two halves of a gradient step; a `TFPolicy` is one, and `as_tra
 of any object with `trainable_variables`, `optimizer` and `loss_and_stats`.
 
 Every gradient step of every learner computes its gradients with
-`tfrl.learner.replica_scaling.scaled_gradients` (one replica-scaling rule).
+`tfrl.policy.replica_scaling.scaled_gradients` (one replica-scaling rule).
 """
 from __future__ import annotations
 

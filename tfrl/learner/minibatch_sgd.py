@@ -6,7 +6,7 @@ shard per replica, each staying on its device for every pass: the paper's local 
 strategy); each replica shuffles its shard every epoch and
 takes equally many minibatch steps, whose gradients the optimizer all-reduces. Each step is the
 policy's `compute_and_apply_gradients`, so the replicas are weighted by the rule of every
-learner (tfrl/learner/replica_scaling.py). With the default strategy this is plain
+learner (tfrl/policy/replica_scaling.py). With the default strategy this is plain
 single-device minibatch SGD.
 
 Recurrent policies: the train batch holds padded sequences (replay items of

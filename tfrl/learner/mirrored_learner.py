@@ -27,7 +27,7 @@ import tree
 
 from tfrl import errors
 from tfrl.learner.learner import as_trainee
-from tfrl.learner.replica_scaling import scaled_gradients, weight_by_share
+from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
 
 logger = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ import numpy as np
 import tree
 
 from tfrl.policy.sample_batch import SampleBatch
+from tfrl.utils.rows import row_of
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 _ACTIVATIONS: dict = {
@@ -203,8 +204,6 @@ class NumpyActor:
         """The flat float64 model inputs [B, size] of a batch of raw observations."""
         if self._flat_observations and isinstance(observations, np.ndarray):
             return observations.astype(np.float64, copy=False).reshape(len(observations), -1)
-        from tfrl.rollout.trajectory import row_of
-
         count = len(tree.flatten(observations)[0])
         return np.stack([np.asarray(self._preprocess(row_of(observations, i)), np.float64)
                          .reshape(-1) for i in range(count)])

@@ -38,7 +38,9 @@ from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
+from tfrl.config.settings import Settings, setting
 from tfrl.errors import CheckpointError, InvalidBatchError
+from tfrl.runtime import configure_tf_threads
 from tfrl.policy.numpy_actor import _ACTIVATIONS, NumpyActor, forward, log_likelihoods
 
 # Policy methods whose code must be TFPolicy's own for the numpy copy to be exact.
@@ -208,6 +210,15 @@ def is_flat_box(space) -> bool:
             and np.issubdtype(space.dtype, np.floating))
 
 
+@dataclasses.dataclass(frozen=True)
+class StandInSettings(Settings):
+    """The config key a numpy stand-in reads when it builds its TF policy."""
+
+    tf_threads_per_worker: Optional[int] = setting(
+        "TensorFlow intra- and inter-op threads of a remote worker's process (None or 0: "
+        "TensorFlow's default)", minimum=0)
+
+
 class NumpyStandIn:
     """What every numpy stand-in of a TF policy shares (module docstring): its TF policy on
     demand, weights in the TF policy's `get_weights` order, the global timestep, and
@@ -237,11 +248,8 @@ class NumpyStandIn:
     def tf_policy(self):
         """The TensorFlow policy (built at first use with the current weights and timestep)."""
         if self._tf is None:
-            from tfrl.rollout.settings import WorkerSettings
-            from tfrl.runtime import configure_tf_threads
-
             # as a remote worker with a TF policy configures them at its start
-            configure_tf_threads(WorkerSettings.from_config(self.config).tf_threads_per_worker)
+            configure_tf_threads(StandInSettings.from_config(self.config).tf_threads_per_worker)
             if self.config.get("seed") is not None:
                 import tensorflow as tf
 

@@ -30,7 +30,7 @@ about a second of every trainer's start.
 Distributed learning: construct the policy inside `strategy.scope()`; then inside
 `strategy.run` call `loss_and_stats(batch)` (pure) or `compute_and_apply_gradients(batch)`.
 The latter weights each replica's mean loss by its share of the global batch (local rows /
-global rows, `tfrl.learner.replica_scaling`, the one rule of every gradient step) before
+global rows, `tfrl.policy.replica_scaling`, the one rule of every gradient step) before
 differentiating, because the tf_keras optimizer's `apply_gradients` in a replica context *sums*
 gradients across replicas: the applied update is then the gradient of the global-batch mean,
 also for an uneven split. Stats are weighted the same way; reduce them with SUM. With
@@ -49,7 +49,7 @@ import tree
 
 from tfrl.errors import (CheckpointError, InvalidBatchError,
                          NotSupportedError)
-from tfrl.learner.replica_scaling import scaled_gradients, weight_by_share
+from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
 from tfrl.models.catalog import ModelCatalog, merge_model_config
 from tfrl.policy.policy import Policy
 from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
@@ -314,7 +314,7 @@ class TFPolicy(Policy):
 
         Callable eagerly, inside tf.function, and inside `strategy.run` on each replica's own
         rows. The gradients are weighted by the replica's share of the global batch
-        (`tfrl.learner.replica_scaling`, the rule of every learner), and so are the stats:
+        (`tfrl.policy.replica_scaling`, the rule of every learner), and so are the stats:
         reduce them over replicas with SUM to get global-batch means (on one device the share
         is 1 and nothing changes).
 

@@ -31,7 +31,8 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.external_sampler import ExternalRunnerBase
 from tfrl.rollout.metrics import RolloutMetrics
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
-                                     next_unroll_id, row_of, stack_rows, take_logged_actions)
+                                     next_unroll_id, take_logged_actions)
+from tfrl.utils.rows import row_of, stack_rows
 
 
 class _Agent:

@@ -33,8 +33,8 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.filters import NoFilter
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
-                                     next_unroll_id, outputs_of_chosen_actions, row_of, stack_rows,
-                                     take_logged_actions)
+                                     next_unroll_id, outputs_of_chosen_actions, take_logged_actions)
+from tfrl.utils.rows import row_of, stack_rows
 
 # the most events handled between two batched policy calls
 MAX_EVENTS_PER_STEP = 1024

@@ -21,8 +21,9 @@ from tfrl.env.multi_agent_env import ALL_AGENTS
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
-                                    guard_env_call, next_unroll_id, row_of, stack_rows)
+                                     guard_env_call, next_unroll_id)
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
+from tfrl.utils.rows import row_of, stack_rows
 
 
 class _EnvState:

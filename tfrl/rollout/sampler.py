@@ -40,7 +40,8 @@ from tfrl.rollout.episode import Episode
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.trajectory import (batched_policy_outputs, clip_rewards, guard_env_call,
-                                     next_unroll_id, outputs_of_chosen_actions, stack_rows)
+                                     next_unroll_id, outputs_of_chosen_actions)
+from tfrl.utils.rows import stack_rows
 
 
 class EnvRunner:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tfrl.rollout.trajectory import stack_rows
+from tfrl.utils.rows import stack_rows
 
 
 @pytest.mark.parametrize("rows", [
