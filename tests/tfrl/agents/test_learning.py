@@ -33,7 +33,8 @@ def mean_kl_update(policy, stats):
     policy.update_kl(sum(s["kl"] for s in stats) / len(stats))
 
 
-@pytest.mark.timeout(120)
+# 43k env steps and 3,400 SGD steps: about 105 s with the 2 cores at a load average of 18
+@pytest.mark.timeout(600)
 def test_ppo_learns_cartpole():
     config = trainer_config(PPO_CONFIG, lr=1e-3, lr_schedule=[[0, 1e-3], [100_000, 0.0]],
                             gamma=0.98, clip_param=0.2, entropy_coeff=0.0, kl_coeff=0.0,
@@ -42,7 +43,7 @@ def test_ppo_learns_cartpole():
     policy = make_policy(PPOTFPolicy, config, seed=0)
     result = train_on_policy(policy, num_envs=8, fragment_length=32, num_sgd_iter=20,
                              minibatch_size=256, max_env_steps=60_000, target_return=300,
-                             max_seconds=60, after_iteration=mean_kl_update)
+                             after_iteration=mean_kl_update)
     assert result["best"] >= 300, result
 
 
@@ -53,8 +54,7 @@ def test_a2c_improves_on_cartpole():
                             **{"lambda": 1.0})
     policy = make_policy(A3CTFPolicy, config, seed=0)
     result = train_on_policy(policy, num_envs=8, fragment_length=8, num_sgd_iter=1,
-                             minibatch_size=64, max_env_steps=60_000, target_return=150,
-                             max_seconds=45)
+                             minibatch_size=64, max_env_steps=60_000, target_return=150)
     assert result["best"] >= 100, result
 
 
@@ -64,8 +64,7 @@ def test_pg_improves_on_cartpole():
     policy = make_policy(PGTFPolicy, config, seed=0)
     # 8 envs x 250 steps per batch; episodes cut at the batch end are summed without bootstrap
     result = train_on_policy(policy, num_envs=8, fragment_length=250, num_sgd_iter=1,
-                             minibatch_size=2000, max_env_steps=60_000, target_return=150,
-                             max_seconds=45)
+                             minibatch_size=2000, max_env_steps=60_000, target_return=150)
     assert result["best"] >= 100, result
 
 
@@ -79,5 +78,5 @@ def test_dqn_learns_cartpole():
     policy = make_policy(DQNTFPolicy, config, seed=0)
     result = train_dqn(policy, num_envs=4, fragment_length=4, train_batch_size=64,
                        train_steps_per_round=8, learning_starts=1000, target_update_freq=1000,
-                       max_env_steps=20_000, target_return=200, max_seconds=75)
+                       max_env_steps=20_000, target_return=200)
     assert result["best"] >= 150, result

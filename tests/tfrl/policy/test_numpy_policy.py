@@ -146,13 +146,19 @@ def test_anything_else_builds_the_tensorflow_policy_with_the_current_weights():
     np.testing.assert_allclose(built.compute_values(obs), tf_policy.compute_values(obs), atol=1e-6)
 
 
-def test_policies_it_cannot_reproduce_get_no_spec():
+def test_dqn_gets_a_stand_in_of_its_own():
     # DQN's epsilon-greedy sampler has a stand-in of its own (tests/tfrl/agents/test_numpy_q_policy.py)
     assert type(numpy_policy_spec(DQNTFPolicy(*CARTPOLE, {}))).__name__ == "NumpyQPolicySpec"
-    lstm = {"model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 4}}
-    assert numpy_policy_spec(PPOTFPolicy(*CARTPOLE, lstm)) is None
-    one_hot = (gym.spaces.Discrete(5), gym.spaces.Discrete(2))  # needs a one-hot preprocessor
-    assert numpy_policy_spec(PPOTFPolicy(*one_hot, CONFIG)) is None
+
+
+# One policy per test: an LSTM policy's construction (its recurrent loss traced) is the slowest
+# here, about 3 s on an idle core, so a loaded machine must not add the others' time to it.
+@pytest.mark.parametrize("spaces, config", [
+    (CARTPOLE, {"model": {"fcnet_hiddens": [8], "use_lstm": True, "lstm_cell_size": 4}}),
+    ((gym.spaces.Discrete(5), gym.spaces.Discrete(2)), CONFIG),  # needs a one-hot preprocessor
+], ids=["lstm", "one_hot_observations"])
+def test_policies_it_cannot_reproduce_get_no_spec(spaces, config):
+    assert numpy_policy_spec(PPOTFPolicy(*spaces, config)) is None
     # (the config keys that turn numpy workers off are WorkerSet's: test_numpy_rollout_workers)
 
 

@@ -39,11 +39,12 @@ def test_nested_recurrent_policy_flat_call_equals_structured_call():
             timestep)
         np.testing.assert_array_equal(actions, want_actions.numpy())
         assert len(state_out) == 2
+        # the flat and the structured call are separate graphs: float32 rounding may differ
         for got, want in zip(state_out, want_states):
-            np.testing.assert_allclose(got, want.numpy(), rtol=1e-6)
+            np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-6)
         assert set(extras) == set(want_extras)
         for k in extras:
-            np.testing.assert_allclose(extras[k], want_extras[k].numpy(), rtol=1e-6)
+            np.testing.assert_allclose(extras[k], want_extras[k].numpy(), rtol=1e-5, atol=1e-6)
         values = policy.compute_values(raw, states)
         np.testing.assert_allclose(values, extras[SampleBatch.VF_PREDS], rtol=1e-5)
     assert policy._compute_actions_fn.experimental_get_tracing_count() == 1
@@ -121,6 +122,6 @@ def test_learn_on_batch_flat_call_equals_structured_call():
     got = flat.learn_on_batch(batch)
     stats, _ = structured._learn_fn(structured._prepare_batch(batch))
     for k, v in stats.items():
-        np.testing.assert_allclose(got[k], v.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(got[k], v.numpy(), rtol=1e-5, atol=1e-6)
     for a, b in zip(flat.get_weights(), structured.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
