@@ -4,7 +4,7 @@ import grpc
 import numpy as np
 import pytest
 
-from replay import wire
+from replay import codec, protocol
 from replay.chunks import Chunk
 from replay.items import Item, trajectory_from_chunks
 from replay.proto import replay_pb2, replay_pb2_grpc
@@ -22,10 +22,10 @@ def _request(table="uniform", priority=1.0, key=1, chunk_key=100, send_chunk=Tru
         chunk = Chunk(chunk.key, [corrupt(chunk.columns[0])], chunk.length)
     request = replay_pb2.InsertRequest()
     if send_chunk:
-        wire.encode_chunks([chunk], request.chunks)
+        codec.encode_chunks([chunk], request.chunks)
     item = Item(key, 1.0, trajectory_from_chunks([chunk], 0, 1), {chunk.key: chunk})
     item.priority = priority
-    wire.encode_items([(table, item)], request.items)
+    codec.encode_items([(table, item)], request.items)
     return request
 
 
@@ -84,7 +84,7 @@ def test_wrong_or_missing_protocol_version_is_failed_precondition(stub):
         code, details = _status(stub, [_request()], metadata)
         assert code == grpc.StatusCode.FAILED_PRECONDITION
         assert "999" in details or "unknown" in details
-        assert str(wire.PROTOCOL_VERSION) in details
+        assert str(protocol.PROTOCOL_VERSION) in details
     with pytest.raises(grpc.RpcError) as caught:
         stub.ServerInfo(replay_pb2.ServerInfoRequest(), metadata=(("replay-protocol", "999"),))
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION
@@ -113,7 +113,7 @@ def test_oversize_message_is_resource_exhausted_and_server_keeps_serving():
         chunk = Chunk.from_columns(5, [np.random.default_rng(0).random((1, 40_000)).astype(np.float32)],
                                    compress=False)
         request = replay_pb2.InsertRequest()
-        wire.encode_chunks([chunk], request.chunks)
+        codec.encode_chunks([chunk], request.chunks)
         code, _ = _status(stub, [request])
         assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
         acks = _insert(stub, [_request(key=3, chunk_key=3)])

@@ -8,7 +8,7 @@ import lz4.block
 import numpy as np
 import pytest
 
-from replay import wire
+from replay import codec, column_batch, protocol
 from replay.chunks import Chunk, ColumnData
 from replay.items import Item, trajectory_from_chunks
 from replay.proto import replay_pb2
@@ -26,9 +26,9 @@ def _column(dtype, shape, data, compressed=False, delta=False):
 def _request(key, columns, table="uniform", length=1):
     chunk = Chunk(key, columns, length)
     request = replay_pb2.InsertRequest()
-    wire.encode_chunks([chunk], request.chunks)
+    codec.encode_chunks([chunk], request.chunks)
     item = Item(key, 1.0, trajectory_from_chunks([chunk], 0, length), {key: chunk})
-    wire.encode_items([(table, item)], request.items)
+    codec.encode_items([(table, item)], request.items)
     return request
 
 
@@ -56,7 +56,7 @@ def _assert_everything_sampleable(server, client):
     seen = 0
     for packed in responses:
         n = len(packed.response.probabilities)
-        (column,) = wire.decode_columns(packed.response.columns, n)
+        (column,) = column_batch.decode_columns(packed.response.columns, n)
         assert set(column[:, 0, 0].tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}
         seen += n
     assert seen == 16
@@ -146,9 +146,9 @@ def test_valid_columns_of_every_encoding_are_accepted_and_sample_back(server, cl
                                      np.array([b"ab"] * 40)], delta_encode=True)
     assert chunk.columns[0].delta_encoded and chunk.columns[1].compressed
     request = replay_pb2.InsertRequest()
-    wire.encode_chunks([chunk], request.chunks)
+    codec.encode_chunks([chunk], request.chunks)
     item = Item(903, 1.0, trajectory_from_chunks([chunk], 0, 40), {903: chunk})
-    wire.encode_items([("uniform", item)], request.items)
+    codec.encode_items([("uniform", item)], request.items)
     acks = list(stub.InsertStream(iter([request]), metadata=GOOD_METADATA))
     assert [list(a.item_keys) for a in acks] == [[903]]
     data = next(client.sample("uniform", 1, timeout=10)).data
@@ -164,10 +164,10 @@ def test_bytes_that_are_not_a_message_are_invalid_argument(server, client, metho
     garbage = b"\xff\xff\x01 not a protobuf message"
     with pytest.raises(grpc.RpcError) as caught:
         if method.endswith("Stream"):
-            list(channel.stream_stream(f"/{wire.SERVICE_NAME}/{method}")(
+            list(channel.stream_stream(f"/{protocol.SERVICE_NAME}/{method}")(
                 iter([garbage]), metadata=GOOD_METADATA, timeout=30))
         else:
-            channel.unary_unary(f"/{wire.SERVICE_NAME}/{method}")(garbage, metadata=GOOD_METADATA, timeout=30)
+            channel.unary_unary(f"/{protocol.SERVICE_NAME}/{method}")(garbage, metadata=GOOD_METADATA, timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
     assert f"malformed {method} request" in caught.value.details()
     channel.close()

@@ -5,7 +5,7 @@ import zlib
 import numpy as np
 import pytest
 
-from replay import errors, wire
+from replay import codec, errors
 from replay.chunks import Chunk
 from replay.items import Item, trajectory_from_chunks
 from replay.proto import replay_pb2
@@ -25,8 +25,8 @@ def _chunks():
 
 def _roundtrip_chunks(chunks):
     batch = replay_pb2.ChunkBatch()
-    wire.encode_chunks(chunks, batch)
-    return wire.decode_chunks(replay_pb2.ChunkBatch.FromString(batch.SerializeToString()))
+    codec.encode_chunks(chunks, batch)
+    return codec.decode_chunks(replay_pb2.ChunkBatch.FromString(batch.SerializeToString()))
 
 
 def test_chunks_round_trip_bit_exactly():
@@ -48,9 +48,9 @@ def test_items_round_trip_with_state_and_tables():
                  inserted_at=123.5)
     second = Item(2, 2.0, ((True, ((13, 1, 1, 0),)),), chunks)
     batch = replay_pb2.ItemBatch()
-    wire.encode_items([("a", first), ("b", second)], batch, with_state=True)
-    decoded = wire.decode_items(replay_pb2.ItemBatch.FromString(batch.SerializeToString()),
-                                wire.resolver(chunks), with_state=True)
+    codec.encode_items([("a", first), ("b", second)], batch, with_state=True)
+    decoded = codec.decode_items(replay_pb2.ItemBatch.FromString(batch.SerializeToString()),
+                                codec.resolver(chunks), with_state=True)
     assert [name for name, _ in decoded] == ["a", "b"]
     (_, a), (_, b) = decoded
     assert (a.key, a.priority, a.times_sampled, a.inserted_at) == (1, 0.5, 3, 123.5)
@@ -66,9 +66,9 @@ def test_corrupt_and_truncated_column_bytes_are_data_loss():
     for bad in (column._replace(data=flipped),
                 column._replace(data=column.data[:-3])):
         batch = replay_pb2.ChunkBatch()
-        wire.encode_chunks([Chunk(1, [bad] + list(chunk.columns[1:]), chunk.length)], batch)
+        codec.encode_chunks([Chunk(1, [bad] + list(chunk.columns[1:]), chunk.length)], batch)
         with pytest.raises(errors.DataLossError, match="chunk 1 column 0"):
-            wire.decode_chunks(batch)
+            codec.decode_chunks(batch)
 
 
 def _writer_chunks(count, num_columns):
@@ -98,11 +98,11 @@ def test_a_batch_of_one_layout_decodes_as_each_chunk_alone(num_columns):
 def test_a_writers_one_column_chunks_are_one_object_each_until_read():
     # the server decodes one chunk per step it is sent; its columns are built on first read
     batch = replay_pb2.ChunkBatch()
-    wire.encode_chunks([Chunk.from_columns(key, [np.full((1, 100), key, np.float32)], compress=False)
+    codec.encode_chunks([Chunk.from_columns(key, [np.full((1, 100), key, np.float32)], compress=False)
                         for key in range(1, 2001)], batch)
     gc.collect()
     before = len(gc.get_objects())
-    chunks = wire.decode_chunks(batch)
+    chunks = codec.decode_chunks(batch)
     added = len(gc.get_objects()) - before
     assert len(chunks) == 2000 and added < 2100, f"{added} tracked objects for 2000 chunks"
     assert [chunk.num_columns for chunk in chunks[:3]] == [1, 1, 1]
@@ -133,9 +133,9 @@ def _damage(batch, how):
 ])
 def test_one_bad_chunk_among_a_writers_chunks_is_named(how, error, match):
     batch = replay_pb2.ChunkBatch()
-    wire.encode_chunks(_writer_chunks(6, 2), batch)
+    codec.encode_chunks(_writer_chunks(6, 2), batch)
     with pytest.raises(error, match=match):
-        wire.decode_chunks(_damage(batch, how))
+        codec.decode_chunks(_damage(batch, how))
 
 
 @pytest.mark.parametrize("num_columns", [1, 2])
@@ -151,9 +151,9 @@ def test_a_writers_item_batch_decodes_to_items_of_their_chunks(num_columns):
     else:  # a squeezed column (one step, no time dimension)
         originals.append(Item(11, 1.0, ((True, ((101, 1, 1, 0),)),), {101: chunks[101]}))
     batch = replay_pb2.ItemBatch()
-    wire.encode_items([("t" if i % 3 else "u", item) for i, item in enumerate(originals)], batch)
+    codec.encode_items([("t" if i % 3 else "u", item) for i, item in enumerate(originals)], batch)
     batch = replay_pb2.ItemBatch.FromString(batch.SerializeToString())
-    decoded = wire.decode_items(batch, wire.resolver(chunks))
+    decoded = codec.decode_items(batch, codec.resolver(chunks))
     assert [(name, i.key, i.priority, i.trajectory, i.chunks, i.times_sampled) for name, i in decoded] == [
         ("t" if i % 3 else "u", o.key, o.priority, o.trajectory, o.chunks, 0) for i, o in enumerate(originals)]
     # items of one chunk share it (span items hold it, others share one mapping)
@@ -164,21 +164,21 @@ def test_a_writers_item_batch_decodes_to_items_of_their_chunks(num_columns):
     assert spans[-1] == (None if num_columns == 2 else (101, 1, 1, 1))
     del chunks[102]
     with pytest.raises(errors.NotFoundError, match="chunk 102"):
-        wire.decode_items(batch, wire.resolver(chunks))
+        codec.decode_items(batch, codec.resolver(chunks))
 
 
 def test_malformed_batches_name_the_field():
     batch = replay_pb2.ChunkBatch()
-    wire.encode_chunks(_chunks()[:1], batch)
+    codec.encode_chunks(_chunks()[:1], batch)
     del batch.crc32[-1]
     with pytest.raises(errors.InvalidArgumentError, match="crc32"):
-        wire.decode_chunks(batch)
+        codec.decode_chunks(batch)
     items = replay_pb2.ItemBatch(tables=["t"], table_index=[0, 3], keys=[1, 2], priorities=[1, 1],
                                  num_columns=[1, 1], squeeze=[False, False], num_slices=[1, 1],
                                  slice_chunk_keys=[11, 11], slice_offsets=[0, 0], slice_lengths=[1, 1],
                                  slice_indices=[0, 0])
     with pytest.raises(errors.InvalidArgumentError, match="table index"):
-        wire.decode_items(items, wire.resolver({}))
+        codec.decode_items(items, codec.resolver({}))
 
 
 def test_item_referencing_an_unknown_chunk_is_not_found():
@@ -186,7 +186,7 @@ def test_item_referencing_an_unknown_chunk_is_not_found():
                                  squeeze=[False], num_slices=[1], slice_chunk_keys=[99], slice_offsets=[0],
                                  slice_lengths=[1], slice_indices=[0])
     with pytest.raises(errors.NotFoundError, match="chunk 99"):
-        wire.decode_items(items, wire.resolver({}))
+        codec.decode_items(items, codec.resolver({}))
 
 
 def test_decoded_items_add_almost_nothing_for_the_garbage_collector():
@@ -196,10 +196,10 @@ def test_decoded_items_add_almost_nothing_for_the_garbage_collector():
     chunk = Chunk.from_columns(1, [np.zeros((16, 4), np.float32), np.arange(16), np.zeros(16, bool)])
     rows = [("t", key, 1.0, [(True, ((1, key % 16, 1, c),)) for c in range(3)]) for key in range(2000)]
     batch = replay_pb2.ItemBatch()
-    wire.encode_item_rows(rows, batch)
+    codec.encode_item_rows(rows, batch)
     gc.collect()
     before = len(gc.get_objects())
-    items = wire.decode_items(batch, wire.resolver({1: chunk}))
+    items = codec.decode_items(batch, codec.resolver({1: chunk}))
     gc.collect()
     added = len(gc.get_objects()) - before
     assert len(items) == 2000
@@ -211,29 +211,3 @@ def test_decoded_items_add_almost_nothing_for_the_garbage_collector():
     assert all(item.span_chunk is chunk for _, item in items)  # each holds the chunk, no mapping
     assert items[0][1].chunks == {1: chunk}
     assert [int(item.decode()[1]) for _, item in items[:20]] == [k % 16 for k in range(20)]
-
-
-
-# Every public name of replay.wire before it was split, and the module that now defines it.
-_WIRE_NAMES = {
-    "codec": ["FLAG_COMPRESSED", "FLAG_DELTA", "ItemRow", "decode_chunks", "decode_items", "encode_chunks",
-              "encode_item_rows", "encode_items", "resolver"],
-    "column_batch": ["decode_columns", "encode_columns"],
-    "framing": ["PackedInsertRequest", "PackedSampleResponse", "parse_sample_response",
-                "serialize_insert_request", "serialize_sample_response"],
-    "protocol": ["PROTOCOL_METADATA_KEY", "PROTOCOL_VERSION", "SERVICE_NAME", "TOKEN_METADATA_KEY",
-                 "json_dumps", "signature_from_json", "signature_to_json"],
-    "validation": ["check_key", "check_priority", "validate_chunk"],
-}
-
-
-def test_wire_module_still_exports_the_split_modules_names():
-    """`replay.wire` was split by concern; code importing its names keeps working and gets the
-    very objects the new modules define."""
-    import importlib
-
-    for module_name, names in _WIRE_NAMES.items():
-        module = importlib.import_module(f"replay.{module_name}")
-        for name in names:
-            assert getattr(wire, name) is getattr(module, name), (module_name, name)
-    assert sorted(wire.__all__) == sorted(n for names in _WIRE_NAMES.values() for n in names)
