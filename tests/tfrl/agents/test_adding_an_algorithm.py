@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tfrl.agents import registry
+from tfrl import registry
 from tfrl.agents.pg import config as pg_config
 from tfrl.agents.pg import pg as pg_trainer
 from tfrl.agents.pg import pg_policy
