@@ -3,9 +3,18 @@
 Each `TrajectoryWriter` (and so each `Writer`, and `Client.insert`) sends its chunks, items and
 chunk releases through one `InsertStream`: a queue of messages that gRPC's request iterator
 drains (framed by `replay.framing`, so chunk bytes are not copied into the message), while a
-reader thread counts the server's batched acks. A caller blocks only when more than
-`max_in_flight_items` items are unacknowledged; if the call fails (bad item, server gone), the
+reader thread counts the server's batched acks. If the call fails (bad item, server gone), the
 next call raises the error.
+
+Flow control: a caller blocks while the unacknowledged items exceed the stream's window or
+their chunk bytes exceed _MAX_IN_FLIGHT_BYTES, so a writer never holds more than that much
+unacknowledged data. The window adapts, between a few items and `max_in_flight_items`: it
+starts at _START_WINDOW_ITEMS and doubles with each message acknowledged without waiting, so
+an unhindered writer soon keeps its whole budget in flight (what small steps need for speed);
+when the server reports that a message waits for a table's rate limiter (an InsertResponse
+without keys), it drops to _RATE_LIMITED_WINDOW_ITEMS. A writer that a rate limiter holds back
+so stays only a few items ahead of what the limiter admits, however large its budget, and its
+`flush` returns soon after the limiter reopens.
 
 What is queued is already packed: `send` appends each chunk's and item's fields to the lists of
 the message being filled (`codec.ChunkBatchBuilder`, `codec.ItemBatchBuilder`). Queued
@@ -34,6 +43,15 @@ _TARGET_BATCH_ITEMS = 1024
 _LINGER_SECONDS = 0.002
 # Bytes a message needs on top of its chunk data (headers, keys, shapes), for the size check.
 _MESSAGE_OVERHEAD_BYTES = 64 * 1024
+# The flow-control window (see the module docstring). A writer starts with few items in flight
+# (a rate limiter that blocks inserts from the start holds back that many per writer before the
+# first report of waiting arrives), doubles its window per message that went in without waiting,
+# and falls back to _RATE_LIMITED_WINDOW_ITEMS at each report. Chunk bytes are bounded apart from
+# items: items that reference many steps each carry many bytes. 16 MB is four full messages, so
+# large steps keep as many messages in flight as small ones.
+_START_WINDOW_ITEMS = 256
+_RATE_LIMITED_WINDOW_ITEMS = 32
+_MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
 
 
 class _Message:
@@ -69,6 +87,11 @@ class InsertStream:
     lingers up to _LINGER_SECONDS for more (unless a flush or close wants everything out now),
     so a busy writer sends few large messages and a quiet one adds at most that latency.
 
+    Flow control (see the module docstring): `send` blocks while more than the window's items
+    (at most `max_in_flight_items`) or more than _MAX_IN_FLIGHT_BYTES of chunk bytes are
+    unacknowledged. Each message with items gets one ack from the server, in order, so the
+    bytes a message carried are counted off with its ack.
+
     Writers own one each; programs write through a writer, not through this class.
     """
 
@@ -87,6 +110,13 @@ class InsertStream:
         self._iterator_waiting = False
         self._urgent = False  # a flush or close wants the queue sent without lingering
         self._unacked = 0
+        self._window = min(_START_WINDOW_ITEMS, self._max_in_flight)
+        self._unacked_bytes = 0  # chunk bytes queued or sent whose items are not acked yet
+        # chunk bytes of each sent message with items, in order, counted off with its ack; a
+        # message of chunks alone hands its bytes on to the next one with items
+        self._sent_bytes: Deque[int] = collections.deque()
+        self._bytes_without_items = 0
+        self._message_waited = False  # the server reported the oldest unacked message waiting
         self._error: Optional[errors.ReplayError] = None
         self._closing = False
         self._call = None
@@ -102,11 +132,26 @@ class InsertStream:
     def max_in_flight_items(self, value: int) -> None:
         with self._data_ready:
             self._max_in_flight = int(value)
+            self._window = min(self._window, self._max_in_flight)
 
     @property
     def num_unacked(self) -> int:
         """Items queued or sent that the server has not acknowledged yet."""
         return self._unacked
+
+    @property
+    def num_unacked_bytes(self) -> int:
+        """Chunk bytes queued or sent whose items the server has not acknowledged yet."""
+        return self._unacked_bytes
+
+    @property
+    def window(self) -> int:
+        """Unacknowledged items beyond which `send` blocks now (see the module docstring)."""
+        return self._window
+
+    def _over_window(self) -> bool:
+        unacked = self._unacked
+        return unacked > self._window or (unacked > 0 and self._unacked_bytes > _MAX_IN_FLIGHT_BYTES)
 
     def _raise_error(self) -> None:
         error = self._error
@@ -120,8 +165,9 @@ class InsertStream:
 
     def send(self, chunks: Sequence[Union[Chunk, codec.ChunkRow]], items: Sequence[codec.ItemRow],
              release_keys: Sequence[int] = ()) -> None:
-        """Queues chunks, then items (as `codec.ItemRow`s), then releases; blocks while too many
-        items are unacked.
+        """Queues chunks, then items (as `codec.ItemRow`s), then releases; then blocks while
+        more than the window's items or _MAX_IN_FLIGHT_BYTES of chunk bytes are unacked (a rate
+        limiter holding inserts back keeps it blocked until it admits them).
 
         Raises:
           ResourceExhaustedError: a chunk is larger than the largest message.
@@ -142,15 +188,21 @@ class InsertStream:
             if self._call is None:
                 self._start()
             was_empty = self._iterator_waiting and not self._has_data()
+            bytes_before = self._filling.chunks.nbytes
+            full_before = len(self._full)
             self._pack(chunks, items, release_keys)
+            added = self._filling.chunks.nbytes - bytes_before
+            if len(self._full) != full_before:  # the first new full message was the one filling
+                added += sum(self._full[i].chunks.nbytes for i in range(full_before, len(self._full)))
+            self._unacked_bytes += added
             self._queued_items += len(items)
             self._unacked += len(items)
             if self._iterator_waiting and (self._queued_items >= _TARGET_BATCH_ITEMS or was_empty):
                 self._data_ready.notify()
-            if self._unacked > self._max_in_flight:
+            if self._unacked > self._window or self._unacked_bytes > _MAX_IN_FLIGHT_BYTES:
                 self._urgent = True
                 self._data_ready.notify()
-                while self._unacked > self._max_in_flight and self._error is None:
+                while self._over_window() and self._error is None:
                     self._acked.wait()
             if self._error is not None:
                 self._raise_error()
@@ -248,6 +300,11 @@ class InsertStream:
                 else:
                     message, self._filling = self._filling, _Message()
                 self._queued_items -= len(message.items)
+                if len(message.items):
+                    self._sent_bytes.append(self._bytes_without_items + message.chunks.nbytes)
+                    self._bytes_without_items = 0
+                else:
+                    self._bytes_without_items += message.chunks.nbytes
                 if not self._has_data():
                     self._urgent = False
             yield message.request()
@@ -257,7 +314,18 @@ class InsertStream:
         try:
             for response in self._call:
                 with self._lock:
-                    self._unacked -= len(response.item_keys)
+                    acked = len(response.item_keys)
+                    if not acked:  # the server reports the oldest unacked message waiting
+                        self._message_waited = True
+                        self._window = min(_RATE_LIMITED_WINDOW_ITEMS, self._max_in_flight)
+                        continue
+                    self._unacked -= acked
+                    if self._sent_bytes:
+                        self._unacked_bytes -= self._sent_bytes.popleft()
+                    if self._message_waited:
+                        self._message_waited = False
+                    elif self._window < self._max_in_flight:
+                        self._window = min(2 * self._window, self._max_in_flight)
                     self._acked.notify_all()
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED or not self._closing:

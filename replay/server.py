@@ -86,6 +86,9 @@ _WORK_SLICE_SECONDS = 0.001
 # nothing to send gives its turn up after _IDLE_READ_SECONDS, so idle writers hold no turn.
 _ACTIVE_INSERT_STREAMS = 16
 _IDLE_READ_SECONDS = 0.002
+# What an insert stream sends before a message's items wait for a rate limiter (see
+# `replay.insert_stream`, flow control).
+_WAITING_FOR_RATE_LIMITER = replay_pb2.InsertResponse()
 
 
 class _MalformedRequest:
@@ -357,6 +360,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     turn.give_up()
                 if request.items.keys:
                     if pending:
+                        # An ack without keys tells the writer that its message waits for a
+                        # rate limiter, so it stops sending more than a few items ahead.
+                        yield _WAITING_FOR_RATE_LIMITER
                         await self._insert_waiting(pending, context)
                     pending = None
                     yield replay_pb2.InsertResponse(item_keys=request.items.keys)
