@@ -9,9 +9,11 @@ is sent once, with the first item that needs it, however many items and tables r
 
 Sending is asynchronous (`replay.insert_stream.InsertStream`): items and chunks go into a
 queue that a gRPC request iterator drains, many per message, while a background thread counts
-the server's batched acks. A call blocks only when more than `max_in_flight_items` items are
-unacknowledged; `flush` waits for acks. If the stream fails (bad item, server gone), the next
-call raises the error.
+the server's batched acks. A call blocks only when the stream's window of unacknowledged items
+(at most `max_in_flight_items`) or bytes is full; the window falls to a few items while a
+table's rate limiter holds the writer's inserts back, so the writer waits in `append` and
+`create_item` instead of running ahead of the limiter. `flush` waits for acks. If the stream
+fails (bad item, server gone), the next call raises the error.
 
 Chunking: with `chunk_length=None` a chunk is closed as soon as an item references one of its
 steps (items go out immediately, chunks hold the steps since the previous chunk). With a
@@ -190,8 +192,10 @@ class TrajectoryWriter:
       num_keep_alive_refs: how many of the latest steps items may reference.
       chunk_length: steps per chunk; None closes a chunk when an item references it.
       delta_encoded: delta-encode integer columns of rank >= 1 per step along time.
-      max_in_flight_items: unacknowledged items beyond which calls block. None (the default):
-        sized from the first step, as many as 4 MB of such steps, 1,000 to 16,000 items.
+      max_in_flight_items: the most unacknowledged items before calls block. None (the
+        default): sized from the first step, as many as 4 MB of such steps, 1,000 to 16,000
+        items. The stream's window stays within it and within 16 MB of chunk bytes, and is
+        smaller while rate limiters hold inserts back (see `replay.insert_stream`).
       call_timeout: seconds the writer's stream may last (its gRPC deadline; None: no limit).
         For one-shot writes such as `Client.insert`: when it passes, the stream fails with
         DeadlineExceededError and the server cancels inserts it has not made yet.

@@ -198,3 +198,50 @@ def test_a_writer_never_holds_more_than_the_byte_bound(monkeypatch):
         writer.close(flush=False, cancel=True)
     finally:
         server.stop(grace=None)
+
+
+def test_a_stream_waiting_for_a_rate_limiter_is_not_read_ahead():
+    """While a message waits for the limiter the server reads no further messages of that
+    stream: what it holds for the stream is bounded by the transport's flow-control window,
+    however much the writer has to send, and other calls are answered meanwhile."""
+    import grpc
+
+    from replay import wire
+    from replay.chunks import Chunk
+    from replay.items import Item, trajectory_from_chunks
+    from replay.proto import replay_pb2, replay_pb2_grpc
+    from tests.replay.server.conftest import GOOD_METADATA
+
+    server = Server([Table.queue("q", 1)])
+    payload = np.random.default_rng(0).random((1, 1 << 17))  # 1 MB, stored uncompressed
+    pulled = []
+
+    def requests():
+        for key in range(1, 201):
+            chunk = Chunk.from_columns(key, [payload], compress=False)
+            request = replay_pb2.InsertRequest()
+            wire.encode_chunks([chunk], request.chunks)
+            wire.encode_items([("q", Item(key, 1.0, trajectory_from_chunks([chunk], 0, 1), {key: chunk}))],
+                              request.items)
+            if key > 1:
+                request.release_chunk_keys.append(key - 1)
+            pulled.append(key)
+            yield request
+
+    channel = grpc.insecure_channel(f"localhost:{server.port}")
+    try:
+        call = replay_pb2_grpc.ReplayServiceStub(channel).InsertStream(requests(), metadata=GOOD_METADATA)
+        responses = iter(call)
+        assert list(next(responses).item_keys) == [1]  # the queue had room for the first
+        assert list(next(responses).item_keys) == []  # the second waits: reported
+        time.sleep(2.0)
+        started = time.monotonic()
+        server.localhost_client().server_info(timeout=5)
+        assert time.monotonic() - started < 1.0
+        assert len(pulled) <= 40, f"the writer could hand over {len(pulled)} MB while its stream waited"
+        assert server.tables["q"].size == 1
+        print(f"pulled while waiting: {len(pulled)} messages of 1 MB")
+        call.cancel()
+    finally:
+        channel.close()
+        server.stop(grace=None)
