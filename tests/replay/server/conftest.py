@@ -10,7 +10,7 @@ import grpc
 import numpy as np
 import pytest
 
-from replay import rate_limiters, selectors, wire
+from replay import protocol, rate_limiters, selectors
 from replay.proto import replay_pb2_grpc
 from replay.server import Server
 from replay.table import Table
@@ -52,7 +52,7 @@ def client(server):
 
 
 # Call metadata of a well-behaved client, for tests that speak raw gRPC.
-GOOD_METADATA = ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)),)
+GOOD_METADATA = ((protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION)),)
 
 
 @pytest.fixture

@@ -206,7 +206,7 @@ def test_a_stream_waiting_for_a_rate_limiter_is_not_read_ahead():
     however much the writer has to send, and other calls are answered meanwhile."""
     import grpc
 
-    from replay import wire
+    from replay import codec
     from replay.chunks import Chunk
     from replay.items import Item, trajectory_from_chunks
     from replay.proto import replay_pb2, replay_pb2_grpc
@@ -220,8 +220,8 @@ def test_a_stream_waiting_for_a_rate_limiter_is_not_read_ahead():
         for key in range(1, 201):
             chunk = Chunk.from_columns(key, [payload], compress=False)
             request = replay_pb2.InsertRequest()
-            wire.encode_chunks([chunk], request.chunks)
-            wire.encode_items([("q", Item(key, 1.0, trajectory_from_chunks([chunk], 0, 1), {key: chunk}))],
+            codec.encode_chunks([chunk], request.chunks)
+            codec.encode_items([("q", Item(key, 1.0, trajectory_from_chunks([chunk], 0, 1), {key: chunk}))],
                               request.items)
             if key > 1:
                 request.release_chunk_keys.append(key - 1)
