@@ -12,7 +12,7 @@ import grpc
 import numpy as np
 import pytest
 
-from replay import rate_limiters, selectors, wire
+from replay import codec, column_batch, protocol, rate_limiters, selectors
 from replay.chunks import Chunk
 from replay.items import Item, trajectory_from_chunks
 from replay.proto import replay_pb2
@@ -22,9 +22,9 @@ from tests.replay.server.conftest import make_tables
 
 pytestmark = pytest.mark.timeout(300)
 
-METADATA = ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)),)
-BAD_METADATA = [(), ((wire.PROTOCOL_METADATA_KEY, "0"),), ((wire.PROTOCOL_METADATA_KEY, "x" * 300),),
-                ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)), (wire.TOKEN_METADATA_KEY, "t"))]
+METADATA = ((protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION)),)
+BAD_METADATA = [(), ((protocol.PROTOCOL_METADATA_KEY, "0"),), ((protocol.PROTOCOL_METADATA_KEY, "x" * 300),),
+                ((protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION)), (protocol.TOKEN_METADATA_KEY, "t"))]
 FORBIDDEN = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
 FUZZ_TABLES = ["uniform", "typed", "queue", "fifo_once", "prioritized", "nope", "", "typed\x00", "ü" * 3]
 BAD_DTYPES = [",", "(2,", "(-1,)f4", "(100000000000000,)f8", "S0", "(3,)f4", "O", "f4,i4", "", "V0",
@@ -65,7 +65,7 @@ class Fuzzer:
             ])() for _ in range(rng.randint(1, 3))]
         chunk = Chunk.from_columns(key, columns, delta_encode=rng.random() < 0.5)
         request = replay_pb2.InsertRequest()
-        wire.encode_chunks([chunk], request.chunks)
+        codec.encode_chunks([chunk], request.chunks)
         items = []
         for i in range(rng.randint(1, 3)):
             offset = rng.randint(0, length - 1)
@@ -74,7 +74,7 @@ class Fuzzer:
             if table == "typed":
                 trajectory = tuple((True, slices) for _, slices in trajectory)
             items.append((table, Item(key * 10 + i, rng.uniform(0.1, 5), trajectory, {key: chunk})))
-        wire.encode_items(items, request.items)
+        codec.encode_items(items, request.items)
         if rng.random() < 0.3:
             request.release_chunk_keys.append(key)
         return request
@@ -205,9 +205,9 @@ def test_fuzzed_messages_get_named_statuses_and_change_nothing_stored():
         before = _snapshot(reference)
         assert len(before) == 39
         channel = grpc.insecure_channel(f"localhost:{server.port}")
-        insert = channel.stream_stream(f"/{wire.SERVICE_NAME}/InsertStream")
-        sample = channel.stream_stream(f"/{wire.SERVICE_NAME}/SampleStream")
-        unary = {m: channel.unary_unary(f"/{wire.SERVICE_NAME}/{m}")
+        insert = channel.stream_stream(f"/{protocol.SERVICE_NAME}/InsertStream")
+        sample = channel.stream_stream(f"/{protocol.SERVICE_NAME}/SampleStream")
+        unary = {m: channel.unary_unary(f"/{protocol.SERVICE_NAME}/{m}")
                  for m in ("MutatePriorities", "Reset", "ServerInfo", "Checkpoint")}
         statuses, messages = {}, 0
 
@@ -266,5 +266,5 @@ def test_fuzzed_messages_get_named_statuses_and_change_nothing_stored():
                 for packed in client.sample_responses(name, 32, timeout_ms=5000, max_samples=32,
                                                       columnar=True):
                     if packed.response.HasField("columns"):
-                        wire.decode_columns(packed.response.columns, len(packed.response.probabilities))
+                        column_batch.decode_columns(packed.response.columns, len(packed.response.probabilities))
         channel.close()

@@ -9,14 +9,14 @@ import grpc
 import numpy as np
 import pytest
 
-from replay import errors, rate_limiters, selectors, wire
+from replay import errors, protocol, rate_limiters, selectors
 from replay.proto import replay_pb2
 from replay.server import Server
 from replay.table import Table
 
 pytestmark = pytest.mark.timeout(120)
 
-METADATA = ((wire.PROTOCOL_METADATA_KEY, str(wire.PROTOCOL_VERSION)),)
+METADATA = ((protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION)),)
 
 
 def _uniform(name="uniform", max_size=1000):
@@ -56,7 +56,7 @@ def _raw_sample_stream(client, request: replay_pb2.SampleRequest, requests_queue
             yield item
 
     call = client._channel.stream_stream(
-        f"/{wire.SERVICE_NAME}/SampleStream",
+        f"/{protocol.SERVICE_NAME}/SampleStream",
         request_serializer=replay_pb2.SampleRequest.SerializeToString,
         response_deserializer=replay_pb2.SampleResponse.FromString)(requests(), metadata=METADATA)
     return call, pending

@@ -8,7 +8,7 @@ import pytest
 import tree
 from google.protobuf.message import DecodeError
 
-from replay import errors, wire
+from replay import codec, column_batch, errors, framing
 from replay.chunks import Chunk, encode_column
 from replay.items import Item
 from replay.proto import replay_pb2
@@ -27,24 +27,24 @@ def _chunks():
 def test_packed_insert_request_parses_to_the_plain_message(with_items):
     chunks = _chunks()
     plain = replay_pb2.InsertRequest()
-    wire.encode_chunks(chunks, plain.chunks)
+    codec.encode_chunks(chunks, plain.chunks)
     head = replay_pb2.InsertRequest()
     column_data = []
-    wire.encode_chunks(chunks, head.chunks, column_data)
+    codec.encode_chunks(chunks, head.chunks, column_data)
     assert not head.chunks.column_data and len(column_data) == 5
     rows = [("t", 1, 0.5, [(True, ((7, 0, 1, 0),)), (False, ((8, 0, 2, 1), (8, 1, 1, 1)))])]
     if with_items:
         for request in (plain, head):
-            wire.encode_item_rows(rows, request.items)
+            codec.encode_item_rows(rows, request.items)
             request.release_chunk_keys.extend([4, 5])
-    packed = wire.serialize_insert_request(wire.PackedInsertRequest(head, column_data))
+    packed = framing.serialize_insert_request(framing.PackedInsertRequest(head, column_data))
     parsed = replay_pb2.InsertRequest.FromString(packed)
     assert parsed == plain
-    decoded = wire.decode_chunks(parsed.chunks)  # checksums and sizes still verify
+    decoded = codec.decode_chunks(parsed.chunks)  # checksums and sizes still verify
     for original, copy in zip(chunks, decoded):
         assert copy.columns == original.columns
-    empty = wire.PackedInsertRequest(replay_pb2.InsertRequest(release_chunk_keys=[1]), [])
-    assert replay_pb2.InsertRequest.FromString(wire.serialize_insert_request(empty)) == \
+    empty = framing.PackedInsertRequest(replay_pb2.InsertRequest(release_chunk_keys=[1]), [])
+    assert replay_pb2.InsertRequest.FromString(framing.serialize_insert_request(empty)) == \
         replay_pb2.InsertRequest(release_chunk_keys=[1])
 
 
@@ -56,7 +56,7 @@ def test_packed_requests_carry_columns_of_every_size_exactly():
     column_data = [rng.bytes(size) for size in sizes]
     head = replay_pb2.InsertRequest(release_chunk_keys=[3])
     parsed = replay_pb2.InsertRequest.FromString(
-        wire.serialize_insert_request(wire.PackedInsertRequest(head, column_data)))
+        framing.serialize_insert_request(framing.PackedInsertRequest(head, column_data)))
     assert list(parsed.chunks.column_data) == column_data
     assert list(parsed.release_chunk_keys) == [3]
 
@@ -65,8 +65,8 @@ def _sample_response(chunks, column_data):
     response = replay_pb2.SampleResponse(probabilities=[0.5, 0.25], table_sizes=[2, 2],
                                          priorities=[1.0, 3.0], times_sampled=[1, 4])
     rows = [("t", 1, 1.0, [(True, ((7, 0, 1, 0),))]), ("t", 2, 3.0, [(False, ((8, 0, 2, 0),))])]
-    wire.encode_item_rows(rows, response.items)
-    wire.encode_chunks(chunks, response.chunks, column_data)
+    codec.encode_item_rows(rows, response.items)
+    codec.encode_chunks(chunks, response.chunks, column_data)
     return response
 
 
@@ -74,15 +74,15 @@ def test_packed_sample_responses_keep_their_column_bytes_as_views_of_the_message
     chunks = _chunks()
     column_data = []
     head = _sample_response(chunks, column_data)
-    sent = wire.serialize_sample_response(wire.PackedSampleResponse(head, column_data))
+    sent = framing.serialize_sample_response(framing.PackedSampleResponse(head, column_data))
     plain = _sample_response(chunks, None)
     assert replay_pb2.SampleResponse.FromString(sent) == plain  # any protobuf parser reads it
 
-    received = wire.parse_sample_response(sent)
+    received = framing.parse_sample_response(sent)
     assert received.response == head and not received.response.chunks.column_data
     assert all(isinstance(c, memoryview) and c.obj is sent for c in received.column_data)
     assert [bytes(c) for c in received.column_data] == column_data
-    decoded = wire.decode_chunks(received.response.chunks, column_data=received.column_data)
+    decoded = codec.decode_chunks(received.response.chunks, column_data=received.column_data)
     for original, copy in zip(chunks, decoded):  # checksums and sizes verify on the views
         for a, b in zip(original.decode(), copy.decode()):
             np.testing.assert_array_equal(a, b)
@@ -91,14 +91,14 @@ def test_packed_sample_responses_keep_their_column_bytes_as_views_of_the_message
 def test_sample_responses_in_another_layout_are_parsed_whole():
     chunks = _chunks()
     plain = _sample_response(chunks, None)
-    received = wire.parse_sample_response(plain.SerializeToString())
+    received = framing.parse_sample_response(plain.SerializeToString())
     assert [bytes(c) for c in received.column_data] == list(plain.chunks.column_data)
     assert not received.response.chunks.column_data
     assert received.response.probabilities == plain.probabilities
     # A trailing chunks occurrence that holds more than column data is not taken as the trailer.
     extra = replay_pb2.SampleResponse()
     extra.chunks.keys.append(99)
-    received = wire.parse_sample_response(plain.SerializeToString() + extra.SerializeToString())
+    received = framing.parse_sample_response(plain.SerializeToString() + extra.SerializeToString())
     assert list(received.response.chunks.keys) == [7, 8, 9, 99]
     assert len(received.column_data) == 5
 
@@ -108,8 +108,8 @@ def test_sample_responses_of_small_columns_are_parsed_whole():
     chunks = [Chunk.from_columns(k, [np.full((1, 4), k, np.float32), np.array([k])]) for k in range(7, 9)]
     column_data = []
     head = _sample_response(chunks, column_data)
-    received = wire.parse_sample_response(
-        wire.serialize_sample_response(wire.PackedSampleResponse(head, column_data)))
+    received = framing.parse_sample_response(
+        framing.serialize_sample_response(framing.PackedSampleResponse(head, column_data)))
     assert received.response == head
     assert all(isinstance(c, bytes) for c in received.column_data)
     assert list(received.column_data) == column_data
@@ -118,9 +118,9 @@ def test_sample_responses_of_small_columns_are_parsed_whole():
 def test_truncated_sample_responses_raise_decode_errors():
     column_data = []
     head = _sample_response(_chunks(), column_data)
-    sent = wire.serialize_sample_response(wire.PackedSampleResponse(head, column_data))
+    sent = framing.serialize_sample_response(framing.PackedSampleResponse(head, column_data))
     with pytest.raises(DecodeError):
-        wire.parse_sample_response(sent[:-100])
+        framing.parse_sample_response(sent[:-100])
 
 
 def test_item_rows_encode_like_items():
@@ -128,8 +128,8 @@ def test_item_rows_encode_like_items():
             ("b", 12, 0.0, [(False, ((9, 3, 4, 0),))])]
     items = [(table, Item(key, priority, columns, {})) for table, key, priority, columns in rows]
     from_rows, from_items = replay_pb2.ItemBatch(), replay_pb2.ItemBatch()
-    wire.encode_item_rows(rows, from_rows)
-    wire.encode_items(items, from_items)
+    codec.encode_item_rows(rows, from_rows)
+    codec.encode_items(items, from_items)
     assert from_rows == from_items and list(from_rows.keys) == [11, 12]
 
 
@@ -221,17 +221,17 @@ def test_columnar_sample_responses_carry_only_the_referenced_steps(whole_chunk_i
     items = [_step_item(10, chunks[2], 5), _step_item(11, chunks[1], 0), _step_item(12, chunks[2], 15)]
     assert items[0].span == ((2, 5, 1, 0b111) if whole_chunk_items else None)
     batch = replay_pb2.ColumnBatch()
-    nbytes = wire.encode_columns(items, batch)
+    nbytes = column_batch.encode_columns(items, batch)
     assert nbytes == 3 * (2 * 4 + 8 + 8 * 4)  # three steps, not two chunks of 16
     keys = [205, 100, 215]
-    obs, step, const = wire.decode_columns(batch, 3)
+    obs, step, const = column_batch.decode_columns(batch, 3)
     np.testing.assert_array_equal(step, keys)
     np.testing.assert_array_equal(obs, np.array([[k, -k] for k in keys], np.float32))
     np.testing.assert_array_equal(const, np.array([[2] * 8, [1] * 8, [2] * 8], np.float32))
     # Unsqueezed multi-step items keep their time dimension.
     batch = replay_pb2.ColumnBatch()
-    wire.encode_columns([_step_item(20, chunks[1], 2, 3), _step_item(21, chunks[2], 13, 3)], batch)
-    obs, step, const = wire.decode_columns(batch, 2)
+    column_batch.encode_columns([_step_item(20, chunks[1], 2, 3), _step_item(21, chunks[2], 13, 3)], batch)
+    obs, step, const = column_batch.decode_columns(batch, 2)
     assert obs.shape == (2, 3, 2) and const.shape == (2, 3, 8)
     np.testing.assert_array_equal(step, [[102, 103, 104], [213, 214, 215]])
 
@@ -248,7 +248,7 @@ def test_columnar_encoding_declines_items_it_cannot_lay_out():
     delta_item = Item(7, 1.0, [(True, ((6, 0, 1, 0),))], {6: delta})  # one of two columns: no span
     for items in ([one, spanning], [spanning], [one, longer], [first_shape, other_shape], [delta_item], []):
         batch = replay_pb2.ColumnBatch()
-        assert wire.encode_columns(items, batch) is None
+        assert column_batch.encode_columns(items, batch) is None
         assert batch == replay_pb2.ColumnBatch()
 
 
@@ -258,8 +258,8 @@ def test_whole_chunk_items_are_decoded_once_per_chunk_including_delta_columns():
     assert chunk.columns[0].delta_encoded
     items = [Item(k, 1.0, [(False, ((6, k, 2, c),)) for c in range(2)], {6: chunk}) for k in (0, 5, 3)]
     batch = replay_pb2.ColumnBatch()
-    assert wire.encode_columns(items, batch) == 3 * 2 * 3 * (4 + 8)
-    ints, floats = wire.decode_columns(batch, 3)
+    assert column_batch.encode_columns(items, batch) == 3 * 2 * 3 * (4 + 8)
+    ints, floats = column_batch.decode_columns(batch, 3)
     expected = np.stack([steps[k:k + 2] for k in (0, 5, 3)])
     np.testing.assert_array_equal(ints, expected)
     np.testing.assert_array_equal(floats, expected.astype(np.float64))
@@ -268,35 +268,35 @@ def test_whole_chunk_items_are_decoded_once_per_chunk_including_delta_columns():
     assert big.step_records() is None
     big_items = [Item(k, 1.0, [(True, ((8, k, 1, 0),))], {8: big}) for k in (1, 2)]
     batch = replay_pb2.ColumnBatch()
-    assert wire.encode_columns(big_items, batch) == 2 * 128 * 4  # through the per-column path
+    assert column_batch.encode_columns(big_items, batch) == 2 * 128 * 4  # through the per-column path
 
 
 def test_malformed_column_batches_raise_named_errors():
     chunks = _step_chunks()
     batch = replay_pb2.ColumnBatch()
-    wire.encode_columns([_step_item(1, chunks[1], 0), _step_item(2, chunks[1], 1)], batch)
+    column_batch.encode_columns([_step_item(1, chunks[1], 0), _step_item(2, chunks[1], 1)], batch)
     with pytest.raises(errors.DataLossError, match="do not fit 3 values"):
-        wire.decode_columns(batch, 3)
+        column_batch.decode_columns(batch, 3)
     truncated = replay_pb2.ColumnBatch()
     truncated.CopyFrom(batch)
     truncated.data[0] = truncated.data[0][:-1]
     with pytest.raises(errors.DataLossError, match="column 0 holds 15 bytes"):
-        wire.decode_columns(truncated, 2)
+        column_batch.decode_columns(truncated, 2)
     objects = replay_pb2.ColumnBatch()
     objects.CopyFrom(batch)
     objects.dtypes[1] = "O"
     with pytest.raises(errors.InvalidArgumentError, match="unusable dtype"):
-        wire.decode_columns(objects, 2)
+        column_batch.decode_columns(objects, 2)
     ranks = replay_pb2.ColumnBatch()
     ranks.CopyFrom(batch)
     ranks.ranks[0] = 3
     with pytest.raises(errors.InvalidArgumentError, match="ranks"):
-        wire.decode_columns(ranks, 2)
+        column_batch.decode_columns(ranks, 2)
     short = replay_pb2.ColumnBatch()
     short.CopyFrom(batch)
     del short.data[2]
     with pytest.raises(errors.InvalidArgumentError, match="malformed ColumnBatch"):
-        wire.decode_columns(short, 2)
+        column_batch.decode_columns(short, 2)
 
 
 def test_steps_stored_raw_encode_as_encode_column_does(client):
@@ -355,11 +355,11 @@ def test_span_sample_encoding_writes_what_the_general_encoders_write():
     nbytes = codec.encode_span_sample("t", items, fast_items, fast_chunks, fast_data)
     general = _span_items_of(chunks, spans)  # fresh: reading trajectories builds them
     plain_items, plain_chunks, plain_data = replay_pb2.ItemBatch(), replay_pb2.ChunkBatch(), []
-    wire.encode_items([("t", item) for item in general], plain_items)
+    codec.encode_items([("t", item) for item in general], plain_items)
     shared = {}
     for item in general:
         shared.update(item.chunks)
-    wire.encode_chunks(shared.values(), plain_chunks, plain_data)
+    codec.encode_chunks(shared.values(), plain_chunks, plain_data)
     assert fast_items == plain_items
     assert fast_chunks == plain_chunks
     assert fast_data == plain_data
