@@ -29,3 +29,21 @@ def test_readme_client_example_runs_against_the_shipped_tables(server_process_fa
     assert all(b.data["obs"].shape == (32, 3, 4) and b.data["action"].shape == (32, 3) for b in batches)
     assert dataset.metrics.total_samples >= 320
     client.close()
+
+
+def test_the_readme_example_runs_as_written(server_process_factory, capsys):
+    """The README's "Run a replay server" example, as printed there, against the same server."""
+    import re
+
+    with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("## Run a replay server"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert code.count('"localhost:8000"') == 2
+    server = server_process_factory(os.path.join(REPO_ROOT, "examples", "replay_tables.yaml"))
+    namespace = {}
+    exec(compile(code.replace('"localhost:8000"', repr(server.address)), "README.md", "exec"),
+         namespace)
+    namespace["client"].close()
+    printed = capsys.readouterr().out.split("\n")
+    assert printed[2:12] == ["(32, 3, 4)"] * 10 and int(printed[12]) >= 320
