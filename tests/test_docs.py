@@ -100,3 +100,11 @@ def test_a_tuned_example_keeps_at_most_ten_comment_lines(example):
     with open(example, encoding="utf-8") as f:
         comments = [line for line in f if line.lstrip().startswith("#")]
     assert len(comments) <= 10, f"{os.path.basename(example)}: move the history to docs/tuning.md"
+
+
+def test_the_readme_names_tools_and_examples_that_exist():
+    text = read("README.md")
+    paths = set(re.findall(r"\b((?:tools|examples|tfrl/tuned_examples)/[\w./-]+\w)", text))
+    assert paths
+    for path in paths:
+        assert os.path.exists(os.path.join(ROOT, path)), path
