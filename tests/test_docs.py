@@ -94,12 +94,17 @@ def test_the_examples_import_names_that_exist(document):
             importlib.import_module(f"{module_name}.{name}")  # a submodule
 
 
-@pytest.mark.parametrize("example", sorted(glob.glob(os.path.join(ROOT, "tfrl", "tuned_examples",
-                                                                  "*.yaml"))))
-def test_a_tuned_example_keeps_at_most_ten_comment_lines(example):
+EXAMPLES = sorted(glob.glob(os.path.join(ROOT, "tfrl", "tuned_examples", "*.yaml"))
+                  + glob.glob(os.path.join(ROOT, "examples", "**", "*.yaml"), recursive=True)
+                  + glob.glob(os.path.join(ROOT, "examples", "**", "*.py"), recursive=True))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: os.path.relpath(p, ROOT))
+def test_an_example_keeps_at_most_ten_comment_lines(example):
     with open(example, encoding="utf-8") as f:
         comments = [line for line in f if line.lstrip().startswith("#")]
-    assert len(comments) <= 10, f"{os.path.basename(example)}: move the history to docs/tuning.md"
+    assert len(comments) <= 10, (f"{os.path.relpath(example, ROOT)}: move the history to "
+                                 "docs/tuning.md, the steps to docs/")
 
 
 def test_the_readme_names_tools_and_examples_that_exist():

@@ -3,7 +3,8 @@ hold together: the launcher YAML is valid for Ray's own schema, the `tfrl train`
 runs parses with tfrl's CLI into a config tfrl accepts, every resource that config asks for is
 offered by the node types or worker groups that should offer it (enough of it for the workers
 asked for), the credential files it names are where the example puts them, and the README's
-"Run on a cluster" config asks for the same resources."""
+"Run on a cluster" config asks for the same resources. The launcher's command is the one
+docs/cluster.md gives in its step-by-step section."""
 import ast
 import json
 import os
@@ -45,16 +46,29 @@ def train_config(command: str) -> dict:
     return config
 
 
-def launcher_command(text: str) -> str:
-    """The `tfrl train` command of cluster.yaml's comments (continued lines joined)."""
-    lines = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+def launcher_steps() -> str:
+    """docs/cluster.md's steps for cluster.yaml."""
+    with open(os.path.join(ROOT, "docs", "cluster.md"), encoding="utf-8") as f:
+        guide = f.read()
+    section = guide[guide.index("## Ray's cluster launcher, step by step"):]
+    section = section[:section.index("\n## ", 1)]
+    assert "examples/cluster/cluster.yaml" in section
+    return section
+
+
+def launcher_command() -> str:
+    """The `tfrl train` command of docs/cluster.md's steps for cluster.yaml (continued lines
+    joined)."""
+    section = launcher_steps()
+    lines = [line.strip() for block in re.findall(r"```bash\n(.*?)```", section, re.S)
+             for line in block.splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith("tfrl train"))
     command = []
     for line in lines[start:]:
         command.append(line.rstrip("\\").strip())
         if line.endswith("}'"):
             return " ".join(command)
-    raise AssertionError("the tfrl train command in cluster.yaml does not end with its --config")
+    raise AssertionError("the tfrl train command in docs/cluster.md does not end with its --config")
 
 
 def assert_resources_offered(config: dict, head: dict, workers: dict) -> None:
@@ -80,7 +94,7 @@ def test_the_launcher_yaml_is_valid_and_offers_what_its_command_asks_for():
     with open(os.path.join(os.path.dirname(ray.__file__), "autoscaler", "ray-schema.json")) as f:
         jsonschema.validate(cluster, json.load(f))
 
-    config = train_config(launcher_command(text))
+    config = train_config(launcher_command())
     types = cluster["available_node_types"]
     head = types[cluster["head_node_type"]]["resources"]
     workers = {name: (t["resources"], t["max_workers"]) for name, t in types.items()
@@ -92,7 +106,7 @@ def test_the_launcher_yaml_is_valid_and_offers_what_its_command_asks_for():
     home = f"/home/{cluster['auth']['ssh_user']}"
     assert "~/tfrl-secrets" in cluster["file_mounts"]
     assert config["replay_token_file"] == f"{home}/tfrl-secrets/replay-token"
-    assert re.search(r"replay_cert\.sh ~/tfrl-secrets\b", text)
+    assert re.search(r"replay_cert\.sh ~/tfrl-secrets\b", launcher_steps())
     assert config["replay_tls_certificate_file"] == f"{home}/tfrl-secrets/replay-cert.pem"
     assert config["replay_tls_private_key_file"] == f"{home}/tfrl-secrets/replay-key.pem"
     # Ray's token reaches every node: both start commands load the environment setting it
@@ -155,7 +169,7 @@ def test_the_readme_config_asks_for_the_resources_the_examples_declare(example):
     readme = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "config"))
     text = read(example)
     if example == "cluster.yaml":
-        example_config = train_config(launcher_command(text))
+        example_config = train_config(launcher_command())
     else:
         steps = yaml.safe_load_all(text)
         next(steps)
