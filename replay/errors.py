@@ -40,8 +40,9 @@ class ResourceExhaustedError(ReplayError):
     grpc_code = "RESOURCE_EXHAUSTED"
 
 
-class FailedPreconditionError(ReplayError):
-    """The call cannot run in the current state (for example a protocol version mismatch)."""
+class FailedPreconditionError(ReplayError, RuntimeError):
+    """The call cannot run in the current state (for example a protocol version mismatch, or a
+    writer's history read before its first step; a RuntimeError, as Reverb raises there)."""
 
     grpc_code = "FAILED_PRECONDITION"
 
@@ -69,8 +70,9 @@ class UnauthenticatedError(ReplayError):
     grpc_code = "UNAUTHENTICATED"
 
 
-class CancelledError(ReplayError):
-    """The table or server was closed while the call was waiting."""
+class CancelledError(ReplayError, RuntimeError):
+    """The table or server was closed while the call was waiting, or the writer was closed (a
+    RuntimeError, as Reverb raises there)."""
 
     grpc_code = "CANCELLED"
 

@@ -275,25 +275,26 @@ class ShardedTrajectoryWriter:
         self.items_per_server[self.address] = self.items_per_server.get(self.address, 0) + 1
         return True
 
-    def flush(self, block_until_num_items: int = 0, timeout: Optional[float] = None) -> None:
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
         """Flushes the current server's writer (a failure there is recorded, not raised).
 
         Raises: UnavailableError when every server failed; otherwise as `TrajectoryWriter.flush`.
         """
-        self._call("flush", block_until_num_items, timeout)
+        self._call("flush", block_until_num_items, timeout_ms)
 
-    def end_episode(self, clear_buffers: bool = True, timeout: Optional[float] = None) -> None:
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
         """Ends the episode on the current server and moves to the next live server.
 
         Raises: UnavailableError when every server failed; otherwise as
           `TrajectoryWriter.end_episode`.
         """
-        self._call("end_episode", clear_buffers, timeout)
+        self._call("end_episode", clear_buffers, timeout_ms)
         self.close()
         self._open_next()
 
     def close(self, flush: bool = True) -> None:
-        """Flushes (unless `flush` is False) and closes the current server's writer.
+        """Flushes (unless `flush` is False) and closes the current server's writer (unlike
+        `TrajectoryWriter.close`, flushing by default: the sharded writer counts what it loses).
 
         Raises: as `TrajectoryWriter.close`, except a failed server, which is recorded.
         """

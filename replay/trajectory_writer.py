@@ -1,11 +1,15 @@
 """TrajectoryWriter: writes steps to a replay server and builds items from any kept-alive cells.
 
-This is how rollout workers put experience into the replay service (Reverb's
-TrajectoryWriter). Each `append` adds one step (a nest of arrays) and returns a reference per
-leaf; `history` exposes the last `num_keep_alive_refs` steps column by column, so an item can
-be any slice of them (`writer.history['obs'][-3:]`), for any table, overlapping other items.
-Steps are grouped into chunks (column-wise, lz4-compressed, see `replay.chunks`); every chunk
-is sent once, with the first item that needs it, however many items and tables reference it.
+This is how rollout workers put experience into the replay service, with the API and semantics
+of Reverb 0.14's `TrajectoryWriter` (`replay.reverb.TrajectoryWriter` is this class). Each
+`append` adds one step (a nest of arrays; a None leaf leaves that column out of the step, and
+`partial_step=True` builds a step over several calls). `history` gives, column by column, a
+`_ColumnHistory` indexed like a list of every step since the episode began (non-negative indices
+count from its start, negative ones from its end), of which only the last `num_keep_alive_refs`
+steps can still be referenced; an item is any slices of them (`writer.history['obs'][-3:]`),
+for any table, overlapping other items. Steps are grouped into chunks (column-wise,
+lz4-compressed, see `replay.chunks`); every chunk is sent once, with the first item that needs
+it, however many items and tables reference it.
 
 Sending is asynchronous (`replay.insert_stream.InsertStream`): items and chunks go into a
 queue that a gRPC request iterator drains, many per message, while a background thread counts
@@ -13,31 +17,36 @@ the server's batched acks. A call blocks only when the stream's window of unackn
 (at most `max_in_flight_items`) or bytes is full; the window falls to a few items while a
 table's rate limiter holds the writer's inserts back, so the writer waits in `append` and
 `create_item` instead of running ahead of the limiter. `flush` waits for acks. If the stream
-fails (bad item, server gone), the next call raises the error.
+fails (bad item, server gone), the next call raises the error. `create_item` checks the item against the table's signature (fetched
+once per client with `server_info`), as Reverb's writer does with `validate_items`.
 
 Chunking: with `chunk_length=None` a chunk is closed as soon as an item references one of its
 steps (items go out immediately, chunks hold the steps since the previous chunk). With a
 `chunk_length`, chunks are closed every `chunk_length` steps (better compression) and items
 referencing the open chunk wait until it closes, at `flush` or at `end_episode`. Columns are
 lz4-compressed, except that a leaf whose data stopped compressing (random or pre-compressed
-data) is stored raw for a while before lz4 is tried again.
+data) is stored raw for a while before lz4 is tried again. A chunk holds every column that had
+a value by its first step (zeros where a step left a column out, which no item can reference).
 """
 from __future__ import annotations
 
 import collections
+import datetime
+import itertools
 import os
 import random
+import threading
 import weakref
-from typing import Any, Deque, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tree
 
-from replay import errors, validation
+from replay import errors, specs, validation
 from replay.chunks import encode_column, encode_raw_step
 from replay.codec import ChunkRow
 from replay.insert_stream import InsertStream
-from replay.items import TrajectoryColumn
+from replay.items import TrajectoryColumn as WireColumn
 
 # Adaptive compression: after this many chunks in a row where lz4 did not shrink a leaf's column
 # (random or already-compressed data), that leaf is stored raw for the next _INCOMPRESSIBLE_SKIP
@@ -60,12 +69,16 @@ _MAX_AUTO_IN_FLIGHT_ITEMS = 16000
 # Types dm-tree never treats as nests: a step leaf of one of these needs no structure walk.
 _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.int32, np.bool_,
                                np.uint8, float, int, bool))
+# A writer dropped without close() waits at most this long for its items' acks before it closes
+# (Reverb's waits without a limit).
+_DROPPED_WRITER_FLUSH_SECONDS = 30.0
 
 
 class CellRef:
-    """A reference to one leaf of one appended step (Reverb's CellRef). Used as a leaf of an
-    item's trajectory, it gives a column without a time dimension. It keeps the leaf's value
-    (`numpy()`) and knows whether its step left the writer's keep-alive window (`expired`)."""
+    """A reference to one leaf of one appended step (Reverb's WeakCellRef). It keeps the leaf's
+    value (`numpy()`) and knows whether its step left the writer's keep-alive window (`expired`).
+    As an extension of Reverb's API, a CellRef used as a leaf of an item's trajectory is a
+    squeezed one-step column (as `TrajectoryColumn([ref], squeeze=True)`)."""
 
     __slots__ = ("_builder", "offset", "leaf", "shape", "dtype", "value")
 
@@ -101,63 +114,167 @@ class CellRef:
         return f"CellRef(episode={self.episode_id}, step={self.step}, leaf={self.leaf})"
 
 
-class ColumnRefs:
-    """Consecutive or arbitrary cells of one column (Reverb's TrajectoryColumn). Used as a leaf
-    of an item's trajectory, it gives a column with a leading time dimension of len(cells)."""
+def _none_reference_error(path, references) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        f"TrajectoryColumns cannot contain any None data references: TrajectoryColumn at path "
+        f"{path} got {list(references)}.")
 
-    __slots__ = ("cells",)
 
-    def __init__(self, cells: Sequence[CellRef]):
-        self.cells = tuple(cells)
+class TrajectoryColumn:
+    """A column of an item (Reverb's TrajectoryColumn): cells of one column of the history,
+    stacked along a leading time dimension, or one cell without it when `squeeze` is set.
+
+    Raises (constructor):
+      InvalidArgumentError (a ValueError): `squeeze` with other than one reference, or a None
+        reference (a step where the column had no value, or one that left the history).
+    """
+
+    __slots__ = ("_data_references", "is_squeezed", "_path")
+
+    def __init__(self, data_references: Sequence[Optional[CellRef]], *, squeeze: bool = False,
+                 path: Optional[tuple] = None):
+        if squeeze and len(data_references) != 1:
+            raise errors.InvalidArgumentError(
+                f"Columns must contain exactly one data reference when squeeze set, got "
+                f"{len(data_references)}")
+        for ref in data_references:
+            if ref is None:
+                raise _none_reference_error(path, data_references)
+        self._data_references = tuple(data_references)
+        self.is_squeezed = bool(squeeze)
+        self._path = path
 
     def __len__(self) -> int:
-        return len(self.cells)
+        return len(self._data_references)
 
-    @property
-    def shape(self):
-        return (len(self.cells),) + tuple(self.cells[0].shape) if self.cells else (0,)
+    def __iter__(self) -> Iterator[CellRef]:
+        return iter(self._data_references)
 
-    def __repr__(self) -> str:
-        return f"ColumnRefs({len(self.cells)} cells)"
-
-
-class ColumnHistory:
-    """The kept-alive cells of one leaf, oldest first; index or slice it like a list."""
-
-    __slots__ = ("_cells",)
-
-    def __init__(self, cells: Deque[CellRef]):
-        self._cells = cells
-
-    def __len__(self) -> int:
-        return len(self._cells)
-
-    def __getitem__(self, index):
-        """An int gives a CellRef, a slice gives ColumnRefs.
+    def __getitem__(self, val) -> "TrajectoryColumn":
+        """An int gives a squeezed column of that cell; a slice or a list of ints, a column.
 
         Raises:
-          InvalidArgumentError: the index lies outside the kept-alive steps, or the slice is empty.
+          IndexError: an index outside the column; TypeError: another kind of index.
         """
-        if type(index) is int:
-            try:
-                return self._cells[index]  # a deque: O(1) at either end
-            except IndexError:
-                raise errors.InvalidArgumentError(
-                    f"history index {index} is outside the {len(self._cells)} kept-alive steps; raise "
-                    "num_keep_alive_refs to reference older steps") from None
-        cells = list(self._cells)
-        if isinstance(index, slice):
-            picked = cells[index]
-            if not picked:
-                raise errors.InvalidArgumentError(
-                    f"history slice {index} selects no steps (the writer keeps {len(cells)} steps)")
-            return ColumnRefs(picked)
-        try:
-            return cells[index]
-        except IndexError:
-            raise errors.InvalidArgumentError(
-                f"history index {index} is outside the {len(cells)} kept-alive steps; raise "
-                "num_keep_alive_refs to reference older steps") from None
+        refs = self._data_references
+        if isinstance(val, int):
+            return TrajectoryColumn([refs[val]], squeeze=True)
+        if isinstance(val, slice):
+            return TrajectoryColumn(refs[val])
+        if isinstance(val, list):
+            return TrajectoryColumn([refs[x] for x in val])
+        raise TypeError(f"TrajectoryColumn indices must be integers or slices, not {type(val)}")
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        if self.is_squeezed:
+            return tuple(self._data_references[0].shape)
+        return (len(self._data_references), *self._data_references[0].shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._data_references[0].dtype
+
+    def numpy(self) -> np.ndarray:
+        """The referenced values, stacked along time unless the column is squeezed.
+
+        Raises:
+          FailedPreconditionError (a RuntimeError): a reference has expired.
+        """
+        if any(ref.expired for ref in self._data_references):
+            raise errors.FailedPreconditionError(
+                "Cannot convert TrajectoryColumn with expired data references to numpy array.")
+        if self.is_squeezed:
+            return self._data_references[0].value
+        return np.stack([ref.value for ref in self._data_references])
+
+    def __repr__(self) -> str:
+        return f"TrajectoryColumn(length={len(self)}, squeeze={self.is_squeezed}, path={self._path})"
+
+
+class _ColumnHistory:
+    """One column's cells of every step since the episode began (since the writer was created
+    or `end_episode(clear_buffers=True)`), indexed like a list: non-negative indices count from
+    the first step, negative ones from the last. Only the last `num_keep_alive_refs` cells are
+    kept; an older step, or one where the column had no value, is a None reference, which
+    `TrajectoryColumn` refuses with a ValueError (as Reverb's does).
+
+    The column's kept cells are a deque shared with the writer, which appends to it; `count`
+    (shared by all columns of a writer, a one-element list) is the number of steps so far.
+    """
+
+    __slots__ = ("_path", "_cells", "_count")
+
+    def __init__(self, path: tuple, cells: Deque[Optional[CellRef]], count: List[int]):
+        self._path = path
+        self._cells = cells
+        self._count = count
+
+    def path(self) -> tuple:
+        return self._path
+
+    def __len__(self) -> int:
+        return self._count[0]
+
+    def __iter__(self) -> Iterator[Optional[CellRef]]:
+        cells = self._cells
+        yield from itertools.repeat(None, self._count[0] - len(cells))
+        yield from list(cells)
+
+    def _at(self, i: int) -> Optional[CellRef]:
+        """The cell of step i (0 <= i < len), None where it is no longer kept."""
+        cells = self._cells
+        kept_from = self._count[0] - len(cells)
+        return cells[i - kept_from] if i >= kept_from else None
+
+    def __getitem__(self, val) -> TrajectoryColumn:
+        """An int gives a squeezed column of one step; a slice or a list of ints, a column.
+
+        Raises:
+          IndexError: a non-negative index at or past the number of steps.
+          InvalidArgumentError (a ValueError): a step no longer kept (or before the first), or
+            one where the column had no value.
+          TypeError: another kind of index.
+        """
+        path = self._path + (val,)
+        if type(val) is int:
+            cells = self._cells
+            if val < 0:  # the usual case: the last steps
+                cell = cells[val] if -val <= len(cells) else None
+            else:
+                cell = self._at(self._checked_index(val))
+            if cell is None:
+                raise _none_reference_error(path, [None])
+            column = TrajectoryColumn.__new__(TrajectoryColumn)
+            column._data_references = (cell,)  # noqa: SLF001 - the constructor's checks, done above
+            column.is_squeezed = True
+            column._path = path  # noqa: SLF001
+            return column
+        if isinstance(val, slice):
+            n = self._count[0]
+            if val.step is None and val.stop is None and type(val.start) is int and -len(self._cells) <= val.start < 0:
+                return TrajectoryColumn(list(self._cells)[val.start:], path=path)
+            if val.start is None and val.step is None and val.stop is not None:
+                # as Reverb's: the kept cells before `stop` (no None for steps no longer kept)
+                stop = val.stop - n if val.stop > 0 else val.stop
+                cells = list(self._cells)
+                if -n < stop < -len(cells):
+                    raise _none_reference_error(path, [None])
+                return TrajectoryColumn(cells[:stop] if stop < 0 else cells, path=path)
+            return TrajectoryColumn([self._at(i) for i in range(*val.indices(n))], path=path)
+        if isinstance(val, list):
+            n = self._count[0]
+            return TrajectoryColumn([self._at(self._checked_index(x)) if x >= 0 else
+                                     (self._at(x + n) if x + n >= 0 else None) for x in val], path=path)
+        raise TypeError(f"_ColumnHistory indices must be integers or slices, not {type(val)}")
+
+    def _checked_index(self, i: int) -> int:
+        if i >= self._count[0]:
+            raise IndexError("list index out of range")
+        return i
+
+    def __repr__(self) -> str:
+        return f"_ColumnHistory(path={self._path}, steps={self._count[0]}, kept={len(self._cells)})"
 
 
 class _ChunkBuilder:
@@ -187,6 +304,8 @@ class _ChunkBuilder:
 class TrajectoryWriter:
     """Writes steps and items over one InsertStream (see the module docstring).
 
+    Create it with `Client.trajectory_writer(num_keep_alive_refs, ...)`.
+
     Args:
       client: the `Client`.
       num_keep_alive_refs: how many of the latest steps items may reference.
@@ -199,6 +318,10 @@ class TrajectoryWriter:
       call_timeout: seconds the writer's stream may last (its gRPC deadline; None: no limit).
         For one-shot writes such as `Client.insert`: when it passes, the stream fails with
         DeadlineExceededError and the server cancels inserts it has not made yet.
+      validate_items: check each item against its table's signature in `create_item` (Reverb's
+        option of the same name, which `Client.trajectory_writer` sets by default); the
+        signatures are fetched with `server_info` once per client, within
+        `get_signature_timeout_ms` (None: no limit).
 
     Raises:
       InvalidArgumentError: non-positive num_keep_alive_refs, chunk_length or max_in_flight_items.
@@ -206,10 +329,11 @@ class TrajectoryWriter:
 
     def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
                  delta_encoded: bool = False, max_in_flight_items: Optional[int] = None,
-                 call_timeout: Optional[float] = None):
-        if num_keep_alive_refs <= 0:
+                 call_timeout: Optional[float] = None, *, validate_items: bool = False,
+                 get_signature_timeout_ms: Optional[int] = None):
+        if num_keep_alive_refs < 1:
             raise errors.InvalidArgumentError(
-                f"num_keep_alive_refs must be positive, got {num_keep_alive_refs}")
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
         if chunk_length is not None and chunk_length <= 0:
             raise errors.InvalidArgumentError(f"chunk_length must be positive or None, got {chunk_length}")
         if max_in_flight_items is not None and max_in_flight_items <= 0:
@@ -222,17 +346,39 @@ class TrajectoryWriter:
         self._auto_in_flight = max_in_flight_items is None
         self._stream = InsertStream(client, max_in_flight_items or _MIN_AUTO_IN_FLIGHT_ITEMS,
                                     timeout=call_timeout)
+        self._validate_items = bool(validate_items)
+        self._signature_timeout = None if get_signature_timeout_ms is None else get_signature_timeout_ms / 1000
+        self._valid_layouts: Dict[str, set] = {}  # table -> item layouts that fit its signature
         self._rng = random.Random(os.urandom(16))
         self._keys = _random_keys(self._rng)  # (not a method: the generator would hold self)
         self._weak_self = weakref.ref(self)
-        self._structure = None
+        # Columns, in the order they first appeared (Reverb's column indices), and slots: the
+        # leaves of a chunk's steps, one per column that has had a value, in that order.
+        self._structure = None  # the union of the steps' structures, leaves: column indices
+        self._paths: List[tuple] = []  # column -> path
+        self._path_index: Dict[tuple, int] = {}  # path -> column
+        self._column_slot: List[Optional[int]] = []  # column -> slot, None until it has a value
+        self._leaf_specs: Optional[List[Tuple[tuple, np.dtype]]] = None  # slot -> (shape, dtype)
+        self._leaf_dtype_strs: List[Optional[str]] = []
+        self._zeros: List[np.ndarray] = []  # slot -> the value of a step without it
+        self._compress_hints: List[list] = []
+        # The fast path's state: set while every column has a slot in column order and steps
+        # are whole; a flat dict of plain leaves skips dm-tree (see _step_leaves).
+        self._dense = False
+        self._one_leaf = False  # the steps are one array, not a nest
         self._dict_keys: Optional[List[Any]] = None
         self._first_key_order: Optional[List[Any]] = None
-        self._leaf_specs: Optional[List[Tuple[tuple, np.dtype]]] = None
-        self._leaf_dtype_strs: List[Optional[str]] = []
-        self._history: List[Deque[CellRef]] = []
-        self._history_nest = None  # what `history` returns
-        self._window: Deque[_ChunkBuilder] = collections.deque()  # one entry per kept step
+        self._history: List[Deque[Optional[CellRef]]] = []  # column -> kept cells
+        self._history_count = [0]  # steps in the history (shared with its _ColumnHistory views)
+        self._history_nest = None  # what `history` returns, until the structure grows
+        self._column_configs: Dict[tuple, Tuple[int, Optional[int]]] = {}
+        # A step built by append(..., partial_step=True): the builders holding its rows (more
+        # than one when a chunk closed while it was open), its row and the columns set so far.
+        self._open_step_builders: Optional[List[_ChunkBuilder]] = None
+        self._open_row: Optional[list] = None
+        self._open_row_builder: Optional[_ChunkBuilder] = None
+        self._open_offset = 0
+        self._window: Deque[Any] = collections.deque()  # per kept step: its builder (or a tuple)
         self._open: Optional[_ChunkBuilder] = None
         self._pending: Deque[Tuple[str, float, int, list, list]] = collections.deque()
         # Keys of sent chunks no item will reference again; they go out with the next message
@@ -246,16 +392,16 @@ class TrajectoryWriter:
     def _new_key(self) -> int:
         return next(self._keys)
 
-    # -- steps ---------------------------------------------------------------------------
+    # -- properties ------------------------------------------------------------------------
 
     @property
     def episode_steps(self) -> int:
-        """Steps appended in the current episode."""
+        """Steps completed in the current episode (a partial step counts once complete)."""
         return self._episode_step
 
     @property
     def max_num_keep_alive_refs(self) -> int:
-        """How many of the latest steps items may reference (Reverb's name)."""
+        """How many of the latest steps items may reference."""
         return self._keep
 
     @property
@@ -267,35 +413,59 @@ class TrajectoryWriter:
         """Items sent (or queued) that the server has not acknowledged yet."""
         return self._stream.num_unacked
 
-    def append(self, data: Any) -> Any:
-        """Appends one step (a nest of arrays; the first step fixes structure, dtypes and shapes).
-
-        Returns the step's nest of `CellRef`s.
+    def configure(self, path: tuple, *, num_keep_alive_refs: int, max_chunk_length: Optional[int]) -> None:
+        """Reverb's per-column chunking options. Accepted and validated; this writer chunks all
+        columns together with its own `chunk_length` and keeps `num_keep_alive_refs` steps of
+        every column, so the values have no further effect.
 
         Raises:
-          InvalidArgumentError: the structure, a dtype or a shape differs from the first step, a
-            leaf holds Python objects, or the writer is closed; errors of the stream (see `flush`).
+          InvalidArgumentError (a ValueError): num_keep_alive_refs < 1, or max_chunk_length < 1
+            or > num_keep_alive_refs.
+        """
+        if num_keep_alive_refs < 1:
+            raise errors.InvalidArgumentError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+        if max_chunk_length is not None and not 1 <= max_chunk_length <= num_keep_alive_refs:
+            raise errors.InvalidArgumentError(
+                f"max_chunk_length ({max_chunk_length}) must be None or a positive integer <= "
+                f"num_keep_alive_refs ({num_keep_alive_refs})")
+        self._column_configs[path] = (num_keep_alive_refs, max_chunk_length)
+
+    # -- steps ---------------------------------------------------------------------------
+
+    def append(self, data: Any, *, partial_step: bool = False) -> Any:
+        """Appends a step: a nest of arrays (or values numpy turns into arrays). A None leaf, or
+        a leaf some other step has and this one lacks, leaves that column out of this step; a
+        leaf at a new path adds a column (earlier steps have no value there). Each column keeps
+        the dtype and shape of its first value. With `partial_step`, the step stays open and the
+        next calls add columns to it until one without `partial_step` completes it; its cells
+        are in `history` (and can be referenced) at once.
+
+        Returns the step's `CellRef`s in the structure of `data` (None where a leaf is None),
+        an extension: Reverb's returns None.
+
+        Raises:
+          InvalidArgumentError (a ValueError): a column given twice in one step, a dtype or
+            shape differing from the column's first, a leaf of Python objects.
+          CancelledError (a RuntimeError): the writer is closed. Errors of the stream (see
+            `flush`).
         """
         if self._closed:
             self._check_open()
-        specs = self._leaf_specs
-        if specs is None:
-            leaves = [np.asarray(x) for x in tree.flatten(data)]
-            self._set_structure(data, leaves)
-            specs = self._leaf_specs
-        elif type(data) is np.ndarray and self._structure is None:  # a one-array step
-            leaves = [data]
-            shape, dtype = specs[0]
-            # `is` first: arrays of one builtin dtype share its object, and == costs more
-            if data.shape != shape or (data.dtype is not dtype and data.dtype != dtype
-                                       and not _both_strings(data.dtype, dtype)):
-                _raise_spec_mismatch(0, data, shape, dtype)
-        else:
+        if self._dense and not partial_step and self._open_row is None:
             leaves = self._step_leaves(data)
-            for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs)):
-                if leaf.shape != shape or (leaf.dtype is not dtype and leaf.dtype != dtype
-                                           and not _both_strings(leaf.dtype, dtype)):
-                    _raise_spec_mismatch(i, leaf, shape, dtype)
+            if leaves is not None:
+                return self._append_whole(data, leaves)
+        return self._append_general(data, partial_step)
+
+    def _append_whole(self, data, leaves: List[np.ndarray]):
+        """The usual step: whole, every leaf an array, every column known (in column order)."""
+        specs_ = self._leaf_specs
+        for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, specs_)):
+            # `is` first: arrays of one builtin dtype share its object, and == costs more
+            if leaf.shape != shape or (leaf.dtype is not dtype and leaf.dtype != dtype
+                                       and not _both_strings(leaf.dtype, dtype)):
+                self._raise_spec_mismatch(i, leaf)
         builder = self._open
         if builder is None:
             builder = self._open = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
@@ -303,29 +473,242 @@ class TrajectoryWriter:
         offset = len(builder.steps)
         builder.steps.append(leaves)
         if len(leaves) == 1:  # (the zips below cost more than the rest of a one-leaf step)
-            shape, dtype = specs[0]
+            shape, dtype = specs_[0]
             refs = [CellRef(builder, offset, 0, shape, dtype, leaves[0])]
             self._history[0].append(refs[0])
         else:
             refs = [CellRef(builder, offset, i, shape, dtype, leaf)
-                    for i, ((shape, dtype), leaf) in enumerate(zip(specs, leaves))]
+                    for i, ((shape, dtype), leaf) in enumerate(zip(specs_, leaves))]
             for history, ref in zip(self._history, refs):
                 history.append(ref)
+        self._history_count[0] += 1
+        builder.live_steps += 1
+        self._complete_step(builder, builder)
+        return refs[0] if self._one_leaf else self._refs_nest(data, refs)
+
+    def _complete_step(self, builder: "_ChunkBuilder", kept: Any) -> None:
+        """Counts a completed step whose last row is in `builder`; `kept` is what the window
+        holds for it (its builder, or a tuple of builders)."""
         self._episode_step += 1
         self._serial += 1
         window = self._window
-        builder.live_steps += 1
-        window.append(builder)
+        window.append(kept)
         if len(window) > self._keep:
             old = window.popleft()
-            old.live_steps -= 1
-            if old.live_steps == 0 and old is not self._open:
-                self._maybe_release(old)
+            for b in (old if type(old) is tuple else (old,)):
+                b.live_steps -= 1
+                if b.live_steps == 0 and b is not self._open:
+                    self._maybe_release(b)
         # Without a chunk_length, chunks still close every num_keep_alive_refs steps, so steps
         # no item references are dropped instead of piling up in an open chunk.
-        if len(builder.steps) >= (self._chunk_length or self._keep):
+        if builder is self._open and len(builder.steps) >= (self._chunk_length or self._keep):
             self._finalize(builder)
-        return refs[0] if self._structure is None else self._refs_nest(data, refs)
+
+    def _append_general(self, data: Any, partial_step: bool):
+        """Steps with missing or new columns, partial steps, other structures."""
+        with_paths = tree.flatten_with_path(data) if data is not None else []
+        if self._structure is None or any(path not in self._path_index for path, _ in with_paths):
+            self._grow_structure(data)
+        columns = self._path_index
+        for path, _ in with_paths:
+            if path not in columns:
+                raise errors.InvalidArgumentError(
+                    f"the step has a leaf at {path}, where the writer's earlier steps have a nest of "
+                    "other structure")
+        step_open = self._open_row is not None
+        values: Dict[int, np.ndarray] = {}
+        for path, leaf in with_paths:
+            if leaf is None:
+                continue
+            column = columns[path]
+            if step_open and self._history[column][-1] is not None:
+                raise errors.InvalidArgumentError(
+                    f"Field {path} has already been set in the active step by previous (partial) "
+                    f"append call and thus must be omitted or set to None but got: {leaf}")
+            value = np.asarray(leaf)
+            if value.dtype.hasobject:
+                raise errors.InvalidArgumentError(
+                    f"column {path} holds Python objects (dtype object); use numeric or fixed-width "
+                    "string arrays")
+            slot = self._column_slot[column]
+            if slot is not None:
+                shape, dtype = self._leaf_specs[slot]
+                if value.dtype != dtype and not _both_strings(value.dtype, dtype):
+                    raise errors.InvalidArgumentError(
+                        f"Tensor of wrong dtype provided for column {path}. Got "
+                        f"{_dtype_text(value.dtype, dtype)} but expected {_dtype_text(dtype, value.dtype)}.")
+                if value.shape != shape:
+                    raise errors.InvalidArgumentError(
+                        f"Tensor of incompatible shape provided for column {path}. Got "
+                        f"{specs.tf_shape_text(value.shape)} which is incompatible with "
+                        f"{specs.tf_shape_text(shape)}.")
+            values[column] = value
+        new_columns = [c for c in values if self._column_slot[c] is None]
+        if new_columns:
+            if self._open is not None and self._open.steps:
+                self._finalize(self._open)  # a chunk's steps all have the same leaves
+            first = self._leaf_specs is None
+            for column in sorted(new_columns):
+                self._add_slot(column, values[column])
+            if first:
+                self._size_in_flight(list(values.values()))
+        # the step's row: the open step's, while its chunk is open; else a new row
+        builder = self._open
+        if step_open and self._open_row_builder is builder and builder is not None:
+            row, offset = self._open_row, self._open_offset
+        else:
+            if builder is None:
+                builder = self._open = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
+                                                     self._episode_step, self._serial)
+            row = list(self._zeros)
+            offset = len(builder.steps)
+            builder.steps.append(row)
+            builder.live_steps += 1
+            if step_open:
+                self._open_step_builders.append(builder)
+            else:
+                self._open_step_builders = [builder]
+        refs: Dict[int, CellRef] = {}
+        for column, value in values.items():
+            slot = self._column_slot[column]
+            row[slot] = value
+            shape, dtype = self._leaf_specs[slot]
+            refs[column] = CellRef(builder, offset, slot, shape, dtype, value)
+        if step_open:
+            for column, ref in refs.items():
+                self._history[column][-1] = ref
+        else:
+            for column, history in enumerate(self._history):
+                history.append(refs.get(column))
+            self._history_count[0] += 1
+        if partial_step:
+            self._open_row, self._open_row_builder, self._open_offset = row, builder, offset
+        else:
+            builders = self._open_step_builders
+            self._open_row = self._open_row_builder = self._open_step_builders = None
+            self._complete_step(builder, builders[0] if len(builders) == 1 else tuple(builders))
+        if data is None or not tree.is_nested(data):
+            return refs.get(columns.get((), -1))
+        return tree.unflatten_as(data, [refs.get(columns[path]) for path, _ in with_paths])
+
+    def _grow_structure(self, data: Any) -> None:
+        """Adds the columns of `data`'s new paths (after the existing ones, in flatten order)."""
+        shape = tree.map_structure(lambda _: None, data)
+        try:
+            union = shape if self._structure is None else _tree_union(self._structure, shape)
+        except (AttributeError, TypeError, KeyError) as e:
+            raise errors.InvalidArgumentError(
+                f"the step's structure does not extend the earlier steps' structure ({e!r}): a step may "
+                "lack leaves or add new ones, but not turn a dict into a sequence or a leaf into a nest") from None
+        grown = []
+        for path, column in tree.flatten_with_path(union):
+            if column is None:
+                column = self._path_index.get(path)
+            if column is None:
+                column = len(self._paths)
+                self._paths.append(path)
+                self._path_index[path] = column
+                self._column_slot.append(None)
+                # a new column has no value in the steps before
+                cells = collections.deque([None] * min(self._keep, self._history_count[0]), maxlen=self._keep)
+                self._history.append(cells)
+            grown.append(column)
+        self._structure = tree.unflatten_as(union, grown)
+        self._history_nest = None
+        self._one_leaf = not tree.is_nested(self._structure)
+        self._update_dense()
+
+    def _add_slot(self, column: int, value: np.ndarray) -> None:
+        slot = len(self._zeros)
+        self._column_slot[column] = slot
+        if self._leaf_specs is None:
+            self._leaf_specs = []
+        self._leaf_specs.append((value.shape, value.dtype))
+        # (None for strings: steps of a string leaf may differ in width, see _both_strings)
+        self._leaf_dtype_strs.append(None if value.dtype.kind in "SU" else value.dtype.str)
+        self._zeros.append(np.zeros(value.shape, value.dtype))
+        # per leaf: chunks left to skip, failed tries in a row, the next skip's length
+        self._compress_hints.append([0, 0, _INCOMPRESSIBLE_SKIP])
+        self._update_dense()
+
+    def _size_in_flight(self, leaves: List[np.ndarray]) -> None:
+        """Without an explicit max_in_flight_items: as many items as _AUTO_IN_FLIGHT_BYTES of
+        steps like the first, within bounds."""
+        if self._auto_in_flight:
+            step_bytes = sum(leaf.nbytes for leaf in leaves)
+            self._stream.max_in_flight_items = min(
+                _MAX_AUTO_IN_FLIGHT_ITEMS,
+                max(_MIN_AUTO_IN_FLIGHT_ITEMS, _AUTO_IN_FLIGHT_BYTES // max(step_bytes, 1)))
+
+    def _update_dense(self) -> None:
+        """Turns the fast path on when every column has a slot, in column order."""
+        self._dense = bool(self._paths) and all(slot == i for i, slot in enumerate(self._column_slot))
+        self._dict_keys = self._first_key_order = None
+        if not self._dense:
+            return
+        structure = self._structure
+        # A flat dict of plain leaves (what rollout workers write) gets the fast paths of
+        # _step_leaves and _refs_nest; tree.flatten orders a dict's leaves by sorted key.
+        if type(structure) is dict and structure and all(type(v) is int for v in structure.values()):
+            try:
+                self._dict_keys = sorted(structure)
+            except TypeError:
+                return  # keys of mixed types: leave them to dm-tree
+            if list(structure) != self._dict_keys:
+                self._first_key_order = list(structure)
+
+    def _step_leaves(self, data) -> Optional[List[np.ndarray]]:
+        """The leaves of a whole step in column order, if it has exactly the known columns and
+        none is None; else None (the general path handles it).
+
+        A plain dict of arrays with the known keys, or a single array, skips dm-tree (the
+        per-step cost that matters when every step is written).
+        """
+        if self._one_leaf:
+            if type(data) in _PLAIN_LEAF_TYPES:
+                return [data if type(data) is np.ndarray else np.asarray(data)]
+            if data is None or tree.is_nested(data):
+                return None
+            value = np.asarray(data)
+            return None if value.dtype.hasobject else [value]
+        keys = self._dict_keys
+        if keys is not None and type(data) is dict and len(data) == len(keys):
+            try:
+                values = [data[k] for k in keys]
+            except KeyError:
+                return None
+            if all(type(v) in _PLAIN_LEAF_TYPES for v in values):
+                return [np.asarray(v) for v in values]
+        flat = tree.flatten(data)
+        if len(flat) != len(self._paths) or any(x is None for x in flat) or not _same_structure(
+                self._structure, data):
+            return None
+        leaves = [np.asarray(x) for x in flat]
+        for leaf in leaves:
+            if leaf.dtype.hasobject:
+                return None
+        return leaves
+
+    def _refs_nest(self, data, refs: List[CellRef]) -> Any:
+        """The step's CellRefs in the structure of `data` (as dm-tree's unflatten_as would)."""
+        keys = self._dict_keys
+        if keys is not None and type(data) is dict:  # this step passed the flat dict checks
+            by_key = dict(zip(keys, refs))
+            if self._first_key_order is None:
+                return by_key  # the first step's keys were in sorted order
+            return {k: by_key[k] for k in self._first_key_order}
+        return tree.unflatten_as(self._structure, refs)
+
+    def _raise_spec_mismatch(self, slot: int, leaf: np.ndarray) -> None:
+        shape, dtype = self._leaf_specs[slot]
+        path = self._paths[self._column_slot.index(slot)]
+        if leaf.dtype != dtype and not _both_strings(leaf.dtype, dtype):
+            raise errors.InvalidArgumentError(
+                f"Tensor of wrong dtype provided for column {path}. Got "
+                f"{_dtype_text(leaf.dtype, dtype)} but expected {_dtype_text(dtype, leaf.dtype)}.")
+        raise errors.InvalidArgumentError(
+            f"Tensor of incompatible shape provided for column {path}. Got "
+            f"{specs.tf_shape_text(leaf.shape)} which is incompatible with {specs.tf_shape_text(shape)}.")
 
     def append_step_items(self, table: str, steps: Any, priorities: Any = None) -> None:
         """Appends the n steps of `steps` and creates, for each, one item of `table` holding that
@@ -368,16 +751,27 @@ class TrajectoryWriter:
             return
         first_step = tree.unflatten_as(steps, [leaf[0] for leaf in leaves]) if tree.is_nested(
             steps) else leaves[0][0]
-        if self._leaf_specs is None:
-            self._set_structure(first_step, [leaf[0] for leaf in leaves])
-        else:
-            self._step_leaves(first_step)  # the structure check
+        if not self._paths:
+            self._define_columns(first_step, [leaf[0] for leaf in leaves])
+        if not self._dense or self._open_row is not None or self._step_leaves(first_step) is None:
+            raise errors.InvalidArgumentError(
+                "append_step_items needs whole steps with the structure of the writer's steps, "
+                "every leaf a value, and no open partial step")
+        if True:
             for i, (leaf, (shape, dtype)) in enumerate(zip(leaves, self._leaf_specs)):
                 if leaf.shape[1:] != shape or leaf.dtype != dtype:
                     raise errors.InvalidArgumentError(
                         f"leaf {i} has rows of shape {leaf.shape[1:]} and dtype {leaf.dtype}, but "
                         f"the first step had {shape} and {dtype}; every step of a writer has the "
                         "same specs")
+        if self._validate_items:
+            layout = tuple((slot, 1, True) for slot in range(len(leaves)))
+            fitting = self._valid_layouts.get(table)
+            if fitting is None or layout not in fitting:
+                signature = _table_signature(self._client, table, self._signature_timeout)
+                if signature is not None:
+                    _check_against_signature(table, signature, list(self._leaf_specs))
+                self._valid_layouts.setdefault(table, set()).add(layout)
         if self._open is not None:
             self._finalize(self._open, send=False)
         specs = self._leaf_specs
@@ -408,162 +802,181 @@ class TrajectoryWriter:
                                            leaves[i][t]))
                 if len(window) > keep:
                     old = window.popleft()
-                    old.live_steps -= 1
-                    if old.live_steps == 0 and old is not self._open:
-                        self._maybe_release(old)
+                    for b in (old if type(old) is tuple else (old,)):
+                        b.live_steps -= 1
+                        if b.live_steps == 0 and b is not self._open:
+                            self._maybe_release(b)
+        self._history_count[0] += n
         self._episode_step += n
         self._serial += n
         self._send_ready()
 
-    def _step_leaves(self, data) -> List[np.ndarray]:
-        """The leaves of a later step as arrays, checked against the first step's structure.
 
-        Steps that are a plain dict of arrays with the first step's keys, or a single array,
-        skip dm-tree (the per-step cost that matters when every step is written); anything else
-        goes through the general structure check.
-
-        Raises:
-          InvalidArgumentError: the structure differs from the first step's.
-        """
-        keys = self._dict_keys
-        if keys is not None and type(data) is dict and len(data) == len(keys):
-            try:
-                values = [data[k] for k in keys]
-            except KeyError:
-                values = None
-            if values is not None and all(type(v) in _PLAIN_LEAF_TYPES for v in values):
-                return [np.asarray(v) for v in values]
-        elif self._structure is None and type(data) in _PLAIN_LEAF_TYPES:
-            return [np.asarray(data)]
-        flat = tree.flatten(data)
-        if len(flat) != len(self._leaf_specs) or (self._structure is not None and not _same_structure(
-                self._structure, data)):
-            raise errors.InvalidArgumentError(
-                f"the step's structure ({len(flat)} leaves) differs from the first step's "
-                f"({len(self._leaf_specs)} leaves); every step of a writer has the same structure")
-        return [np.asarray(x) for x in flat]
-
-    def _refs_nest(self, data, refs: List[CellRef]) -> Any:
-        """The step's CellRefs in the structure of `data` (as dm-tree's unflatten_as would)."""
-        if self._structure is None:
-            return refs[0]
-        keys = self._dict_keys
-        if keys is not None:  # this step passed the flat dict checks of _step_leaves
-            by_key = dict(zip(keys, refs))
-            if self._first_key_order is None:
-                return by_key  # the first step's keys were in sorted order
-            return {k: by_key[k] for k in self._first_key_order}
-        return tree.unflatten_as(self._structure, refs)
-
-    def _set_structure(self, data, leaves) -> None:
+    def _define_columns(self, first_step: Any, leaves: List[np.ndarray]) -> None:
+        """The columns and slots of a first step given whole (`append_step_items`)."""
         for i, leaf in enumerate(leaves):
             if leaf.dtype.hasobject:
                 raise errors.InvalidArgumentError(
                     f"leaf {i} holds Python objects (dtype object); use numeric or fixed-width string arrays")
-        self._structure = None if not tree.is_nested(data) else data
-        # A flat dict of plain leaves (what rollout workers write) gets the fast paths of
-        # _step_leaves and _refs_nest; tree.flatten orders a dict's leaves by sorted key.
-        # (dm-tree's unflatten_as gives the first step's key order, and so does _refs_nest.)
-        self._dict_keys = self._first_key_order = None
-        if type(data) is dict and data and all(type(v) in _PLAIN_LEAF_TYPES for v in data.values()):
-            try:
-                self._dict_keys = sorted(data)
-            except TypeError:
-                pass  # keys of mixed types: leave them to dm-tree
-            if self._dict_keys is not None and list(data) != self._dict_keys:
-                self._first_key_order = list(data)
-        self._leaf_specs = [(leaf.shape, leaf.dtype) for leaf in leaves]
-        # (None for strings: steps of a string leaf may differ in width, see _both_strings)
-        self._leaf_dtype_strs = [None if leaf.dtype.kind in "SU" else leaf.dtype.str for leaf in leaves]
-        if self._auto_in_flight:
-            step_bytes = sum(leaf.nbytes for leaf in leaves)
-            self._stream.max_in_flight_items = min(
-                _MAX_AUTO_IN_FLIGHT_ITEMS,
-                max(_MIN_AUTO_IN_FLIGHT_ITEMS, _AUTO_IN_FLIGHT_BYTES // max(step_bytes, 1)))
-        self._history = [collections.deque(maxlen=self._keep) for _ in leaves]
-        self._history_nest = None
-        # per leaf: chunks left to skip, failed tries in a row, the next skip's length
-        self._compress_hints = [[0, 0, _INCOMPRESSIBLE_SKIP] for _ in leaves]
+        self._grow_structure(first_step)
+        for column, leaf in enumerate(leaves):
+            self._add_slot(column, leaf)
+        self._size_in_flight(leaves)
 
     @property
     def history(self) -> Any:
-        """The kept-alive steps as a nest (the steps' structure) of `ColumnHistory`.
+        """Every step's cells since the episode began: a nest (the union of the steps'
+        structures) of `_ColumnHistory`, one per column (see there for indexing).
 
         Raises:
-          InvalidArgumentError: nothing was appended yet.
+          FailedPreconditionError (a RuntimeError): nothing was appended yet.
         """
-        if self._leaf_specs is None:
-            raise errors.InvalidArgumentError("the writer has no history yet; append a step first")
         nest = self._history_nest
-        if nest is None:  # views of the deques, which change in place: built once
-            columns = [ColumnHistory(h) for h in self._history]
-            nest = self._history_nest = (columns[0] if self._structure is None
-                                         else tree.unflatten_as(self._structure, columns))
+        if nest is None:
+            if not self._paths:
+                raise errors.FailedPreconditionError(
+                    "history cannot be accessed before `append` is called at least once.")
+            # views of the deques, which change in place: built again only when columns are added
+            columns = [_ColumnHistory(path, cells, self._history_count)
+                       for path, cells in zip(self._paths, self._history)]
+            nest = self._history_nest = (columns[0] if self._one_leaf
+                                         else tree.unflatten_as(self._structure,
+                                                                [columns[c] for c in tree.flatten(self._structure)]))
         return nest
 
     # -- items ---------------------------------------------------------------------------
 
     def create_item(self, table: str, priority: float, trajectory: Any) -> None:
-        """Creates an item for `table` whose columns are the leaves of `trajectory`: each a
-        `CellRef` (one step, no time dimension) or `ColumnRefs` (from slicing `history`).
+        """Creates an item for `table` whose columns are the leaves of `trajectory`, each a
+        `TrajectoryColumn` (from `history`; or, an extension, a `CellRef`: one step without time
+        dimension). The item is sent without blocking (see `flush`).
 
         Raises:
-          InvalidArgumentError: a bad priority, a leaf that is not a reference, or a reference to
-            a step no longer kept alive (or of an earlier episode); errors of the stream.
+          InvalidArgumentError (a ValueError): an empty trajectory, a NaN, negative or infinite
+            priority, an expired reference ("Error in column i: Column contains expired
+            CellRef."), a column mixing dtypes or shapes; with `validate_items`, a table the
+            server does not have, or SignatureMismatchError (a ValueError) for a trajectory
+            inconsistent with the table's signature.
+          TypeError: a leaf that is not a TrajectoryColumn (or CellRef).
+          CancelledError (a RuntimeError): the writer is closed. Errors of the stream, and of
+            `server_info` when the signatures are fetched.
         """
         if self._closed:
             self._check_open()
-        priority = float(priority)
-        key = self._new_key()
-        validation.check_priority(key, priority)
         leaf_type = type(trajectory)
-        if leaf_type is CellRef and self._kept_alive(trajectory):
+        if leaf_type is TrajectoryColumn and trajectory.is_squeezed:
+            cell = trajectory._data_references[0]  # noqa: SLF001 - same module
+        elif leaf_type is CellRef:
+            cell = trajectory
+        else:
+            cell = None
+        if cell is not None and self._kept_alive(cell):
             # `_add_item` for one kept-alive cell (a one-leaf step item), without its loops
-            builder = trajectory._builder  # noqa: SLF001 - CellRef belongs to this module
+            priority = float(priority)
+            if priority != priority:
+                raise errors.InvalidArgumentError("`priority` must not be nan.")
+            key = self._new_key()
+            validation.check_priority(key, priority)
+            if self._validate_items:
+                self._check_signature(table, ((cell,),), (True,))
+            builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
             if self._chunk_length is None and builder is self._open:
                 self._finalize(builder, send=False)
             builder.pending_items += 1
-            self._pending.append((table, priority, key,
-                                  [(True, ((builder.key, trajectory.offset, 1, trajectory.leaf),))],
+            self._pending.append((table, priority, key, [(True, ((builder.key, cell.offset, 1, cell.leaf),))],
                                   (builder,)))
             self._send_ready()
             return
         columns = []
-        # A lone reference (a one-leaf step) needs no structure walk.
-        leaves = (trajectory,) if leaf_type is CellRef or leaf_type is ColumnRefs else tree.flatten(trajectory)
+        # A lone column (a one-leaf step) needs no structure walk.
+        leaves = ((trajectory,) if leaf_type is TrajectoryColumn or leaf_type is CellRef
+                  else tree.flatten(trajectory))
         for leaf in leaves:
-            if isinstance(leaf, CellRef):
+            if type(leaf) is TrajectoryColumn:
+                columns.append((leaf._data_references, leaf.is_squeezed))  # noqa: SLF001 - same module
+            elif type(leaf) is CellRef:
                 columns.append(((leaf,), True))
-            elif isinstance(leaf, ColumnRefs):
-                if not leaf.cells:
-                    raise errors.InvalidArgumentError("an item column references no steps")
-                columns.append((leaf.cells, False))
             else:
-                raise errors.InvalidArgumentError(
-                    f"trajectory leaves must be CellRef or ColumnRefs (from append or history), got "
-                    f"{type(leaf).__name__}")
-        if not columns:
-            raise errors.InvalidArgumentError("the trajectory has no columns")
+                raise TypeError(f"All leaves of `trajectory` must be `TrajectoryColumn` but got {trajectory}")
+        if not any(cells for cells, _ in columns):
+            raise errors.InvalidArgumentError("trajectory must not be empty.")
+        priority = float(priority)
+        if priority != priority:
+            raise errors.InvalidArgumentError("`priority` must not be nan.")
+        for i, (cells, squeeze) in enumerate(columns):
+            self._check_column(i, cells, squeeze)
+        key = self._new_key()
+        validation.check_priority(key, priority)
+        if self._validate_items:
+            self._check_signature(table, [cells for cells, _ in columns], [sq for _, sq in columns])
         self._add_item(table, priority, key, columns)
 
+    def _check_column(self, index: int, cells: Sequence[CellRef], squeeze: bool) -> None:
+        """Reverb's TrajectoryColumn::Validate."""
+        if not cells:
+            raise errors.InvalidArgumentError(f"Error in column {index}: the column references no steps.")
+        for cell in cells:
+            if not self._kept_alive(cell):
+                raise errors.InvalidArgumentError(f"Error in column {index}: Column contains expired CellRef.")
+        first = cells[0]
+        for i, cell in enumerate(cells):
+            if cell.dtype != first.dtype and not _both_strings(cell.dtype, first.dtype):
+                raise errors.InvalidArgumentError(
+                    f"Error in column {index}: Column references tensors with different dtypes: "
+                    f"{specs.tf_dtype_name(first.dtype)} (index 0) != {specs.tf_dtype_name(cell.dtype)} "
+                    f"(index {i}).")
+            if cell.shape != first.shape:
+                raise errors.InvalidArgumentError(
+                    f"Error in column {index}: Column references tensors with incompatible shapes: "
+                    f"{specs.tf_shape_text(first.shape)} (index 0) not compatible with "
+                    f"{specs.tf_shape_text(cell.shape)} (index {i}).")
+
+    def _check_signature(self, table: str, columns: Sequence[Sequence[CellRef]], squeezed: Sequence[bool]) -> None:
+        """Reverb's ItemAndRefs::Validate: the item's columns (dtype, and shape with the time
+        dimension unless squeezed) against the table's signature, fetched once per client. A
+        layout (per column: its slot, length and squeeze flag) found to fit is remembered.
+
+        Raises:
+          InvalidArgumentError: the server has no such table; SignatureMismatchError: the
+            columns do not fit the signature. Errors of `server_info`.
+        """
+        layout = tuple((cells[0].leaf, len(cells), sq) for cells, sq in zip(columns, squeezed))
+        fitting = self._valid_layouts.get(table)
+        if fitting is not None and layout in fitting:
+            return
+        signature = _table_signature(self._client, table, self._signature_timeout)
+        if signature is not None:
+            got = [(tuple(cells[0].shape) if sq else (len(cells), *cells[0].shape), cells[0].dtype)
+                   for cells, sq in zip(columns, squeezed)]
+            _check_against_signature(table, signature, got)
+        if fitting is None:
+            fitting = self._valid_layouts[table] = set()
+        fitting.add(layout)
+
     def create_item_from_last_steps(self, table: str, priority: float, num_steps: int) -> None:
-        """Creates an item of every leaf's last `num_steps` steps (with a time dimension), as
-        `create_item` with `history[leaf][-num_steps:]` for each leaf, without building the
+        """Creates an item of every column's last `num_steps` steps (with a time dimension), as
+        `create_item` with `history[column][-num_steps:]` for each column, without building the
         references (the legacy `Writer`'s path). The caller checks that `num_steps` steps of
         this episode are kept alive.
 
         Raises:
-          InvalidArgumentError: a bad priority, or the writer is closed;
-          any error the stream failed with.
+          InvalidArgumentError: a bad priority, a column without a value in one of the steps;
+            SignatureMismatchError as `create_item`.
+          CancelledError: the writer is closed; any error the stream failed with.
         """
         self._check_open()
         priority = float(priority)
         key = self._new_key()
         validation.check_priority(key, priority)
         columns = []
-        for history in self._history:
+        for column, history in enumerate(self._history):
             cells = tuple(history)[-num_steps:] if num_steps != 1 else (history[-1],)
+            if None in cells:
+                raise errors.InvalidArgumentError(
+                    f"column {self._paths[column]} has no value in some of the last {num_steps} steps")
             columns.append((cells, False))
+        if self._validate_items:
+            self._check_signature(table, [cells for cells, _ in columns], [False] * len(columns))
         self._add_item(table, priority, key, columns)
 
     def _add_item(self, table: str, priority: float, key: int, columns: list) -> None:
@@ -572,11 +985,7 @@ class TrajectoryWriter:
             for cell in cells:
                 builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
                 if not self._kept_alive(cell):
-                    raise errors.InvalidArgumentError(
-                        f"the trajectory references step {cell.step} of "
-                        f"{'an earlier episode' if builder.episode_id != self._episode_id else 'this episode'}"
-                        f", which is no longer kept alive (the writer keeps the last {self._keep} steps); "
-                        "raise num_keep_alive_refs")
+                    raise errors.InvalidArgumentError("Column contains expired CellRef.")
                 if builder not in builders:
                     builders.append(builder)
         if self._chunk_length is None and self._open is not None and self._open in builders:
@@ -634,7 +1043,7 @@ class TrajectoryWriter:
         encoded = []
         nbytes = 0
         hints = self._compress_hints
-        for leaf in range(len(hints)):
+        for leaf in range(len(one_step) if one_step is not None else len(columns)):
             hint = hints[leaf]
             if hint[0] > 0:
                 hint[0] -= 1
@@ -679,18 +1088,39 @@ class TrajectoryWriter:
 
     # -- flushing and episodes -----------------------------------------------------------
 
-    def flush(self, block_until_num_items: int = 0, timeout: Optional[float] = None) -> None:
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None, *,
+              timeout: Optional[float] = None) -> None:
         """Sends every created item (closing chunks they wait for) and blocks until at most
-        `block_until_num_items` items are unacknowledged.
+        `block_until_num_items` items are unacknowledged. On a timeout the items stay queued
+        and are sent and inserted in the background.
+
+        Args:
+          block_until_num_items: how many items may stay unacknowledged.
+          timeout_ms: how long to wait; None (or, as in Reverb, <= 0): no limit.
+          timeout: the same in seconds, for `replay.client`'s one-step insert until it passes
+            timeout_ms.
 
         Raises:
-          DeadlineExceededError: not within `timeout` seconds (items stay queued); any error of the
-            stream, e.g. UnavailableError when the server went away, NotFoundError for an unknown
-            table, SignatureMismatchError for data that does not fit a table.
+          InvalidArgumentError (a ValueError): block_until_num_items < 0.
+          DeadlineExceededError: not within `timeout_ms`. Any error of the stream, e.g.
+            UnavailableError when the server went away, NotFoundError for an unknown table,
+            SignatureMismatchError for data that does not fit a table.
+          CancelledError (a RuntimeError): the writer is closed.
         """
+        if block_until_num_items < 0:
+            raise errors.InvalidArgumentError(
+                f"block_until_num_items must be >= 0, got {block_until_num_items}")
         self._check_open()
         self._close_referenced_chunks()
-        self._stream.wait(block_until_num_items, timeout)
+        if timeout is not None:
+            timeout_ms = int(timeout * 1000)
+        timeout = None if timeout_ms is None or timeout_ms <= 0 else timeout_ms / 1000
+        try:
+            self._stream.wait(block_until_num_items, timeout)
+        except errors.DeadlineExceededError as e:
+            raise errors.DeadlineExceededError(
+                f"Flush call did not complete within provided timeout of "
+                f"{datetime.timedelta(milliseconds=timeout_ms)} ({e})") from None
 
     def _close_referenced_chunks(self) -> None:
         if self._open is not None and self._open.pending_items > 0:
@@ -699,46 +1129,69 @@ class TrajectoryWriter:
             self._send_ready()
         self._send_releases()
 
-    def end_episode(self, clear_buffers: bool = True, timeout: Optional[float] = None) -> None:
-        """Ends the episode: sends pending items, waits for their acks and starts a new episode
-        id. With `clear_buffers` every kept chunk is released, so later items cannot reference
-        earlier steps; without it the open chunk is closed (chunks hold steps of one episode) and
-        the kept-alive steps stay referenceable, as in Reverb.
+    def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
+        """Flushes (every item acknowledged) and starts a new episode: `episode_steps` is 0 and
+        a new episode id is drawn. With `clear_buffers` the history is emptied and later items
+        cannot reference earlier steps; without it the history goes on (its indices keep
+        counting from the earlier episode's start) and items may span both episodes.
 
-        Raises: as `flush`.
+        Args:
+          clear_buffers: whether to empty the history.
+          timeout_ms: how long to wait for the acknowledgements (None: no limit; 0: only those
+            already there). On a timeout the episode does not end (as in Reverb's C++ writer):
+            the items stay queued and a later call can end it.
+
+        Raises:
+          InvalidArgumentError (a ValueError): a partial step is open (complete it first).
+          DeadlineExceededError: not within `timeout_ms`. Errors of the stream, as `flush`.
+          CancelledError (a RuntimeError): the writer is closed.
         """
         self._check_open()
+        if self._open_row is not None:
+            raise errors.InvalidArgumentError(
+                "end_episode() called while a partial step is open; complete it with append() first")
         self._close_referenced_chunks()
+        try:
+            self._stream.wait(0, None if timeout_ms is None else max(0, timeout_ms) / 1000)
+        except errors.DeadlineExceededError as e:
+            raise errors.DeadlineExceededError(
+                f"End episode call did not complete within provided timeout of "
+                f"{datetime.timedelta(milliseconds=timeout_ms)} ({e})") from None
         if clear_buffers:
-            for builder in set(self._window):
-                builder.live_steps = 0
-                if builder is not self._open and builder.pending_items == 0:
-                    self._release(builder, self._releases)
+            for kept in set(self._window):
+                for builder in (kept if type(kept) is tuple else (kept,)):
+                    builder.live_steps = 0
+                    if builder is not self._open and builder.pending_items == 0:
+                        self._release(builder, self._releases)
             if self._open is not None:
                 self._open.released = True
                 self._open = None
             self._window.clear()
             for history in self._history:
                 history.clear()
+            self._history_count[0] = 0
         elif self._open is not None:
             self._finalize(self._open)  # the next episode's steps go into chunks of their own
         self._send_releases()
         self._episode_id = self._new_key()
         self._episode_step = 0
-        self._stream.wait(0, timeout)
 
-    def close(self, flush: bool = True, cancel: bool = False) -> None:
-        """Flushes (unless `flush` is False) and ends the stream. Idempotent. With `cancel` (and
-        no flush), the stream is cancelled at once: items not acknowledged yet may or may not
-        have been inserted, and none is inserted later.
+    def close(self, flush: bool = False, cancel: bool = False) -> None:
+        """Ends the writer. Idempotent. Items already created are sent and the stream ends
+        once the server acknowledged them (waiting at most a few seconds, then cancelling);
+        errors of the stream are not raised. Reverb's close cancels the stream instead.
 
-        Raises: as `flush` (the stream is closed either way).
+        Extensions: with `flush`, first waits (without a limit) for every item's
+        acknowledgement and raises the stream's errors, as `flush`; with `cancel` (and no
+        flush) the stream is cancelled at once: items not acknowledged yet may or may not have
+        been inserted, and none is inserted later.
         """
         if self._closed:
             return
         try:
-            if flush:
+            if not cancel or flush:
                 self._close_referenced_chunks()
+            if flush:
                 self._stream.wait(0, None)
         finally:
             self._closed = True
@@ -746,19 +1199,131 @@ class TrajectoryWriter:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise errors.InvalidArgumentError("the writer is closed; create a new one")
+            raise errors.CancelledError("TrajectoryWriter::Close has been called.")
 
-    def __enter__(self):
+    def __enter__(self) -> "TrajectoryWriter":
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is None:
-            self.close()
-        else:
+        # As Reverb's: flushes unless the block raised a replay error; then (an extension)
+        # closes the stream.
+        try:
+            if exc_type is None or not issubclass(exc_type, errors.ReplayError):
+                self.flush()
+        finally:
             try:
-                self.close(flush=False)
+                self.close()
             except errors.ReplayError:
-                pass  # the original exception is the one to see
+                if exc_type is None:
+                    raise
+
+    def __del__(self):
+        # As Reverb's writer does when it is destroyed: what was created is sent and acknowledged
+        # first (within _DROPPED_WRITER_FLUSH_SECONDS here), so items created before the writer
+        # went out of scope are in their tables once it is gone.
+        if getattr(self, "_closed", True):
+            return
+        try:
+            self._close_referenced_chunks()
+            self._stream.wait(0, _DROPPED_WRITER_FLUSH_SECONDS)
+        except BaseException:  # noqa: BLE001 - nowhere to report it from a finalizer
+            pass
+        try:
+            self._closed = True
+            self._stream.close(cancel=False)
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def ColumnRefs(cells: Sequence[CellRef]) -> TrajectoryColumn:  # noqa: N802 - the former class name
+    """`TrajectoryColumn(cells)`, under the name `replay.client`'s one-step insert imports until
+    it builds TrajectoryColumns itself."""
+    return TrajectoryColumn(cells)
+
+
+# -- table signatures ----------------------------------------------------------------------------
+
+# Client -> {table: flat signature (a list of (name, shape, dtype)) or None}, as Reverb's client
+# caches them; refreshed when a writer meets a table it does not list.
+_SIGNATURES: "weakref.WeakKeyDictionary[Any, Dict[str, Any]]" = weakref.WeakKeyDictionary()
+_SIGNATURES_LOCK = threading.Lock()
+
+
+def _table_signature(client, table: str, timeout: Optional[float]):
+    """The flat signature of `table` (None: the table has none), from the client's cache or
+    `server_info`.
+
+    Raises:
+      InvalidArgumentError: the server has no such table. Errors of `server_info`.
+    """
+    with _SIGNATURES_LOCK:
+        cached = _SIGNATURES.get(client)
+    if cached is None or table not in cached:
+        from replay.client import Client as NativeClient
+
+        infos = (NativeClient.server_info(client, timeout=timeout) if isinstance(client, NativeClient)
+                 else client.server_info(timeout=timeout))
+        cached = {name: _flat_signature(info.signature) for name, info in infos.items()}
+        with _SIGNATURES_LOCK:
+            _SIGNATURES[client] = cached
+    if table not in cached:
+        raise errors.InvalidArgumentError(
+            f"Unable to create item in table '{table}' since the table could not be found.")
+    return cached[table]
+
+
+def _flat_signature(signature) -> Optional[List[Tuple[str, Optional[tuple], np.dtype]]]:
+    if signature is None:
+        return None
+    out = []
+    for path, spec in tree.flatten_with_path(signature):
+        shape = spec.shape
+        if hasattr(shape, "as_list"):  # tf.TensorShape
+            shape = None if shape.rank is None else shape.as_list()
+        dtype = getattr(spec.dtype, "as_numpy_dtype", spec.dtype)
+        name = getattr(spec, "name", None) or "/".join(str(p) for p in path)
+        out.append((name, None if shape is None else tuple(shape), np.dtype(dtype)))
+    return out
+
+
+def _spec_text(i: int, name: str, shape, dtype) -> str:
+    return f"{i}: Tensor<name: '{name}', dtype: {specs.tf_dtype_name(dtype)}, shape: {specs.tf_shape_text(shape)}>"
+
+
+def _check_against_signature(table: str, signature, got: List[Tuple[tuple, np.dtype]]) -> None:
+    """Reverb's check of an item's columns against a table signature (dtype equal, shape
+    compatible), with its messages.
+
+    Raises:
+      SignatureMismatchError: a different number of columns, or a column that does not fit.
+    """
+    def describe():
+        want_text = ", ".join(_spec_text(i, n, s, d) for i, (n, s, d) in enumerate(signature))
+        got_text = ", ".join(_spec_text(i, str(i), s, d) for i, (s, d) in enumerate(got))
+        return want_text, got_text
+
+    if len(signature) != len(got):
+        want_text, got_text = describe()
+        raise errors.SignatureMismatchError(
+            f"Unable to create item in table '{table}' since the provided trajectory is inconsistent "
+            f"with the table signature. The trajectory has {len(got)} columns but the table signature "
+            f"has {len(signature)} columns.\n\nThe table signature is:\n\t{want_text}\n\nThe provided "
+            f"trajectory signature was:\n\t{got_text}.\n")
+    for i, ((_, want_shape, want_dtype), (shape, dtype)) in enumerate(zip(signature, got)):
+        same_dtype = dtype == want_dtype or (dtype.kind in "SUO" and want_dtype.kind in "SUO")
+        compatible = want_shape is None or (len(want_shape) == len(shape) and all(
+            w is None or w == s for w, s in zip(want_shape, shape)))
+        if not (same_dtype and compatible):
+            want_text, got_text = describe()
+            raise errors.SignatureMismatchError(
+                f"Unable to create item in table '{table}' since the provided trajectory is "
+                f"inconsistent with the table signature. The table expects column {i} to be a "
+                f"{specs.tf_dtype_name(want_dtype)} {specs.tf_shape_text(want_shape)} tensor but got a "
+                f"{specs.tf_dtype_name(dtype)} {specs.tf_shape_text(shape)} tensor.\n\nThe table "
+                f"signature is:\n\t{want_text}\n\nThe provided trajectory signature is:\n\t{got_text}.\n")
+
+
+# -- helpers -------------------------------------------------------------------------------------
 
 
 def _random_keys(rng: random.Random):
@@ -768,10 +1333,11 @@ def _random_keys(rng: random.Random):
         yield from [getrandbits(63) + 1 for _ in range(1024)]
 
 
-def _raise_spec_mismatch(index: int, leaf: np.ndarray, shape, dtype) -> None:
-    raise errors.InvalidArgumentError(
-        f"leaf {index} of the step has shape {leaf.shape} and dtype {leaf.dtype}, but the first "
-        f"step had {shape} and {dtype}; every step of a writer has the same specs")
+def _dtype_text(dtype: np.dtype, other: np.dtype) -> str:
+    """TensorFlow's name of `dtype` (as Reverb's messages give it), or numpy's where both have
+    the same TensorFlow name (bytes and str strings)."""
+    name = specs.tf_dtype_name(dtype)
+    return f"{name} ({dtype.str})" if name == specs.tf_dtype_name(other) else name
 
 
 def _both_strings(a: np.dtype, b: np.dtype) -> bool:
@@ -788,7 +1354,26 @@ def _same_structure(a, b) -> bool:
     return True
 
 
-def _item_columns(columns) -> List[TrajectoryColumn]:
+def _is_named_tuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(x, "_fields")
+
+
+def _tree_union(a, b):
+    """The union of two structures whose leaves are None or column indices (Reverb's): `a`'s
+    leaves win, `b` adds the paths `a` lacks."""
+    if a is None or isinstance(a, int):
+        return a
+    if _is_named_tuple(a):
+        return type(a)(**_tree_union(a._asdict(), b._asdict()))
+    if isinstance(a, (list, tuple)):
+        return type(a)(_tree_union(aa, bb) for aa, bb in itertools.zip_longest(a, b))
+    merged = {**a}
+    for k, v in b.items():
+        merged[k] = _tree_union(a[k], v) if k in a else v
+    return type(a)(**merged) if type(a) is not dict else merged
+
+
+def _item_columns(columns) -> List[WireColumn]:
     """Wire item columns from cell tuples: runs of consecutive cells of one chunk become one
     slice."""
     out = []

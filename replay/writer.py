@@ -1,13 +1,16 @@
 """Writer: Reverb's legacy writer. Append steps; each item is the last N steps of every leaf.
 
-The simplest way for a rollout worker to write experience: `append` one step (or
-`append_sequence` several), then `create_item(table, num_timesteps, priority)` makes an item of
-the last `num_timesteps` steps, each column with a leading time dimension of that length. It is
-a thin layer over `TrajectoryWriter` (same chunking, asynchronous batched sending, acks and
-error reporting), keeping the last `max_sequence_length` steps alive.
+The simplest way for a rollout worker to write experience, with the API of Reverb 0.14's
+`Writer` (`replay.reverb.Writer` is this class): `append` one step (or `append_sequence`
+several), then `create_item(table, num_timesteps, priority)` makes an item of the last
+`num_timesteps` steps, each column with a leading time dimension of that length. It is a thin
+layer over `TrajectoryWriter` (same chunking, asynchronous batched sending, acks and error
+reporting), keeping the last `max_sequence_length` steps alive. As Reverb's, it does not check
+items against table signatures (the server does).
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 import numpy as np
@@ -16,9 +19,13 @@ import tree
 from replay import errors
 from replay.trajectory_writer import TrajectoryWriter
 
+logger = logging.getLogger(__name__)
+
 
 class Writer:
     """Writes steps and fixed-length items over one stream.
+
+    Create it with `Client.writer(max_sequence_length, ...)`.
 
     Args:
       client: the `Client`.
@@ -36,11 +43,15 @@ class Writer:
                  delta_encoded: bool = False, max_in_flight_items: Optional[int] = None):
         if max_sequence_length <= 0:
             raise errors.InvalidArgumentError(
-                f"max_sequence_length must be positive, got {max_sequence_length}")
+                f"max_sequence_length ({max_sequence_length}) must be a positive integer")
         self.max_sequence_length = int(max_sequence_length)
         self._writer = TrajectoryWriter(client, num_keep_alive_refs=max_sequence_length,
                                         chunk_length=chunk_length, delta_encoded=delta_encoded,
                                         max_in_flight_items=max_in_flight_items)
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"Writer(max_sequence_length={self.max_sequence_length}), closed: {self._closed}"
 
     @property
     def episode_steps(self) -> int:
@@ -50,7 +61,9 @@ class Writer:
     def append(self, data: Any) -> None:
         """Appends one step (a nest of arrays with the same structure, dtypes and shapes each time).
 
-        Raises: as `TrajectoryWriter.append`.
+        Raises:
+          InvalidArgumentError (a ValueError): a dtype or shape other than the first step's (a
+            step lacking leaves fails at `create_item`). CancelledError (a RuntimeError): the writer is closed.
         """
         self._writer.append(data)
 
@@ -70,51 +83,82 @@ class Writer:
         nested = tree.is_nested(sequence)
         for t in range(lengths.pop()):
             step = [leaf[t] for leaf in leaves]
-            self._writer.append(tree.unflatten_as(sequence, step) if nested else step[0])
+            self.append(tree.unflatten_as(sequence, step) if nested else step[0])
 
     def create_item(self, table: str, num_timesteps: int, priority: float) -> None:
         """Creates an item for `table` from the last `num_timesteps` appended steps.
 
         Raises:
-          InvalidArgumentError: num_timesteps < 1, more than max_sequence_length or than the steps
-            appended in this episode; a bad priority. Errors of the stream (see `flush`).
+          InvalidArgumentError (a ValueError): num_timesteps < 1, or more than the steps buffered
+            (at most max_sequence_length, of this episode); a bad priority; a step among them
+            lacking a leaf. Errors of the stream
+            (see `flush`).
         """
-        if not 1 <= num_timesteps <= self.max_sequence_length:
+        if num_timesteps < 1:
+            raise errors.InvalidArgumentError(f"num_timesteps ({num_timesteps}) must be a positive integer")
+        if num_timesteps > min(self.max_sequence_length, self._writer.episode_steps):
             raise errors.InvalidArgumentError(
-                f"num_timesteps must be between 1 and max_sequence_length={self.max_sequence_length}, "
-                f"got {num_timesteps}")
-        if num_timesteps > self._writer.episode_steps:
-            raise errors.InvalidArgumentError(
-                f"num_timesteps={num_timesteps} but only {self._writer.episode_steps} steps were "
-                "appended in this episode")
+                f"Argument `num_timesteps` is larger than number of buffered timesteps "
+                f"(num_timesteps={num_timesteps}, {min(self.max_sequence_length, self._writer.episode_steps)} "
+                "buffered).")
         self._writer.create_item_from_last_steps(table, priority, num_timesteps)
 
-    def flush(self, timeout: Optional[float] = None) -> None:
+    def flush(self, *, timeout_ms: Optional[int] = None) -> None:
         """Sends everything and waits until the server acknowledged every item.
 
+        Args:
+          timeout_ms: (an extension) how long to wait; None: no limit.
+
         Raises:
-          DeadlineExceededError: not within `timeout` seconds; UnavailableError: the server went
+          DeadlineExceededError: not within `timeout_ms`; UnavailableError: the server went
           away; NotFoundError / SignatureMismatchError / InvalidArgumentError: the server refused
           an item (the writer is unusable afterwards).
         """
-        self._writer.flush(0, timeout)
+        self._writer.flush(0, timeout_ms)
 
-    def end_episode(self, timeout: Optional[float] = None) -> None:
-        """Flushes and starts a new episode: later items cannot reach back into this one.
-
-        Raises: as `flush`.
-        """
-        self._writer.end_episode(timeout=timeout)
-
-    def close(self) -> None:
-        """Flushes and closes the stream. Idempotent.
+    def end_episode(self, *, timeout_ms: Optional[int] = None) -> None:
+        """(An extension.) Flushes and starts a new episode: later items cannot reach back into
+        this one.
 
         Raises: as `flush`.
         """
-        self._writer.close()
+        self._writer.end_episode(timeout_ms=timeout_ms)
 
-    def __enter__(self):
+    def close(self, retry_on_unavailable: bool = True) -> None:
+        """Flushes and closes the stream. `retry_on_unavailable` is accepted for Reverb's
+        signature; a writer whose server went away raises UnavailableError.
+
+        Raises:
+          InvalidArgumentError (a ValueError): close was already called. As `flush`.
+        """
+        del retry_on_unavailable
+        if self._closed:
+            raise errors.InvalidArgumentError("close() has already been called on Writer.")
+        self._closed = True
+        self._writer.close(flush=True)
+
+    def __enter__(self) -> "Writer":
+        if self._closed:
+            raise errors.InvalidArgumentError("Cannot reuse already closed Writer")
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self._writer.__exit__(exc_type, exc, tb)
+        if self._closed:
+            return
+        if exc_type is None:
+            self.close()
+        else:
+            self._closed = True
+            try:
+                self._writer.close()
+            except errors.ReplayError:
+                pass  # the original exception is the one to see
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            logger.warning("Writer-object deleted without calling .close explicitly.")
+            self._closed = True
+            try:
+                self._writer.close()
+            except BaseException:  # noqa: BLE001 - nowhere to report it from a finalizer
+                pass

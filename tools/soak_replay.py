@@ -88,11 +88,11 @@ def _writer_process(address, writer_ids, payload_floats, rate, stop, results, pr
                         writer.create_item("ledger", 1.0, refs)
                         writer.create_item("replay", 1.0, refs)
                         seq += 1
-                    writer.flush(block_until_num_items=32, timeout=60)
+                    writer.flush(block_until_num_items=32, timeout_ms=60_000)
                     last_progress[writer_id] = time.monotonic()
                     if seq % 256 == 0:
-                        writer.end_episode(timeout=60)
-                writer.flush(timeout=60)
+                        writer.end_episode(timeout_ms=60_000)
+                writer.flush(timeout_ms=60_000)
                 acked = seq
         except Exception as e:  # noqa: BLE001 - reported to the coordinator
             error = f"{e!r} after {time.monotonic() - started:.1f} s at step {seq}"

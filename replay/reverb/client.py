@@ -1,4 +1,4 @@
-"""Reverb's `client` module (`replay.reverb`): `Client` and the legacy `Writer`.
+"""Reverb's `client` module (`replay.reverb`): `Client`, and the legacy `Writer` (the service's own).
 
 `Client` is `replay.client.Client` with Reverb's signatures: `sample` yields per-timestep
 samples by default (`emit_timesteps=True`) and flat columns unless `unpack_as_table_signature`,
@@ -15,75 +15,13 @@ import tree
 
 from replay import client as native_client
 from replay import errors
-from replay import writer as native_writer
+from replay.trajectory_writer import TrajectoryWriter
+from replay.writer import Writer
 from replay.replay_sample import ReplaySample
 
 # Reverb's legacy writer closes chunks of min(10, max_sequence_length) steps by default.
 _DEFAULT_LEGACY_CHUNK_LENGTH = 10
 _RETRY_INTERVAL_SECONDS = 0.05
-
-
-class Writer:
-    """Reverb's legacy `Writer` (append steps, create items from the last `num_timesteps`).
-
-    Prefer `TrajectoryWriter`. Errors are those of `replay.writer.Writer`.
-    """
-
-    def __init__(self, writer: native_writer.Writer):
-        self._writer = writer
-        self._closed = False
-
-    def __enter__(self) -> "Writer":
-        if self._closed:
-            raise ValueError("the writer is closed; create a new one with Client.writer")
-        return self
-
-    def __exit__(self, *_):
-        if not self._closed:
-            self.close()
-
-    def __repr__(self) -> str:
-        return f"Writer(max_sequence_length={self._writer.max_sequence_length})"
-
-    @property
-    def episode_steps(self) -> int:
-        return self._writer.episode_steps
-
-    def append(self, data: Any) -> None:
-        """Appends one step. Raises: InvalidArgumentError on a change of structure, dtype or shape."""
-        self._writer.append(data)
-
-    def append_sequence(self, sequence: Any) -> None:
-        """Appends the steps of a nest whose leaves share a leading time dimension."""
-        self._writer.append_sequence(sequence)
-
-    def create_item(self, table: str, num_timesteps: int, priority: float) -> None:
-        """Creates an item of the last `num_timesteps` steps.
-
-        Raises:
-          InvalidArgumentError (a ValueError): num_timesteps out of range, a bad priority.
-        """
-        self._writer.create_item(table, num_timesteps, priority)
-
-    def flush(self) -> None:
-        """Sends everything and waits for the server's acknowledgements."""
-        self._writer.flush()
-
-    def end_episode(self) -> None:
-        self._writer.end_episode()
-
-    def close(self, retry_on_unavailable: bool = True) -> None:
-        """Flushes and closes the stream. `retry_on_unavailable` is accepted for Reverb's
-        signature; a writer whose server went away raises UnavailableError.
-
-        Raises:
-          ValueError: close was already called.
-        """
-        del retry_on_unavailable
-        if self._closed:
-            raise ValueError("close() has already been called on Writer.")
-        self._closed = True
-        self._writer.close()
 
 
 class Client(native_client.Client):
@@ -144,29 +82,22 @@ class Client(native_client.Client):
         if max_in_flight_items < 1:
             raise errors.InvalidArgumentError(
                 f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
-        return Writer(native_writer.Writer(self, max_sequence_length, chunk_length=chunk_length,
-                                           delta_encoded=delta_encoded,
-                                           max_in_flight_items=max_in_flight_items))
+        return Writer(self, max_sequence_length, chunk_length=chunk_length, delta_encoded=delta_encoded,
+                      max_in_flight_items=max_in_flight_items)
 
     def trajectory_writer(self, num_keep_alive_refs: int, *, validate_items: bool = True,
                           chunk_length: Optional[int] = None,
-                          max_in_flight_items: Optional[int] = None):
-        """Reverb's `TrajectoryWriter` (see `replay.reverb.trajectory_writer`). Items are
-        validated against table signatures by the server (`validate_items` is accepted for
-        Reverb's signature).
+                          max_in_flight_items: Optional[int] = None,
+                          get_signature_timeout_ms: Optional[int] = None) -> TrajectoryWriter:
+        """Reverb's `TrajectoryWriter` (see `replay.trajectory_writer`). With `validate_items`
+        `create_item` checks items against their table's signature.
 
         Raises:
           InvalidArgumentError (a ValueError): num_keep_alive_refs < 1.
         """
-        del validate_items
-        from replay.reverb.trajectory_writer import TrajectoryWriter
-        from replay.trajectory_writer import TrajectoryWriter as ServiceWriter
-
-        if num_keep_alive_refs < 1:
-            raise errors.InvalidArgumentError(
-                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
-        return TrajectoryWriter(ServiceWriter(self, num_keep_alive_refs, chunk_length=chunk_length,
-                                              max_in_flight_items=max_in_flight_items))
+        return TrajectoryWriter(self, num_keep_alive_refs, chunk_length=chunk_length,
+                                max_in_flight_items=max_in_flight_items, validate_items=validate_items,
+                                get_signature_timeout_ms=get_signature_timeout_ms)
 
     def structured_writer(self, configs: Sequence[Any]):
         """A `StructuredWriter` inserting items as `configs` describe (see `structured_writer`).

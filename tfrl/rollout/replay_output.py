@@ -331,8 +331,9 @@ class ReplayOutput:
         together, are unacknowledged: each writer in turn may leave what the earlier ones left
         of that budget (acks only lower a writer's count afterwards)."""
         budget = self.spec.max_unacked_after_write
+        timeout = self.spec.flush_timeout
         for writer in self._shard_writers():
-            writer.flush(block_until_num_items=budget, timeout=self.spec.flush_timeout)
+            writer.flush(block_until_num_items=budget, timeout_ms=None if timeout is None else int(timeout * 1000))
             budget = max(0, budget - writer.num_unacked_items)
 
     def _write_policy_batch(self, pid: str, batch: SampleBatch) -> int:

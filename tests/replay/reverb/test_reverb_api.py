@@ -111,7 +111,7 @@ def test_trajectory_writer_keeps_its_history_over_end_episode_without_clearing_b
         writer.create_item("queue", 1.0, writer.history[0][-1])
         writer.end_episode()
         assert len(writer.history[0]) == 0
-        with pytest.raises(ValueError, match="expired"):
+        with pytest.raises(RuntimeError, match="expired"):
             kept.numpy()
     values = [next(client.sample("queue", emit_timesteps=False)).data[0].tolist() for _ in range(2)]
     assert values == [[1, 2, 3], [4, 5, 6]]

@@ -31,7 +31,7 @@ def test_sixteen_writers_and_four_samplers_account_for_every_item(server):
                     writer.append(np.array([writer_id, i], np.int64))
                     writer.create_item(table, 1, 1.0)
                     if i % 50 == 49:
-                        writer.end_episode(timeout=30)
+                        writer.end_episode(timeout_ms=30_000)
         except Exception as e:  # reported below; a thread cannot fail the test directly
             failures.append(e)
 

@@ -156,7 +156,7 @@ def test_writer_errors_surface_at_the_next_call(server, client):
     writer.append(np.float32(1))
     writer.create_item("no_such_table", 1, 1.0)
     with pytest.raises(errors.NotFoundError, match="no_such_table"):
-        writer.flush(timeout=10)
+        writer.flush(timeout_ms=10_000)
     with pytest.raises(errors.NotFoundError):
         writer.append(np.float32(2))
         writer.create_item("uniform", 1, 1.0)
@@ -167,13 +167,13 @@ def test_writer_raises_unavailable_when_the_server_goes_away(server, client):
     writer = client.writer(1)
     writer.append(np.float32(1))
     writer.create_item("uniform", 1, 1.0)
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     server.stop(grace=None)
     with pytest.raises((errors.UnavailableError, errors.CancelledError)):
         for t in range(10_000):  # the first calls may still be queued before the failure is seen
             writer.append(np.float32(t))
             writer.create_item("uniform", 1, 1.0)
-        writer.flush(timeout=30)
+        writer.flush(timeout_ms=30_000)
 
 
 def test_client_pickles_by_address(server):

@@ -45,12 +45,12 @@ def test_256_writers_16_samplers_and_a_dataset_all_progress_together():
         client = server.localhost_client()
         with client.trajectory_writer(num_keep_alive_refs=1, max_in_flight_items=4) as writer:
             writer.create_item("experience", 1.0, writer.append(np.array([writer_id, 0], np.int64)))
-            writer.flush(timeout=60)
+            writer.flush(timeout_ms=60_000)
             # Every writer's stream is open (and acked once) before any goes on: 256 streams at once.
             all_open.wait(timeout=90)
             for i in range(1, ITEMS_PER_WRITER):
                 writer.create_item("experience", 1.0, writer.append(np.array([writer_id, i], np.int64)))
-            writer.flush(timeout=60)
+            writer.flush(timeout_ms=60_000)
 
     @record("sampler")
     def sample(sampler_id):

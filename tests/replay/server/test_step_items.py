@@ -49,7 +49,7 @@ def test_step_items_fit_a_signature_and_mix_with_single_steps(client):
         assert [history[-2].numpy().item(), history[-1].numpy().item()] == [3, 4]
         writer.create_item("typed", 1.0, {"obs": writer.history["obs"][-1],
                                           "action": writer.history["action"][-1]})
-        with pytest.raises(errors.InvalidArgumentError, match="no longer kept alive"):
+        with pytest.raises(errors.InvalidArgumentError, match="expired"):
             writer.create_item("typed", 1.0, refs)  # step 100 left the two-step window
         writer.append({k: v[0] for k, v in _steps(1, start=200).items()})
         writer.create_item("typed", 1.0, {"obs": writer.history["obs"][-1],

@@ -243,7 +243,7 @@ def test_max_in_flight_bytes_per_stream_ends_only_the_stream_over_it(make_server
             for _ in range(50):  # incompressible 4 kB steps, all kept alive
                 refs = writer.append(rng.random(1000, dtype=np.float32))
                 writer.create_item("uniform", 1.0, refs)
-            writer.flush(timeout=10)
+            writer.flush(timeout_ms=10_000)
     # A writer that releases its steps goes on writing.
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
         for _ in range(50):

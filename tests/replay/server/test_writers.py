@@ -15,7 +15,7 @@ def test_chunk_length_groups_steps_and_items_wait_for_their_chunk(server, client
         writer.append({"frame": np.full((2, 2), t, np.int32)})
         writer.create_item("uniform", 1.0, {"frame": writer.history["frame"][-1:]})
     # Items 0-3 went out with the first (closed) chunk; items 4-5 wait for the open one.
-    writer.flush(block_until_num_items=0, timeout=10)
+    writer.flush(block_until_num_items=0, timeout_ms=10_000)
     assert server.tables["uniform"].size == 6
     lengths = sorted(server.chunk_store.get([k])[0].length for k in server.chunk_store.keys())
     assert lengths == [2, 4]  # flush closed the open chunk after 2 steps
@@ -27,38 +27,120 @@ def test_chunk_length_groups_steps_and_items_wait_for_their_chunk(server, client
 
 def test_keep_alive_window_and_history_errors(client):
     writer = client.trajectory_writer(num_keep_alive_refs=2)
-    with pytest.raises(errors.InvalidArgumentError, match="append a step first"):
+    with pytest.raises(RuntimeError, match="before `append` is called"):
         writer.history
     first = writer.append({"x": np.float32(0)})
     for t in range(1, 4):
         writer.append({"x": np.float32(t)})
-    with pytest.raises(errors.InvalidArgumentError, match="no longer kept alive"):
+    with pytest.raises(errors.InvalidArgumentError, match="Error in column 0: Column contains expired CellRef"):
         writer.create_item("uniform", 1.0, first)
-    with pytest.raises(errors.InvalidArgumentError, match="kept-alive"):
+    # An index beyond the kept-alive steps is a None reference, which a column refuses (as Reverb).
+    with pytest.raises(ValueError, match="cannot contain any None data references"):
         writer.history["x"][-3]
     with pytest.raises(errors.InvalidArgumentError, match="priority"):
         writer.create_item("uniform", -1.0, writer.history["x"][-1])
-    with pytest.raises(errors.InvalidArgumentError, match="structure"):
-        writer.append({"y": np.float32(1)})
     with pytest.raises(errors.InvalidArgumentError, match="shape"):
         writer.append({"x": np.zeros(2, np.float32)})
     writer.create_item("uniform", 1.0, writer.history["x"][-2:])
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     sample = next(client.sample("uniform", 1, timeout=10))
     np.testing.assert_array_equal(sample.data[0], [2.0, 3.0])
     writer.close()
 
 
+def test_history_indices_count_from_the_start_of_the_episode(client):
+    """As Reverb's `_ColumnHistory`: index i >= 0 is the episode's step i (as if the history
+    were unbounded), negative indices count from the end; only kept-alive steps can be used."""
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    for t in range(5):
+        writer.append({"x": np.int64(t)})
+    column = writer.history["x"]
+    assert len(column) == 5
+    assert column[3].numpy() == 3 and column[4].numpy() == 4
+    assert column[-1].numpy() == 4 and column[-2].numpy() == 3
+    np.testing.assert_array_equal(column[3:].numpy(), [3, 4])
+    np.testing.assert_array_equal(column[3:5].numpy(), [3, 4])
+    np.testing.assert_array_equal(column[[4, 3]].numpy(), [4, 3])
+    np.testing.assert_array_equal(column[:4].numpy(), [3])  # kept cells before step 4, as Reverb's
+    for expired in (0, 2, -3, -6):
+        with pytest.raises(ValueError, match="None data references"):
+            column[expired]
+    with pytest.raises(ValueError, match="None data references"):
+        column[2:]
+    with pytest.raises(IndexError):
+        column[5]
+    writer.create_item("uniform", 1.0, {"x": column[3:5]})
+    writer.end_episode(timeout_ms=10_000)
+    writer.append({"x": np.int64(10)})
+    assert len(writer.history["x"]) == 1 and writer.history["x"][0].numpy() == 10
+    writer.close()
+    np.testing.assert_array_equal(next(client.sample("uniform", 1, timeout=10)).data[0], [3, 4])
+
+
+def test_steps_may_lack_columns_add_columns_and_be_given_in_parts(client):
+    writer = client.trajectory_writer(num_keep_alive_refs=3)
+    writer.append({"obs": np.float32(0)})
+    writer.append({"obs": np.float32(1), "action": np.int64(7)})  # a new column
+    history = writer.history
+    assert sorted(history) == ["action", "obs"]
+    with pytest.raises(ValueError, match="None data references"):
+        history["action"][0]  # the first step had no action
+    writer.append({"obs": np.float32(2)}, partial_step=True)
+    assert writer.episode_steps == 2  # a partial step counts once complete
+    assert writer.history["obs"][-1].numpy() == 2  # its cells can be used at once
+    with pytest.raises(ValueError, match="has already been set in the active step"):
+        writer.append({"obs": np.float32(3)}, partial_step=True)
+    with pytest.raises(ValueError, match="partial step is open"):
+        writer.end_episode()
+    # an item of the open step's first part goes out (closing its chunk) before the rest arrives
+    writer.create_item("uniform", 1.0, {"obs": writer.history["obs"][-2:]})
+    writer.flush(timeout_ms=10_000)
+    writer.append({"action": np.int64(8)})
+    assert writer.episode_steps == 3
+    writer.create_item("uniform", 1.0, {"obs": writer.history["obs"][-1],
+                                        "action": writer.history["action"][-2:]})
+    with pytest.raises(ValueError, match="wrong dtype"):
+        writer.append({"obs": np.float64(3)})
+    writer.close(flush=True)
+    data = sorted((len(s.data), [np.asarray(c).tolist() for c in s.data]) for s in client.sample("uniform", 30))
+    assert [1, [[1.0, 2.0]]] in [list(d) for d in data]
+    assert [2, [[7, 8], 2.0]] in [list(d) for d in data]  # columns in sorted-key order
+
+
+def test_flush_and_end_episode_time_out_with_reverbs_error(client):
+    """The "queue" table holds 100 items: the 101st is not acknowledged until one is sampled."""
+    writer = client.trajectory_writer(num_keep_alive_refs=1)
+    for t in range(101):
+        writer.append(np.float32(t))
+        writer.create_item("queue", 1.0, writer.history[-1])
+        if t == 99:
+            writer.flush(timeout_ms=10_000)
+    with pytest.raises(errors.DeadlineExceededError, match="Flush call did not complete within provided timeout"):
+        writer.flush(timeout_ms=100)
+    with pytest.raises(errors.DeadlineExceededError, match="End episode call did not complete"):
+        writer.end_episode(timeout_ms=100)
+    assert writer.episode_steps == 101  # the episode did not end
+    with pytest.raises(ValueError, match="block_until_num_items"):
+        writer.flush(-1)
+    writer.flush(1, timeout_ms=5_000)
+    assert len(list(client.sample("queue", 1, timeout=10))) == 1
+    writer.end_episode(timeout_ms=10_000)
+    assert writer.episode_steps == 0
+    writer.close()
+    with pytest.raises(RuntimeError, match="Close has been called"):
+        writer.append(np.float32(0))
+
+
 def test_end_episode_starts_a_new_episode(server, client):
     writer = client.trajectory_writer(num_keep_alive_refs=4)
     old = writer.append(np.float32(1))
-    writer.end_episode(timeout=10)
+    writer.end_episode(timeout_ms=10_000)
     assert writer.episode_steps == 0
     writer.append(np.float32(2))
-    with pytest.raises(errors.InvalidArgumentError, match="earlier episode"):
+    with pytest.raises(errors.InvalidArgumentError, match="expired"):
         writer.create_item("uniform", 1.0, old)
     writer.create_item("uniform", 1.0, writer.history[-1])
-    writer.close()
+    writer.close(flush=True)
     assert server.tables["uniform"].size == 1
     (item_key,) = server.tables["uniform"].keys()
     chunk = next(iter(server.tables["uniform"].get(item_key).chunks.values()))
@@ -68,7 +150,7 @@ def test_end_episode_starts_a_new_episode(server, client):
 def test_end_episode_without_clearing_buffers_keeps_steps_referenceable(server, client):
     writer = client.trajectory_writer(num_keep_alive_refs=3)
     first = writer.append({"x": np.float32(1)})
-    writer.end_episode(clear_buffers=False, timeout=10)
+    writer.end_episode(clear_buffers=False, timeout_ms=10_000)
     assert writer.episode_steps == 0 and not first["x"].expired
     writer.append({"x": np.float32(2)})
     # One item over the end of the episode: a step of each.
@@ -76,11 +158,13 @@ def test_end_episode_without_clearing_buffers_keeps_steps_referenceable(server, 
     writer.append({"x": np.float32(3)})
     writer.append({"x": np.float32(4)})
     assert first["x"].expired  # three later steps pushed it out of the window
-    with pytest.raises(errors.InvalidArgumentError, match="no longer kept alive"):
+    with pytest.raises(errors.InvalidArgumentError, match="expired"):
         writer.create_item("uniform", 1.0, first)
     last = writer.history["x"][-1]
-    writer.end_episode(clear_buffers=True, timeout=10)
-    assert last.expired and len(writer.history["x"]) == 0
+    writer.end_episode(clear_buffers=True, timeout_ms=10_000)
+    assert len(writer.history["x"]) == 0
+    with pytest.raises(RuntimeError, match="expired"):
+        last.numpy()
     writer.close()
     sample = next(client.sample("uniform", 1, timeout=10))
     np.testing.assert_array_equal(sample.data[0], [1.0, 2.0])
@@ -93,7 +177,7 @@ def test_legacy_writer_append_sequence_and_argument_checks(server, client):
         writer.append_sequence({"a": np.arange(5, dtype=np.int64), "b": np.ones((5, 2), np.float32)})
         assert writer.episode_steps == 5
         writer.create_item("queue", 3, 1.0)
-        with pytest.raises(errors.InvalidArgumentError, match="max_sequence_length"):
+        with pytest.raises(errors.InvalidArgumentError, match="larger than number of buffered timesteps"):
             writer.create_item("queue", 4, 1.0)
         with pytest.raises(errors.InvalidArgumentError, match="same leading"):
             writer.append_sequence({"a": np.arange(2), "b": np.ones((3, 2), np.float32)})
@@ -102,7 +186,7 @@ def test_legacy_writer_append_sequence_and_argument_checks(server, client):
     assert b.shape == (3, 2)
     with client.writer(2) as writer:
         writer.append(np.float32(0))
-        with pytest.raises(errors.InvalidArgumentError, match="only 1 steps"):
+        with pytest.raises(errors.InvalidArgumentError, match="larger than number of buffered"):
             writer.create_item("queue", 2, 1.0)
 
 
@@ -118,13 +202,13 @@ def test_writer_counts_items_the_server_has_not_acknowledged(client):
         writer.append(np.float32(t))
         writer.create_item("queue", 1.0, writer.history[-1])
         if t == 99:
-            writer.flush(timeout=10)
+            writer.flush(timeout_ms=10_000)
             assert writer.num_unacked_items == 0
-    writer.flush(block_until_num_items=3, timeout=10)
+    writer.flush(block_until_num_items=3, timeout_ms=10_000)
     time.sleep(0.2)  # time for an ack that must not come
     assert writer.num_unacked_items == 3
     assert len(list(client.sample("queue", 3, timeout=10))) == 3
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     assert writer.num_unacked_items == 0
     writer.close()
 
@@ -139,11 +223,11 @@ def test_string_leaves_may_differ_in_length_from_step_to_step_but_not_in_kind(se
         writer.create_item("uniform", 1.0, {"word": writer.history["word"][-1:],
                                             "raw": writer.history["raw"][-1:],
                                             "n": writer.history["n"][-1:]})
-    with pytest.raises(errors.InvalidArgumentError, match="leaf 1 of the step"):  # "raw"
+    with pytest.raises(errors.InvalidArgumentError, match=r"column \('raw',\).*<U16"):
         writer.append({"word": np.str_("x"), "raw": np.str_("bytes become str"), "n": np.int64(1)})
-    with pytest.raises(errors.InvalidArgumentError, match="leaf 0 of the step"):  # "n"
+    with pytest.raises(errors.InvalidArgumentError, match=r"column \('n',\). Got double but expected int64"):
         writer.append({"word": np.str_("x"), "raw": np.bytes_(b"x"), "n": np.float64(1.0)})
-    writer.flush(block_until_num_items=0, timeout=10)
+    writer.flush(block_until_num_items=0, timeout_ms=10_000)
     sampled = {}
     for sample in client.sample("uniform", 200, timeout=10):
         n, raw, word = (column[0] for column in sample.data)  # the item's leaves, keys sorted
@@ -162,7 +246,7 @@ def test_incompressible_one_step_chunks_of_string_steps_keep_each_steps_width(se
     for step in steps:
         writer.append(step)
         writer.create_item("uniform", 1.0, writer.history[-1])
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     stored = server.chunk_store.get(list(server.chunk_store.keys()))
     raw = [chunk for chunk in stored if not chunk.columns[0].compressed]
     assert len(raw) > 20  # the raw path took most of them
@@ -191,7 +275,7 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
     for _ in range(steps):
         writer.append({"noise": rng.random(100, dtype=np.float32), "zeros": np.zeros(100, np.float32)})
         writer.create_item("uniform", 1.0, writer.history["noise"][-1])
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     assert tries["zeros"] == steps  # a compressing leaf is always compressed
     # 8 failed tries, then single tries after skips of 64, 128, 256 and 512 chunks
     assert tries["noise"] == trajectory_writer._INCOMPRESSIBLE_TRIES + 4
@@ -200,7 +284,7 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
     for _ in range(trajectory_writer._INCOMPRESSIBLE_MAX_SKIP + 1):
         writer.append({"noise": np.zeros(100, np.float32), "zeros": np.zeros(100, np.float32)})
         writer.create_item("uniform", 1.0, writer.history["noise"][-1])
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     last_chunk = max(server.chunk_store.get(list(server.chunk_store.keys())), key=lambda c: c.start_index)
     assert last_chunk.columns[0].compressed
     assert last_chunk.nbytes == sum(len(c.data) for c in last_chunk.columns) < last_chunk.raw_nbytes
