@@ -308,7 +308,8 @@ class TrajectoryWriter:
 
     Args:
       client: the `Client`.
-      num_keep_alive_refs: how many of the latest steps items may reference.
+      num_keep_alive_refs: how many of the latest steps items may reference (None: the
+        client's `max_num_keep_alive_refs`, for the one-argument form of Reverb's constructor).
       chunk_length: steps per chunk; None closes a chunk when an item references it.
       delta_encoded: delta-encode integer columns of rank >= 1 per step along time.
       max_in_flight_items: the most unacknowledged items before calls block. None (the
@@ -327,10 +328,13 @@ class TrajectoryWriter:
       InvalidArgumentError: non-positive num_keep_alive_refs, chunk_length or max_in_flight_items.
     """
 
-    def __init__(self, client, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
+    def __init__(self, client, num_keep_alive_refs: Optional[int] = None, chunk_length: Optional[int] = None,
                  delta_encoded: bool = False, max_in_flight_items: Optional[int] = None,
                  call_timeout: Optional[float] = None, *, validate_items: bool = False,
                  get_signature_timeout_ms: Optional[int] = None):
+        if num_keep_alive_refs is None:
+            # Reverb's constructor takes only its internal writer, which knows this number.
+            num_keep_alive_refs = getattr(client, "max_num_keep_alive_refs", 0)
         if num_keep_alive_refs < 1:
             raise errors.InvalidArgumentError(
                 f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
@@ -344,14 +348,14 @@ class TrajectoryWriter:
         self._chunk_length = chunk_length
         self._delta = bool(delta_encoded)
         self._auto_in_flight = max_in_flight_items is None
-        self._stream = InsertStream(client, max_in_flight_items or _MIN_AUTO_IN_FLIGHT_ITEMS,
-                                    timeout=call_timeout)
+        self._weak_self = weakref.ref(self)
+        self._stream = _StreamOnFirstUse(self._weak_self, client, max_in_flight_items or _MIN_AUTO_IN_FLIGHT_ITEMS,
+                                         call_timeout)
         self._validate_items = bool(validate_items)
         self._signature_timeout = None if get_signature_timeout_ms is None else get_signature_timeout_ms / 1000
         self._valid_layouts: Dict[str, set] = {}  # table -> item layouts that fit its signature
         self._rng = random.Random(os.urandom(16))
         self._keys = _random_keys(self._rng)  # (not a method: the generator would hold self)
-        self._weak_self = weakref.ref(self)
         # Columns, in the order they first appeared (Reverb's column indices), and slots: the
         # leaves of a chunk's steps, one per column that has had a value, in that order.
         self._structure = None  # the union of the steps' structures, leaves: column indices
@@ -452,7 +456,7 @@ class TrajectoryWriter:
         """
         if self._closed:
             self._check_open()
-        if self._dense and not partial_step and self._open_row is None:
+        if self._dense and not partial_step:  # (not _dense while a partial step is open)
             leaves = self._step_leaves(data)
             if leaves is not None:
                 return self._append_whole(data, leaves)
@@ -483,8 +487,29 @@ class TrajectoryWriter:
                 history.append(ref)
         self._history_count[0] += 1
         builder.live_steps += 1
-        self._complete_step(builder, builder)
+        # (_complete_step, inline: this is the per-step path)
+        self._episode_step += 1
+        self._serial += 1
+        window = self._window
+        window.append(builder)
+        if len(window) > self._keep:
+            old = window.popleft()
+            if type(old) is tuple:
+                self._leave_window(old)
+            else:
+                old.live_steps -= 1
+                if old.live_steps == 0 and old is not self._open:
+                    self._maybe_release(old)
+        if len(builder.steps) >= (self._chunk_length or self._keep):
+            self._finalize(builder)
         return refs[0] if self._one_leaf else self._refs_nest(data, refs)
+
+    def _leave_window(self, builders: Sequence["_ChunkBuilder"]) -> None:
+        """A step left the keep-alive window: its builders hold one live step less."""
+        for b in builders:
+            b.live_steps -= 1
+            if b.live_steps == 0 and b is not self._open:
+                self._maybe_release(b)
 
     def _complete_step(self, builder: "_ChunkBuilder", kept: Any) -> None:
         """Counts a completed step whose last row is in `builder`; `kept` is what the window
@@ -495,10 +520,7 @@ class TrajectoryWriter:
         window.append(kept)
         if len(window) > self._keep:
             old = window.popleft()
-            for b in (old if type(old) is tuple else (old,)):
-                b.live_steps -= 1
-                if b.live_steps == 0 and b is not self._open:
-                    self._maybe_release(b)
+            self._leave_window(old if type(old) is tuple else (old,))
         # Without a chunk_length, chunks still close every num_keep_alive_refs steps, so steps
         # no item references are dropped instead of piling up in an open chunk.
         if builder is self._open and len(builder.steps) >= (self._chunk_length or self._keep):
@@ -583,9 +605,11 @@ class TrajectoryWriter:
             self._history_count[0] += 1
         if partial_step:
             self._open_row, self._open_row_builder, self._open_offset = row, builder, offset
+            self._dense = False
         else:
             builders = self._open_step_builders
             self._open_row = self._open_row_builder = self._open_step_builders = None
+            self._update_dense()
             self._complete_step(builder, builders[0] if len(builders) == 1 else tuple(builders))
         if data is None or not tree.is_nested(data):
             return refs.get(columns.get((), -1))
@@ -641,8 +665,10 @@ class TrajectoryWriter:
                 max(_MIN_AUTO_IN_FLIGHT_ITEMS, _AUTO_IN_FLIGHT_BYTES // max(step_bytes, 1)))
 
     def _update_dense(self) -> None:
-        """Turns the fast path on when every column has a slot, in column order."""
-        self._dense = bool(self._paths) and all(slot == i for i, slot in enumerate(self._column_slot))
+        """Turns the fast path on when every column has a slot, in column order, and no partial
+        step is open."""
+        self._dense = (bool(self._paths) and self._open_row is None
+                       and all(slot == i for i, slot in enumerate(self._column_slot)))
         self._dict_keys = self._first_key_order = None
         if not self._dense:
             return
@@ -664,13 +690,6 @@ class TrajectoryWriter:
         A plain dict of arrays with the known keys, or a single array, skips dm-tree (the
         per-step cost that matters when every step is written).
         """
-        if self._one_leaf:
-            if type(data) in _PLAIN_LEAF_TYPES:
-                return [data if type(data) is np.ndarray else np.asarray(data)]
-            if data is None or tree.is_nested(data):
-                return None
-            value = np.asarray(data)
-            return None if value.dtype.hasobject else [value]
         keys = self._dict_keys
         if keys is not None and type(data) is dict and len(data) == len(keys):
             try:
@@ -679,6 +698,13 @@ class TrajectoryWriter:
                 return None
             if all(type(v) in _PLAIN_LEAF_TYPES for v in values):
                 return [np.asarray(v) for v in values]
+        elif self._one_leaf:
+            if type(data) in _PLAIN_LEAF_TYPES:
+                return [data if type(data) is np.ndarray else np.asarray(data)]
+            if data is None or tree.is_nested(data):
+                return None
+            value = np.asarray(data)
+            return None if value.dtype.hasobject else [value]
         flat = tree.flatten(data)
         if len(flat) != len(self._paths) or any(x is None for x in flat) or not _same_structure(
                 self._structure, data):
@@ -887,37 +913,64 @@ class TrajectoryWriter:
                                   (builder,)))
             self._send_ready()
             return
-        columns = []
         # A lone column (a one-leaf step) needs no structure walk.
         leaves = ((trajectory,) if leaf_type is TrajectoryColumn or leaf_type is CellRef
                   else tree.flatten(trajectory))
-        for leaf in leaves:
-            if type(leaf) is TrajectoryColumn:
-                columns.append((leaf._data_references, leaf.is_squeezed))  # noqa: SLF001 - same module
-            elif type(leaf) is CellRef:
-                columns.append(((leaf,), True))
+        columns, builders = [], []
+        empty = expired = None  # the first empty column, the first with an expired cell
+        multi = False  # whether a column has several cells
+        floor = self._serial - self._keep  # the first kept-alive step (see _kept_alive)
+        for index, leaf in enumerate(leaves):
+            leaf_type = type(leaf)
+            if leaf_type is TrajectoryColumn:
+                cells = leaf._data_references  # noqa: SLF001 - same module
+                columns.append((cells, leaf.is_squeezed))
+            elif leaf_type is CellRef:
+                cells = (leaf,)
+                columns.append((cells, True))
             else:
                 raise TypeError(f"All leaves of `trajectory` must be `TrajectoryColumn` but got {trajectory}")
-        if not any(cells for cells, _ in columns):
+            if len(cells) != 1:
+                if not cells:
+                    empty = index if empty is None else empty
+                    continue
+                multi = True
+            for cell in cells:
+                builder = cell._builder  # noqa: SLF001 - same module
+                if builder.released or builder.start_serial + cell.offset < floor:
+                    expired = index if expired is None else expired
+                if builder not in builders:
+                    builders.append(builder)
+        if len(builders) == 0:
             raise errors.InvalidArgumentError("trajectory must not be empty.")
         priority = float(priority)
         if priority != priority:
             raise errors.InvalidArgumentError("`priority` must not be nan.")
-        for i, (cells, squeeze) in enumerate(columns):
-            self._check_column(i, cells, squeeze)
+        for index, (cells, _) in (enumerate(columns) if multi or expired is not None or empty is not None
+                                  else ()):
+            if index == expired:
+                raise errors.InvalidArgumentError(f"Error in column {index}: Column contains expired CellRef.")
+            if index == empty:
+                raise errors.InvalidArgumentError(f"Error in column {index}: the column references no steps.")
+            if len(cells) > 1:
+                self._check_column(index, cells)
         key = self._new_key()
         validation.check_priority(key, priority)
         if self._validate_items:
             self._check_signature(table, [cells for cells, _ in columns], [sq for _, sq in columns])
-        self._add_item(table, priority, key, columns)
+        if self._chunk_length is None and self._open is not None and self._open in builders:
+            self._finalize(self._open, send=False)
+        for builder in builders:
+            builder.pending_items += 1
+        self._pending.append((table, priority, key, _item_columns(columns), builders))
+        self._send_ready()
 
-    def _check_column(self, index: int, cells: Sequence[CellRef], squeeze: bool) -> None:
-        """Reverb's TrajectoryColumn::Validate."""
-        if not cells:
-            raise errors.InvalidArgumentError(f"Error in column {index}: the column references no steps.")
-        for cell in cells:
-            if not self._kept_alive(cell):
-                raise errors.InvalidArgumentError(f"Error in column {index}: Column contains expired CellRef.")
+    def _check_column(self, index: int, cells: Sequence[CellRef]) -> None:
+        """Reverb's TrajectoryColumn::Validate: the cells of a column have one dtype and shape.
+
+        Raises:
+          InvalidArgumentError: they do not.
+        """
         first = cells[0]
         for i, cell in enumerate(cells):
             if cell.dtype != first.dtype and not _both_strings(cell.dtype, first.dtype):
@@ -1239,6 +1292,31 @@ def ColumnRefs(cells: Sequence[CellRef]) -> TrajectoryColumn:  # noqa: N802 - th
     """`TrajectoryColumn(cells)`, under the name `replay.client`'s one-step insert imports until
     it builds TrajectoryColumns itself."""
     return TrajectoryColumn(cells)
+
+
+class _StreamOnFirstUse:
+    """Stands for a writer's InsertStream until first used, then makes it and puts it in the
+    writer's place (so a writer built around anything with a `max_num_keep_alive_refs`, as
+    Reverb's one-argument constructor allows, needs a client only once it writes)."""
+
+    def __init__(self, writer: "weakref.ref", client, max_in_flight_items: int, timeout: Optional[float]):
+        self.__dict__["_args"] = (writer, client, max_in_flight_items, timeout)
+
+    def _real(self) -> InsertStream:
+        writer, client, max_in_flight_items, timeout = self.__dict__["_args"]
+        stream = InsertStream(client, max_in_flight_items, timeout=timeout)
+        owner = writer()
+        if owner is not None:
+            owner._stream = stream  # noqa: SLF001 - the writer's own attribute
+        self.__dict__["_stream"] = stream
+        return stream
+
+    def __getattr__(self, name: str):
+        stream = self.__dict__.get("_stream") or self._real()
+        return getattr(stream, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self.__dict__.get("_stream") or self._real(), name, value)
 
 
 # -- table signatures ----------------------------------------------------------------------------

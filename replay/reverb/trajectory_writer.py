@@ -4,6 +4,6 @@
 (history indexed from the episode's start, partial steps, None leaves, expired references,
 signature checks, millisecond timeouts); this module only gives them Reverb's module path.
 """
-from replay.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
+from replay.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter, _ColumnHistory  # noqa: F401
 
 __all__ = ["CellRef", "TrajectoryColumn", "TrajectoryWriter"]
