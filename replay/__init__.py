@@ -20,7 +20,7 @@ from replay.server import Server
 from replay.sharded_client import ShardedClient
 from replay.specs import TensorSpec
 from replay.table import SampledItem, Table, TableInfo
-from replay.trajectory_writer import CellRef, ColumnRefs, TrajectoryWriter
+from replay.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
 from replay.writer import Writer
 
 
@@ -34,10 +34,10 @@ def __getattr__(name):
 
 
 __all__ = [
-    "CellRef", "Checkpointer", "ChunkStore", "ColumnRefs", "PROTOCOL_VERSION", "load_tables", "Client",
+    "CellRef", "Checkpointer", "ChunkStore", "PROTOCOL_VERSION", "load_tables", "Client",
     "Fifo", "Lifo", "MaxHeap", "MinHeap", "MinSize",
     "Prioritized", "PriorityDiffusionExtension", "Queue", "ReplayDataset", "ReplaySample",
     "SampleInfo", "SampleToInsertRatio", "SampledItem", "Server", "ShardedClient", "Stack", "StatisticsExtension",
-    "Table", "TableInfo", "TensorSpec", "TrajectoryWriter", "Uniform", "Writer", "connect", "errors",
-    "extensions", "rate_limiters", "selectors",
+    "Table", "TableInfo", "TensorSpec", "TrajectoryColumn", "TrajectoryWriter", "Uniform", "Writer", "connect",
+    "errors", "extensions", "rate_limiters", "selectors",
 ]

@@ -219,7 +219,7 @@ def _captured_insert_requests(num_items: int):
         for i in range(num_items):
             writer.append(steps[i % 16])
             writer.create_item("bench", 1.0, writer.history[-1])
-        writer.close()
+        writer.close(flush=True)
     finally:
         framing.serialize_insert_request = serialize
         server.stop()

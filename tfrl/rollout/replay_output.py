@@ -418,7 +418,7 @@ class ReplayOutput:
         error = None
         for writer in writers.values():
             try:
-                writer.close()
+                writer.close(flush=True)
             except Exception as exc:  # noqa: BLE001 - close the others first
                 error = error or exc
         if error is not None:

@@ -332,3 +332,37 @@ def test_unacknowledged_items_block_the_writer_at_its_limit(server, client, step
     thread.join(timeout=10)
     assert outcome and outcome[0] != "not blocked"
     assert server.tables["queue"].size == 100  # the queue took what it holds and no more
+
+
+def test_create_item_checks_the_table_signature_as_reverb(server, client):
+    """The "typed" table's signature is one step ({"obs": float32 [3], "action": int64 []}):
+    items of one-step slices ([-1:], a time dimension of 1) or two steps are refused at
+    create_item, before anything is sent, with Reverb's message; squeezed steps fit."""
+    def step(t):
+        return {"obs": np.full(3, t, np.float32), "action": np.int64(t)}
+
+    from replay.trajectory_writer import TrajectoryWriter
+
+    writer = TrajectoryWriter(client, num_keep_alive_refs=2, validate_items=True)
+    writer.append(step(0))
+    writer.append(step(1))
+    history = writer.history
+    for length in (1, 2):
+        with pytest.raises(errors.SignatureMismatchError, match=(
+                "inconsistent with the table signature. The table expects column 0 to be a int64 "
+                rf"\[\] tensor but got a int64 \[{length}\] tensor")):
+            writer.create_item("typed", 1.0, {"obs": history["obs"][-1], "action": history["action"][-length:]})
+    with pytest.raises(ValueError, match="The trajectory has 1 columns but the table signature has 2"):
+        writer.create_item("typed", 1.0, {"obs": history["obs"][-1]})
+    with pytest.raises(ValueError, match="table 'nope' since the table could not be found"):
+        writer.create_item("nope", 1.0, {"obs": history["obs"][-1], "action": history["action"][-1]})
+    writer.create_item("typed", 1.0, {"obs": history["obs"][-1], "action": history["action"][-1]})
+    writer.flush(timeout_ms=10_000)  # the refusals left the writer usable
+    assert server.tables["typed"].size == 1
+    unchecked = TrajectoryWriter(client, num_keep_alive_refs=1)
+    unchecked.append(step(2))
+    unchecked.create_item("nope", 1.0, unchecked.history["obs"][-1])  # the server refuses it
+    with pytest.raises(errors.NotFoundError):
+        unchecked.flush(timeout_ms=10_000)
+    writer.close()
+    unchecked.close()
