@@ -17,8 +17,9 @@ the server's batched acks. A call blocks only when the stream's window of unackn
 (at most `max_in_flight_items`) or bytes is full; the window falls to a few items while a
 table's rate limiter holds the writer's inserts back, so the writer waits in `append` and
 `create_item` instead of running ahead of the limiter. `flush` waits for acks. If the stream
-fails (bad item, server gone), the next call raises the error. `create_item` checks the item against the table's signature (fetched
-once per client with `server_info`), as Reverb's writer does with `validate_items`.
+fails (bad item, server gone), the next call raises the error. With `validate_items`,
+`create_item` checks the item against the table's signature (fetched once per client with
+`server_info`), as Reverb's writer does.
 
 Chunking: with `chunk_length=None` a chunk is closed as soon as an item references one of its
 steps (items go out immediately, chunks hold the steps since the previous chunk). With a
