@@ -366,3 +366,26 @@ def test_create_item_checks_the_table_signature_as_reverb(server, client):
         unchecked.flush(timeout_ms=10_000)
     writer.close()
     unchecked.close()
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_extend_appends_a_batch_of_steps_as_an_append_loop_would(client, as_list):
+    writer = client.trajectory_writer(num_keep_alive_refs=3)
+    writer.append({"x": np.float32(-1), "y": np.zeros(2, np.int64)})
+    batch = {"x": np.arange(5, dtype=np.float32), "y": np.arange(10, dtype=np.int64).reshape(5, 2)}
+    if as_list:
+        batch = [{"x": batch["x"][t], "y": batch["y"][t]} for t in range(5)]
+    writer.extend(batch)
+    assert writer.episode_steps == 6 and len(writer.history["x"]) == 6
+    np.testing.assert_array_equal(writer.history["x"][-3:].numpy(), [2, 3, 4])
+    np.testing.assert_array_equal(writer.history["y"][5].numpy(), [8, 9])
+    with pytest.raises(ValueError, match="None data references"):
+        writer.history["x"][2]  # older than the three kept-alive steps
+    writer.create_item("uniform", 1.0, {"x": writer.history["x"][-3:], "y": writer.history["y"][-1]})
+    writer.append({"x": np.float32(5), "y": np.zeros(2, np.int64)})
+    writer.create_item("uniform", 1.0, {"x": writer.history["x"][-2:], "y": writer.history["y"][-2]})
+    with pytest.raises(errors.InvalidArgumentError, match="rows of shape"):
+        writer.extend({"x": np.zeros(2, np.float32), "y": np.zeros((2, 3), np.int64)})
+    writer.close(flush=True)
+    items = sorted((s.data[0].tolist(), s.data[1].tolist()) for s in client.sample("uniform", 50, timeout=10))
+    assert ([2.0, 3.0, 4.0], [8, 9]) in items and ([4.0, 5.0], [8, 9]) in items
