@@ -240,6 +240,36 @@ class _Turn:
             self._turns.release()
 
 
+class _InsertLine:
+    """The insert streams whose messages wait for one table's rate limiter, served in arrival
+    order.
+
+    Only the stream at the head tries the table when it changes; once its items are all in, it
+    hands the head on at once (the limiter may admit more). So a change wakes one stream rather
+    than every waiting one (hundreds of blocked writers would otherwise each queue a step of work
+    per sample), and no stream, nor a new message (see `_insert_now`), takes the room an earlier
+    one waits for: a writer's wait is bounded by what waits ahead of it.
+    """
+
+    def __init__(self):
+        self.waiting: "collections.deque[asyncio.Event]" = collections.deque()
+
+    def join(self) -> asyncio.Event:
+        """A place at the end of the line: an event set when it is the head."""
+        turn = asyncio.Event()
+        if not self.waiting:
+            turn.set()
+        self.waiting.append(turn)
+        return turn
+
+    def leave(self, turn: asyncio.Event) -> None:
+        """Gives the place up (done, failed or cancelled); the next in line becomes the head."""
+        was_head = self.waiting[0] is turn
+        self.waiting.remove(turn)
+        if was_head and self.waiting:
+            self.waiting[0].set()
+
+
 class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     """The RPC handlers (coroutines on the server's event loop). Each converts `ReplayError`s
     into gRPC statuses."""
@@ -247,6 +277,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     def __init__(self, server: "Server"):
         self._server = server
         self._signals: Dict[int, _TableSignals] = {}
+        self._insert_lines: Dict[int, _InsertLine] = {}
         self.open_streams = 0
         self._work: Optional[_WorkQueue] = None
 
@@ -263,10 +294,12 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         """Registers the change signal of `table` (on the event loop's thread)."""
         signals = _TableSignals(loop)
         self._signals[id(table)] = signals
+        self._insert_lines[id(table)] = _InsertLine()
         table.add_change_listener(signals.on_change)
 
     def unwatch(self, table) -> None:
         signals = self._signals.pop(id(table), None)
+        self._insert_lines.pop(id(table), None)
         if signals is not None:
             table.remove_change_listener(signals.on_change)
 
@@ -459,35 +492,44 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         return [(table, table.validate_items(items))
                 for table, items in ((self._table(name), items) for name, items in groups)]
 
-    @staticmethod
-    def _insert_now(groups):
-        """Inserts the runs in order while the rate limiters allow; returns what is left as
-        (table, items, number already inserted) runs, empty when everything went in."""
+    def _insert_now(self, groups):
+        """Inserts the runs in order while the rate limiters allow (none into a table that other
+        streams' messages wait for: they go first); returns what is left as (table, items,
+        number already inserted) runs, empty when everything went in."""
+        lines = self._insert_lines
         for i, (table, items) in enumerate(groups):
-            done = table.try_insert_many(items)
+            line = lines.get(id(table))
+            done = table.try_insert_many(items) if line is None or not line.waiting else 0
             if done < len(items):
                 return [(table, items, done)] + [(t, rest, 0) for t, rest in groups[i + 1:]]
         return []
 
     async def _insert_waiting(self, pending, context) -> None:
-        """Inserts what `_insert_now` left, waiting for each table's rate limiter in turn."""
+        """Inserts what `_insert_now` left, waiting for each table's rate limiter in turn, in
+        line behind the messages of other streams that wait for it (`_InsertLine`)."""
         for table, items, done in pending:
             signals = self._signals[id(table)]
-            waited = False
-            while True:
-                event = signals.take("insert")
-                if waited:
-                    remaining = context.time_remaining()
-                    if remaining is not None and remaining < _INSERT_DEADLINE_GUARD_SECONDS:
-                        raise errors.DeadlineExceededError(
-                            f"table {table.name!r}: the insert was still waiting when its call's deadline "
-                            f"came ({done} of {len(items)} items of the message were inserted): "
-                            f"{table.insert_blocker()}")
-                done += await self._work.run(table.try_insert_many, items[done:] if done else items)
-                if done == len(items):
-                    break
-                await signals.wait(event, _RECHECK_SECONDS)
-                waited = True
+            line = self._insert_lines[id(table)]
+            turn = line.join()
+            try:
+                await turn.wait()
+                waited = True  # refused, or behind a refused run or other streams' messages
+                while True:
+                    event = signals.take("insert")
+                    if waited:
+                        remaining = context.time_remaining()
+                        if remaining is not None and remaining < _INSERT_DEADLINE_GUARD_SECONDS:
+                            raise errors.DeadlineExceededError(
+                                f"table {table.name!r}: the insert was still waiting when its call's "
+                                f"deadline came ({done} of {len(items)} items of the message were "
+                                f"inserted): {table.insert_blocker()}")
+                    done += await self._work.run(table.try_insert_many, items[done:] if done else items)
+                    if done == len(items):
+                        break
+                    await signals.wait(event, _RECHECK_SECONDS)
+                    waited = True
+            finally:
+                line.leave(turn)
 
     # -- samples ----------------------------------------------------------------------------
 

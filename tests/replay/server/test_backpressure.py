@@ -245,3 +245,48 @@ def test_a_stream_waiting_for_a_rate_limiter_is_not_read_ahead():
     finally:
         channel.close()
         server.stop(grace=None)
+
+
+def test_messages_waiting_for_a_rate_limiter_go_in_in_arrival_order_one_try_per_change():
+    """Streams whose messages wait for one table form a line: a change (a sample) lets the head
+    try, not every waiting stream, and they go in in the order they came."""
+    table = Table.queue("q", 1)
+    server = Server([table])
+    tries = []
+    try_insert_many = table.try_insert_many
+
+    def counted(items):
+        tries.append(len(items))
+        return try_insert_many(items)
+
+    table.try_insert_many = counted
+    writers = []
+    try:
+        client = server.localhost_client()
+        client.insert(np.int64(-1), {"q": 1.0})
+        line = server._servicer._insert_lines[id(table)]  # noqa: SLF001 - the line under test
+        for i in range(12):
+            writer = server.localhost_client().trajectory_writer(num_keep_alive_refs=1)
+            writer.create_item("q", 1.0, writer.append(np.int64(i)))
+            writers.append(writer)
+            deadline = time.monotonic() + 10
+            while len(line.waiting) < i + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(line.waiting) == i + 1
+        got = []
+        for expected in range(-1, 12):
+            before = len(tries)
+            (sample,) = list(client.sample("q", 1, timeout=10))
+            got.append(int(sample.data[0]))
+            deadline = time.monotonic() + 10
+            while len(line.waiting) > 11 - expected - 1 and expected < 11 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            # the head went in and handed on; the next head tried once and waits (no herd of 12)
+            assert len(tries) - before <= 3
+        assert got == list(range(-1, 12))
+        for writer in writers:
+            writer.flush(timeout=10)
+    finally:
+        for writer in writers:
+            writer.close(flush=False, cancel=True)
+        server.stop(grace=None)
