@@ -1,28 +1,35 @@
 """This project's replay service against dm-reverb, side by side in one run.
 
-Every case runs the same workload script (tools/replay_workload.py) twice: once with this
-Python against `replay`, once with the Python given by `--reverb-python` (one that has
-dm-reverb installed) against Reverb, back to back; which side goes first alternates from case to
-case (and from repeat to repeat), so load that drifts during the run hits both. Workload: a
-server process and client processes on loopback, one float32 tensor of random data per item,
-chunk length 1, sequence length 1, a Uniform/Fifo table of 100k items with MinSize(1), items
-written with the trajectory writer (`append` + `create_item(table, 1.0, history[-1])`),
-this project with its defaults (insert validation, limits, deadlines all on); its server
-process runs as the `replay-server` command runs it (`freeze_gc`, `keep_freed_heap_memory`) and
-its dataset process keeps freed heap memory (`ReplayDataset(keep_freed_heap_memory=True)`, as
-the `tfrl train` command's learner does; see replay/heap_policy.py).
+Every case runs the same workload script (tools/replay_workload.py) on both sides: once with
+this Python against `replay`, once with the Python given by `--reverb-python` (one that has
+dm-reverb installed) against Reverb, back to back; which side goes first alternates from run to
+run, and `--repeat` runs each side of a case several times, so load that drifts during the run
+(the machine may be shared) hits both sides alike. Workload: a server process and client
+processes on loopback, one float32 tensor of random data per item, chunk length 1, sequence
+length 1, a Uniform/Fifo table with MinSize(1), items written with the trajectory writer
+(`append` + `create_item(table, 1.0, history[-1])`). Both libraries run at their defaults: no
+argument on either side that a user would not have to give.
 
-Prints one line per case: `case ours reverb ratio` in items/s (ratio = ours / reverb; above 1.0
-this project is faster), preceded by the load average. With `--cpu`, each line also gives both
-sides' CPU time per item in microseconds (user plus system, all threads, over the timed window):
-the server process's, then all client processes' together; on 2 cores their sum bounds the rate
-(two CPU-seconds a second), which is where a side's time goes. Reverb is not a dependency: without a
-usable `--reverb-python` each line says "reverb not available".
+Without `--sweep`: the README's ten cases. With `--sweep`: the whole operating range, datasets
+(`.batch(32)`) over max_in_flight_samples_per_worker {1, 8, 64, 256, 1024} x payload {100 B,
+4 kB, 40 kB, 400 kB} x reader processes {1, 4}, inserts over writer processes {1, 4, 16} x the
+same payloads, and `Client.sample` of 4 kB items with num_samples {1, 100}; `--quick` runs
+eleven of them, a corner of each axis. `--timesteps` makes the dataset cases read steps
+(`ReplayDataset(emit_timesteps=True)` against Reverb's `TimestepDataset`).
+
+Prints one line per case: `case ours reverb ratio runs` in items/s (ratio = the mean of ours / the
+mean of reverb's; above 1.0 this project is faster; runs = the range of the runs' own ratios),
+then the geometric mean and the minimum of the ratios, between the load averages. With `--cpu`,
+each line also gives both sides' CPU time per item in microseconds (user plus system, all
+threads, over the timed window): the server process's, then all client processes' together; on
+2 cores their sum bounds the rate (two CPU-seconds a second), which is where a side's time goes.
+Reverb is not a dependency: without a usable `--reverb-python` each line says "reverb not
+available".
 
 Set up a Reverb Python once (outside the checkout):
     python3 -m venv V && V/bin/pip install "dm-reverb[tensorflow]==0.14.0" "tensorflow==2.15.*"
 Then:
-    python tools/compare_reverb.py --reverb-python V/bin/python [--seconds 3] [--cases ...]
+    python tools/compare_reverb.py --reverb-python V/bin/python [--sweep [--quick]] [--cases ...]
 
 With `--reverb-names` the other side is this project through `replay.reverb` (Reverb's names,
 the Reverb side's code, this Python, the project's server), so the ratio is what those names
@@ -34,29 +41,76 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from peer_python import peer_unavailable
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _WORKLOAD = os.path.join(_HERE, "replay_workload.py")
 
-# name -> (workload case, payload bytes, clients)
-CASES: Dict[str, Tuple[str, int, int]] = {
-    "insert-400B-1c": ("insert", 400, 1),
-    "insert-400B-4c": ("insert", 400, 4),
-    "insert-40kB-1c": ("insert", 40_000, 1),
-    "insert-40kB-4c": ("insert", 40_000, 4),
-    "sample-400B-1c": ("sample", 400, 1),
-    "sample-400B-4c": ("sample", 400, 4),
-    "sample-40kB-1c": ("sample", 40_000, 1),
-    "sample-40kB-4c": ("sample", 40_000, 4),
-    "dataset-400B-b32": ("dataset", 400, 1),
-    "dataset-40kB-b32": ("dataset", 40_000, 1),
+class Case(NamedTuple):
+    """One side-by-side case: the workload case, bytes per item, client processes, and for the
+    sample case the num_samples of each call, for the dataset case its in-flight budget."""
+
+    workload: str
+    payload: int
+    clients: int
+    num_samples: Optional[int] = None
+    in_flight: Optional[int] = None
+
+
+# The cases run without --sweep (the README's table).
+CASES: Dict[str, Case] = {
+    "insert-400B-1c": Case("insert", 400, 1),
+    "insert-400B-4c": Case("insert", 400, 4),
+    "insert-40kB-1c": Case("insert", 40_000, 1),
+    "insert-40kB-4c": Case("insert", 40_000, 4),
+    "sample-400B-1c": Case("sample", 400, 1, num_samples=1000),
+    "sample-400B-4c": Case("sample", 400, 4, num_samples=1000),
+    "sample-40kB-1c": Case("sample", 40_000, 1, num_samples=1000),
+    "sample-40kB-4c": Case("sample", 40_000, 4, num_samples=1000),
+    "dataset-400B-b32": Case("dataset", 400, 1, in_flight=1024),
+    "dataset-40kB-b32": Case("dataset", 40_000, 1, in_flight=1024),
 }
+
+SWEEP_IN_FLIGHT = (1, 8, 64, 256, 1024)
+SWEEP_PAYLOADS = (100, 4_000, 40_000, 400_000)
+SWEEP_READERS = (1, 4)
+SWEEP_WRITERS = (1, 4, 16)
+SWEEP_NUM_SAMPLES = (1, 100)
+SWEEP_SAMPLE_PAYLOAD = 4_000
+
+
+def _size_text(payload: int) -> str:
+    return f"{payload // 1000}kB" if payload >= 1000 else f"{payload}B"
+
+
+def sweep_cases() -> Dict[str, Case]:
+    """The whole operating range: datasets over in-flight budgets x payloads x reader processes,
+    inserts over writer processes x payloads, `Client.sample` over num_samples."""
+    cases: Dict[str, Case] = {}
+    for in_flight in SWEEP_IN_FLIGHT:
+        for payload in SWEEP_PAYLOADS:
+            for readers in SWEEP_READERS:
+                cases[f"dataset-if{in_flight}-{_size_text(payload)}-{readers}r"] = Case(
+                    "dataset", payload, readers, in_flight=in_flight)
+    for writers in SWEEP_WRITERS:
+        for payload in SWEEP_PAYLOADS:
+            cases[f"insert-{_size_text(payload)}-{writers}w"] = Case("insert", payload, writers)
+    for num_samples in SWEEP_NUM_SAMPLES:
+        cases[f"sample-n{num_samples}-{_size_text(SWEEP_SAMPLE_PAYLOAD)}"] = Case(
+            "sample", SWEEP_SAMPLE_PAYLOAD, 1, num_samples=num_samples)
+    return cases
+
+
+# --quick: a corner of each axis of the sweep, in minutes rather than most of an hour.
+QUICK = ("dataset-if1-4kB-1r", "dataset-if8-100B-1r", "dataset-if64-40kB-1r", "dataset-if256-4kB-4r",
+         "dataset-if1024-40kB-1r", "dataset-if1024-400kB-1r", "insert-100B-1w", "insert-40kB-4w",
+         "insert-4kB-16w", "sample-n1-4kB", "sample-n100-4kB")
 
 
 def reverb_unavailable(python: Optional[str]) -> Optional[str]:
@@ -64,16 +118,22 @@ def reverb_unavailable(python: Optional[str]) -> Optional[str]:
     return peer_unavailable(python, "reverb", "--reverb-python")
 
 
-def run_side(python: str, backend: str, case: str, payload: int, clients: int,
-             seconds: float, sample_in_flight: Optional[int] = None
+def run_side(python: str, backend: str, case: Case, seconds: float,
+             sample_in_flight: Optional[int] = None, timesteps: bool = False
              ) -> Tuple[Optional[float], Optional[Tuple[Optional[float], float]], Optional[str]]:
     """(items/s, CPU microseconds per item of (the server, the clients together), None) for one
     side of one case, or (None, None, why it failed). The server's figure is None where /proc
     cannot tell."""
-    command = [python, _WORKLOAD, "--backend", backend, "--case", case, "--payload", str(payload),
-               "--clients", str(clients), "--seconds", str(seconds)]
+    command = [python, _WORKLOAD, "--backend", backend, "--case", case.workload, "--payload",
+               str(case.payload), "--clients", str(case.clients), "--seconds", str(seconds)]
     if sample_in_flight is not None:
         command += ["--sample-in-flight", str(sample_in_flight)]
+    if case.num_samples is not None:
+        command += ["--num-samples", str(case.num_samples)]
+    if case.in_flight is not None:
+        command += ["--in-flight", str(case.in_flight)]
+    if timesteps:
+        command += ["--timesteps"]
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
@@ -107,58 +167,102 @@ def _load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
+def _mean(values: List[float]) -> Optional[float]:
+    return sum(values) / len(values) if values else None
+
+
+def geometric_mean(values: List[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reverb-python", default=None,
                         help="a Python interpreter with dm-reverb installed")
-    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per case and side")
-    parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    parser.add_argument("--repeat", type=int, default=1, help="runs of the whole list")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="timed seconds per case and side (default 3, with --sweep 2)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="run the whole operating range (sweep_cases) instead of the README's cases")
+    parser.add_argument("--quick", action="store_true", help="with --sweep: only its QUICK subset")
+    parser.add_argument("--cases", nargs="+", default=None,
+                        help="case names to run (of the sweep's with --sweep)")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs of each case per side, the sides' order alternating "
+                             "(default 1, with --sweep 2); a case's ratio is that of the means")
+    parser.add_argument("--timesteps", action="store_true",
+                        help="dataset cases read steps: ReplayDataset(emit_timesteps=True) against "
+                             "Reverb's TimestepDataset")
     parser.add_argument("--reverb-names", action="store_true",
                         help="compare with this project's replay.reverb instead of dm-reverb")
     parser.add_argument("--cpu", action="store_true",
                         help="also print each side's CPU microseconds per item: server / clients")
     args = parser.parse_args(argv)
+    cases = sweep_cases() if args.sweep or args.quick else CASES
+    names = list(args.cases) if args.cases else list(QUICK if args.quick else cases)
+    unknown = [n for n in names if n not in cases]
+    if unknown:
+        parser.error(f"unknown cases {unknown}; choose from {sorted(cases)}")
+    seconds = args.seconds if args.seconds is not None else (2.0 if args.sweep or args.quick else 3.0)
+    repeat = args.repeat if args.repeat is not None else (2 if args.sweep or args.quick else 1)
 
     other = "replay.reverb" if args.reverb_names else "reverb"
     unavailable = None if args.reverb_names else reverb_unavailable(args.reverb_python)
-    print(f"# {_load()}; {args.seconds:g} s per case and side", flush=True)
-    header = f"{'case':18s} {'ours':>10s} {other:>13s} {'ratio':>6s}"
+    print(f"# {_load()}; {seconds:g} s per case and side, {repeat} run(s) of each side per case, "
+          "the sides' order alternating", flush=True)
+    header = f"{'case':24s} {'ours':>10s} {other:>13s} {'ratio':>6s} {'runs':>11s}"
     if args.cpu:
         header += f"  {'ours us/item srv/cli':>21s}  {other + ' us/item srv/cli':>23s}"
     print(header, flush=True)
     order = 0
-    for _ in range(args.repeat):
-        for name in args.cases:
-            case, payload, clients = CASES[name]
+    ratios: Dict[str, float] = {}
+    for name in names:
+        case = cases[name]
+        rates: Dict[str, List[float]] = {"replay": [], other: []}
+        cpu: Dict[str, Optional[Tuple[Optional[float], float]]] = {"replay": None, other: None}
+        run_ratios: List[float] = []
+        notes = []
+        for _ in range(repeat):
             sides = ["replay", other] if order % 2 == 0 else [other, "replay"]
             order += 1
-            rates: Dict[str, Optional[float]] = {}
-            cpu: Dict[str, Optional[Tuple[Optional[float], float]]] = {}
-            notes = []
+            this_run: Dict[str, Optional[float]] = {}
             for backend in sides:
                 if backend == "reverb" and unavailable:
-                    rates[backend] = cpu[backend] = None
+                    this_run[backend] = None
                     continue
                 python = args.reverb_python if backend == "reverb" else sys.executable
                 in_flight = 1 if args.reverb_names and backend == "replay" else None
-                rates[backend], cpu[backend], error = run_side(python, backend, case, payload, clients,
-                                                               args.seconds, in_flight)
+                rate, cpu_us, error = run_side(python, backend, case, seconds, in_flight,
+                                               args.timesteps and case.workload == "dataset")
+                this_run[backend] = rate
+                if rate is not None:
+                    rates[backend].append(rate)
+                    cpu[backend] = cpu_us
                 if error:
                     notes.append(f"{backend}: {error}")
-            ours, theirs = rates["replay"], rates[other]
-            ours_text = f"{ours:10.0f}" if ours is not None else f"{'failed':>10s}"
-            if unavailable:
-                line = f"{name:18s} {ours_text} reverb not available ({unavailable})"
-            else:
-                theirs_text = f"{theirs:13.0f}" if theirs is not None else f"{'failed':>13s}"
-                ratio = f"{ours / theirs:6.2f}" if ours and theirs else f"{'-':>6s}"
-                line = f"{name:18s} {ours_text} {theirs_text} {ratio}"
-                if args.cpu:
-                    line += f"  {_cpu_text(cpu['replay']):>21s}  {_cpu_text(cpu[other]):>23s}"
-            if notes:
-                line += "  # " + "; ".join(notes)
-            print(line, flush=True)
+            if this_run["replay"] and this_run[other]:
+                run_ratios.append(this_run["replay"] / this_run[other])
+        ours, theirs = _mean(rates["replay"]), _mean(rates[other])
+        ours_text = f"{ours:10.0f}" if ours is not None else f"{'failed':>10s}"
+        if unavailable:
+            line = f"{name:24s} {ours_text} reverb not available ({unavailable})"
+        else:
+            theirs_text = f"{theirs:13.0f}" if theirs is not None else f"{'failed':>13s}"
+            ratio = f"{'-':>6s}"
+            if ours and theirs:
+                ratios[name] = ours / theirs
+                ratio = f"{ratios[name]:6.2f}"
+            spread = (f"{min(run_ratios):.2f}-{max(run_ratios):.2f}" if len(run_ratios) > 1
+                      else "-")
+            line = f"{name:24s} {ours_text} {theirs_text} {ratio} {spread:>11s}"
+            if args.cpu:
+                line += f"  {_cpu_text(cpu['replay']):>21s}  {_cpu_text(cpu[other]):>23s}"
+        if notes:
+            line += "  # " + "; ".join(notes)
+        print(line, flush=True)
+    if ratios:
+        worst = min(ratios, key=ratios.get)
+        print(f"# {len(ratios)} of {len(names)} cases compared: geometric mean of the ratios "
+              f"{geometric_mean(list(ratios.values())):.2f}, minimum {ratios[worst]:.2f} ({worst})", flush=True)
     print(f"# {_load()}", flush=True)
     return 0
 

@@ -5,15 +5,19 @@ tools/compare_reverb.py runs this script twice per case, once with this project'
 so both sides run the same code (`--backend replay.reverb` runs the Reverb side's code against
 this project's `replay.reverb`, on the project's server: what Reverb's names cost): a
 server process and client processes on loopback, one float32 tensor of random data per item,
-chunk length 1, sequence length 1, a Uniform (sampler) / Fifo (remover) table of 100k items
-with MinSize(1). Items are written through the trajectory writer (`append`, then
-`create_item` with `history[-1]`). Cases:
+chunk length 1, sequence length 1, a Uniform (sampler) / Fifo (remover) table with MinSize(1)
+of 100k items (fewer of large items: 200 MB of payload at most). Items are written through the
+trajectory writer (`append`, then `create_item` with `history[-1]`). Both libraries run at their
+defaults: every server, client, writer and dataset is built with only the arguments a user must
+give (no tuning option on either side). Cases:
 
   insert   N client processes write items for the given time, then flush;
-  sample   the table is filled first, then N client processes call `Client.sample(table, 1000)`
-           in a loop;
-  dataset  the table is filled first, then one process reads `<Dataset>(...).batch(32)`
-           (this project's `ReplayDataset`, Reverb's `TrajectoryDataset`).
+  sample   the table is filled first, then N client processes call
+           `Client.sample(table, --num-samples)` in a loop;
+  dataset  the table is filled first, then N processes each read `<Dataset>(...).batch(32)` with
+           `max_in_flight_samples_per_worker=--in-flight` (this project's `ReplayDataset`,
+           Reverb's `TrajectoryDataset`; with `--timesteps`, `ReplayDataset(emit_timesteps=True)`
+           and Reverb's `TimestepDataset`).
 
 Prints one JSON line: {"items": ..., "seconds": ..., "cpu": {"server": ..., "clients": ...}}
 (items counted over every client, seconds the longest client's; cpu the CPU seconds, user and
@@ -31,12 +35,14 @@ import sys
 import threading
 import time
 import traceback
+from typing import Optional
 
 TABLE = "bench"
-MAX_SIZE = 100_000
-SAMPLE_BATCH = 1000  # samples per Client.sample call
+MAX_ITEMS = 100_000
+MAX_TABLE_BYTES = 200_000_000  # of payload: the table's max_size is the smaller of the two
+SAMPLE_BATCH = 1000  # samples per Client.sample call, unless --num-samples says otherwise
 DATASET_BATCH = 32
-DATASET_IN_FLIGHT = 1024  # max_in_flight_samples_per_worker of both datasets
+DATASET_IN_FLIGHT = 1024  # max_in_flight_samples_per_worker of both datasets, unless --in-flight
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,7 +64,11 @@ def _import_backend(backend: str):
 
 
 def _fill_count(payload_bytes: int) -> int:
-    return 10_000 if payload_bytes <= 4_000 else 1_000
+    return 10_000 if payload_bytes <= 4_000 else 1_000 if payload_bytes <= 40_000 else 200
+
+
+def _max_size(payload_bytes: int) -> int:
+    return min(MAX_ITEMS, MAX_TABLE_BYTES // max(payload_bytes, 1))
 
 
 def _payloads(payload_bytes: int, seed: int):
@@ -71,15 +81,15 @@ def _payloads(payload_bytes: int, seed: int):
 # -- server ------------------------------------------------------------------------------------
 
 
-def _serve(backend: str, port_queue, stop_event) -> None:
+def _serve(backend: str, payload_bytes: int, port_queue, stop_event) -> None:
     lib = _import_backend("replay" if backend == "replay.reverb" else backend)
+    max_size = _max_size(payload_bytes)
     if backend.startswith("replay"):
-        table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), MAX_SIZE, lib.MinSize(1))
-        # as the replay-server command runs it
-        server = lib.Server([table], freeze_gc=True, keep_freed_heap_memory=True)
+        table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), max_size, lib.MinSize(1))
+        server = lib.Server([table])
     else:
         table = lib.Table(TABLE, sampler=lib.selectors.Uniform(), remover=lib.selectors.Fifo(),
-                          max_size=MAX_SIZE, rate_limiter=lib.rate_limiters.MinSize(1))
+                          max_size=max_size, rate_limiter=lib.rate_limiters.MinSize(1))
         server = lib.Server(tables=[table])
     port_queue.put(server.port)
     stop_event.wait()
@@ -129,23 +139,23 @@ def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, s
         barrier.abort()
 
 
-def _sample_worker(backend, address, seconds, barrier, results, in_flight) -> None:
+def _sample_worker(backend, address, seconds, barrier, results, in_flight, num_samples) -> None:
     try:
         lib = _import_backend(backend)
         client = _client(lib, address)
-        if backend == "replay":
+        if backend == "replay" and in_flight is not None:
             def sample(n):
                 return client.sample(TABLE, n, max_in_flight_samples=in_flight)
         else:
             def sample(n):
-                return client.sample(TABLE, n, emit_timesteps=False)
+                return client.sample(TABLE, n)
         for _ in sample(1):  # connects (and reads the signature) outside the timing
             pass
         barrier.wait()
         cpu_start, start = time.process_time(), time.perf_counter()
         count = 0
         while time.perf_counter() - start < seconds:
-            for _ in sample(SAMPLE_BATCH):
+            for _ in sample(num_samples):
                 count += 1
         results.put((count, time.perf_counter() - start, time.process_time() - cpu_start, None))
     except BaseException:  # noqa: BLE001 - reported by the parent
@@ -153,7 +163,8 @@ def _sample_worker(backend, address, seconds, barrier, results, in_flight) -> No
         barrier.abort()
 
 
-def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results) -> None:
+def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results, in_flight,
+                    timesteps) -> None:
     try:
         import tensorflow as tf
 
@@ -162,13 +173,12 @@ def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results) 
         if backend == "replay":
             from replay.dataset import ReplayDataset
 
-            # as `tfrl train` runs its learner: the process is the dataset's own
             dataset = ReplayDataset(address, TABLE, dtypes=tf.float32, shapes=shape,
-                                    max_in_flight_samples_per_worker=DATASET_IN_FLIGHT,
-                                    keep_freed_heap_memory=True)
+                                    max_in_flight_samples_per_worker=in_flight, emit_timesteps=timesteps)
         else:
-            dataset = lib.TrajectoryDataset(address, TABLE, dtypes=tf.float32, shapes=tf.TensorShape(shape),
-                                            max_in_flight_samples_per_worker=DATASET_IN_FLIGHT)
+            kind = lib.TimestepDataset if timesteps else lib.TrajectoryDataset
+            dataset = kind(address, TABLE, dtypes=tf.float32, shapes=tf.TensorShape(shape),
+                           max_in_flight_samples_per_worker=in_flight)
         iterator = iter(dataset.batch(DATASET_BATCH))
         for _ in range(20):  # streams open and tf.data threads start outside the timing
             next(iterator)
@@ -193,11 +203,12 @@ def _fill(backend, address, payload_bytes, done) -> None:
 
 
 def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: float,
-        sample_in_flight: int = 256) -> dict:
+        sample_in_flight: Optional[int] = None, num_samples: int = SAMPLE_BATCH,
+        in_flight: int = DATASET_IN_FLIGHT, timesteps: bool = False) -> dict:
     """Runs one case in fresh processes: {"items", "seconds"} or {"error"}."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=_serve, args=(backend, port_queue, stop_event), daemon=True)
+    server = ctx.Process(target=_serve, args=(backend, payload_bytes, port_queue, stop_event), daemon=True)
     server.start()
     processes = []
     try:
@@ -215,10 +226,10 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
                 args = (backend, address, payload_bytes, seconds, barrier, results, i + 1)
                 target = _insert_worker
             elif case == "sample":
-                args = (backend, address, seconds, barrier, results, sample_in_flight)
+                args = (backend, address, seconds, barrier, results, sample_in_flight, num_samples)
                 target = _sample_worker
             else:
-                args = (backend, address, payload_bytes, seconds, barrier, results)
+                args = (backend, address, payload_bytes, seconds, barrier, results, in_flight, timesteps)
                 target = _dataset_worker
             processes.append(ctx.Process(target=target, args=args, daemon=True))
         for p in processes:
@@ -267,13 +278,19 @@ def main(argv=None) -> int:
     parser.add_argument("--payload", type=int, required=True, help="bytes per item")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--sample-in-flight", type=int, default=256,
+    parser.add_argument("--sample-in-flight", type=int, default=None,
                         help="samples the replay backend keeps requested ahead in the sample case "
-                             "(its Client.sample default; Reverb's Client.sample keeps 1)")
+                             "(default: Client.sample's own default; Reverb's Client.sample keeps 1)")
+    parser.add_argument("--num-samples", type=int, default=SAMPLE_BATCH,
+                        help="num_samples of each Client.sample call in the sample case")
+    parser.add_argument("--in-flight", type=int, default=DATASET_IN_FLIGHT,
+                        help="max_in_flight_samples_per_worker of the dataset case")
+    parser.add_argument("--timesteps", action="store_true",
+                        help="the dataset case reads steps (TimestepDataset) instead of items")
     args = parser.parse_args(argv)
     try:
         result = run(args.backend, args.case, args.payload, args.clients, args.seconds,
-                     args.sample_in_flight)
+                     args.sample_in_flight, args.num_samples, args.in_flight, args.timesteps)
     except BaseException:  # noqa: BLE001 - reported by the parent
         result = {"error": traceback.format_exc()}
     print(json.dumps(result), flush=True)
