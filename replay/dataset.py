@@ -49,8 +49,30 @@ INFO_DTYPES = SampleInfo(*[tf.as_dtype(d) for d in INFO_NUMPY_DTYPES])
 # (measured with tools/bench_replay.py --dataset --dataset-workers 1 and 2: 85k vs 76k items/s at
 # 400 B, 17.0k vs 15.7k at 40 kB).
 _DEFAULT_WORKERS = 1
+# With num_workers_per_iterator -1, the one stream keeps the budget of as many workers (each
+# max_in_flight_samples_per_worker) as fit in about this many samples and bytes: a budget of a
+# few samples makes every response wait a round trip for the next request (at 8 samples of 4 kB
+# in flight, 2.5k items/s where 256 in flight ran 27k on the same loaded machine).
+_AUTO_BUDGET_SAMPLES = 512
+_AUTO_BUDGET_BYTES = 16 * 1024 * 1024
 
-__all__ = ["INFO_DTYPES", "ReplayDataset", "ServerStreamStats", "StreamMetrics", "lists_to_tuples"]
+
+def auto_in_flight(max_in_flight_samples_per_worker: int, item_bytes: Optional[int]) -> int:
+    """The in-flight budget of a dataset's stream when num_workers_per_iterator is -1: a whole
+    multiple of max_in_flight_samples_per_worker (the budget of that many workers, so samples
+    are still requested in whole batches of it), about `_AUTO_BUDGET_SAMPLES` samples and at
+    most `_AUTO_BUDGET_BYTES` of items of `item_bytes`, never below one worker's; one worker's
+    when the items' size is not known (None)."""
+    if not item_bytes:
+        # Items of unknown shapes (variable-length trajectories) are decoded one by one, a whole
+        # response at a time: a large budget would make a reader that takes one sample (a new
+        # iterator per element) pay for hundreds.
+        return max_in_flight_samples_per_worker
+    target = min(_AUTO_BUDGET_SAMPLES, _AUTO_BUDGET_BYTES // item_bytes)
+    return max(1, target // max_in_flight_samples_per_worker) * max_in_flight_samples_per_worker
+
+__all__ = ["INFO_DTYPES", "ReplayDataset", "ServerStreamStats", "StreamMetrics", "auto_in_flight",
+           "lists_to_tuples"]
 
 
 def _as_addresses(server_address: Union[str, Sequence[str]]) -> List[str]:
@@ -130,6 +152,15 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
     signature = _block_signature(dtypes, shapes)
     flat_dtypes = [np.dtype(d.as_numpy_dtype) for d in tree.flatten(dtypes)]
     flat_shapes = tree.flatten_up_to(dtypes, shapes)
+    in_flight = int(max_in_flight_samples_per_worker)
+    larger_in_flight = None
+    if num_workers_per_iterator == -1:
+        # One stream, in order, with the budget of several workers (unless sampling removes
+        # items: see BlockStream's larger_in_flight).
+        # (With steps, the items' size is not known: they may hold any number of steps.)
+        item_bytes = (sum(s.num_elements() * d.itemsize for s, d in zip(flat_shapes, flat_dtypes))
+                      if not emit_timesteps and all(s.is_fully_defined() for s in flat_shapes) else None)
+        larger_in_flight = auto_in_flight(in_flight, item_bytes)
     tolerate_failure = len(addresses) > 1
     # Small items come columnar: the server sends only the steps they reference, laid out
     # as the dataset's arrays. Large ones come with their chunks, whose bytes are copied
@@ -144,11 +175,12 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
         check = SignatureCheck(table, flat_dtypes, flat_shapes)
         step_ranks = None
     item_shapes = [None if s.rank is None else tuple(s.as_list()) for s in flat_shapes]
-    streams = [BlockStream(address, table, flat_dtypes, int(max_in_flight_samples_per_worker),
+    streams = [BlockStream(address, table, flat_dtypes, in_flight,
                            int(max_samples_per_stream), int(rate_limiter_timeout_ms),
                            tolerate_failure, metrics, structure=dtypes, closer=closer,
                            columnar=columnar, client_options=client_options, max_samples=max_samples,
-                           check_signature=check, item_shapes=item_shapes, step_ranks=step_ranks)
+                           check_signature=check, item_shapes=item_shapes, step_ranks=step_ranks,
+                           larger_in_flight=larger_in_flight)
                for address in addresses for _ in range(workers)]
 
     def run_stream(index):
@@ -189,9 +221,15 @@ class ReplayDataset(tf.data.Dataset):
       shapes: nest of shapes (tf.TensorShape or lists, None for unknown sizes), same structure.
       max_in_flight_samples_per_worker: samples each worker keeps requested from the server
         ahead of consumption (the prefetch budget of one stream).
-      num_workers_per_iterator: parallel streams per server for each iterator; -1 picks 1 (one
-        stream keeps its whole in-flight budget requested; more streams help against network
-        latency to remote servers, not on a few local cores). 1 reads a FIFO table in exact order.
+      num_workers_per_iterator: parallel streams per server for each iterator, each with
+        max_in_flight_samples_per_worker samples in flight. -1 (automatic) opens one stream with
+        the budget of as many workers as fit in about 512 samples and 16 MB (`auto_in_flight`:
+        a whole multiple of max_in_flight_samples_per_worker, at least one worker's; one
+        worker's for items whose shapes are not fully defined or for a table whose samples remove
+        items, such as a queue), so that a
+        small per-worker budget does not leave each response waiting a round trip; one stream
+        reads a FIFO table in exact order. More streams help against network latency to remote
+        servers, not on a few local cores.
       max_samples_per_stream: samples after which a worker opens a new stream (spreads load
         over servers behind a load balancer); -1 keeps one stream.
       rate_limiter_timeout_ms: -1 waits forever for samples; >= 0 ends the dataset (end of

@@ -14,7 +14,7 @@ import tensorflow as tf
 import tree
 
 from replay import errors, specs
-from replay.client import Client
+from replay.table import TableInfo
 
 
 def _shape_text(shape: tf.TensorShape) -> str:
@@ -37,14 +37,11 @@ class SignatureCheck:
         self.flat_shapes = flat_shapes
         self.step_shapes = step_shapes
 
-    def __call__(self, client: Client) -> None:
-        """Raises InvalidArgumentError when the request does not fit the table's signature; an
-        unreachable server or unknown table is left to the stream to report."""
-        try:
-            signature = client.server_info().get(self.table)
-        except errors.ReplayError:
-            return
-        signature = None if signature is None else signature.signature
+    def __call__(self, table_info: Optional[TableInfo]) -> None:
+        """Raises InvalidArgumentError when the request does not fit the signature of the table
+        `table_info` describes; None (an unreachable server or unknown table) is left to the
+        stream to report."""
+        signature = None if table_info is None else table_info.signature
         if not signature:
             return
         paths_and_leaves = tree.flatten_with_path(signature)

@@ -26,6 +26,7 @@ import tree
 from replay import errors, sample_blocks
 from replay.client import Client
 from replay.replay_sample import ReplaySample
+from replay.table import TableInfo
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +198,9 @@ class BlockStream:
       address, table: where to sample.
       flat_dtypes: the numpy dtype of each flattened column.
       max_in_flight: samples requested ahead of consumption (the stream's credit).
+      larger_in_flight: a larger credit to use instead when sampling the table removes no item
+        (its max_times_sampled is 0): the budget of several workers on one stream. A reader of
+        a queue keeps `max_in_flight`, so it takes no more items out of the queue than asked.
       max_samples_per_stream: samples after which a new stream opens; -1 keeps one.
       rate_limiter_timeout_ms: -1 waits forever; >= 0 ends the generator (no error) when no
         sample comes within that many milliseconds.
@@ -208,8 +212,8 @@ class BlockStream:
       columnar: ask the server for columnar responses (small items of fixed shapes).
       client_options: keyword arguments of the stream's `Client`.
       max_samples: -1, or the samples all streams of one call of this generator deliver at most.
-      check_signature: called with the client as the stream opens; its `check_steps(columns)`
-        with each block's columns.
+      check_signature: called with the table's `TableInfo` (None when the server cannot tell)
+        as the stream opens; its `check_steps(columns)` with each block's columns.
       item_shapes: each column's item shape (a tuple with None for unknown sizes, or None for
         an unknown rank), for the empty blocks handed on while no response comes.
       step_ranks: given, each block is split into the steps of its items
@@ -221,9 +225,10 @@ class BlockStream:
                  metrics: StreamMetrics, structure: Any = None,
                  closer: Optional[Closer] = None, columnar: bool = False,
                  client_options: Optional[Dict[str, Any]] = None, max_samples: int = -1,
-                 check_signature: Optional[Callable[[Client], None]] = None,
+                 check_signature: Optional[Callable[[Optional[TableInfo]], None]] = None,
                  item_shapes: Optional[Sequence[Optional[tuple]]] = None,
-                 step_ranks: Optional[Sequence[Optional[int]]] = None):
+                 step_ranks: Optional[Sequence[Optional[int]]] = None,
+                 larger_in_flight: Optional[int] = None):
         self.address = address
         self.check_signature = check_signature
         self.max_samples = max_samples
@@ -235,6 +240,7 @@ class BlockStream:
         self.table = table
         self.flat_dtypes = flat_dtypes
         self.max_in_flight = max_in_flight
+        self.larger_in_flight = larger_in_flight
         self.max_samples_per_stream = max_samples_per_stream
         self.rate_limiter_timeout_ms = rate_limiter_timeout_ms
         self.tolerate_failure = tolerate_failure
@@ -244,6 +250,16 @@ class BlockStream:
         # nothing (`unbatch`, `rebatch`).
         info, columns = sample_blocks.empty_block(item_shapes or [None] * len(flat_dtypes), flat_dtypes)
         self.empty_block = ReplaySample(info, tree.unflatten_as(self.structure, columns))
+
+    def _table_info(self, client: Client) -> Optional[TableInfo]:
+        """The table's info, or None when the server cannot be asked or has no such table (the
+        stream then reports it)."""
+        if self.check_signature is None and self.larger_in_flight is None:
+            return None
+        try:
+            return client.server_info().get(self.table)
+        except errors.ReplayError:
+            return None
 
     def _blocks(self, packed, pool: sample_blocks.BlockPool):
         """The blocks of one response: one, or one per item on the general path."""
@@ -262,8 +278,13 @@ class BlockStream:
         check_steps = getattr(self.check_signature, "check_steps", None)
         structure, step_ranks = self.structure, self.step_ranks
         try:
+            table_info = self._table_info(client)
             if self.check_signature is not None:
-                self.check_signature(client)
+                self.check_signature(table_info)
+            in_flight = self.max_in_flight
+            if (self.larger_in_flight is not None and table_info is not None
+                    and table_info.max_times_sampled == 0):
+                in_flight = max(in_flight, self.larger_in_flight)
             total = 0  # samples of all this call's streams: never more than max_samples
             while not self.closed.is_set():
                 self.metrics.record_stream(self.address)
@@ -276,7 +297,7 @@ class BlockStream:
                     stream_samples = left if stream_samples < 0 else min(stream_samples, left)
                 try:
                     prefetcher = Prefetcher(client.sample_responses(
-                        self.table, self.max_in_flight, self.rate_limiter_timeout_ms,
+                        self.table, in_flight, self.rate_limiter_timeout_ms,
                         stream_samples, columnar=self.columnar), closed=self.closed)
                     for response in prefetcher:
                         if response is None:

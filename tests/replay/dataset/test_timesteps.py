@@ -81,3 +81,45 @@ def test_split_steps_refuses_columns_of_different_lengths_and_scalars_as_sequenc
         split_steps((_info(1), [np.zeros((1, 3)), np.zeros((1, 2))]), [0, 0])
     with pytest.raises(errors.InvalidArgumentError, match="neither one step"):
         split_steps((_info(1), [np.zeros((1,))]), [None])
+
+
+def test_auto_in_flight_is_a_whole_multiple_of_one_workers_budget():
+    from replay.dataset import auto_in_flight
+
+    assert auto_in_flight(1, 4_000) == 512
+    assert auto_in_flight(7, 4_000) == 511
+    assert auto_in_flight(1024, 4_000) == 1024  # never below one worker's
+    assert auto_in_flight(8, 400_000) == 40  # about 16 MB of 400 kB items
+    assert auto_in_flight(3, None) == 3  # items of unknown size: one worker's
+
+
+def _num_samples(client, table):
+    return client.server_info()[table].num_samples
+
+
+@pytest.mark.parametrize("queue", [False, True], ids=["uniform", "queue"])
+def test_automatic_workers_keep_several_budgets_in_flight_except_on_a_queue(start_server, queue):
+    import time
+
+    table = (_queue("t") if queue else
+             Table("t", selectors.Uniform(seed=0), selectors.Fifo(), 100, rate_limiters.MinSize(1)))
+    server = start_server([table])
+    client = server.localhost_client()
+    with client.trajectory_writer(1) as writer:
+        for i in range(50):
+            writer.create_item("t", 1.0, writer.append(np.float32(i)))
+        writer.flush()
+    with ReplayDataset(server.address, "t", tf.float32, [], max_in_flight_samples_per_worker=2) as ds:
+        first = next(iter(ds))
+        deadline = time.monotonic() + 20
+        while not queue and _num_samples(client, "t") < 512 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if queue:
+            time.sleep(0.5)
+            # a queue's reader takes about its own budget (and the pipeline's few blocks) only
+            assert _num_samples(client, "t") <= 12
+            assert float(first.data) == 0.0
+        else:
+            # 256 workers' budgets of 2 in one stream (once received, the budget is granted again)
+            taken = _num_samples(client, "t")
+            assert taken >= 512 and taken % 2 == 0
