@@ -1,4 +1,4 @@
-"""The optional heap policy of a replay process that streams large samples (a dataset's or a
+"""The heap policy of a replay process that streams large samples (a dataset's or a
 server's).
 
 A `ReplayDataset` receives its samples in responses of up to 16 MB, decodes them into blocks and
@@ -27,10 +27,12 @@ The server's side is the same: it builds a response of megabytes for every batch
 40 kB dataset case, applying the policy to the server's process too ran it at 25-30k items/s
 against 23-27k with the client's alone.
 
-The policy changes the allocator of the whole process, so a dataset or a server uses it only
-when asked: `ReplayDataset(keep_freed_heap_memory=True)`, which the `tfrl train` command's
-learner turns on (its process is the learner's own), and `Server(keep_freed_heap_memory=True)`,
-the `replay-server` command's default (`--no-keep-freed-heap-memory` turns it off). Setting
+The policy changes the allocator of the whole process, and a dataset or a server applies it by
+default (`DEFAULT_KEEP_FREED_HEAP_MEMORY`), since that is how they stream fast: a
+`ReplayDataset(...).batch(32)` of 40 kB items took 16.5 page faults and 70 us of CPU per item
+without it, 0.5 and 38 us with it (2026-11-29, loaded 2-core machine).
+`ReplayDataset(keep_freed_heap_memory=False)` and `Server(keep_freed_heap_memory=False)` leave
+the process's allocator alone (`replay-server --no-keep-freed-heap-memory`). Setting
 `GLIBC_TUNABLES=glibc.malloc.trim_threshold=...:glibc.malloc.mmap_threshold=...:glibc.malloc.top_pad=...`
 in the environment before the process starts does the same from outside.
 """
@@ -40,6 +42,8 @@ import ctypes
 import ctypes.util
 import threading
 
+DEFAULT_KEEP_FREED_HEAP_MEMORY = True
+"""Whether a `ReplayDataset` or a `Server` applies the policy unless told otherwise."""
 TRIM_THRESHOLD_BYTES = 256 * 1024 * 1024
 MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024  # glibc's upper limit on 64-bit systems
 TOP_PAD_BYTES = 64 * 1024 * 1024  # glibc's HEAP_MAX_SIZE on 64-bit systems

@@ -856,8 +856,8 @@ class Server:
         changes the collector of the whole process: use it when the server has its process to
         itself (the `replay-server` command does).
       keep_freed_heap_memory: apply `replay.heap_policy` to this process (the megabyte sample
-        responses reuse freed memory instead of faulting it in again); process-wide too, so
-        for a server with its process to itself (the `replay-server` command's default).
+        responses reuse freed memory instead of faulting it in again); process-wide too (up to
+        256 MB of freed memory stays with the process); False leaves the allocator alone.
 
     Raises:
       InvalidArgumentError: duplicate table names, only one of certificate and key, or a limit
@@ -872,7 +872,8 @@ class Server:
                  max_sample_batch_size: int = DEFAULT_MAX_SAMPLE_BATCH_SIZE,
                  max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
                  max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
-                 freeze_gc: bool = False, keep_freed_heap_memory: bool = False):
+                 freeze_gc: bool = False,
+                 keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY):
         if keep_freed_heap_memory:
             heap_policy.keep_freed_heap_memory()
         self._stopped = threading.Event()

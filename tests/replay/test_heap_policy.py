@@ -1,6 +1,6 @@
-"""The optional heap policy of a replay process (replay.heap_policy): with it the process reuses
-freed memory instead of faulting it in again; a dataset or a server applies it only when asked,
-and the replay-server command by default. Each case runs in a fresh process, since the policy is
+"""The heap policy of a replay process (replay.heap_policy): with it the process reuses freed
+memory instead of faulting it in again; a dataset, a server and the replay-server command apply
+it by default, and not when told not to. Each case runs in a fresh process, since the policy is
 the whole process's."""
 import subprocess
 import sys
@@ -65,21 +65,20 @@ def test_a_thread_reuses_its_arenas_freed_heaps_under_the_policy():
     assert int(faults) < 100
 
 
-def test_a_dataset_applies_the_policy_only_when_asked():
+def test_a_dataset_applies_the_policy_by_default_and_not_when_told_not_to():
     script = """
         import numpy as np
         import tensorflow as tf
         from replay import Fifo, MinSize, Server, Table, Uniform, heap_policy
         from replay.dataset import ReplayDataset
 
-        server = Server([Table("t", Uniform(seed=0), Fifo(), 100, MinSize(1))])
+        server = Server([Table("t", Uniform(seed=0), Fifo(), 100, MinSize(1))], keep_freed_heap_memory=False)
         with server.localhost_client().trajectory_writer(num_keep_alive_refs=1) as writer:
             for i in range(10):
                 writer.append(np.full(4, i, np.float32))
                 writer.create_item("t", 1.0, writer.history[-1])
-        for asked in (False, True):
-            dataset = ReplayDataset(f"localhost:{server.port}", "t", tf.float32, [4], 4,
-                                    keep_freed_heap_memory=asked)
+        for options in ({"keep_freed_heap_memory": False}, {}):
+            dataset = ReplayDataset(f"localhost:{server.port}", "t", tf.float32, [4], 4, **options)
             sample = next(iter(dataset))
             print(heap_policy._applied, float(sample.data[0]) in range(10))
             dataset.close()
@@ -92,7 +91,7 @@ def test_a_dataset_applies_the_policy_only_when_asked():
     assert int(faults) < 100
 
 
-def test_a_server_applies_the_policy_only_when_asked_and_the_command_by_default():
+def test_a_server_and_the_command_apply_the_policy_by_default_and_not_when_told_not_to():
     script = """
         from replay import Fifo, MinSize, Server, Table, Uniform, heap_policy
         from replay.server_main import _parser
@@ -100,12 +99,12 @@ def test_a_server_applies_the_policy_only_when_asked_and_the_command_by_default(
         def table():
             return Table("t", Uniform(seed=0), Fifo(), 100, MinSize(1))
 
-        Server([table()]).stop()
+        Server([table()], keep_freed_heap_memory=False).stop()
         print(heap_policy._applied)
         print(_parser().parse_args(["--config", "x"]).keep_freed_heap_memory,
               _parser().parse_args(["--config", "x", "--no-keep-freed-heap-memory"])
               .keep_freed_heap_memory)
-        server = Server([table()], keep_freed_heap_memory=True)
+        server = Server([table()])
         print(heap_policy._applied, faults_of_reallocating())
         server.stop()
     """
