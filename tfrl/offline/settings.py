@@ -22,6 +22,8 @@ class OfflineSettings(Settings):
         "{source: probability} mixing them (e.g. {'sampler': 0.5, 'DIR': 0.5})")
     input_evaluation: list = setting(
         "off-policy estimators run on batches read from files: 'is', 'wis', 'dr', 'dm'")
+    gamma: float = setting("discount of the off-policy estimates (the policies' gamma)",
+                           minimum=0, maximum=1)
     postprocess_inputs: bool = setting(
         "run the policy's postprocess_trajectory on every episode piece read from files")
     shuffle_buffer_size: int = setting(

@@ -277,7 +277,7 @@ def check_fragment_config(config: dict, whole_fragments: bool = True) -> None:
         recurrent.
     """
     length = int(config["rollout_fragment_length"])
-    if config.get("batch_mode", "truncate_episodes") != "truncate_episodes":
+    if config["batch_mode"] != "truncate_episodes":
         raise errors.InvalidConfigError(
             f"batch_mode={config['batch_mode']!r}: V-trace learns on fixed-length trajectory "
             "fragments; set batch_mode='truncate_episodes'")
@@ -286,7 +286,7 @@ def check_fragment_config(config: dict, whole_fragments: bool = True) -> None:
             f"train_batch_size={config['train_batch_size']} is not a multiple of "
             f"rollout_fragment_length={length}; the learner reads whole fragments, so set "
             f"train_batch_size to a multiple, e.g. {max(1, int(config['train_batch_size']) // length) * length}")
-    if (config.get("model") or {}).get("use_lstm"):
+    if config["model"]["use_lstm"]:
         raise errors.InvalidConfigError(
             "model.use_lstm: AsyncSamplesOptimizer learns feed-forward policies only; set "
             "use_lstm to False")

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 
 from tfrl.errors import InvalidConfigError
+from tfrl.offline.settings import OfflineSettings
+from tfrl.optimizers.settings import SyncSamplesSettings
+from tfrl.rollout.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +31,6 @@ def fit_fragments_to_train_batch(config: dict, algorithm: str) -> None:
             SyncSamplesSettings and WorkerSettings), a minibatch larger than the train batch,
             or a train batch that is not a multiple of one sampling round.
     """
-    from tfrl.optimizers.settings import SyncSamplesSettings
-    from tfrl.rollout.settings import WorkerSettings
-
     batch_settings = SyncSamplesSettings.from_config(config)  # types and ranges checked here
     rounds = WorkerSettings.from_config(config)
     train_batch = batch_settings.train_batch_size
@@ -41,7 +41,7 @@ def fit_fragments_to_train_batch(config: dict, algorithm: str) -> None:
             f"{algorithm}: sgd_minibatch_size ({minibatch}) must be between 1 and "
             f"train_batch_size ({train_batch}); lower sgd_minibatch_size or raise "
             "train_batch_size.")
-    if rounds.complete_episodes or config.get("input", "sampler") != "sampler":
+    if rounds.complete_episodes or OfflineSettings.from_config(config).reads_files:
         return  # whole episodes or recorded batches: rounds of no fixed size
     envs = max(int(config["num_workers"]), 1) * rounds.num_envs_per_worker
     fragment = rounds.rollout_fragment_length

@@ -188,7 +188,7 @@ def apply_actor_critic_gradients(policy, optimizer, grads_and_vars) -> None:
 
 
 def _delayed_actor_and_target_update(policy, variables, strategy, grads) -> None:
-    delay = int(policy.config.get("policy_delay", 1))
+    delay = int(policy.config["policy_delay"])
     tau = float(policy.config["tau"])
     actor_optimizer = policy.actor_optimizer
 

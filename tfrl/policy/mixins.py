@@ -11,11 +11,13 @@ loss reads, so changing them never retraces. Classic explicit set-up calls
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from tfrl.config.settings import Settings, setting
 from tfrl.errors import InvalidConfigError, NotSupportedError
 from tfrl.models.catalog import ModelCatalog
 from tfrl.policy.sample_batch import SampleBatch
@@ -90,12 +92,36 @@ def update_scheduled_coefficient(policy, name: str) -> None:
         written[name] = value
 
 
+@dataclasses.dataclass(frozen=True)
+class EntropySettings(Settings):
+    """The config key of EntropyCoeffSchedule."""
+
+    entropy_coeff: float = setting("weight of the entropy bonus in the loss")
+
+
+@dataclasses.dataclass(frozen=True)
+class KLSettings(Settings):
+    """The config keys of KLCoeffMixin."""
+
+    kl_coeff: float = setting("initial coefficient of the KL penalty", minimum=0)
+    kl_target: float = setting("KL divergence the coefficient adapts towards", above=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetNetworkSettings(Settings):
+    """The config key of TargetNetworkMixin."""
+
+    tau: float = setting("share of the online weights a target update moves the target "
+                         "weights by (1: hard copy)", minimum=0, maximum=1)
+
+
 class EntropyCoeffSchedule(ClassicSetupCall):
     """`policy.entropy_coeff` (a non-trainable tf.Variable the loss reads) follows config
-    `entropy_coeff_schedule` ([[t, coeff], ...]) or stays at `entropy_coeff` (default 0)."""
+    `entropy_coeff_schedule` ([[t, coeff], ...]) or stays at `entropy_coeff`."""
 
     def _setup_mixin(self):
-        setup_scheduled_coefficient(self, "entropy_coeff", self.config.get("entropy_coeff", 0.0),
+        setup_scheduled_coefficient(self, "entropy_coeff",
+                                    EntropySettings.from_config(self.config).entropy_coeff,
                                     self.config.get("entropy_coeff_schedule"))
 
     def on_global_var_update(self, global_vars: Dict) -> None:
@@ -106,14 +132,14 @@ class EntropyCoeffSchedule(ClassicSetupCall):
 class KLCoeffMixin(ClassicSetupCall):
     """Adaptive KL penalty (PPO): `policy.kl_coeff` (tf.Variable) and `update_kl(sampled_kl)`.
 
-    Config: `kl_coeff` (initial, default 0.2), `kl_target` (default 0.01). Rule: if the
+    Config: `kl_coeff` (initial) and `kl_target` (KLSettings). Rule: if the
     measured KL exceeds 2x the target, the coefficient grows by 1.5x; if it is below half the
     target, it halves; otherwise it stays.
     """
 
     def _setup_mixin(self):
-        self.kl_coeff_val = float(self.config.get("kl_coeff", 0.2))
-        self.kl_target = float(self.config.get("kl_target", 0.01))
+        settings = KLSettings.from_config(self.config)
+        self.kl_coeff_val, self.kl_target = settings.kl_coeff, settings.kl_target
         self.kl_coeff = tf.Variable(self.kl_coeff_val, trainable=False, dtype=tf.float32,
                                     name="kl_coeff")
         self._extra_state_variables["kl_coeff"] = [self.kl_coeff]
@@ -152,10 +178,11 @@ class TargetNetworkMixin(ClassicSetupCall):
     If the policy did not create `self.target_model` in make_model/before_init, one is built
     from the ModelCatalog with the same arguments. After loss init it is synced with a hard
     copy. `update_target(tau)` does target <- tau * model + (1 - tau) * target; tau defaults to
-    config `tau` (default 1.0: a hard copy). The target weights are part of get_state.
+    config `tau` (TargetNetworkSettings). The target weights are part of get_state.
     """
 
     def _setup_mixin(self):
+        self._target_tau = TargetNetworkSettings.from_config(self.config).tau
         if getattr(self, "target_model", None) is None:
             self.target_model = ModelCatalog.get_model(
                 self.observation_space, self.action_space, self.logit_dim,
@@ -195,7 +222,7 @@ class TargetNetworkMixin(ClassicSetupCall):
         Raises:
             InvalidConfigError: if tau is outside [0, 1].
         """
-        tau = float(self.config.get("tau", 1.0) if tau is None else tau)
+        tau = float(self._target_tau if tau is None else tau)
         if not 0.0 <= tau <= 1.0:
             raise InvalidConfigError(f"tau must be in [0, 1], got {tau}.")
         self._update_target_fn(tf.constant(tau, tf.float32))

@@ -388,7 +388,7 @@ class NumpyPolicy(NumpyStandIn):
         Raises:
           InvalidBatchError: observations that do not fit the observation space.
         """
-        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        explore = self.config["explore"] if explore is None else bool(explore)
         x = self._flat_obs(obs_batch)
         inputs = self._distribution_inputs(x)
         actions = self._actor.draw(inputs, explore)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import numpy as np
 import tree
 
-from tfrl.errors import InvalidBatchError
+from tfrl.errors import InvalidBatchError, InvalidConfigError
 from tfrl.policy.sample_batch import SampleBatch, concat_samples
+
+# the policy config keys compute_gae_for_sample_batch reads (an algorithm's DEFAULT_CONFIG holds them)
+ADVANTAGE_KEYS = ("gamma", "lambda", "use_gae", "use_critic")
 
 
 class Postprocessing:
@@ -90,12 +93,18 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
     advantages/value targets using `policy.config` keys gamma, lambda, use_gae, use_critic.
 
     Raises:
+        InvalidConfigError: the policy's config lacks one of those keys.
         InvalidBatchError: if columns needed by compute_advantages are missing, or a piece
             needs a bootstrap value and the batch has no `new_obs`.
     """
     config = policy.config
-    use_critic = config.get("use_critic", True)
-    use_gae = config.get("use_gae", True)
+    missing = [key for key in ADVANTAGE_KEYS if key not in config]
+    if missing:
+        raise InvalidConfigError(
+            f"compute_gae_for_sample_batch reads config keys {missing}, which {type(policy).__name__}'s "
+            f"config lacks; declare {', '.join(map(repr, ADVANTAGE_KEYS))} in its "
+            "get_default_config (A3C's and PPO's DEFAULT_CONFIG hold them)")
+    use_critic, use_gae = config["use_critic"], config["use_gae"]
     pieces = sample_batch.split_by_episode() if (
         SampleBatch.EPS_ID in sample_batch or SampleBatch.TERMINATEDS in sample_batch
     ) else [sample_batch]
@@ -121,8 +130,8 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
             last_values[i] = float(v)
     # compute_advantages only adds columns, so a shallow copy keeps the input batch as it was;
     # concat_samples below copies the arrays
-    done = [compute_advantages(p.copy(shallow=True), last_values[i], config.get("gamma", 0.99),
-                               config.get("lambda", 1.0), use_gae=use_gae,
+    done = [compute_advantages(p.copy(shallow=True), last_values[i], config["gamma"],
+                               config["lambda"], use_gae=use_gae,
                                use_critic=use_critic) for i, p in enumerate(pieces)]
     return concat_samples(done)
 

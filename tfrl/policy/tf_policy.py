@@ -47,6 +47,7 @@ import tensorflow as tf
 import tf_keras as keras
 import tree
 
+from tfrl.config import COMMON_CONFIG, policy_defaults
 from tfrl.errors import (CheckpointError, InvalidBatchError,
                          NotSupportedError)
 from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
@@ -57,14 +58,10 @@ from tfrl.policy.sample_batch import SampleBatch
 
 logger = logging.getLogger(__name__)
 
-TFPOLICY_DEFAULT_CONFIG = {
-    "model": {},
-    "lr": 5e-4,
-    "gamma": 0.99,
-    "grad_clip": None,
-    "explore": True,
-    "seed": None,
-}
+# A policy declared without get_default_config (or one whose defaults leave keys out) has the
+# trainer's common keys with COMMON_CONFIG's values, as it has inside a trainer that does not set
+# them, and no gradient clipping.
+TFPOLICY_DEFAULT_CONFIG = {**policy_defaults(COMMON_CONFIG), "model": {}, "grad_clip": None}
 
 
 class _TrackingDict(dict):
@@ -542,7 +539,7 @@ class TFPolicy(Policy):
             InvalidBatchError: if the observations (or states) do not have the shapes of the
                 policy's spaces with a leading batch dimension.
         """
-        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        explore = self.config["explore"] if explore is None else bool(explore)
         obs = self._obs_tensors(obs_batch)
         batch_size = int(obs[0].shape[0])
         states = self._state_tensors(state_batches, batch_size)
@@ -616,7 +613,7 @@ class TFPolicy(Policy):
             InvalidBatchError: if the observations have the wrong shapes.
         """
         self._check_likelihoods_supported()
-        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        explore = self.config["explore"] if explore is None else bool(explore)
         flat_obs = self._obs_tensors(obs_batch)
         if getattr(self, "_outputs_of_actions_fn", None) is None:
             def outputs_of_actions(obs, actions, explore, timestep):

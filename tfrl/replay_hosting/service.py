@@ -20,10 +20,12 @@ same token and TLS keys then protect it. `address` is always what clients on any
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Dict, List, Optional
 
 from tfrl import errors
+from tfrl.config.settings import Settings, setting
 from tfrl.replay_hosting.placement import ReplayHosting, read_credentials
 
 logger = logging.getLogger(__name__)
@@ -126,7 +128,7 @@ class ReplayService:
             # On-policy optimizers read every step exactly once, in order, one train batch at a
             # time: the workers write a whole batch (plus the round that crosses it) before the
             # learner reads, so a smaller queue blocks the workers for good.
-            needed = _on_policy_queue_size(self._config)
+            needed = on_policy_queue_size(self._config)
             if info.sampler_options.get("kind") != "Fifo" or info.max_times_sampled != 1:
                 problems.append(
                     f"it must be a queue (sampler Fifo, max_times_sampled 1), found sampler "
@@ -281,13 +283,28 @@ class ReplayService:
         self._address = None
 
 
-def _on_policy_queue_size(config: dict) -> int:
+@dataclasses.dataclass(frozen=True)
+class SamplingRoundSettings(Settings):
+    """The config keys that size an on-policy queue (`on_policy_queue_size`)."""
+
+    num_workers: int = setting("remote rollout workers (0: the local worker samples)", minimum=0)
+    num_envs_per_worker: int = setting("envs each worker steps together", minimum=1)
+    rollout_fragment_length: int = setting("env steps per env in one sample()", minimum=1)
+    train_batch_size: int = setting("steps of one train batch", minimum=1)
+
+
+def on_policy_queue_size(config: dict) -> int:
     """Steps an on-policy queue holds at most before the learner reads: one train batch plus
-    the sampling round that crosses it."""
-    samplers = max(int(config.get("num_workers", 0)), 1)
-    round_steps = (samplers * int(config.get("num_envs_per_worker", 1))
-                   * int(config.get("rollout_fragment_length", 1)))
-    return int(config.get("train_batch_size", 0)) + round_steps
+    the sampling round that crosses it. A key `config` lacks takes COMMON_CONFIG's value, as it
+    does for the WorkerSet that samples (two remote workers without `num_workers`).
+
+    Raises:
+      InvalidConfigError: one of those keys is ill-typed or out of range.
+    """
+    settings = SamplingRoundSettings.from_config(config)
+    round_steps = (max(settings.num_workers, 1) * settings.num_envs_per_worker
+                   * settings.rollout_fragment_length)
+    return settings.train_batch_size + round_steps
 
 
 def _yaml_entry(table) -> str:

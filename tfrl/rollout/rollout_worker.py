@@ -314,7 +314,7 @@ class RolloutWorker:
         if offline.reads_files and offline.input_evaluation and not self.multi_agent:
             policy = self.policy_map[next(iter(self.policy_map))]
             self.estimators = make_estimators(offline.input_evaluation, policy,
-                                              float(self.config.get("gamma", 0.99)))
+                                              offline.gamma)
         self.output_writer = make_output_writer(offline, self.worker_index)
 
     def _prepare_recorded(self, batch):

@@ -44,9 +44,11 @@ import numpy as np
 from tfrl import errors
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
+from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.trajectory import LoggedSteps
 from tfrl.serving.policy_server import (DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME,
                                         TOKEN_METADATA_KEY)
+from tfrl.serving.settings import ServingSettings
 from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
 
@@ -311,8 +313,6 @@ class PolicyClient:
                     f"the server's policy class {info.policy_class!r} is not one of tfrl's; pass "
                     "policy_class= to build it locally")
             policy_class = getattr(importlib.import_module(module_name), class_name)
-        from tfrl.rollout.action_adapter import ActionAdapter
-
         config = json.loads(info.config_json)
         config.pop("seed", None)
         observation_space = values.space_from_json(info.observation_space_json)
@@ -321,10 +321,12 @@ class PolicyClient:
         if hasattr(self.policy, "compile_actions_with_xla"):
             # one observation per call: one XLA compile serves every call (see TFPolicy)
             self.policy.compile_actions_with_xla(True)
-        self._explore = bool(config.get("explore", True))
+        # the server sends the values its worker acts with (ServingSettings)
+        serving = ServingSettings.from_config(config)
+        self._explore = serving.explore
         self._adapter = ActionAdapter(action_space, "PolicyClient",
-                                      clip_actions=bool(config.get("clip_actions", False)),
-                                      normalize_actions=bool(config.get("normalize_actions", False)))
+                                      clip_actions=serving.clip_actions,
+                                      normalize_actions=serving.normalize_actions)
 
     def _call(self, method: str, request, rpc: Optional[Callable] = None) -> Any:
         """`method` called with `request` (through `rpc` when given, else the stub's), its

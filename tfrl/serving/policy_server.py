@@ -39,6 +39,7 @@ remote inference mode. With remote rollout workers, `PolicyServerPerWorker`
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import hmac
 import json
 import logging
@@ -52,11 +53,13 @@ import gymnasium.spaces as gym_spaces
 import numpy as np
 
 from tfrl import errors
+from tfrl.checkpoint import storable
 from tfrl.env.external_env import STEPS, ExternalEnv, _finite_reward
 from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.rollout.trajectory import LoggedSteps
+from tfrl.serving.settings import ServingSettings
 from tfrl.serving.proto import policy_service_pb2 as pb
 from google.protobuf.message import DecodeError
 
@@ -125,6 +128,7 @@ class PolicyServer(ExternalEnv):
         self._token = token
         self._policy = None
         self._policy_config: dict = {}
+        self._serving = ServingSettings.from_config({})
         self.inline_inference = bool(inline_inference)
         self.inline_max_backlog = int(inline_max_backlog)
         self._actor: Optional[NumpyActor] = None  # the inline copy of the policy, or None
@@ -175,16 +179,16 @@ class PolicyServer(ExternalEnv):
         go through the worker's `action_adapter`."""
         self._policy = policy
         self._policy_config = config
+        self._serving = ServingSettings.from_config(config)
         self._adapter = action_adapter
         self._actor = None  # made from this policy at the next refresh
         self._fast_inline = None
 
     def refresh_policy(self, explore: bool) -> None:
         """The worker starts a sample(): the inline copy takes the policy's current weights."""
-        policy, config = self._policy, self._policy_config
+        policy = self._policy
         if not self.inline_inference or self.multi_agent or policy is None \
-                or self._adapter is None \
-                or str(config.get("observation_filter", "NoFilter")) != "NoFilter":
+                or self._adapter is None or self._serving.filtered():
             self._actor = self._fast_inline = None
             return
         self._explore = bool(explore)
@@ -325,16 +329,16 @@ class PolicyServer(ExternalEnv):
 
     def policy_info(self) -> pb.PolicyInfoResponse:
         policy = self._require_policy()
-        from tfrl.checkpoint import storable
-
-        config = storable(dict(self._policy_config), "config", [])
+        # the values this worker acts with, also where its config leaves them to the defaults
+        config = storable(dict(self._policy_config, **dataclasses.asdict(self._serving)),
+                          "config", [])
         cls = type(policy)
         return pb.PolicyInfoResponse(
             policy_class=f"{cls.__module__}:{cls.__qualname__}",
             observation_space_json=values.space_to_json(policy.observation_space),
             action_space_json=values.space_to_json(policy.action_space),
             config_json=json.dumps(config, default=_json_default),
-            observation_filter=str(self._policy_config.get("observation_filter", "NoFilter")))
+            observation_filter=str(self._serving.observation_filter))
 
     def weights(self) -> pb.WeightsResponse:
         return values.weights_message(self._require_policy().get_weights())
@@ -404,7 +408,7 @@ class MultiAgentPolicyServer(PolicyServer, ExternalMultiAgentEnv):
 
     def policy_info(self) -> pb.PolicyInfoResponse:
         return pb.PolicyInfoResponse(
-            observation_filter=str(self._policy_config.get("observation_filter", "NoFilter")),
+            observation_filter=str(self._serving.observation_filter),
             agent_observation_spaces_json={str(a): values.space_to_json(s)
                                            for a, s in self.observation_spaces.items()},
             agent_action_spaces_json={str(a): values.space_to_json(s)

@@ -29,7 +29,10 @@ ActorCriticPolicy = build_tf_policy(
     loss_fn=actor_critic_loss,
     stats_fn=actor_critic_stats,
     postprocess_fn=compute_gae_for_sample_batch,
-    get_default_config=lambda: {"lambda": 0.95, "gamma": 0.9, "model": TINY_MODEL},
+    # the keys compute_gae_for_sample_batch and EntropyCoeffSchedule read have no defaults of
+    # their own: a policy declares them, as A3C's and PPO's DEFAULT_CONFIG do
+    get_default_config=lambda: {"lambda": 0.95, "gamma": 0.9, "use_gae": True, "use_critic": True,
+                                "entropy_coeff": 0.0, "model": TINY_MODEL},
     mixins=[ValueNetworkMixin, LearningRateSchedule, EntropyCoeffSchedule],
 )
 

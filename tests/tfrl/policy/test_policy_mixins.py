@@ -143,3 +143,16 @@ def test_compute_td_error_needs_the_loss_to_expose_it():
     with pytest.raises(NotSupportedError, match="td_error"):
         policy.compute_td_error(b["obs"], b["actions"], b["rewards"], b["new_obs"],
                                 b["terminateds"])
+
+
+def test_a_mixin_whose_key_the_policy_config_lacks_is_a_named_error_not_a_default():
+    obs_space, act_space = cartpole_spaces()
+    KLPolicy = ActorCriticPolicy.with_updates(name="KLPolicy", mixins=[
+        KLCoeffMixin, *ActorCriticPolicy._build_kwargs["mixins"]])
+    with pytest.raises(InvalidConfigError, match="'kl_target' is missing"):
+        KLPolicy(obs_space, act_space, {"kl_coeff": 0.2})
+    with pytest.raises(InvalidConfigError, match="'kl_target' must be > 0"):
+        KLPolicy(obs_space, act_space, {"kl_coeff": 0.2, "kl_target": 0.0})
+    NoTau = QPolicy.with_updates(name="NoTau", get_default_config=lambda: {"model": TINY_MODEL})
+    with pytest.raises(InvalidConfigError, match="'tau' is missing"):
+        NoTau(obs_space, act_space, {})

@@ -98,3 +98,14 @@ def test_schedules():
         PiecewiseSchedule([])
     with pytest.raises(InvalidConfigError):
         LinearSchedule(0, 0.1)
+
+
+def test_gae_postprocessing_names_the_advantage_keys_a_policy_config_lacks():
+    from .policy_helpers import ActorCriticPolicy, cartpole_spaces
+
+    NoGae = ActorCriticPolicy.with_updates(
+        name="NoGae", get_default_config=lambda: {"lambda": 0.95, "entropy_coeff": 0.0,
+                                                  "model": {"fcnet_hiddens": [8]}})
+    # the policy's first postprocessing pass, at construction, finds it
+    with pytest.raises(InvalidConfigError, match=r"\['use_gae', 'use_critic'\]"):
+        NoGae(*cartpole_spaces(), {})

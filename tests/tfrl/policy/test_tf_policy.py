@@ -308,3 +308,18 @@ def test_a_policy_without_action_likelihoods_falls_back_to_compute_actions():
     assert actions.tolist() == [0, 1, 1]
     _, _, own_extra = policy.compute_actions(obs)
     assert set(extra) == set(own_extra)
+
+
+def test_a_policy_without_defaults_of_its_own_has_the_trainers_common_values():
+    """A policy declared without get_default_config, built outside a trainer, acts and learns
+    with COMMON_CONFIG's values, as it does inside a trainer that leaves them unset (it once
+    learned at 5e-4 alone and at COMMON_CONFIG's 1e-4 in a trainer)."""
+    from tfrl.config import COMMON_CONFIG
+
+    Bare = build_tf_policy("Bare", loss_fn=lambda policy, model, dist_class, batch: tf.reduce_mean(
+        model.from_batch(batch)[0]))
+    policy = Bare(*cartpole_spaces(), {"model": TINY_MODEL})
+    for key in ("lr", "gamma", "explore", "clip_actions", "seed"):
+        assert policy.config[key] == COMMON_CONFIG[key], key
+    assert float(policy.optimizer.learning_rate.numpy()) == pytest.approx(COMMON_CONFIG["lr"])
+    assert policy.config["grad_clip"] is None

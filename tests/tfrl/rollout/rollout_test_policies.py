@@ -22,7 +22,8 @@ def pg_loss(policy, model, dist_class, train_batch):
 
 
 def pg_defaults():
-    return {"model": dict(SMALL_MODEL), "lr": 0.01, "gamma": 0.99, "lambda": 1.0}
+    return {"model": dict(SMALL_MODEL), "lr": 0.01, "gamma": 0.99, "lambda": 1.0, "use_gae": True,
+            "use_critic": True}
 
 
 PGPolicy = build_tf_policy("PGPolicy", loss_fn=pg_loss,

@@ -712,3 +712,29 @@ def test_without_inline_inference_only_the_sampling_loop_answers():
     finally:
         client.close()
         worker.stop()
+
+
+def test_a_local_client_clips_box_actions_as_its_worker_does_where_the_config_leaves_it_out():
+    """The worker's config leaves clip_actions to COMMON_CONFIG (True): the worker clips, and so
+    does a local-inference client, which once took False for a key the config left out."""
+    box = gym.spaces.Box(-0.01, 0.01, (1,), np.float32)
+    worker = RolloutWorker(
+        lambda ctx: PolicyServer(CARTPOLE.observation_space, box), PGTFPolicy,
+        {"batch_mode": "complete_episodes", "rollout_fragment_length": 4,
+         "model": {"fcnet_hiddens": [8]}})
+    sampler, sampled = sample_in_thread(worker)
+    client = PolicyClient(worker.env.address, "local", timeout=20)
+    try:
+        assert "clip_actions" not in worker.config
+        episode = client.start_episode()
+        # exploring: a Gaussian of std about 1 around the policy's near-zero mean, so an
+        # unclipped action falls outside these bounds almost every time
+        actions = [np.asarray(client.get_action(episode, np.full(4, 0.01 * i, np.float32)))
+                   for i in range(8)]
+        client.end_episode(episode, np.zeros(4, np.float32))
+        sampler.join(20)
+        assert sampled
+        assert all(a.shape == (1,) and -0.01 <= float(a[0]) <= 0.01 for a in actions), actions
+    finally:
+        client.close()
+        worker.stop()

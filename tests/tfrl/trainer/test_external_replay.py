@@ -92,3 +92,24 @@ def test_an_on_policy_queue_too_small_for_a_train_batch_is_refused(ray_session, 
     # one train batch (64) plus one round (1 worker x 2 envs x 16 steps)
     assert "table 'rollouts'" in message and "max_size 10 is below the 96 steps" in message
     assert "{name: rollouts, kind: queue, max_size: " in message
+
+
+def test_a_queue_check_without_num_workers_sizes_for_common_configs_two_workers():
+    """A config that leaves num_workers out (an optimizer's own service over a WorkerSet's
+    partial config) gets COMMON_CONFIG's two workers, like every component reading that config;
+    sizing for one worker (the check's former default) would accept a queue that blocks them."""
+    from tfrl.config import COMMON_CONFIG
+    from tfrl.replay_hosting import ReplayService
+
+    assert COMMON_CONFIG["num_workers"] == 2
+    server = Server([Table.queue("rollouts", 100)])
+    try:
+        # one round: 2 workers x 2 envs x 16 steps = 64, plus a train batch of 64: 128 > 100
+        service = ReplayService({"replay_address": f"127.0.0.1:{server.port}",
+                                 "num_envs_per_worker": 2, "rollout_fragment_length": 16,
+                                 "train_batch_size": 64})
+        service.add_table(Table.queue("rollouts", 128))
+        with pytest.raises(errors.InvalidConfigError, match="max_size 100 is below the 128 steps"):
+            service.start()
+    finally:
+        server.stop(grace=None)

@@ -199,7 +199,7 @@ def ddpg_losses(policy, model, dist_class, train_batch):
         x, _ = model({SampleBatch.OBS: obs})
         return -tf.reduce_mean(model.q_values(obs, tf.tanh(x), frozen=True)[0])
 
-    delay = int(config.get("policy_delay", 1))
+    delay = int(config["policy_delay"])
     if delay == 1:
         policy.actor_loss = actor_loss()
         loss = policy.critic_loss + policy.actor_loss

@@ -37,7 +37,7 @@ def validate_config(config: dict) -> None:
         raise InvalidConfigError(
             f"DQN: buffer_size ({config['buffer_size']}) must be at least train_batch_size "
             f"({config['train_batch_size']}).")
-    if config.get("td_error_loss_fn", "huber") not in ("huber", "mse"):
+    if config["td_error_loss_fn"] not in ("huber", "mse"):
         raise InvalidConfigError(
             f"DQN: td_error_loss_fn must be 'huber' or 'mse', got {config['td_error_loss_fn']!r}.")
     bounds = config["q_target_bounds"]

@@ -205,7 +205,7 @@ class NumpyQPolicy(NumpyStandIn):
         Raises:
           InvalidBatchError: observations that do not fit the observation space.
         """
-        explore = self.config.get("explore", True) if explore is None else bool(explore)
+        explore = self.config["explore"] if explore is None else bool(explore)
         x = self._flat_obs(obs_batch)
         self._current_weights()  # read again from the TF policy if it may have changed them
         actions = self._q_values(self._online, x).argmax(axis=1).astype(np.int64)

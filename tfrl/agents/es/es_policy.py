@@ -14,6 +14,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from tfrl import errors
+from tfrl.config import merge_model_config
 
 ACTIVATIONS = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0), "linear": lambda x: x}
 
@@ -22,12 +23,13 @@ class ESPolicy:
     """Args:
       observation_space, action_space: gymnasium spaces (Box observations; Discrete or Box
         actions).
-      model_config: `fcnet_hiddens` and `fcnet_activation` (tanh, relu or linear).
+      model_config: `fcnet_hiddens` and `fcnet_activation` (tanh, relu or linear); keys it
+        leaves out take MODEL_DEFAULTS' values.
       seed: seed of the initial parameters.
 
     Raises:
       UnsupportedSpaceError: observations that are not a Box, actions neither Discrete nor Box.
-      InvalidConfigError: an unknown activation.
+      InvalidConfigError: an unknown activation or model config key.
     """
 
     def __init__(self, observation_space, action_space, model_config: dict, seed: Optional[int] = 0):
@@ -41,7 +43,8 @@ class ESPolicy:
         if not self.discrete and not isinstance(action_space, gymnasium.spaces.Box):
             raise errors.UnsupportedSpaceError(
                 f"ES and ARS support Discrete and Box action spaces, got {action_space}")
-        activation = model_config.get("fcnet_activation", "tanh")
+        model_config = merge_model_config(model_config)
+        activation = model_config["fcnet_activation"]
         if activation not in ACTIVATIONS:
             raise errors.InvalidConfigError(
                 f"fcnet_activation {activation!r} is not supported by ES; use one of "
@@ -50,7 +53,7 @@ class ESPolicy:
         self.activation_name = activation
         self.activation = ACTIVATIONS[activation]
         out = action_space.n if self.discrete else int(np.prod(action_space.shape))
-        sizes = [int(np.prod(observation_space.shape)), *model_config.get("fcnet_hiddens", []), out]
+        sizes = [int(np.prod(observation_space.shape)), *model_config["fcnet_hiddens"], out]
         self.shapes: List[Tuple[int, int]] = list(zip(sizes[:-1], sizes[1:]))
         self.num_params = sum(i * o + o for i, o in self.shapes)
         if not self.discrete:
