@@ -32,13 +32,10 @@ The data path (Horgan et al. 2018; RLlib's AsyncReplayOptimizer):
   `step()` only waits for the next finished sample, counts it, and relaunches that worker with
   the newest weights.
 
-A lost shard (its process or node died) is noticed when the learner or a writer fails, or by
-a check every `replay_shard_check_interval_s`: the learner stops, and the shard is either dropped
-(writers and the learner go on with the remaining shards) or, with
-`replay_shard_checkpoint_dir`, restarted from its latest checkpoint (the shards checkpoint every
-`replay_shard_checkpoint_interval_s`); then the learner restarts and the workers get the new
-shard addresses. Samples in flight to the lost shard are lost with it; the result dict counts
-the losses (`num_replay_shard_failures`, `num_replay_shard_restarts`, `num_replay_shards_live`).
+A lost shard (its process or node died) is dropped or restarted from its checkpoint
+(shard_failover.py), and the learner goes on with the live shards. Samples in flight to the lost
+shard are lost with it; the result dict counts the losses (`num_replay_shard_failures`,
+`num_replay_shard_restarts`, `num_replay_shards_live`).
 
 With `training_intensity` each shard's `SampleToInsertRatio` limiter holds the replay ratio
 (the learner waits for data, workers wait for the learner beyond a wide error buffer); without
@@ -51,18 +48,20 @@ import logging
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 import tree
 
 from tfrl import errors
+from tfrl.learner.priority_sender import PrioritySender
 from tfrl.optimizers.per_worker_exploration import set_worker_epsilon, set_worker_target
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
 from tfrl.optimizers.rollout_replay import sample_round, summarize_round
 from tfrl.optimizers.replay_stats import CompressionReport
 from tfrl.optimizers.settings import AsyncReplaySettings, LearnerSettings
+from tfrl.optimizers.shard_failover import ShardFailOver, lost_replay_write
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.settings import WorkerSettings
 
@@ -74,94 +73,7 @@ _TABLE_SIZE = "_sample_table_size"
 _SHARD = "_replay_shard"
 
 
-def _lost_replay_write(error: BaseException) -> bool:
-    """True when a worker's sample failed because a replay server stopped answering."""
-    from replay import errors as replay_errors
-
-    lost = (replay_errors.UnavailableError, replay_errors.DeadlineExceededError)
-    return isinstance(error, lost) or isinstance(getattr(error, "cause", None), lost)
-
-
-class PrioritySender:
-    """Sends the learner's priority updates to their shards from a thread of its own, so the
-    learner thread does not wait for the round trips (sampling, transfer and learning stay
-    pipelined, as in the paper). Updates that pile up while a call is on the wire are merged
-    per shard: a key sampled again keeps its latest priority, and each shard gets one call.
-
-    `send(shard, {key: priority})` makes one shard's call; the first error it raises is
-    raised by the next `put` or `flush` (so a lost shard fails the learner, which fails over).
-    """
-
-    def __init__(self, send: Callable[[int, Dict[int, float]], None]):
-        self._send = send
-        self._changed = threading.Condition()
-        self._pending: Dict[int, Dict[int, float]] = {}
-        self._sending = False
-        self._error: Optional[BaseException] = None
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="apex-priorities", daemon=True)
-        self._thread.start()
-
-    def put(self, updates: Dict[int, Dict[int, float]]) -> None:
-        """Queues {shard: {key: priority}}.
-
-        Raises:
-          The error an earlier send failed with (once).
-        """
-        with self._changed:
-            self._raise_error()
-            for shard, shard_updates in updates.items():
-                self._pending.setdefault(shard, {}).update(shard_updates)
-            self._changed.notify_all()
-
-    def flush(self, timeout: Optional[float] = None) -> bool:
-        """Waits until everything queued has been sent; False if `timeout` passed first.
-
-        Raises:
-          The error a send failed with (once).
-        """
-        with self._changed:
-            done = self._changed.wait_for(
-                lambda: not (self._pending or self._sending) or self._error is not None
-                or self._closed, timeout)
-            self._raise_error()
-            return done
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Stops the thread after the call on the wire; what is still queued is dropped (the
-        learner is stopping, and its shards may be gone)."""
-        with self._changed:
-            self._closed = True
-            self._pending = {}
-            self._changed.notify_all()
-        self._thread.join(timeout)
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                self._changed.wait_for(lambda: self._pending or self._closed)
-                if self._closed:
-                    return
-                batch, self._pending = self._pending, {}
-                self._sending = True
-            try:
-                for shard, shard_updates in batch.items():
-                    self._send(shard, shard_updates)
-            except Exception as exc:  # noqa: BLE001 - raised in the learner thread by put()
-                with self._changed:
-                    self._error = exc
-            finally:
-                with self._changed:
-                    self._sending = False
-                    self._changed.notify_all()
-
-
-class AsyncReplayOptimizer(PolicyOptimizer):
+class AsyncReplayOptimizer(ShardFailOver, PolicyOptimizer):
     """Config keys: those of AsyncReplaySettings and LearnerSettings (read once, here).
 
     Raises (constructor):
@@ -470,65 +382,6 @@ class AsyncReplayOptimizer(PolicyOptimizer):
         self._datasets = []
         self._stop_learning = threading.Event()
 
-    # ----- lost shards -----------------------------------------------------------------------
-    def _watch_shards(self) -> None:
-        """Checks the shards when something failed (the learner, a worker) or the check interval
-        passed, fails over from lost ones, checkpoints the shards when due, and raises a learner
-        error that a lost shard does not explain."""
-        settings, now = self.settings, time.monotonic()
-        failures = self.workers.num_worker_failures
-        if (self._learner_error is not None or failures != self._known_worker_failures
-                or self._shard_suspect
-                or now - self._last_shard_check >= settings.replay_shard_check_interval_s):
-            self._known_worker_failures = failures
-            self._last_shard_check = now
-            self._shard_suspect = False
-            lost = [i for i in self.live_shards if not self.shards.alive(i)]
-            if lost:
-                self._fail_over(lost)
-        if (self.shards.restartable and now - self._last_shard_checkpoint
-                >= settings.replay_shard_checkpoint_interval_s):
-            with self.timer("checkpoint_shards"):
-                self.shards.checkpoint(self.live_shards)
-            self._last_shard_checkpoint = time.monotonic()
-        self._raise_learner_error()
-
-    def _fail_over(self, lost: List[int]) -> None:
-        """Stops the learner, restarts each lost shard from its checkpoint (or drops it), then
-        restarts the learner on the live shards and points the workers at them.
-
-        Raises:
-          TfrlError: every shard is lost.
-        """
-        logger.warning("replay shard(s) %s (%s) stopped answering; %s", lost,
-                       [self.shards.addresses[i] for i in lost],
-                       "restarting them from their checkpoints" if self.shards.restartable
-                       else "going on with the others")
-        self._stop_learner()
-        for index in lost:
-            self.num_shard_failures += 1
-            if self.shards.restartable:
-                try:
-                    self.shards.restart(index)
-                    self.num_shard_restarts += 1
-                    continue
-                except Exception as exc:  # noqa: BLE001 - dropped instead, and said so
-                    logger.warning("replay shard %d could not be restarted (%s: %s); dropping it",
-                                   index, type(exc).__name__, exc)
-            self.live_shards.remove(index)
-        if not self.live_shards:
-            raise errors.TfrlError(
-                f"every replay shard is lost (the last: {lost}); Ape-X cannot go on. Set "
-                "replay_shard_checkpoint_dir to restart lost shards from their checkpoints, or "
-                "restore the trainer from a checkpoint")
-        self._learner_error = None
-        self._open_datasets()
-        # the learner first: writers held back by a rate limiter wait for it
-        self._start_learner()
-        self.workers.set_replay_output(self._output_spec())
-        logger.warning("Ape-X goes on with replay shards %s at %s", self.live_shards,
-                       [self.shards.addresses[i] for i in self.live_shards])
-
     def _raise_learner_error(self) -> None:
         if self._learner_error is not None:
             raise errors.TfrlError(
@@ -594,7 +447,7 @@ class AsyncReplayOptimizer(PolicyOptimizer):
                 try:
                     summaries = self.workers.gather([(worker, ref)])  # a failed one is recreated
                 except Exception as exc:  # noqa: BLE001 - a write to a lost shard is survived
-                    if not _lost_replay_write(exc):
+                    if not lost_replay_write(exc):
                         raise
                     logger.warning("a sample of worker %d was lost with its replay shard: %s",
                                    index, exc)

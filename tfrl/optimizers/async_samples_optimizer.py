@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfrl import errors
+from tfrl.config import merge_model_config
 from tfrl.learner.learner_thread import LearnerThread
 from tfrl.learner.minibatch_sgd import MinibatchSGD, flatten_sequences
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
@@ -276,17 +277,19 @@ def check_fragment_config(config: dict, whole_fragments: bool = True) -> None:
         train_batch_size is not a multiple of rollout_fragment_length, or the model is
         recurrent.
     """
-    length = int(config["rollout_fragment_length"])
-    if config["batch_mode"] != "truncate_episodes":
+    rounds = WorkerSettings.from_config(config)
+    length = rounds.rollout_fragment_length
+    if rounds.batch_mode != "truncate_episodes":
         raise errors.InvalidConfigError(
-            f"batch_mode={config['batch_mode']!r}: V-trace learns on fixed-length trajectory "
+            f"batch_mode={rounds.batch_mode!r}: V-trace learns on fixed-length trajectory "
             "fragments; set batch_mode='truncate_episodes'")
-    if whole_fragments and int(config["train_batch_size"]) % length:
+    train_batch = int(config["train_batch_size"])
+    if whole_fragments and train_batch % length:
         raise errors.InvalidConfigError(
-            f"train_batch_size={config['train_batch_size']} is not a multiple of "
+            f"train_batch_size={train_batch} is not a multiple of "
             f"rollout_fragment_length={length}; the learner reads whole fragments, so set "
-            f"train_batch_size to a multiple, e.g. {max(1, int(config['train_batch_size']) // length) * length}")
-    if config["model"]["use_lstm"]:
+            f"train_batch_size to a multiple, e.g. {max(1, train_batch // length) * length}")
+    if merge_model_config(config.get("model"))["use_lstm"]:
         raise errors.InvalidConfigError(
             "model.use_lstm: AsyncSamplesOptimizer learns feed-forward policies only; set "
             "use_lstm to False")

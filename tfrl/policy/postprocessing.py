@@ -13,8 +13,9 @@ import tree
 from tfrl.errors import InvalidBatchError, InvalidConfigError
 from tfrl.policy.sample_batch import SampleBatch, concat_samples
 
-# the policy config keys compute_gae_for_sample_batch reads (an algorithm's DEFAULT_CONFIG holds them)
-ADVANTAGE_KEYS = ("gamma", "lambda", "use_gae", "use_critic")
+# the policy config keys compute_gae_for_sample_batch reads (an algorithm's DEFAULT_CONFIG holds
+# them); "lambda" only with use_gae
+ADVANTAGE_KEYS = ("gamma", "use_gae", "use_critic")
 
 
 class Postprocessing:
@@ -90,7 +91,8 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
 
     Splits the batch into episode pieces, bootstraps each piece that did not terminate from the
     policy's value of its last `new_obs` (one batched value call for all pieces), and adds
-    advantages/value targets using `policy.config` keys gamma, lambda, use_gae, use_critic.
+    advantages/value targets using `policy.config` keys gamma, use_gae, use_critic and (with
+    use_gae) lambda.
 
     Raises:
         InvalidConfigError: the policy's config lacks one of those keys.
@@ -99,11 +101,13 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
     """
     config = policy.config
     missing = [key for key in ADVANTAGE_KEYS if key not in config]
+    if config.get("use_gae") and "lambda" not in config:
+        missing.append("lambda")
     if missing:
         raise InvalidConfigError(
-            f"compute_gae_for_sample_batch reads config keys {missing}, which {type(policy).__name__}'s "
-            f"config lacks; declare {', '.join(map(repr, ADVANTAGE_KEYS))} in its "
-            "get_default_config (A3C's and PPO's DEFAULT_CONFIG hold them)")
+            f"compute_gae_for_sample_batch reads config keys {missing}, which "
+            f"{type(policy).__name__}'s config lacks; declare them in its get_default_config "
+            "(A3C's and PPO's DEFAULT_CONFIG hold them)")
     use_critic, use_gae = config["use_critic"], config["use_gae"]
     pieces = sample_batch.split_by_episode() if (
         SampleBatch.EPS_ID in sample_batch or SampleBatch.TERMINATEDS in sample_batch
@@ -130,9 +134,10 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
             last_values[i] = float(v)
     # compute_advantages only adds columns, so a shallow copy keeps the input batch as it was;
     # concat_samples below copies the arrays
+    gae = {"lambda_": config["lambda"]} if use_gae else {}  # lambda weighs GAE only
     done = [compute_advantages(p.copy(shallow=True), last_values[i], config["gamma"],
-                               config["lambda"], use_gae=use_gae,
-                               use_critic=use_critic) for i, p in enumerate(pieces)]
+                               use_gae=use_gae, use_critic=use_critic, **gae)
+            for i, p in enumerate(pieces)]
     return concat_samples(done)
 
 

@@ -13,7 +13,8 @@ from tests.tfrl.agents.agent_helpers import stop_frees
 from tfrl.agents.dqn import ApexTrainer
 from tfrl.agents.dqn.apex import validate_config
 from tfrl.errors import InvalidConfigError
-from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE, _SHARD, PrioritySender
+from tfrl.learner.priority_sender import PrioritySender
+from tfrl.optimizers.async_replay_optimizer import REPLAY_TABLE, _SHARD
 from tfrl.optimizers.per_worker_exploration import per_worker_epsilon
 from tfrl.policy import SampleBatch
 

@@ -109,3 +109,9 @@ def test_gae_postprocessing_names_the_advantage_keys_a_policy_config_lacks():
     # the policy's first postprocessing pass, at construction, finds it
     with pytest.raises(InvalidConfigError, match=r"\['use_gae', 'use_critic'\]"):
         NoGae(*cartpole_spaces(), {})
+    NoLambda = ActorCriticPolicy.with_updates(
+        name="NoLambda", get_default_config=lambda: {"use_gae": True, "use_critic": True,
+                                                     "entropy_coeff": 0.0,
+                                                     "model": {"fcnet_hiddens": [8]}})
+    with pytest.raises(InvalidConfigError, match=r"\['lambda'\]"):
+        NoLambda(*cartpole_spaces(), {})
