@@ -1,0 +1,214 @@
+"""The known divergences of `replay.reverb` from Reverb 0.14, each with why it is there, as the
+differential tool (run.py) and its CI test (tests/replay/test_reverb_diff.py) recognise them.
+
+A divergence either concerns one field (`paths`: the differing observables it explains; the
+rest of the op and of the sequence is still compared) or a behaviour (`cascades`: once it shows,
+what follows in the sequence is a consequence and is not compared). Each has a status:
+"kept" (on purpose, listed in the README's "Coming from Reverb") or "open" (not fixed yet; the
+entry goes when the fix lands and the differential run shows the sequences agree).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence:
+    name: str
+    status: str  # "kept" or "open"
+    reason: str
+    # (sequence, difference) -> whether this divergence explains the difference
+    matches: Callable[[Dict[str, Any], Dict[str, Any]], bool]
+    cascades: bool = False
+    # For a field divergence: the differing paths it explains (suffixes of the difference's paths).
+    paths: Tuple[str, ...] = ()
+
+
+def _field(*suffixes: str):
+    def matches(_sequence, difference):
+        return all(any(p.endswith(s) for s in suffixes) for p in difference["paths"])
+    return matches
+
+
+def _non_negative_refs(op) -> bool:
+    """Whether an item op indexes a history with a non-negative index, slice bound or list entry."""
+    for _column, index in op.get("trajectory", {}).values():
+        if isinstance(index, int) and index >= 0:
+            return True
+        if isinstance(index, list) and any(i >= 0 for i in index):
+            return True
+        if isinstance(index, dict) and any(index.get(b) is not None and index[b] >= 0 for b in ("start", "stop")):
+            return True
+    return False
+
+
+def _partial_before(sequence, difference) -> bool:
+    return any(op.get("partial") for op in sequence["ops"][:difference["index"] + 1])
+
+
+def _history_from_episode_start(sequence, difference) -> bool:
+    op = difference["op"]
+    if op["op"] in ("append", "end_episode") and not _partial_before(sequence, difference):
+        return all(p.startswith(".ok.history") for p in difference["paths"])
+    if op["op"] == "item" and _non_negative_refs(op):
+        return True
+    return False
+
+
+def _partial_step_history(sequence, difference) -> bool:
+    op = difference["op"]
+    if not _partial_before(sequence, difference):
+        return False
+    return op["op"] in ("append", "end_episode", "item")
+
+
+def _history_before_append(_sequence, difference) -> bool:
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    return (reverb.get("error") == "RuntimeError" and "before `append`" in reverb.get("message", "")
+            and "error" in ours)
+
+
+def _legacy_writer_dtype(sequence, difference) -> bool:
+    cast_before = any(op["op"] == "w_append" and "cast" in op for op in sequence["ops"][:difference["index"] + 1])
+    return difference["op"]["op"] == "w_append" and cast_before and "error" in (difference["ours"] or {})
+
+
+def _missing_step_error(_sequence, difference) -> bool:
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    return (difference["op"]["op"] == "item" and reverb.get("error") == "ValueError"
+            and "None data references" in reverb.get("message", "") and ours.get("error") == "IndexError")
+
+
+def _new_column_refused(_sequence, difference) -> bool:
+    ours = difference["ours"] or {}
+    return difference["op"]["op"] == "append" and "first step did not have" in ours.get("message", "")
+
+
+def _zero_priority_drawn(sequence, difference) -> bool:
+    sampler = sequence["tables"][0].get("sampler", [""])
+    return (difference["op"]["op"] == "distribution" and sampler == ["Prioritized", 0.0]
+            and all("of probability 0" in p or "reject" in p for p in difference["paths"]))
+
+
+def _free_insert_refused(_sequence, difference) -> bool:
+    op = difference["op"]
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    if op["op"] == "insert":
+        return reverb.get("ok", "blocks") is None and ours.get("ok") == "blocks"
+    if op["op"] == "can":
+        return difference["paths"] == [".ok.insert"] and reverb["ok"]["insert"] and not ours["ok"]["insert"]
+    return False
+
+
+DIVERGENCES: List[Divergence] = [
+    Divergence(
+        name="prioritized_zero_priority_with_exponent_zero",
+        status="open",
+        reason="Prioritized(priority_exponent=0.0) samples an item of priority 0 in replay (0 ** 0 == 1); "
+               "Reverb never does while another item has a positive priority (prioritized.cc: a zero priority "
+               "weighs zero whatever the exponent; all zero samples uniformly).",
+        matches=_zero_priority_drawn),
+    Divergence(
+        name="min_size_free_inserts",
+        status="open",
+        reason="Reverb lets inserts through without looking at the samples-per-insert diff while "
+               "inserts + num_inserts - deletes <= min_size_to_sample (rate_limiter.cc CanInsert); replay "
+               "only while size + num_inserts < min_size_to_sample, so a SampleToInsertRatio with a small "
+               "max_diff refuses the insert that reaches min_size_to_sample.",
+        matches=_free_insert_refused, cascades=True),
+    Divergence(
+        name="history_from_episode_start",
+        status="open",
+        reason="Reverb's history counts from the start of the episode: len(history[col]) is the episode's steps "
+               "and a non-negative index, slice bound or list entry i means step i of the episode "
+               "(_ColumnHistory._slice), only the last num_keep_alive_refs being usable; replay counts within "
+               "the kept-alive steps (issue 55, being fixed). Reverb's own arithmetic also has two quirks a "
+               "fix must not copy blindly: history[col][len] is the oldest kept step (len - len = 0), "
+               "and a slice stop equal to len becomes 0, an empty column, on which create_item crashes.",
+        matches=_history_from_episode_start, cascades=True),
+    Divergence(
+        name="partial_step_in_history",
+        status="open",
+        reason="After append(..., partial_step=True) Reverb's history already holds the open step (its length "
+               "counts it, history[col][-1] is the partial cell, a column first seen in it appears); replay's "
+               "history shows completed steps only, so indices after a partial step differ.",
+        matches=_partial_step_history, cascades=True),
+    Divergence(
+        name="new_column_after_first_step",
+        status="open",
+        reason="Reverb's TrajectoryWriter takes a step with a column the earlier steps lacked (the history "
+               "grows that column, None-padded before: trajectory_writer.py _update_structure); replay's "
+               "refuses it (InvalidArgumentError: its columns are fixed by the first step).",
+        matches=_new_column_refused, cascades=True),
+    Divergence(
+        name="history_before_first_append",
+        status="open",
+        reason="Reading TrajectoryWriter.history (or building an item from it, or end_episode, which reads it) "
+               "before the first append raises RuntimeError in Reverb, InvalidArgumentError (a ValueError) "
+               "in replay.",
+        matches=_history_before_append),
+    Divergence(
+        name="missing_step_error_type",
+        status="open",
+        reason="An item referencing a step the history no longer (or never) held: Reverb raises ValueError "
+               "('TrajectoryColumns cannot contain any None data references'), replay IndexError (not a "
+               "ValueError); both create nothing.",
+        matches=_missing_step_error),
+    Divergence(
+        name="legacy_writer_step_specs",
+        status="kept",
+        reason="The legacy Writer refuses a step whose dtype or shape differs from the first step's at append "
+               "(InvalidArgumentError); Reverb takes it, then fails when the chunk is built, loses the chunk's "
+               "items or hangs in close (so the generator no longer draws such steps).",
+        matches=_legacy_writer_dtype, cascades=True),
+    Divergence(
+        name="episode_counters",
+        status="open",
+        reason="TableInfo.num_episodes and num_deleted_episodes are always 0 in replay; Reverb counts the "
+               "episodes the table's chunks belong to and those whose last chunk left (table.cc "
+               "episode_refs_; issue 55, being fixed).",
+        matches=_field(".num_episodes", ".num_deleted_episodes"), paths=(".num_episodes", ".num_deleted_episodes")),
+    Divergence(
+        name="num_unique_samples_present_only",
+        status="open",
+        reason="replay counts num_unique_samples over the items still in the table; Reverb's is a counter of "
+               "items ever sampled since the last reset (table.cc SampleInternal), removal does not lower it.",
+        matches=_field(".num_unique_samples"), paths=(".num_unique_samples",)),
+    Divergence(
+        name="unbounded_rate_limiter_diff",
+        status="open",
+        reason="An unbounded MinSize/SampleToInsertRatio reports min_diff/max_diff as -inf/inf; Reverb reports "
+               "-DBL_MAX/DBL_MAX (rate_limiters.py passes sys.float_info.max).",
+        matches=_field(".min_diff", ".max_diff"), paths=(".min_diff", ".max_diff")),
+]
+
+
+def classify(sequence: Dict[str, Any], differences: List[Dict[str, Any]]) -> Dict[str, List]:
+    """Splits a sequence's differences (in op order) into the names of the known divergences that
+    explain them and the first difference none explains (a list of at most one: what follows an
+    unexplained difference is not trusted). A cascading divergence ends the comparison."""
+    known: List[str] = []
+    unknown: List[Dict[str, Any]] = []
+    for difference in differences:
+        remaining = list(difference["paths"])
+        cascaded = False
+        for divergence in DIVERGENCES:
+            if divergence.paths:
+                explained = [p for p in remaining if any(p.endswith(s) for s in divergence.paths)]
+                if explained:
+                    remaining = [p for p in remaining if p not in explained]
+                    if divergence.name not in known:
+                        known.append(divergence.name)
+            elif divergence.matches(sequence, difference):
+                if divergence.name not in known:
+                    known.append(divergence.name)
+                remaining = []
+                cascaded = divergence.cascades
+                break
+        if remaining:
+            unknown.append(dict(difference, paths=remaining))
+            break
+        if cascaded:
+            break
+    return {"known": known, "unknown": unknown}
