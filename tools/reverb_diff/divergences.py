@@ -91,6 +91,15 @@ def _zero_priority_drawn(sequence, difference) -> bool:
             and all("of probability 0" in p or "reject" in p for p in difference["paths"]))
 
 
+def _late_column_mixed_up(sequence, difference) -> bool:
+    ours, reverb = difference["ours"] or {}, difference["reverb"] or {}
+    appends = [op for op in sequence["ops"][:difference["index"]] if op["op"] == "append"]
+    columns = set().union(*(op["step"] for op in appends)) if appends else set()
+    late = bool(appends) and any(set(op["step"]) != columns for op in appends)
+    return (difference["op"]["op"] == "append" and "ok" in reverb and late
+            and "provided for column" in ours.get("message", ""))
+
+
 def _free_insert_refused(_sequence, difference) -> bool:
     op = difference["op"]
     reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
@@ -141,6 +150,14 @@ DIVERGENCES: List[Divergence] = [
                "grows that column, None-padded before: trajectory_writer.py _update_structure); replay's "
                "refuses it (InvalidArgumentError: its columns are fixed by the first step).",
         matches=_new_column_refused, cascades=True),
+    Divergence(
+        name="late_column_mixed_up",
+        status="open",
+        reason="A TrajectoryWriter whose first step lacked a column that sorts before the ones it had: "
+               "append({'b': int64}), append({'a': float64, 'b': int64}), append({'a': float64, 'b': int64}) -> "
+               "replay refuses the third append ('Tensor of wrong dtype provided for column b. Got double but "
+               "expected int64'): the columns are mixed up once the new one is placed; Reverb takes it.",
+        matches=_late_column_mixed_up, cascades=True),
     Divergence(
         name="history_before_first_append",
         status="open",
