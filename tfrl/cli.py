@@ -213,7 +213,7 @@ def _record_episodes(args) -> int:
         args.checkpoint, num_workers=0, num_envs_per_worker=1, input="sampler",
         output=args.out, output_format=args.output_format, batch_mode="complete_episodes",
         rollout_fragment_length=1, explore=bool(args.explore), evaluation_interval=None)
-    from tfrl.offline.output_writer import record_episodes
+    from tfrl.offline.recording import record_episodes
 
     try:
         worker = trainer.workers.local_worker()

@@ -23,7 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 def record(workdir: str, sac_steps: int, episodes: int) -> str:
     from tfrl.registry import get_trainer_class
     from tfrl.cli import load_experiment_file
-    from tfrl.offline.output_writer import record_episodes
+    from tfrl.offline.recording import record_episodes
     from tfrl.trainer import Trainer
 
     experiment = load_experiment_file("pendulum-sac")

@@ -36,7 +36,7 @@ def record(workdir: str, episodes: int, max_seconds: float) -> str:
         checkpoint = trainer.save(os.path.join(workdir, "ppo-checkpoints"))
     finally:
         trainer.stop()
-    from tfrl.offline.output_writer import record_episodes
+    from tfrl.offline.recording import record_episodes
     from tfrl.trainer import Trainer
 
     recorder = Trainer.from_checkpoint(

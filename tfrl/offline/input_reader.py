@@ -8,7 +8,7 @@ cycling through them forever, each pass in a new random order, with an optional 
 of batches; `ReplayInput` (replay_input.py) samples a replay server's table
 (`input: "replay://HOST:PORT/TABLE"` or `{"replay": {"address": ..., "table": ...}}`);
 `MixedInput` (mixed_input.py) mixes sources with given probabilities (`{"sampler": 0.5, DIR:
-0.5}`, a `replay://` URL being a source too). `make_input_reader` builds the one the settings
+0.5}`, a `replay://` URL being a source too). `make_input_reader` (sources.py) builds the one the settings
 ask for.
 
 `last_was_recorded` tells the worker whether the batch just returned came from files, so it
@@ -170,39 +170,3 @@ def file_input(spec, settings, worker_index: int = 0, num_workers: int = 0,
     return FileInput(files, skip_corrupt=settings.input_skip_corrupt,
                      shuffle_buffer_size=settings.shuffle_buffer_size,
                      seed=None if seed is None else seed + worker_index)
-
-
-def make_input_reader(settings, sample_fn: Callable[[], object], worker_index: int = 0,
-                      num_workers: int = 0, seed: Optional[int] = None) -> InputReader:
-    """The reader `settings.input` (OfflineSettings) asks for; `sample_fn` samples the envs.
-
-    Raises:
-      NoInputFilesError: a file source that names no files.
-      InvalidConfigError: mixing probabilities that are not positive or do not sum to 1.
-      InvalidReplayInputError, ReplayInputUnreachableError: a replay table source that cannot
-        be read (see replay_input.py).
-    """
-    from tfrl.offline.replay_input import is_replay_source, replay_input
-
-    spec = settings.input
-    if spec == "sampler":
-        return SamplerInput(sample_fn)
-    if is_replay_source(spec):
-        return replay_input(spec)
-    if isinstance(spec, dict):
-        from tfrl.offline.mixed_input import MixedInput
-
-        if "replay" in spec and isinstance(spec["replay"], dict):
-            raise errors.InvalidConfigError(
-                f"input {spec!r}: a {{'replay': {{...}}}} source cannot be mixed; use its URL "
-                "spelling as the key: {'sampler': 0.5, 'replay://HOST:PORT/TABLE': 0.5}")
-        sources = {}
-        for source in spec:
-            if source == "sampler":
-                sources[source] = SamplerInput(sample_fn)
-            elif is_replay_source(source):
-                sources[source] = replay_input(source)
-            else:
-                sources[source] = file_input(source, settings, worker_index, num_workers, seed)
-        return MixedInput(sources, spec, seed=None if seed is None else seed + worker_index)
-    return file_input(spec, settings, worker_index, num_workers, seed)

@@ -5,7 +5,7 @@ recorded files hands each estimator every batch it reads (`process`), with its c
 as the target policy, and collects the estimates with its metrics (`get_metrics`, the split of
 RLlib classic's estimators). The episodes handed over between two `get_metrics` calls (one
 training iteration) form one evaluation pass; each whole episode of the pass gives one
-`OffPolicyEstimate` (tfrl/rollout/metrics.py), reported like episode metrics and averaged under
+`OffPolicyEstimate`, reported like episode metrics and averaged under
 `result["off_policy_estimator"][<name>]`:
 
 - `V_prev`: the discounted return the behaviour policy got in the recorded episodes;
@@ -69,10 +69,17 @@ import tree
 from tfrl import errors
 from tfrl.offline.fitted_q import FittedQEvaluation, FQEEpisode
 from tfrl.policy.sample_batch import SampleBatch, concat_samples
-from tfrl.rollout.metrics import OffPolicyEstimate
 
 MAX_PASS_STEPS = 50_000  # bounds the memory of a pass (and of the Q model's features)
 MAX_Q_MODEL_OBS_SIZE = 256  # flattened observation numbers the linear Q model accepts
+
+
+class OffPolicyEstimate(NamedTuple):
+    """One off-policy estimate of one recorded episode; reported beside the episodes and
+    summarised under `off_policy_estimator/<name>/` (tfrl/rollout/metrics.py)."""
+
+    estimator_name: str
+    metrics: Dict[str, float]
 
 
 class RecordedEpisode(NamedTuple):

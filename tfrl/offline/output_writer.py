@@ -1,8 +1,8 @@
 """OutputWriter: where a rollout worker records the sample batches it produces (`output`).
 
 `RolloutWorker.sample()` hands every batch it returns to its writer before the batch goes on
-(to replay or to the caller). `make_output_writer` picks the format from `output_format`:
-TFRecord files of tf.train.Example records (tfrecord_writer.py, the native format) or
+(to replay or to the caller). `make_output_writer` (recording.py) picks the format from
+`output_format`: TFRecord files of tf.train.Example records (tfrecord_writer.py, the native format) or
 RLlib-classic JSON lines (json_writer.py). Both rotate to a new file after
 `output_max_file_size` bytes and name files
 `output-<time>_worker-<worker_index>_<n>.<tfrecord|json>`, so workers never share a file.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -105,41 +105,3 @@ def with_behaviour_probs(batch: SampleBatch) -> SampleBatch:
         batch[SampleBatch.ACTION_PROB] = np.exp(
             np.asarray(batch[SampleBatch.ACTION_LOGP], np.float64)).astype(np.float32)
     return batch
-
-
-def make_output_writer(settings, worker_index: int) -> Optional[OutputWriter]:
-    """The writer `settings` (OfflineSettings) ask for, or None without `output`.
-
-    Raises:
-      InvalidConfigError: the output directory cannot be created.
-    """
-    if not settings.output:
-        return None
-    if settings.output_format == "json":
-        from tfrl.offline.json_writer import JsonWriter
-
-        return JsonWriter(settings.output, worker_index, settings.output_max_file_size)
-    from tfrl.offline.tfrecord_writer import TFRecordWriter
-
-    return TFRecordWriter(settings.output, worker_index, settings.output_max_file_size,
-                          settings.output_compress_columns)
-
-
-def record_episodes(worker, episodes: int,
-                    on_episode: Optional[Callable[[int, float], None]] = None) -> List[float]:
-    """Plays `episodes` whole episodes in `worker` (a RolloutWorker with `output` set, built
-    with batch_mode "complete_episodes" and rollout_fragment_length 1, so that each `sample()`
-    is one episode), which records every step; closes its output files and returns the
-    episodes' returns. What `tfrl rollout --out` and the offline benchmarks run.
-    `on_episode(index, episode_return)` is called as each episode ends.
-    """
-    worker.set_replay_output(None)  # the batches go to the files only
-    returns: List[float] = []
-    while len(returns) < episodes:
-        worker.sample()
-        for episode in worker.get_metrics():
-            if on_episode is not None:
-                on_episode(len(returns), episode.episode_reward)
-            returns.append(episode.episode_reward)
-    worker.output_writer.close()
-    return returns

@@ -1,7 +1,7 @@
 """ReplayInput: an InputReader that samples its batches from a table of a running replay server.
 
 Where it sits: next to FileInput (input_reader.py) as a source of recorded experience for a
-`RolloutWorker`; `make_input_reader` builds it when `input` names a replay table. The table is
+`RolloutWorker`; `make_input_reader` (sources.py) builds it when `input` names a replay table. The table is
 any table of a `replay.Server` (or `replay-server`), for example one restored from a replay
 checkpoint (`replay-server --checkpoint-dir DIR`, `Server(..., checkpointer=Checkpointer(DIR))`,
 or a trainer's `replay_checkpoint`), whose items hold SampleBatch columns by name: the tables
@@ -34,6 +34,7 @@ import tree
 
 from tfrl import errors
 from tfrl.offline.input_reader import InputReader
+from tfrl.offline.item_layout import repeated_next_obs_mask
 from tfrl.policy.sample_batch import SampleBatch
 
 SCHEME = "replay"
@@ -309,8 +310,6 @@ def _restore_next_obs(data: Dict[str, Any], item_length: int) -> Dict[str, Any]:
               SampleBatch.TRUNCATEDS)
     if not all(c in data for c in needed):
         return data
-    from tfrl.rollout.replay_output import repeated_next_obs_mask
-
     rows = np.flatnonzero(repeated_next_obs_mask(
         np.asarray(data[SampleBatch.TERMINATEDS]), np.asarray(data[SampleBatch.TRUNCATEDS]),
         item_length))

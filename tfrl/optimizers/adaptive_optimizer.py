@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence
 
 from tfrl import errors
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.optimizers.selection import REPLAY_STRATEGIES, STRATEGIES, build_strategy
+from tfrl.optimizers.strategies import REPLAY_STRATEGIES, STRATEGIES, build_strategy
 from tfrl.optimizers.settings import AdaptiveSettings
 
 logger = logging.getLogger(__name__)

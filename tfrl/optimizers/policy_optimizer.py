@@ -109,7 +109,7 @@ class PolicyOptimizer:
         learner stats). When fewer than `smoothing_episodes` episodes ended this iteration, the
         most recent earlier ones fill up the window, so the means move smoothly."""
         from tfrl.rollout import summarize_episodes
-        from tfrl.rollout.metrics import OffPolicyEstimate
+        from tfrl.offline.off_policy_estimator import OffPolicyEstimate
 
         episodes = self._new_episodes + self.fetch_worker_episodes()
         self._new_episodes = []

@@ -18,14 +18,9 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from tfrl import errors
-from tfrl.optimizers.settings import OptimizerChoiceSettings
-
-STRATEGIES = ("sync_samples", "multi_device", "async_gradients", "sharded_ps", "allreduce")
-# strategies that stream samples through the trainer's replay tables (one of them per trainer)
-REPLAY_STRATEGIES = ("sync_samples", "multi_device")
-# keys of the minibatch SGD settings that algorithms without them (A3C) get for allreduce
-_ALLREDUCE_DEFAULTS = {"num_sgd_iter": 1, "sgd_minibatch_size": None, "shuffle_sequences": False}
-
+from tfrl.optimizers.adaptive_optimizer import AdaptiveOptimizer
+from tfrl.optimizers.settings import LearnerSettings, OptimizerChoiceSettings
+from tfrl.optimizers.strategies import build_strategy
 
 def chosen_strategy(config: dict, allowed: Sequence[str], default: str, algorithm: str) -> str:
     """The strategy name the config asks for (`default` when it gives a dict or nothing).
@@ -45,37 +40,6 @@ def chosen_strategy(config: dict, allowed: Sequence[str], default: str, algorith
     return choice
 
 
-def build_strategy(name: str, workers, config: dict, replay, **settings):
-    """The policy optimizer of strategy `name` (one of STRATEGIES).
-
-    Raises:
-      InvalidConfigError: an unknown name, or what the strategy's constructor raises.
-    """
-    if name == "sync_samples":
-        from tfrl.optimizers.sync_samples_optimizer import SyncSamplesOptimizer
-
-        return SyncSamplesOptimizer(workers, config, replay, **settings)
-    if name == "multi_device":
-        from tfrl.optimizers.multi_device_optimizer import LocalMultiDeviceOptimizer
-
-        return LocalMultiDeviceOptimizer(workers, config, replay, **settings)
-    if name == "async_gradients":
-        from tfrl.optimizers.async_gradients_optimizer import AsyncGradientsOptimizer
-
-        return AsyncGradientsOptimizer(workers, config, replay, **settings)
-    if name == "sharded_ps":
-        from tfrl.optimizers.sharded_ps_optimizer import ShardedParameterServerOptimizer
-
-        return ShardedParameterServerOptimizer(workers, config, replay, **settings)
-    if name == "allreduce":
-        from tfrl.optimizers.allreduce_optimizer import AllreduceOptimizer
-
-        defaults = {k: v for k, v in _ALLREDUCE_DEFAULTS.items() if k not in config}
-        return AllreduceOptimizer(workers, config, replay, **defaults, **settings)
-    raise errors.InvalidConfigError(
-        f"unknown policy optimizer strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
-
-
 def choose_policy_optimizer(workers, config: dict, replay, *, allowed: Sequence[str],
                             default: str, algorithm: str,
                             auto_candidates: Optional[Sequence[str]] = None):
@@ -90,8 +54,6 @@ def choose_policy_optimizer(workers, config: dict, replay, *, allowed: Sequence[
     name = chosen_strategy(config, allowed, default, algorithm)
     if name != "auto":
         return build_strategy(name, workers, config, replay)
-    from tfrl.optimizers.adaptive_optimizer import AdaptiveOptimizer
-
     candidates = _one_device_candidates(tuple(auto_candidates or allowed), allowed, config)
     return AdaptiveOptimizer(workers, config, replay, allowed=allowed,
                              default_candidates=candidates, algorithm=algorithm)
@@ -103,8 +65,6 @@ def _one_device_candidates(candidates: tuple, allowed: Sequence[str], config: di
     sync_samples' rate for PPO on CartPole in tools/bench_optimizers.py), and only one of the two
     can be a candidate (they share the replay tables)."""
     import tensorflow as tf
-
-    from tfrl.optimizers.settings import LearnerSettings
 
     if "multi_device" not in candidates or "sync_samples" not in allowed:
         return candidates

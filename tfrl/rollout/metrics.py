@@ -20,6 +20,8 @@ from typing import Any, Dict, Iterable, List, NamedTuple
 
 import numpy as np
 
+from tfrl.offline.off_policy_estimator import OffPolicyEstimate
+
 
 class RolloutMetrics(NamedTuple):
     episode_length: int
@@ -36,14 +38,6 @@ class RolloutMetrics(NamedTuple):
         return cls(episode.length, episode.total_reward, dict(episode.agent_rewards),
                    dict(episode.custom_metrics), dict(episode.hist_data), worker_index,
                    perf_stats)
-
-
-class OffPolicyEstimate(NamedTuple):
-    """One off-policy estimate of one recorded episode (tfrl/offline/off_policy_estimator.py);
-    reported beside the episodes and summarised under `off_policy_estimator/<name>/`."""
-
-    estimator_name: str
-    metrics: Dict[str, float]
 
 
 class SamplerPerfStats:

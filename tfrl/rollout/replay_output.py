@@ -41,6 +41,7 @@ import tree
 
 from tfrl import errors
 from tfrl.errors import InvalidBatchError
+from tfrl.offline.item_layout import repeated_next_obs_mask
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.trajectory import batched_policy_outputs
 
@@ -423,21 +424,6 @@ class ReplayOutput:
                 error = error or exc
         if error is not None:
             raise error
-
-
-def repeated_next_obs_mask(terminateds, truncateds, item_length: int):
-    """True for the rows of fragment items whose next observation is the next row's
-    observation: neither an episode end nor an item's last step (numpy or TF inputs, rows of
-    whole items in order)."""
-    if isinstance(terminateds, np.ndarray):
-        ended = np.asarray(terminateds, bool) | np.asarray(truncateds, bool)
-        last = np.arange(len(ended)) % item_length == item_length - 1
-        return ~ended & ~last
-    import tensorflow as tf
-
-    ended = tf.logical_or(tf.cast(terminateds, tf.bool), tf.cast(truncateds, tf.bool))
-    steps = tf.range(tf.shape(ended)[-1])
-    return tf.logical_and(tf.logical_not(ended), steps < item_length - 1)
 
 
 def _drop_repeated_next_obs(columns: Dict[str, Any], item_length: int) -> Any:

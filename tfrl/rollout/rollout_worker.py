@@ -301,9 +301,9 @@ class RolloutWorker:
 
     def _setup_offline_data(self) -> None:
         """The input reader, off-policy estimators and output writer of the offline keys."""
-        from tfrl.offline.input_reader import make_input_reader
+        from tfrl.offline.sources import make_input_reader
         from tfrl.offline.off_policy_estimator import make_estimators
-        from tfrl.offline.output_writer import make_output_writer
+        from tfrl.offline.recording import make_output_writer
         from tfrl.offline.settings import OfflineSettings
 
         self.offline_settings = offline = OfflineSettings.from_config(self.config)

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tfrl.agents.dqn import DEFAULT_CONFIG, DQNTFPolicy
-from tfrl.agents.dqn.dqn_policy import sample_epsilon_greedy
-from tfrl.agents.dqn.numpy_q_policy import numpy_q_policy_spec
+from tfrl.agents.dqn.dqn_policy import numpy_q_policy_spec, sample_epsilon_greedy
 from tfrl.errors import CheckpointError
 from tfrl.policy import SampleBatch
 from tfrl.policy.numpy_policy import numpy_policy_spec

@@ -22,8 +22,9 @@ See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
 
+import copy
 import functools
-from typing import Dict
+from typing import Dict, Optional
 
 import gymnasium as gym
 import tensorflow as tf
@@ -32,15 +33,68 @@ import tree
 
 from tfrl.agents.dqn.config import DEFAULT_CONFIG
 from tfrl.agents.dqn.dqn_model import QNetwork
-from tfrl.agents.dqn.numpy_q_policy import numpy_q_policy_spec, rate_transitions
+from tfrl.agents.dqn.numpy_q_policy import NumpyQPolicySpec, rate_transitions
 from tfrl.config import policy_defaults
 from tfrl.errors import InvalidConfigError, UnsupportedSpaceError
 from tfrl.models.catalog import ModelCatalog
+from tfrl.policy.numpy_policy import dense_layer_indices, is_flat_box, postprocess_hooks
 from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
                          TargetNetworkMixin, build_tf_policy)
 from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
                                          td_error_fetches)
 from tfrl.utils.schedules import epsilon_schedule_from_config
+
+
+def numpy_q_policy_spec(policy) -> Optional[NumpyQPolicySpec]:
+    """The NumpyQPolicySpec of a built DQN `policy`, or None when the numpy copy would not be
+    exact: another action sampler, model, loss or postprocessing than DQNTFPolicy's, a
+    hand-written subclass, image or non-flat observations."""
+    from ray import cloudpickle  # Ray's import is heavy; a policy built outside Ray never pays it
+
+    cls = type(policy)
+    reference = DQNTFPolicy
+    if not all("_build_kwargs" in c.__dict__ or c in reference.__mro__ for c in cls.__mro__):
+        return None
+    declared = next(c for c in cls.__mro__ if "_build_kwargs" in c.__dict__)._build_kwargs  # noqa: SLF001
+    expected = {"action_sampler_fn": sample_epsilon_greedy,
+                "make_model": build_q_models, "loss_fn": build_q_losses,
+                "extra_action_out_fn": None, "extra_action_fetches_fn": None,
+                "action_distribution_fn": None}
+    if any(declared.get(key) is not value for key, value in expected.items()):
+        return None
+    hooks = postprocess_hooks(cls)
+    if hooks != {"postprocess_fn": postprocess_nstep_and_prio,
+                 "postprocess_fragment_fn": add_worker_priorities}:
+        return None
+    model = policy.model
+    if (type(model) is not QNetwork or not is_flat_box(policy.observation_space)
+            or not isinstance(policy.action_space, gym.spaces.Discrete)):
+        return None
+    config = policy.config
+    variables = policy.model_variables
+    trunk = dense_layer_indices(model.base_model, variables,
+                                [f"fc_{i}" for i in range(len(model.model_config["fcnet_hiddens"]))])
+    hidden = range(len(config["hiddens"]))
+    if model.dueling:
+        head = dense_layer_indices(model.base_model, variables,
+                                   [f"advantage_hidden_{i}" for i in hidden] + ["advantage_out"])
+        value = dense_layer_indices(model.base_model, variables,
+                                    [f"value_hidden_{i}" for i in hidden] + ["value_out"])
+    else:
+        head = dense_layer_indices(model.base_model, variables,
+                                   [f"q_hidden_{i}" for i in hidden] + ["q_out"])
+        value = ()
+    names = [v.name.split(":")[0] for v in variables]
+    target_names = [v.name.split(":")[0] for v in policy.target_model.variables]
+    if None in (trunk, head, value) or sorted(names) != sorted(target_names) \
+            or len(set(names)) != len(names):
+        return None
+    return NumpyQPolicySpec(
+        class_name=cls.__qualname__, pickled_policy_class=cloudpickle.dumps(cls),
+        default_config=copy.deepcopy(cls.get_default_config()),
+        initial_weights=tuple(policy.get_weights()), postprocess_fn=postprocess_nstep_and_prio,
+        postprocess_fragment_fn=None, trunk_layers=trunk, head_layers=head, value_layers=value,
+        target_order=tuple(names.index(name) for name in target_names))
 
 
 class EpsilonGreedyExploration:

@@ -4,8 +4,8 @@ Where it sits: a rollout worker (tfrl/rollout) acts, postprocesses and, for Ape-
 transitions; the learner trains DQNTFPolicy (dqn_policy.py). Like NumpyPolicy for the actor-critic
 policies (tfrl/policy/numpy_policy.py, whose `NumpyStandIn` this extends), `WorkerSet` hands its
 remote workers a `NumpyQPolicySpec` instead of the policy class when `numpy_rollout_workers` is
-on and `numpy_q_policy_spec` accepts the local policy (DQNTFPolicy as declared, its own
-`QNetwork` with a dense trunk on flat Box observations, dueling or not). A `NumpyQPolicy`:
+on and `numpy_q_policy_spec` (dqn_policy.py) accepts the local policy (DQNTFPolicy as declared,
+its own `QNetwork` with a dense trunk on flat Box observations, dueling or not). A `NumpyQPolicy`:
 
 - acts epsilon-greedily over its Q-values, epsilon from the policy's schedule at the global
   timestep, or the constant a trainer sets (`set_epsilon_schedule`, Ape-X's per-worker
@@ -22,16 +22,13 @@ CartPole these few matrix products take tens of microseconds.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 from typing import List, Optional, Sequence, Tuple
 
-import gymnasium as gym
 import numpy as np
 
 from tfrl.policy.numpy_actor import forward
-from tfrl.policy.numpy_policy import (NumpyStandIn, NumpyStandInSpec, dense_layer_indices,
-                                      dense_layers, is_flat_box, postprocess_hooks)
+from tfrl.policy.numpy_policy import (NumpyStandIn, NumpyStandInSpec, dense_layers)
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.utils.schedules import epsilon_schedule_from_config
 
@@ -69,62 +66,6 @@ class NumpyQPolicySpec(NumpyStandInSpec):
     head_layers: Layers
     value_layers: Layers
     target_order: Tuple[int, ...]
-
-
-def numpy_q_policy_spec(policy) -> Optional[NumpyQPolicySpec]:
-    """The NumpyQPolicySpec of a built DQN `policy`, or None when the numpy copy would not be
-    exact: another action sampler, model, loss or postprocessing than DQNTFPolicy's, a
-    hand-written subclass, image or non-flat observations."""
-    from ray import cloudpickle
-
-    from tfrl.agents.dqn import dqn_policy
-    from tfrl.agents.dqn.dqn_model import QNetwork
-    from tfrl.policy.postprocessing import postprocess_nstep_and_prio
-
-    cls = type(policy)
-    reference = dqn_policy.DQNTFPolicy
-    if not all("_build_kwargs" in c.__dict__ or c in reference.__mro__ for c in cls.__mro__):
-        return None
-    declared = next(c for c in cls.__mro__ if "_build_kwargs" in c.__dict__)._build_kwargs  # noqa: SLF001
-    expected = {"action_sampler_fn": dqn_policy.sample_epsilon_greedy,
-                "make_model": dqn_policy.build_q_models, "loss_fn": dqn_policy.build_q_losses,
-                "extra_action_out_fn": None, "extra_action_fetches_fn": None,
-                "action_distribution_fn": None}
-    if any(declared.get(key) is not value for key, value in expected.items()):
-        return None
-    hooks = postprocess_hooks(cls)
-    if hooks != {"postprocess_fn": postprocess_nstep_and_prio,
-                 "postprocess_fragment_fn": dqn_policy.add_worker_priorities}:
-        return None
-    model = policy.model
-    if (type(model) is not QNetwork or not is_flat_box(policy.observation_space)
-            or not isinstance(policy.action_space, gym.spaces.Discrete)):
-        return None
-    config = policy.config
-    variables = policy.model_variables
-    trunk = dense_layer_indices(model.base_model, variables,
-                                [f"fc_{i}" for i in range(len(model.model_config["fcnet_hiddens"]))])
-    hidden = range(len(config["hiddens"]))
-    if model.dueling:
-        head = dense_layer_indices(model.base_model, variables,
-                                   [f"advantage_hidden_{i}" for i in hidden] + ["advantage_out"])
-        value = dense_layer_indices(model.base_model, variables,
-                                    [f"value_hidden_{i}" for i in hidden] + ["value_out"])
-    else:
-        head = dense_layer_indices(model.base_model, variables,
-                                   [f"q_hidden_{i}" for i in hidden] + ["q_out"])
-        value = ()
-    names = [v.name.split(":")[0] for v in variables]
-    target_names = [v.name.split(":")[0] for v in policy.target_model.variables]
-    if None in (trunk, head, value) or sorted(names) != sorted(target_names) \
-            or len(set(names)) != len(names):
-        return None
-    return NumpyQPolicySpec(
-        class_name=cls.__qualname__, pickled_policy_class=cloudpickle.dumps(cls),
-        default_config=copy.deepcopy(cls.get_default_config()),
-        initial_weights=tuple(policy.get_weights()), postprocess_fn=postprocess_nstep_and_prio,
-        postprocess_fragment_fn=None, trunk_layers=trunk, head_layers=head, value_layers=value,
-        target_order=tuple(names.index(name) for name in target_names))
 
 
 class NumpyQPolicy(NumpyStandIn):
