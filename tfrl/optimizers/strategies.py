@@ -8,8 +8,6 @@ from tfrl import errors
 STRATEGIES = ("sync_samples", "multi_device", "async_gradients", "sharded_ps", "allreduce")
 # strategies that stream samples through the trainer's replay tables (one of them per trainer)
 REPLAY_STRATEGIES = ("sync_samples", "multi_device")
-# keys of the minibatch SGD settings that algorithms without them (A3C) get for allreduce
-_ALLREDUCE_DEFAULTS = {"num_sgd_iter": 1, "sgd_minibatch_size": None, "shuffle_sequences": False}
 
 
 def build_strategy(name: str, workers, config: dict, replay, **settings):
@@ -37,7 +35,6 @@ def build_strategy(name: str, workers, config: dict, replay, **settings):
     if name == "allreduce":
         from tfrl.optimizers.allreduce_optimizer import AllreduceOptimizer
 
-        defaults = {k: v for k, v in _ALLREDUCE_DEFAULTS.items() if k not in config}
-        return AllreduceOptimizer(workers, config, replay, **defaults, **settings)
+        return AllreduceOptimizer(workers, config, replay, **settings)
     raise errors.InvalidConfigError(
         f"unknown policy optimizer strategy {name!r}; choose one of {', '.join(STRATEGIES)}")

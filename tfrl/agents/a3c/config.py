@@ -4,8 +4,7 @@ actor-critic's own keys (A2C: A3C's, with a synchronous train batch instead of g
 Kept apart from the trainers (a3c.py, a2c.py) and the policy (a3c_policy.py) so they import it
 without importing each other.
 """
-from tfrl.config import merge_config
-from tfrl.config import with_common_config
+from tfrl.config import merge_config, with_common_config
 
 DEFAULT_CONFIG = with_common_config({
     # Critic and GAE: advantages are GAE(lambda) estimates bootstrapped from the value head.
@@ -26,6 +25,11 @@ DEFAULT_CONFIG = with_common_config({
     "rollout_fragment_length": 10,
     # Gradients applied per optimizer step (one step = one call of optimizer.step()).
     "grads_per_step": 100,
+    # The allreduce strategy's minibatch SGD on each worker's batch: None = the whole batch as
+    # one minibatch, one pass.
+    "sgd_minibatch_size": None,
+    "num_sgd_iter": 1,
+    "shuffle_sequences": True,
     # An iteration lasts at least this long, so results are not reported too often.
     "min_iter_time_s": 5,
 })
@@ -35,10 +39,6 @@ A2C_DEFAULT_CONFIG = merge_config(DEFAULT_CONFIG, {
     # Env steps per learn step; a multiple of num_workers * num_envs_per_worker *
     # rollout_fragment_length (validate_config shortens fragments that are too long).
     "train_batch_size": 200,
-    # None = the whole train batch as one minibatch; one pass (plain A2C).
-    "sgd_minibatch_size": None,
-    "num_sgd_iter": 1,
-    "shuffle_sequences": True,
     "min_iter_time_s": 10,
 }, allow_new_keys=True)
 A2C_DEFAULT_CONFIG.pop("grads_per_step")  # an A3C (async optimizer) setting
