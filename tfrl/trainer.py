@@ -38,7 +38,7 @@ from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.worker_set import WorkerSet
 from tfrl.runtime import configure_tf_threads
 from tfrl.serving_export import ExportSettings, export_version
-from tfrl.tune import trial_base
+from tfrl.tune import runs_in_trial, trial_base
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +138,7 @@ class Trainer:
         raise NotImplementedError
 
     # --- the public API ----------------------------------------------------------------------
+    @runs_in_trial
     def train(self) -> dict:
         """Runs one logical training iteration and returns the result dict.
 
@@ -147,8 +148,6 @@ class Trainer:
         iterations the policy is exported as `<export_dir>/<iteration>/` (tfrl/serving_export.py)
         and `result["export_path"]` says where.
         """
-        if self._tune_trial:
-            return self._trial_call("train")
         start = time.time()
         workers = getattr(self, "workers", None)
         failures_before = workers.num_worker_failures if workers is not None else 0
@@ -315,11 +314,10 @@ class Trainer:
         return export_dir
 
     # --- checkpoints ------------------------------------------------------------------------
+    @runs_in_trial
     def get_state(self) -> dict:
         """Counters, the driver worker's state (weights, optimizer slots, filters) and the
         optimizer's counters, as plain data (nested dicts and lists, numbers, numpy arrays)."""
-        if self._tune_trial:
-            return self._trial_call("get_state")
         return {
             "name": self.trainer_name,
             "config": self.raw_user_config,
@@ -359,6 +357,7 @@ class Trainer:
         if self.workers.num_remote_workers():
             self.workers.call_remote_workers("set_filters", self.workers.local_worker().get_filters())
 
+    @runs_in_trial
     def save(self, checkpoint_dir: Optional[str] = None) -> str:
         """Writes a checkpoint and returns the path of its state file:
         `<dir>/checkpoint_<iteration>/trainer_state.json` (with `trainer_state.npz` beside it).
@@ -376,8 +375,6 @@ class Trainer:
           replay.errors.FailedPreconditionError: an external replay server without
             --checkpoint-dir, with replay_checkpoint set.
         """
-        if self._tune_trial:
-            return self._trial_call("save", checkpoint_dir)
         base = checkpoint_dir or os.path.join(self.logdir or ".", "checkpoints")
         path = os.path.join(base, f"checkpoint_{self.iteration:06d}")
         replay = getattr(self, "replay", None) if self.config["replay_checkpoint"] else None
@@ -423,6 +420,7 @@ class Trainer:
             raise
         return trainer
 
+    @runs_in_trial
     def restore(self, checkpoint_path: str) -> None:
         """Restores weights, optimizer state, filters, counters and (when saved) the replay
         tables from `save()`'s output.
@@ -430,14 +428,11 @@ class Trainer:
         Raises:
           PickleCheckpointError, CheckpointError: see `load_checkpoint_state` and `set_state`.
         """
-        if self._tune_trial:
-            return self._trial_call("restore", checkpoint_path)
         self.set_state(self.load_checkpoint_state(checkpoint_path))
 
+    @runs_in_trial
     def stop(self) -> None:
         """Stops the rollout workers, the optimizer and the replay service (idempotent)."""
-        if self._tune_trial:
-            return self._trial_call("stop")
         if self._stopped:
             return
         self._stopped = True
@@ -450,10 +445,6 @@ class Trainer:
                     logger.exception("error while stopping %r", closer)
         if self._tb_logger is not None:
             self._tb_logger.close()
-
-    def _trial_call(self, method: str, *args):
-        """Tune's own `method` of a trial shell (see __init__)."""
-        return getattr(trial_base(), method)(self, *args)
 
     def __enter__(self):
         return self

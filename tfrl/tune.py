@@ -19,8 +19,9 @@ works as well. Every trainer class is a Tune trainable itself (`trial_base`), so
 """
 from __future__ import annotations
 
+import functools
 import os
-from typing import Union
+from typing import Callable, Union
 
 
 def trainer_resources(trainer_cls: Union[str, type], config: dict):
@@ -118,6 +119,21 @@ def as_trainable(trainer: Union[str, type]):
     name = trainer if isinstance(trainer, str) else trainer.trainer_name
     TfrlTrainable.__name__ = f"{name}Trainable"
     return TfrlTrainable
+
+
+def runs_in_trial(method: Callable) -> Callable:
+    """A Trainer method that, called on a trial shell (an instance Tune built, whose
+    `_tune_trial` is set), runs Tune's own method of that name instead (`trial_base`), which
+    drives the plain trainer inside the shell."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if self._tune_trial:
+            return getattr(trial_base(), name)(self, *args, **kwargs)
+        return method(self, *args, **kwargs)
+
+    return call
 
 
 def trial_base() -> type:
