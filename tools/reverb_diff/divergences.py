@@ -100,6 +100,40 @@ def _late_column_mixed_up(sequence, difference) -> bool:
             and "provided for column" in ours.get("message", ""))
 
 
+def _close_waited(_sequence, difference) -> bool:
+    return difference["op"]["op"] == "tw_close" and difference["paths"] == [".ok.waited"]
+
+
+def _structured_config_accepted(_sequence, difference) -> bool:
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    return difference["op"]["op"] == "sw_open" and reverb.get("error") == "ValueError" and "ok" in ours
+
+
+def _structured_field_twice(_sequence, difference) -> bool:
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    return (difference["op"]["op"] == "sw_append" and "already been set" in ours.get("message", "")
+            and ("provided by multiple" in reverb.get("message", "") or "ok" in reverb))
+
+
+def _structured_partial_items(sequence, difference) -> bool:
+    partial_before = any(op["op"] == "sw_append" and op.get("partial")
+                         for op in sequence["ops"][:difference["index"]])
+    return difference["op"]["op"] == "drain" and partial_before and sequence.get("family") == "structured_writer"
+
+
+def _modulo_comparison_refused(sequence, difference) -> bool:
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    return (difference["op"]["op"] == "sw_open" and "ok" in reverb
+            and "modulo condition can only be compared" in ours.get("message", ""))
+
+
+def _slice_stop_zero(sequence, difference) -> bool:
+    if difference["op"]["op"] != "drain" or sequence.get("family") != "structured_writer":
+        return False
+    return any(isinstance(index, dict) and index.get("stop") == 0
+               for config in sequence["ops"][0].get("configs", []) for _c, index in config["pattern"].values())
+
+
 def _free_insert_refused(_sequence, difference) -> bool:
     op = difference["op"]
     reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
@@ -158,6 +192,48 @@ DIVERGENCES: List[Divergence] = [
                "replay refuses the third append ('Tensor of wrong dtype provided for column b. Got double but "
                "expected int64'): the columns are mixed up once the new one is placed; Reverb takes it.",
         matches=_late_column_mixed_up, cascades=True),
+    Divergence(
+        name="close_waits_for_held_items",
+        status="open",
+        reason="TrajectoryWriter.close() with items a rate limiter holds back (Table.stack('t0', 2), four "
+               "items, flush(timeout_ms=200) -> DeadlineExceededError, close()): replay's close waits about "
+               "5 s before giving up on them; Reverb's returns at once (its stream is cancelled, the items "
+               "dropped).",
+        matches=_close_waited),
+    Divergence(
+        name="structured_config_unchecked",
+        status="open",
+        reason="client.structured_writer refuses an invalid pattern in Reverb (ValueError: 'Invalid configuration "
+               "at position 0: `stop` (-1) must be > `start` (-1)' for step['a'][-1:-1]); replay accepts it.",
+        matches=_structured_config_accepted, cascades=True),
+    Divergence(
+        name="structured_field_set_twice",
+        status="kept",
+        reason="StructuredWriter.append giving a field the open (partial) step already has: replay raises "
+               "ValueError ('Field ... has already been set in the active step', as Reverb's TrajectoryWriter); "
+               "Reverb's StructuredWriter raises RuntimeError ('... should never happen, please contact the "
+               "Reverb team') or, when the step's other fields are still missing, takes it.",
+        matches=_structured_field_twice, cascades=True),
+    Divergence(
+        name="structured_items_from_partial_step",
+        status="open",
+        reason="A StructuredWriter whose pattern needs only fields an open partial step already has "
+               "(pattern step['a'][-1:], append({'a': 1}, partial_step=True), flush()): Reverb creates the "
+               "item from the partial step; replay waits for the step to be complete.",
+        matches=_structured_partial_items, cascades=True),
+    Divergence(
+        name="modulo_condition_comparisons",
+        status="open",
+        reason="Reverb takes a modulo condition compared with <, <=, > or >= (Condition.data(step)['a'] % 3 >= 200) "
+               "when the config is built; replay refuses it (ValueError: 'a modulo condition can only be "
+               "compared with == or !='). Keeping the refusal needs a decision and a README line.",
+        matches=_modulo_comparison_refused, cascades=True),
+    Divergence(
+        name="structured_slice_stop_zero",
+        status="open",
+        reason="A structured pattern slice with stop 0 (step['a'][-1:0]): Reverb reads stop 0 as the end of the "
+               "history and creates items of the last step; replay creates none.",
+        matches=_slice_stop_zero, cascades=True),
     Divergence(
         name="history_before_first_append",
         status="open",

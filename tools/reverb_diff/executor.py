@@ -363,8 +363,62 @@ class SequenceRun:
         return self._writer_state(writer)
 
     def op_tw_close(self, op):
+        """close(), and whether it took over 2 s (it waited on items a rate limiter holds)."""
+        started = time.monotonic()
         self.writers.pop(op.get("w", 0)).close()
         self._landed(op.get("w", 0))
+        return {"waited": time.monotonic() - started > 2.0}
+
+    # ---------------------------------------------------------------- StructuredWriter
+    def _condition(self, spec):
+        """A condition from ["step_index"|"steps_since_applied", mod, cmp, value],
+        ["data", column, mod, cmp, value] or ["is_end_episode"]."""
+        conditions = self.reverb.structured_writer.Condition
+        if spec[0] == "is_end_episode":
+            return conditions.is_end_episode()
+        if spec[0] == "data":
+            builder = conditions.data({c: None for c in self.columns})[spec[1]]
+            spec = spec[1:]
+        else:
+            builder = getattr(conditions, spec[0])()
+        _, mod, comparison, value = spec
+        if mod:
+            builder = builder % mod
+        return getattr(builder, comparison)(value)
+
+    def _config(self, config):
+        structured = self.reverb.structured_writer
+        step = {c: None for c in self.columns}
+
+        def transform(ref):
+            pattern = {}
+            for name, (column, index) in config["pattern"].items():
+                if isinstance(index, dict):
+                    index = slice(index.get("start"), index.get("stop"), index.get("step"))
+                pattern[name] = ref[column][index]
+            return pattern
+
+        return structured.create_config(structured.pattern_from_transform(step, transform),
+                                        self.table_name(config["table"]),
+                                        conditions=[self._condition(c) for c in config.get("conditions", [])])
+
+    def op_sw_open(self, op):
+        self.writers[op.get("w", 0)] = self.client.structured_writer([self._config(c) for c in op["configs"]])
+
+    def op_sw_append(self, op):
+        writer = self.writers[op.get("w", 0)]
+        # The structured writer takes the whole step structure every time, None where a partial
+        # step leaves a column out.
+        data = dict({c: None for c in self.columns}, **self.step(op["step"], op.get("cast")))
+        writer.append(data, partial_step=op.get("partial", False))
+        return {"step_is_open": bool(writer.step_is_open)}
+
+    def op_sw_flush(self, op):
+        self.writers[op.get("w", 0)].flush(timeout_ms=op["timeout_ms"])
+
+    def op_sw_end_episode(self, op):
+        self.writers[op.get("w", 0)].end_episode(clear_buffers=op.get("clear_buffers", True),
+                                                 timeout_ms=op["timeout_ms"])
 
     # ---------------------------------------------------------------- legacy Writer
     def op_w_open(self, op):

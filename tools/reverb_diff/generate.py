@@ -8,7 +8,8 @@ max_size, max_times_sampled, rate_limiter, optional signature, or kind "queue"/"
 is `{column: tag}` and the executor builds the arrays from the tags (`executor.step_value`), so
 the id of an item is readable from its data on both sides.
 
-Families (FAMILIES): selectors, rate_limiters, distribution, trajectory_writer, writer, client.
+Families (FAMILIES): selectors, rate_limiters, distribution, blocking, trajectory_writer, writer,
+structured_writer, client.
 """
 from __future__ import annotations
 
@@ -280,7 +281,115 @@ def client_sequence(draw) -> Sequence:
     return {"tables": tables, "columns": columns, "ops": ops}
 
 
+# Long enough for an insert the limiter allows to land on a loaded machine, short enough that
+# the flushes the limiter refuses (DeadlineExceededError) keep a sequence under a second or two.
+BLOCKING_TIMEOUT_MS = 200
+
+
+@st.composite
+def blocking_sequence(draw) -> Sequence:
+    """What blocks and what returns: a TrajectoryWriter inserting into a table whose limiter
+    (Queue, Stack, SampleToInsertRatio, MinSize) refuses inserts; flush and end_episode with short
+    timeouts (DeadlineExceededError), one sample at a time between flushes (before a flush, Reverb
+    sends an item once its chunk is complete, replay sooner; a sample may let a waiting item in),
+    `can_sample`/`can_insert` and info after flushes only (an item the limiter held lands whenever
+    a sample frees it), close at the end (whether it waits)."""
+    table_kind = draw(st.sampled_from(["queue", "stack", "table", "table"]))
+    if table_kind == "table":
+        table = {"name": "t0", "sampler": _selector(draw, ["Fifo", "Lifo"]), "remover": ["Fifo"],
+                 "max_size": draw(st.integers(2, 6)), "max_times_sampled": draw(st.integers(0, 2)),
+                 "rate_limiter": draw(_rate_limiter())}
+    else:
+        table = {"name": "t0", "kind": table_kind, "max_size": draw(st.integers(1, 3))}
+    ops: List[Dict[str, Any]] = [{"op": "tw_open", "num_keep_alive_refs": 1}]
+    flush = {"op": "flush", "timeout_ms": BLOCKING_TIMEOUT_MS}
+    tag = 1
+    for _ in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["write"] * 4 + ["sample"] * 3 + ["flush", "end_episode", "look"]))
+        if kind == "write":
+            for _ in range(draw(st.integers(1, 2))):
+                ops += [{"op": "append", "step": {"id": tag}},
+                        {"op": "item", "table": "t0", "priority": 1.0, "trajectory": {"x": ["id", -1]}}]
+                tag += 1
+        elif kind == "sample":
+            ops += [dict(flush), {"op": "sample", "table": "t0", "num_samples": 1}, dict(flush)]
+        elif kind == "flush":
+            ops.append(dict(flush))
+        elif kind == "end_episode":
+            ops.append({"op": "end_episode", "clear_buffers": draw(st.booleans()), "timeout_ms": BLOCKING_TIMEOUT_MS})
+        else:
+            ops += [dict(flush), {"op": "can", "table": "t0", "n": draw(st.integers(1, 2))},
+                    {"op": "info", "tables": ["t0"]}]
+    ops += [dict(flush), {"op": "info", "tables": ["t0"]}, {"op": "tw_close"}]
+    return {"tables": [table], "ops": ops}
+
+
+@st.composite
+def _condition(draw, columns):
+    kind = draw(st.sampled_from(["step_index", "steps_since_applied", "is_end_episode", "data"]))
+    if kind == "is_end_episode":
+        return ["is_end_episode"]
+    comparison = draw(st.sampled_from(["__eq__", "__ne__", "__gt__", "__ge__", "__lt__", "__le__"]))
+    mod = draw(st.sampled_from([None, None, 2, 3]))
+    if kind == "data":
+        scalar_ints = sorted(c for c, (dtype, shape) in columns.items() if shape == [] and "int" in dtype)
+        if not scalar_ints:
+            return ["step_index", mod, comparison, draw(st.integers(0, 4))]
+        return ["data", draw(st.sampled_from(scalar_ints)), mod, comparison, draw(st.sampled_from([0, 1, 200, 300]))]
+    return [kind, mod, comparison, draw(st.integers(0, 4))]
+
+
+@st.composite
+def _pattern_ref(draw, columns):
+    column = draw(st.sampled_from(sorted(columns)))
+    if draw(st.booleans()):
+        return [column, draw(st.integers(-3, -1))]
+    start = draw(st.integers(-4, -1))
+    return [column, {"start": start, "stop": draw(st.sampled_from([None, None, start + 1, -1])),
+                     "step": draw(st.sampled_from([None, None, 2]))}]
+
+
+@st.composite
+def structured_writer_sequence(draw) -> Sequence:
+    """StructuredWriter: one or two configs (patterns of negative history indices and slices,
+    conditions on step_index, steps_since_applied, is_end_episode and the step's data), full and
+    partial steps, flush and end_episode; the table drained after each."""
+    columns = _columns(draw)
+    if draw(st.booleans()):
+        columns["k"] = ["int64", []]
+    table = {"name": "t0", "sampler": ["Fifo"], "remover": ["Fifo"], "max_size": 100, "max_times_sampled": 1,
+             "rate_limiter": ["MinSize", 1]}
+    configs = [{"table": "t0",
+                "pattern": {f"x{i}": draw(_pattern_ref(columns)) for i in range(draw(st.integers(1, 2)))},
+                "conditions": draw(st.lists(_condition(columns), max_size=2))}
+               for _ in range(draw(st.integers(1, 2)))]
+    ops: List[Dict[str, Any]] = [{"op": "sw_open", "configs": configs}]
+    tag = 1
+    for _ in range(draw(st.integers(1, 15))):
+        kind = draw(st.sampled_from(["append"] * 6 + ["flush", "end_episode"]))
+        if kind == "append":
+            partial = draw(st.integers(0, 4)) == 0
+            present = sorted(columns) if not partial else draw(
+                st.lists(st.sampled_from(sorted(columns)), min_size=1, unique=True))
+            ops.append({"op": "sw_append", "step": {c: tag for c in sorted(present)}, "partial": partial})
+            if partial:
+                rest = [c for c in sorted(columns) if c not in present]
+                if rest:
+                    ops.append({"op": "sw_append", "step": {c: tag for c in rest}, "partial": False})
+            tag += 1
+        elif kind == "flush":
+            ops += [{"op": "sw_flush", "timeout_ms": NO_BLOCK_TIMEOUT_MS}, {"op": "drain", "table": "t0"}]
+        else:
+            ops += [{"op": "sw_end_episode", "clear_buffers": draw(st.booleans()), "timeout_ms": NO_BLOCK_TIMEOUT_MS},
+                    {"op": "drain", "table": "t0"}]
+    ops += [{"op": "sw_flush", "timeout_ms": NO_BLOCK_TIMEOUT_MS}, {"op": "drain", "table": "t0"},
+            {"op": "info", "tables": ["t0"]}]
+    return {"tables": [table], "columns": columns, "ops": ops}
+
+
 FAMILIES: Dict[str, Callable[[], st.SearchStrategy]] = {
+    "structured_writer": structured_writer_sequence,
+    "blocking": blocking_sequence,
     "selectors": selectors_sequence,
     "rate_limiters": rate_limiters_sequence,
     "distribution": distribution_sequence,
