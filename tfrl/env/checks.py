@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 
 from tfrl import errors
+from tfrl.env.external_env import ExternalEnv
+from tfrl.env.multi_agent_env import MultiAgentEnv
 
 
 def check_env(env: Any, env_name: str) -> None:
@@ -22,9 +24,6 @@ def check_env(env: Any, env_name: str) -> None:
       InvalidEnvError: a method or a space is missing or of the wrong kind.
     """
     import gymnasium
-
-    from tfrl.env.external_env import ExternalEnv
-    from tfrl.env.multi_agent_env import MultiAgentEnv
 
     for method in () if isinstance(env, ExternalEnv) else ("reset", "step"):
         if not callable(getattr(env, method, None)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple
 
 from tfrl import errors
+from tfrl.env.registry import resolve_env_creator
 
 AgentID = Hashable
 ALL_AGENTS = "__all__"
@@ -70,8 +71,6 @@ def make_multi_agent(env_creator: Callable[[dict], Any], num_agents: int = 2) ->
     Agent `i` steps copy `i`; an agent that terminates or truncates stops acting; the episode
     ends when every copy has ended. `env_creator` is a gymnasium id or a callable(env_config).
     """
-    from tfrl.env.registry import resolve_env_creator
-
     creator = resolve_env_creator(env_creator)
 
     class IndependentCopies(MultiAgentEnv):

@@ -17,6 +17,7 @@ import numpy as np
 
 from tfrl import errors
 from tfrl.offline import batch_record
+from tfrl.offline.input_reader import resolve_input_files
 
 
 def offline_dataset(files: Union[str, Sequence[str]], batch_size: int,
@@ -42,8 +43,6 @@ def offline_dataset(files: Union[str, Sequence[str]], batch_size: int,
       InvalidBatchError: a requested column the records do not have.
     """
     import tensorflow as tf
-
-    from tfrl.offline.input_reader import resolve_input_files
 
     paths = [p for p in resolve_input_files(files) if not p.endswith(".json")]
     if not paths:
