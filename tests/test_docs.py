@@ -113,3 +113,13 @@ def test_the_readme_names_tools_and_examples_that_exist():
     assert paths
     for path in paths:
         assert os.path.exists(os.path.join(ROOT, path)), path
+
+
+def test_the_architectures_layers_are_the_import_contracts():
+    contract = read(".importlinter").split("[importlinter:contract:tfrl-layers]", 1)[1]
+    declared = [line.strip().split(" : ") for line in
+                contract.split("layers =", 1)[1].split("\n[", 1)[0].strip().splitlines()]
+    section = read("docs/architecture.md").split("## Layers", 1)[1].split("\n## ", 1)[0]
+    documented = [re.findall(r"`(\w+)`", row.split("|")[2]) for row in section.splitlines()
+                  if row.startswith("| ") and "`" in row]
+    assert documented == declared
