@@ -1,7 +1,7 @@
 """OfflineSettings: the config keys of recorded experience (RLlib's classic offline keys).
 
 Read once per rollout worker (`RolloutWorker`) with `OfflineSettings.from_config(config)`; see
-tfrl/settings.py for how values are read and checked, and tfrl/offline/__init__.py for where
+tfrl/config/settings.py for how values are read and checked, and tfrl/offline/__init__.py for where
 the readers and writers sit.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Settings of the policy optimizers and of the learners they build, one dataclass each.
 
 Each optimizer reads its keys once, at construction, with `<Settings>.from_config(config)` from
-the trainer's merged config (see tfrl/settings.py); the keys that shape sampling rounds
+the trainer's merged config (see tfrl/config/settings.py); the keys that shape sampling rounds
 (num_envs_per_worker, rollout_fragment_length, batch_mode, observation_filter) come from the
 rollout workers' `WorkerSettings`. The defaults live in COMMON_CONFIG and in the algorithms'
 DEFAULT_CONFIG, never here.

@@ -17,17 +17,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfrl import errors
-from tfrl.replay_hosting.placement import ReplayHosting, ReplayServerActor
+from tfrl.replay_hosting.placement import ReplayHosting
 
 logger = logging.getLogger(__name__)
 
 # A restarted shard whose new actor died with its node is started again, this often.
 _RESTART_ATTEMPTS = 3
 _RESTART_RETRY_SECONDS = 2.0
-
-
-# The Ray actor body of one shard (kept under its former name too).
-ReplayShardServer = ReplayServerActor
 
 
 class ReplayShards:

@@ -1,7 +1,7 @@
 """WorkerSettings: the config keys a rollout worker, its env runner and a WorkerSet read.
 
 Built once per worker (and once per WorkerSet) with `WorkerSettings.from_config(config)`; see
-tfrl/settings.py for how values are read and checked. The worker's whole config is still the
+tfrl/config/settings.py for how values are read and checked. The worker's whole config is still the
 config of its policies (they read their own keys, e.g. gamma, lr).
 """
 from __future__ import annotations
