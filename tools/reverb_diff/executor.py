@@ -315,6 +315,27 @@ class SequenceRun:
         path = self.client.checkpoint()
         return {"is_str": isinstance(path, str)}
 
+    def op_dataset(self, op):
+        """The elements a TrajectoryDataset or TimestepDataset (from the table's signature) yields
+        for take(n), and the error that ended it early, if any."""
+        self.settle()
+        kind = {"trajectory": "TrajectoryDataset", "timestep": "TimestepDataset"}[op["kind"]]
+        dataset = getattr(self.reverb, kind).from_table_signature(
+            server_address=f"localhost:{self.batch.server.port}", table=self.table_name(op["table"]),
+            max_in_flight_samples_per_worker=op["max_in_flight"], rate_limiter_timeout_ms=op["timeout_ms"])
+        elements = []
+        ended = None
+        try:
+            for sample in dataset.take(op["take"]):
+                data = sample.data
+                flat = [data[k] for k in sorted(data)] if isinstance(data, dict) else list(data)
+                elements.append({"data": encode(flat), "priority": float(sample.info.priority),
+                                 "table_size": int(sample.info.table_size),
+                                 "times_sampled": int(sample.info.times_sampled)})
+        except Exception as e:  # noqa: BLE001 - how the dataset ended is an observable
+            ended = _error(e)
+        return {"elements": elements, "ended": ended}
+
     # ---------------------------------------------------------------- TrajectoryWriter
     def op_tw_open(self, op):
         self.writers[op.get("w", 0)] = self.client.trajectory_writer(

@@ -9,7 +9,7 @@ is `{column: tag}` and the executor builds the arrays from the tags (`executor.s
 the id of an item is readable from its data on both sides.
 
 Families (FAMILIES): selectors, rate_limiters, distribution, blocking, trajectory_writer, writer,
-structured_writer, client.
+structured_writer, client, datasets.
 """
 from __future__ import annotations
 
@@ -387,7 +387,37 @@ def structured_writer_sequence(draw) -> Sequence:
     return {"tables": [table], "columns": columns, "ops": ops}
 
 
+@st.composite
+def datasets_sequence(draw) -> Sequence:
+    """TrajectoryDataset and TimestepDataset from the tables' signatures: items of the last L steps
+    written with a TrajectoryWriter into a trajectory-signed and a timestep-signed queue-like
+    table, then take(n) of each dataset (n beyond what the table holds ends it on the rate
+    limiter's timeout), one dataset per table, at the end (a dataset samples ahead of what it
+    yields)."""
+    dtype = draw(st.sampled_from(DTYPES))
+    shape = draw(st.sampled_from([[], [2]]))
+    length = draw(st.integers(1, 3))
+    tables = [{"name": name, "sampler": ["Fifo"], "remover": ["Fifo"], "max_size": 100, "max_times_sampled": 1,
+               "rate_limiter": ["MinSize", 1],
+               "signature": {"x": [dtype, ([length] if name == "traj" else []) + shape]}}
+              for name in ("traj", "step")]
+    ops: List[Dict[str, Any]] = [{"op": "tw_open", "num_keep_alive_refs": length}]
+    for tag in range(1, draw(st.integers(length, length + 5)) + 1):
+        ops.append({"op": "append", "step": {"a": tag}})
+        if tag >= length:
+            for name in ("traj", "step"):
+                if draw(st.integers(0, 2)):
+                    ops.append({"op": "item", "table": name, "priority": 1.0,
+                                "trajectory": {"x": ["a", {"start": -length}]}})
+    ops += [{"op": "flush", "timeout_ms": NO_BLOCK_TIMEOUT_MS}, {"op": "info", "tables": ["traj", "step"]}]
+    for kind, name in (("trajectory", "traj"), ("timestep", "step")):
+        ops.append({"op": "dataset", "kind": kind, "table": name, "take": draw(st.integers(1, 8)),
+                    "max_in_flight": draw(st.integers(1, 3)), "timeout_ms": 300})
+    return {"tables": tables, "columns": {"a": [dtype, shape]}, "ops": ops}
+
+
 FAMILIES: Dict[str, Callable[[], st.SearchStrategy]] = {
+    "datasets": datasets_sequence,
     "structured_writer": structured_writer_sequence,
     "blocking": blocking_sequence,
     "selectors": selectors_sequence,

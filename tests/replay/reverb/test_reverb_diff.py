@@ -5,7 +5,7 @@ exactly where they show.
 
 The recordings are tests/replay/reverb_diff/<family>.json. Regenerate them, with a Python that
 has dm-reverb 0.14 (150 sequences a family; 40 of distribution and blocking, whose sequences
-sample hundreds of times or wait on timeouts):
+sample hundreds of times or wait on timeouts; 12 of datasets, each building two tf.data pipelines):
     python tools/reverb_diff/run.py --reverb-python PATH --family FAMILY --sequences 150 --seed 55 \\
         --record tests/replay/reverb_diff
 """
@@ -34,7 +34,7 @@ def _describe(sequence, difference):
 
 def test_every_family_is_recorded():
     assert set(FAMILIES) >= {"selectors", "rate_limiters", "distribution", "blocking", "trajectory_writer", "writer",
-                            "structured_writer", "client"}
+                            "structured_writer", "client", "datasets"}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
