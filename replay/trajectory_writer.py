@@ -237,7 +237,6 @@ class _ColumnHistory:
             one where the column had no value.
           TypeError: another kind of index.
         """
-        path = self._path + (val,)
         if type(val) is int:
             cells = self._cells
             if val < 0:  # the usual case: the last steps
@@ -245,12 +244,13 @@ class _ColumnHistory:
             else:
                 cell = self._at(self._checked_index(val))
             if cell is None:
-                raise _none_reference_error(path, [None])
+                raise _none_reference_error(self._path + (val,), [None])
             column = TrajectoryColumn.__new__(TrajectoryColumn)
             column._data_references = (cell,)  # noqa: SLF001 - the constructor's checks, done above
             column.is_squeezed = True
-            column._path = path  # noqa: SLF001
+            column._path = None  # noqa: SLF001 - (only error messages name it)
             return column
+        path = self._path + (val,)
         if isinstance(val, slice):
             n = self._count[0]
             if val.step is None and val.stop is None and type(val.start) is int and -len(self._cells) <= val.start < 0:
@@ -1082,27 +1082,30 @@ class TrajectoryWriter:
             SignatureMismatchError as `create_item`.
           CancelledError: the writer is closed; any error the stream failed with.
         """
-        self._check_open()
+        if self._closed:
+            self._check_open()
         priority = float(priority)
         key = self._new_key()
         validation.check_priority(key, priority)
-        columns = []
-        for column, history in enumerate(self._history):
-            cells = tuple(history)[-num_steps:] if num_steps != 1 else (history[-1],)
+        if num_steps == 1:
+            columns = [((history[-1],), False) for history in self._history]
+        else:
+            columns = [(tuple(history)[-num_steps:], False) for history in self._history]
+        for column, (cells, _) in enumerate(columns):
             if None in cells:
                 raise errors.InvalidArgumentError(
                     f"column {self._paths[column]} has no value in some of the last {num_steps} steps")
-            columns.append((cells, False))
         if self._validate_items:
             self._check_signature(table, [cells for cells, _ in columns], [False] * len(columns))
         self._add_item(table, priority, key, columns)
 
     def _add_item(self, table: str, priority: float, key: int, columns: list) -> None:
         builders = []
+        floor = self._serial - self._keep  # the first kept-alive step (see _kept_alive)
         for cells, _ in columns:
             for cell in cells:
                 builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
-                if not self._kept_alive(cell):
+                if builder.released or builder.start_serial + cell.offset < floor:
                     raise errors.InvalidArgumentError("Column contains expired CellRef.")
                 if builder not in builders:
                     builders.append(builder)

@@ -96,7 +96,7 @@ class Writer:
         """
         if num_timesteps < 1:
             raise errors.InvalidArgumentError(f"num_timesteps ({num_timesteps}) must be a positive integer")
-        if num_timesteps > min(self.max_sequence_length, self._writer.episode_steps):
+        if num_timesteps > self.max_sequence_length or num_timesteps > self._writer.episode_steps:
             raise errors.InvalidArgumentError(
                 f"Argument `num_timesteps` is larger than number of buffered timesteps "
                 f"(num_timesteps={num_timesteps}, {min(self.max_sequence_length, self._writer.episode_steps)} "
