@@ -105,7 +105,7 @@ class Client(native_client.Client):
         Raises:
           InvalidArgumentError (a ValueError): no configs, or an invalid config.
         """
-        from replay.reverb.structured_writer import StructuredWriter
+        from replay.structured_writer import StructuredWriter
 
         if not configs:
             raise errors.InvalidArgumentError("At least one config must be provided.")
