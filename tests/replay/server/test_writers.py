@@ -389,3 +389,26 @@ def test_extend_appends_a_batch_of_steps_as_an_append_loop_would(client, as_list
     writer.close(flush=True)
     items = sorted((s.data[0].tolist(), s.data[1].tolist()) for s in client.sample("uniform", 50, timeout=10))
     assert ([2.0, 3.0, 4.0], [8, 9]) in items and ([4.0, 5.0], [8, 9]) in items
+
+
+def test_legacy_writer_is_reverbs_and_replay_reverb_reexports_it(server, client):
+    import replay.reverb as reverb
+    from replay.writer import Writer
+
+    assert reverb.Writer is Writer and reverb.client.Writer is Writer
+    writer = client.writer(max_sequence_length=2)
+    writer.append({"x": np.int64(1)})
+    with pytest.raises(ValueError, match="num_timesteps .0. must be a positive integer"):
+        writer.create_item("queue", 0, 1.0)
+    with pytest.raises(ValueError, match="larger than number of buffered timesteps"):
+        writer.create_item("queue", 2, 1.0)
+    writer.append({"x": np.int64(2)})
+    writer.append({"x": np.int64(3)})
+    writer.create_item("queue", 2, 1.0)
+    writer.close()  # flushes
+    with pytest.raises(ValueError, match="close\\(\\) has already been called"):
+        writer.close()
+    with pytest.raises(ValueError, match="Cannot reuse already closed Writer"):
+        with writer:
+            pass
+    np.testing.assert_array_equal(next(client.sample("queue", 1, timeout=10)).data[0], [2, 3])
