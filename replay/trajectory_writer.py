@@ -262,6 +262,9 @@ class _ColumnHistory:
                 if -n < stop < -len(cells):
                     raise _none_reference_error(path, [None])
                 return TrajectoryColumn(cells[:stop] if stop < 0 else cells, path=path)
+            if val.start is not None and val.start < -n:
+                # as Reverb's: a start before the episode's first step is a None reference
+                raise _none_reference_error(path, [None])
             return TrajectoryColumn([self._at(i) for i in range(*val.indices(n))], path=path)
         if isinstance(val, list):
             n = self._count[0]
@@ -666,10 +669,12 @@ class TrajectoryWriter:
                 max(_MIN_AUTO_IN_FLIGHT_ITEMS, _AUTO_IN_FLIGHT_BYTES // max(step_bytes, 1)))
 
     def _update_dense(self) -> None:
-        """Turns the fast path on when every column has a slot, in column order, and no partial
-        step is open."""
+        """Turns the fast path on when every column has a slot, the slots and the columns are in
+        the order of a step's flattened leaves, and no partial step is open. (A column added
+        later whose path sorts before earlier ones keeps the writer on the general path.)"""
         self._dense = (bool(self._paths) and self._open_row is None
-                       and all(slot == i for i, slot in enumerate(self._column_slot)))
+                       and all(slot == i for i, slot in enumerate(self._column_slot))
+                       and tree.flatten(self._structure) == list(range(len(self._paths))))
         self._dict_keys = self._first_key_order = None
         if not self._dense:
             return
@@ -1252,9 +1257,11 @@ class TrajectoryWriter:
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
         """Flushes (every item acknowledged) and starts a new episode: `episode_steps` is 0 and
-        a new episode id is drawn. With `clear_buffers` the history is emptied and later items
-        cannot reference earlier steps; without it the history goes on (its indices keep
-        counting from the earlier episode's start) and items may span both episodes.
+        a new episode id is drawn. With `clear_buffers` the history is emptied (an open partial
+        step with it) and later items cannot reference earlier steps; without it the history
+        goes on (its indices keep counting from the earlier episode's start, an open partial
+        step stays open and counts in the new episode once complete) and items may span both
+        episodes.
 
         Args:
           clear_buffers: whether to empty the history.
@@ -1263,14 +1270,10 @@ class TrajectoryWriter:
             the items stay queued and a later call can end it.
 
         Raises:
-          InvalidArgumentError (a ValueError): a partial step is open (complete it first).
           DeadlineExceededError: not within `timeout_ms`. Errors of the stream, as `flush`.
           CancelledError (a RuntimeError): the writer is closed.
         """
         self._check_open()
-        if self._open_row is not None:
-            raise errors.InvalidArgumentError(
-                "end_episode() called while a partial step is open; complete it with append() first")
         self._close_referenced_chunks()
         try:
             self._stream.wait(0, None if timeout_ms is None else max(0, timeout_ms) / 1000)
@@ -1279,6 +1282,13 @@ class TrajectoryWriter:
                 f"End episode call did not complete within provided timeout of "
                 f"{datetime.timedelta(milliseconds=timeout_ms)} ({e})") from None
         if clear_buffers:
+            if self._open_row is not None:  # the open partial step goes with the history
+                for builder in self._open_step_builders:
+                    builder.live_steps -= 1
+                    if builder.live_steps == 0 and builder is not self._open and builder.pending_items == 0:
+                        self._release(builder, self._releases)
+                self._open_row = self._open_row_builder = self._open_step_builders = None
+                self._update_dense()
             for kept in set(self._window):
                 for builder in (kept if type(kept) is tuple else (kept,)):
                     builder.live_steps = 0

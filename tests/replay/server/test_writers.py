@@ -90,8 +90,6 @@ def test_steps_may_lack_columns_add_columns_and_be_given_in_parts(client):
     assert writer.history["obs"][-1].numpy() == 2  # its cells can be used at once
     with pytest.raises(ValueError, match="has already been set in the active step"):
         writer.append({"obs": np.float32(3)}, partial_step=True)
-    with pytest.raises(ValueError, match="partial step is open"):
-        writer.end_episode()
     # an item of the open step's first part goes out (closing its chunk) before the rest arrives
     writer.create_item("uniform", 1.0, {"obs": writer.history["obs"][-2:]})
     writer.flush(timeout_ms=10_000)
@@ -412,3 +410,24 @@ def test_legacy_writer_is_reverbs_and_replay_reverb_reexports_it(server, client)
         with writer:
             pass
     np.testing.assert_array_equal(next(client.sample("queue", 1, timeout=10)).data[0], [2, 3])
+
+
+@pytest.mark.parametrize("clear_buffers", [True, False])
+def test_end_episode_with_an_open_partial_step(server, client, clear_buffers):
+    """As Reverb's: clearing the buffers drops the open step; without, it stays open and is
+    completed (as step 0) in the new episode."""
+    writer = client.trajectory_writer(num_keep_alive_refs=2)
+    writer.append({"a": np.int64(1), "b": np.int64(1)})
+    writer.append({"a": np.int64(2)}, partial_step=True)
+    writer.end_episode(clear_buffers=clear_buffers, timeout_ms=10_000)
+    assert writer.episode_steps == 0
+    if clear_buffers:
+        assert len(writer.history["a"]) == 0
+        writer.append({"a": np.int64(3), "b": np.int64(3)})
+    else:
+        writer.append({"b": np.int64(2)})
+    assert writer.episode_steps == 1
+    writer.create_item("queue", 1.0, {"a": writer.history["a"][-1], "b": writer.history["b"][-1]})
+    writer.close(flush=True)
+    a, b = next(client.sample("queue", 1, timeout=10)).data
+    assert (int(a), int(b)) == ((3, 3) if clear_buffers else (2, 2))
