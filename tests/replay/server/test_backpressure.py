@@ -170,6 +170,7 @@ def test_the_window_falls_when_the_server_reports_waiting_and_grows_back():
                 writer.flush(timeout=5)
                 list(client.sample("q", 1, timeout=5))
             assert stream.window > insert_stream._RATE_LIMITED_WINDOW_ITEMS  # noqa: SLF001
+            assert stream.num_unacked == stream.num_unacked_bytes == 0  # every ack counted its bytes off
     finally:
         server.stop(grace=None)
 

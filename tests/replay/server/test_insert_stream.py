@@ -59,3 +59,24 @@ def test_a_send_over_the_item_limit_arrives_whole():
         assert values[0] >= 0 and values[-1] < n
     finally:
         server.stop()
+
+
+def test_chunk_bytes_split_over_messages_are_counted_off_with_their_items():
+    # Messages of chunks alone (the big ones) hand their bytes on to the message with the items;
+    # once everything is acked no byte is left counted.
+    server = Server([Table("t", Uniform(seed=0), Fifo(), 10_000, MinSize(1))])
+    try:
+        stream = InsertStream(server.localhost_client(), max_in_flight_items=10**6)
+        big = [Chunk.from_columns(key, [np.full((1, 1_500_000 // 4), key, np.float32)], compress=False)
+               for key in range(1, 7)]
+        small = [Chunk.from_columns(key, [np.full((1, 4), key, np.float32)], compress=False)
+                 for key in range(100, 400)]
+        chunks = big + small
+        rows = [("t", 10_000 + c.key, 1.0, [(True, ((c.key, 0, 1, 0),))]) for c in chunks]
+        stream.send(chunks, rows, [c.key for c in chunks])
+        stream.wait(0, timeout=30)
+        assert stream.num_unacked == stream.num_unacked_bytes == 0
+        assert server.tables["t"].size == len(rows)
+        stream.close()
+    finally:
+        server.stop()
