@@ -1319,6 +1319,9 @@ class TrajectoryWriter:
         """
         if self._closed:
             return
+        if type(self._stream) is _StreamOnFirstUse and not self._pending:
+            self._closed = True  # nothing was ever sent: there is no stream to end
+            return
         try:
             if not cancel or flush:
                 self._close_referenced_chunks()
@@ -1353,6 +1356,9 @@ class TrajectoryWriter:
         # first (within _DROPPED_WRITER_FLUSH_SECONDS here), so items created before the writer
         # went out of scope are in their tables once it is gone.
         if getattr(self, "_closed", True):
+            return
+        if type(self._stream) is _StreamOnFirstUse and not self._pending:
+            self._closed = True
             return
         try:
             self._close_referenced_chunks()
