@@ -210,3 +210,26 @@ def check_flat_columns(signature: Any, columns: list, table: str) -> None:
                 f"{dtype.name}, but the signature expects shape {spec.shape} (of the whole "
                 f"column or of one step) and dtype {spec.dtype.name}"
             )
+
+
+FITS_WHOLE = 1  # the column's shape fits its spec as is (the spec describes the whole column)
+FITS_STEP = 2  # the column's shape after its leading (time) dimension fits (the spec describes a step)
+
+
+def column_fits(signature: Any, columns: list, table: str) -> Tuple[int, ...]:
+    """How each flat column (shape, dtype) fits its spec: a mask of FITS_WHOLE and FITS_STEP
+    (both for a column that fits either way).
+
+    Raises:
+      SignatureMismatchError: as `check_flat_columns`, for a column that fits neither way.
+    """
+    paths_and_specs = tree.flatten_with_path(signature)
+    check_flat_columns(signature, columns, table)
+    fits = []
+    for (_, spec), (shape, dtype) in zip(paths_and_specs, columns):
+        shape = tuple(shape)
+        whole = spec.is_compatible_with(shape, dtype)
+        step = bool(shape) and spec.is_compatible_with(shape[1:], dtype)
+        fits.append((FITS_WHOLE if whole else 0) | (FITS_STEP if step else 0))
+    return tuple(fits)
+

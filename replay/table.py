@@ -144,6 +144,11 @@ class Table:
       max_times_sampled: an item is deleted when sampled this many times (0 = never).
       extensions: `TableExtension`s, one instance per table.
       signature: nest of specs (anything with .shape and .dtype) the items' columns must match, or None.
+        A column matches its spec as a whole or step by step (the spec's shape after the
+        column's leading time dimension: Reverb's legacy `Writer` and `Client.insert` items);
+        the items a table holds match it the same way, column by column (the first item that
+        matches only one way decides, until the table is empty again or reset), so one signed
+        table never holds a column in two shapes.
 
     Raises (constructor):
       InvalidArgumentError: empty name, max_size < 1, max_times_sampled < 0, a selector or rate
@@ -188,8 +193,13 @@ class Table:
         except (TypeError, ValueError, AttributeError) as e:
             raise errors.InvalidArgumentError(
                 f"table {name!r}: the signature must be a nest of specs with .shape and .dtype: {e}") from e
-        # Column layouts (shape, dtype per column) already checked against the signature: a
-        # table's items almost always share one, and checking walks the signature nest.
+        # Per signature column, how the present items' columns fit it (`specs.FITS_WHOLE`,
+        # `FITS_STEP` or both while no item decided): all one way, so that a signed table never
+        # holds one column in two shapes (a step-sized column `x[-1:]` beside whole ones).
+        self._column_modes: Optional[Tuple[int, ...]] = None
+        # Column layouts (shape, dtype per column) already checked against the signature and
+        # the column modes: a table's items almost always share one, and checking walks the
+        # signature nest. Replaced (not changed) whenever the modes are reset.
         self._fitting_layouts: set = set()
         self._fitting_spans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         rate_limiter.owner = name
@@ -261,7 +271,8 @@ class Table:
                 f"sampler={self._sampler!r}, "
                 f"remover={self._remover!r}, rate_limiter={self._rate_limiter!r})")
 
-    # -- validation (no lock needed: reads only the item and immutable configuration) ---------
+    # -- validation (no lock needed but to settle the column modes: reads the item and the
+    # -- immutable configuration) ---------------------------------------------------------------
 
     def _validate_item(self, item: Item) -> float:
         if not isinstance(item, Item):
@@ -269,22 +280,57 @@ class Table:
         item.validate()
         if self.signature is not None:
             span = item.span
+            fitting_spans = self._fitting_spans
             if span is not None:
                 # the items of one chunk with the same length and squeeze flags share a layout
                 chunk = item.span_chunk
-                fitting = self._fitting_spans.get(chunk)
+                fitting = fitting_spans.get(chunk)
                 if fitting is not None and (span[2], span[3]) in fitting:
                     return self._validate_priority(item.key, item.priority)
             layout = tuple(item.column_specs())
-            if layout not in self._fitting_layouts:
-                specs.check_flat_columns(self.signature, list(layout), self.name)
-                if len(self._fitting_layouts) < _MAX_FITTING_LAYOUTS:
-                    self._fitting_layouts.add(layout)
+            fitting_layouts = self._fitting_layouts
+            if layout not in fitting_layouts:
+                fits = specs.column_fits(self.signature, list(layout), self.name)
+                fitting_layouts, fitting_spans = self._settle_column_modes(layout, fits)
+                if len(fitting_layouts) < _MAX_FITTING_LAYOUTS:
+                    fitting_layouts.add(layout)
             if span is not None:
-                if chunk not in self._fitting_spans and len(self._fitting_spans) >= _MAX_FITTING_SPANS:
-                    self._fitting_spans.clear()  # items of a chunk mostly arrive together
-                self._fitting_spans.setdefault(chunk, set()).add((span[2], span[3]))
+                if chunk not in fitting_spans and len(fitting_spans) >= _MAX_FITTING_SPANS:
+                    fitting_spans.clear()  # items of a chunk mostly arrive together
+                fitting_spans.setdefault(chunk, set()).add((span[2], span[3]))
         return self._validate_priority(item.key, item.priority)
+
+    def _settle_column_modes(self, layout: tuple, fits: Tuple[int, ...]):
+        """Narrows the column modes to an item's `fits` (an empty table starts afresh); returns
+        the layout caches that hold for the modes now.
+
+        Raises:
+          SignatureMismatchError: a column fits the signature only the other way than the
+            present items' do.
+        """
+        with self._lock:
+            if not self._items and self._column_modes is not None:
+                self._column_modes = None
+                self._fitting_layouts, self._fitting_spans = set(), weakref.WeakKeyDictionary()
+            modes = self._column_modes or (specs.FITS_WHOLE | specs.FITS_STEP,) * len(fits)
+            settled = tuple(mode & fit for mode, fit in zip(modes, fits))
+            for index, mode in enumerate(settled):
+                if not mode:
+                    path = tree.flatten_with_path(self.signature)[index][0]
+                    spec = tree.flatten(self.signature)[index]
+                    shape = layout[index][0]
+                    held = "whole columns" if modes[index] == specs.FITS_WHOLE else "one step per time step"
+                    raise errors.SignatureMismatchError(
+                        f"table {self.name!r}: column {path or '(root)'} has shape {shape}, which fits the "
+                        f"signature's shape {spec.shape} only "
+                        f"{'as one step' if fits[index] == specs.FITS_STEP else 'as the whole column'}, "
+                        f"but the table's items hold that column with the signature describing "
+                        f"{held}; a signed table holds each column in one shape family (build the "
+                        f"item as the signature describes it, e.g. history[...][-1] rather than [-1:] "
+                        f"for a shape [] column)")
+            if settled != self._column_modes:
+                self._column_modes = settled
+            return self._fitting_layouts, self._fitting_spans
 
     def _validate_priority(self, key: int, priority) -> float:
         value = self._sampler.validate_priority(key, priority)
@@ -493,7 +539,8 @@ class Table:
 
         Raises:
           InvalidArgumentError: bad priority, malformed trajectory, or bad timeout.
-          SignatureMismatchError: the columns do not match the table's signature.
+          SignatureMismatchError: the columns do not match the table's signature, or match it
+            another way than the present items' columns (see the class docstring).
           NotFoundError: a slice names a chunk the item does not hold.
           DeadlineExceededError: the rate limiter blocked the insert past `timeout` seconds; the message
             says which condition blocks, with the numbers.
@@ -721,6 +768,8 @@ class Table:
             self._num_inserts = self._num_samples = self._num_deletes = self._num_evictions = 0
             self._num_updates = self._num_unique_samples = self._num_deleted_episodes = 0
             self._episode_refs = {}
+            self._column_modes = None
+            self._fitting_layouts, self._fitting_spans = set(), weakref.WeakKeyDictionary()
             for extension in self._extensions:
                 extension.on_reset()
             self._wake_inserters()
@@ -910,6 +959,9 @@ class Table:
         """
         items = list(items)
         keys = set()
+        with self._lock:  # the checkpoint's items settle the column modes afresh
+            self._column_modes = None
+            self._fitting_layouts, self._fitting_spans = set(), weakref.WeakKeyDictionary()
         for item in items:
             self._validate_item(item)
             if item.key in keys:
