@@ -34,14 +34,15 @@ def main(num_steps: int = 200) -> None:
                 if terminated or truncated:
                     obs, _ = env.reset()
         info = client.server_info()["trajectories"]
-        print(f"server on port {server.port}: table size {info.size}, inserts {info.num_inserts}")
-        samples = list(client.sample("trajectories", num_samples=4))
+        print(f"server on port {server.port}: table size {info.current_size}, inserts {info.num_inserts}")
+        samples = list(client.sample("trajectories", num_samples=4,
+                                     emit_timesteps=False, unpack_as_table_signature=True))
         for sample in samples:
             print(f"key {sample.info.key} p={sample.info.probability:.4f} "
                   f"obs {sample.data['obs'].shape} actions {sample.data['action'].tolist()}")
         client.mutate_priorities("trajectories", updates={samples[0].info.key: 50.0})
         print(f"priority of {samples[0].info.key} raised to 50; "
-              f"server info: {client.server_info()['trajectories'].size} items")
+              f"server info: {client.server_info()['trajectories'].current_size} items")
 
 
 if __name__ == "__main__":

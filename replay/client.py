@@ -1,11 +1,11 @@
 """The replay client: every call a program makes to a replay server goes through `Client`.
 
-It is what rollout workers write through (`writer`, `trajectory_writer`,
-`insert`) and what learners read through (`sample`, `sample_stream`, which `ReplayDataset`
-builds on), plus the control calls (`mutate_priorities`, `reset`, `server_info`,
-`checkpoint`). A client pickles by address (token and TLS root certificate included), so it
-can be handed to Ray actors; the gRPC channel is created lazily in each process.
-See docs/architecture.md, "Inside the replay server".
+`Client` is Reverb 0.14's `Client` (`replay.reverb.Client` is the same class): what rollout
+workers write through (`writer`, `trajectory_writer`, `structured_writer`, `insert`) and what
+learners read through (`sample`; `sample_responses`, which `ReplayDataset` builds on), plus the
+control calls (`mutate_priorities`, `reset`, `server_info`, `checkpoint`). A client pickles by
+address (token and TLS root certificate included), so it can be handed to Ray actors; the gRPC
+channel is created lazily in each process. See docs/architecture.md, "Inside the replay server".
 
 gRPC failures are raised as the matching `replay.errors` class (the exact class the server
 raised when it names one), so callers catch the same exceptions as in-process.
@@ -15,18 +15,27 @@ from __future__ import annotations
 import json
 import queue
 import threading
-import warnings
+import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 import tree
 
-from replay import codec, errors, framing, protocol, validation
+from replay import codec, column_batch, errors, framing, protocol, validation
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.replay_sample import ReplaySample, SampleInfo
+from replay.table_info import TableInfo
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# Samples `Client.sample` lets the server send ahead of those consumed.
+DEFAULT_SAMPLE_IN_FLIGHT = 256
+# Reverb's legacy writer closes chunks of min(10, max_sequence_length) steps by default, and takes
+# max_in_flight_items=None as "unlimited" (this many).
+DEFAULT_LEGACY_CHUNK_LENGTH = 10
+UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
+# `server_info(timeout)` asks again this often while the server is not up.
+SERVER_INFO_RETRY_SECONDS = 0.05
 _ERROR_CLASS_METADATA_KEY = "replay-error-class"
 # A sample call's gRPC deadline is its timeout plus this, so that the server's own timeout (which
 # says what blocked the sample) arrives before the deadline cuts the call.
@@ -73,52 +82,49 @@ def _several_addresses(address) -> bool:
     return isinstance(address, (list, tuple)) or (isinstance(address, str) and "," in address)
 
 
-def connect(address: Union[str, Sequence[str]], token: Optional[str] = None,
+def connect(address: Union[str, Sequence[str]], *, token: Optional[str] = None,
             root_certificates: Optional[Union[bytes, str]] = None,
             max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
     """A client of the replay server at `address` ("host:port"): a `Client`; or, given several
     addresses (a list, or "host:port,host:port"), a `replay.sharded_client.ShardedClient` over
-    those servers. The other arguments are those of `Client`, used for every server.
+    those servers. The keyword arguments are those of `Client`, used for every server.
 
     Raises:
       InvalidArgumentError: an empty list of addresses, or the same address twice.
     """
+    options = dict(token=token, root_certificates=root_certificates, max_message_bytes=max_message_bytes)
     if not _several_addresses(address):
-        return Client(address, token, root_certificates, max_message_bytes)
+        return Client(address, **options)
     from replay.sharded_client import ShardedClient
 
     addresses = address.split(",") if isinstance(address, str) else list(address)
-    return ShardedClient([a.strip() for a in addresses], token, root_certificates, max_message_bytes)
+    return ShardedClient([a.strip() for a in addresses], **options)
 
 
 class Client:
-    """A connection to a replay server at `address` ("host:port").
+    """A client of the replay server at `server_address` ("host:port"): Reverb 0.14's `Client`.
 
-    `replay.connect` picks `Client` or `ShardedClient` from its addresses. `Client` given
-    several addresses still returns a `ShardedClient` for now, with a DeprecationWarning.
+    Reverb's methods, arguments and semantics; this project's extensions are keyword arguments
+    (`timeout`s in seconds, `max_in_flight_samples`, the writers' chunking options) and extra
+    methods (`sample_stream`, `sample_responses`: the columnar, low-overhead sampling paths;
+    `close`). Several servers: `replay.connect` or `replay.ShardedClient`.
 
     Args:
-      address: "host:port" of the server.
+      server_address: "host:port" of the server.
       token: the server's shared access token, if it has one.
       root_certificates: PEM bytes of the CA (or self-signed certificate) to trust; given, the
         client connects over TLS.
       max_message_bytes: the largest message sent or accepted.
     """
 
-    def __new__(cls, address, *args, **kwargs):
-        # Deprecated: several addresses make a `ShardedClient`, which is not a `Client`.
-        if cls is Client and _several_addresses(address):
-            warnings.warn(
-                "Client() given several addresses returns a ShardedClient, which is not a Client; "
-                "call replay.connect(addresses) or replay.ShardedClient(addresses) instead "
-                "(Client(addresses) will accept one address only)", DeprecationWarning, stacklevel=2)
-            return connect(address, *args, **kwargs)
-        return super().__new__(cls)
-
-    def __init__(self, address: str, token: Optional[str] = None,
+    def __init__(self, server_address: str, *, token: Optional[str] = None,
                  root_certificates: Optional[Union[bytes, str]] = None,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
-        self.address = address
+        if not isinstance(server_address, str) or _several_addresses(server_address):
+            raise errors.InvalidArgumentError(
+                f"Client takes one server address (\"host:port\"), got {server_address!r}; for several "
+                "servers use replay.connect(addresses) or replay.ShardedClient(addresses)")
+        self._server_address = server_address
         self._token = token
         self._root_certificates = (root_certificates.encode() if isinstance(root_certificates, str)
                                    else root_certificates)
@@ -136,10 +142,19 @@ class Client:
     # -- pickling by address -------------------------------------------------------------
 
     def __reduce__(self):
-        return (Client, (self.address, self._token, self._root_certificates, self.max_message_bytes))
+        return (_rebuild_client, (self.address, self._token, self._root_certificates, self.max_message_bytes))
 
     def __repr__(self) -> str:
-        return f"Client({self.address!r})"
+        return f"Client, server_address={self.address}"
+
+    @property
+    def server_address(self) -> str:
+        return self._server_address
+
+    @property
+    def address(self) -> str:
+        """`server_address` (the name the project's own modules use)."""
+        return self._server_address
 
     # -- channel ---------------------------------------------------------------------------
 
@@ -194,71 +209,38 @@ class Client:
 
     # -- writing -------------------------------------------------------------------------
 
-    def writer(self, max_sequence_length: int, chunk_length: Optional[int] = None,
-               delta_encoded: bool = False, max_in_flight_items: Optional[int] = None):
-        """A `Writer` (Reverb's legacy writer): append steps, create items from the last steps.
-        `max_in_flight_items`: as `TrajectoryWriter`'s (None: sized from the first step).
+    def insert(self, data: Any, priorities: Mapping[str, float], *, timeout: Optional[float] = None) -> None:
+        """Inserts one item holding `data` as a trajectory of one step (each column gets a time
+        dimension of length 1, as Reverb's) into each table named in `priorities` (table name ->
+        priority); returns when the server acked them. The data is sent once however many tables
+        get the item.
+
+        `timeout` (seconds; an extension) is the call's gRPC deadline: when it passes (a rate
+        limiter blocks the insert), the call is cancelled on the server too and the item is not
+        inserted later, so retrying cannot duplicate it. An insert that the server makes in the
+        last moments before the deadline is the one exception, as with any RPC: the server makes
+        no insert that had to wait once less than 50 ms are left.
 
         Raises:
-          InvalidArgumentError: non-positive lengths or budget.
+          InvalidArgumentError (a ValueError): no tables, or a bad priority; NotFoundError: an
+          unknown table; SignatureMismatchError: `data` does not fit a table's signature;
+          DeadlineExceededError: not acked within `timeout` seconds; UnavailableError: the server
+          cannot be reached.
         """
-        from replay.writer import Writer
-
-        return Writer(self, max_sequence_length, chunk_length=chunk_length, delta_encoded=delta_encoded,
-                      max_in_flight_items=max_in_flight_items)
-
-    def trajectory_writer(self, num_keep_alive_refs: int, chunk_length: Optional[int] = None,
-                          delta_encoded: bool = False, max_in_flight_items: Optional[int] = None):
-        """A `TrajectoryWriter`: append steps, build items from any kept-alive cells.
-        `max_in_flight_items`: unacknowledged items beyond which the writer's calls block (None:
-        sized from the first step, see `TrajectoryWriter`).
-
-        Raises:
-          InvalidArgumentError: non-positive sizes.
-        """
-        from replay.trajectory_writer import TrajectoryWriter
-
-        return TrajectoryWriter(self, num_keep_alive_refs, chunk_length=chunk_length,
-                                delta_encoded=delta_encoded, max_in_flight_items=max_in_flight_items)
-
-    def insert(self, data: Any, priorities: Mapping[str, float], timeout: Optional[float] = None) -> None:
-        """Inserts one item holding `data` (one step, no time dimension) into each table named in
-        `priorities` (table name -> priority); returns when the server acked them. The chunk is
-        sent once however many tables get the item.
-
-        `timeout` (seconds) is the call's gRPC deadline: when it passes (a rate limiter blocks
-        the insert), the call is cancelled on the server too and the item is not inserted later,
-        so retrying cannot duplicate it. An insert that the server makes in the last moments
-        before the deadline is the one exception, as with any RPC: the server makes no insert
-        that had to wait once less than 50 ms are left.
-
-        Raises:
-          InvalidArgumentError: no tables, or a bad priority; NotFoundError: an unknown table;
-          SignatureMismatchError: `data` does not fit a table's signature; DeadlineExceededError:
-          not acked within `timeout` seconds; UnavailableError: the server cannot be reached.
-        """
-        self._insert_step(data, priorities, timeout, time_dimension=False)
-
-    def _insert_step(self, data: Any, priorities: Mapping[str, float], timeout: Optional[float],
-                     time_dimension: bool) -> None:
-        """`insert`, where `time_dimension` gives the item's columns a leading time dimension of
-        one step (Reverb's `Client.insert`)."""
         if not priorities:
-            raise errors.InvalidArgumentError("insert needs at least one table in `priorities`")
+            raise errors.InvalidArgumentError("priorities must contain at least one item")
         if timeout is not None and not timeout > 0:
             raise errors.InvalidArgumentError(f"timeout must be None or a positive number of seconds, got {timeout}")
-        from replay.trajectory_writer import ColumnRefs, TrajectoryWriter
+        from replay.trajectory_writer import TrajectoryColumn, TrajectoryWriter
 
         writer = TrajectoryWriter(self, num_keep_alive_refs=1, call_timeout=timeout)
         acked = False
         try:
-            refs = writer.append(data)
-            if time_dimension:
-                refs = tree.map_structure(lambda ref: ColumnRefs((ref,)), refs)
+            columns = tree.map_structure(lambda ref: TrajectoryColumn([ref]), writer.append(data))
             for table, priority in priorities.items():
-                writer.create_item(table, priority, refs)
+                writer.create_item(table, priority, columns)
             # The call's deadline ends the wait; the extra second only covers its report arriving.
-            writer.flush(timeout=None if timeout is None else timeout + 1.0)
+            writer.flush(timeout_ms=None if timeout is None else int((timeout + 1.0) * 1000))
             acked = True
         except errors.DeadlineExceededError as e:
             raise errors.DeadlineExceededError(
@@ -268,41 +250,133 @@ class Client:
         finally:
             writer.close(flush=False, cancel=not acked)
 
+    def writer(self, max_sequence_length: int, delta_encoded: bool = False,
+               chunk_length: Optional[int] = None, max_in_flight_items: Optional[int] = 25):
+        """Reverb's legacy `Writer`: append steps, create items of the last `num_timesteps`.
+        Prefer `trajectory_writer`.
+
+        Raises:
+          InvalidArgumentError (a ValueError): max_sequence_length < 1, chunk_length < 1 or
+          greater than max_sequence_length, max_in_flight_items < 1.
+        """
+        if max_sequence_length < 1:
+            raise errors.InvalidArgumentError(
+                f"max_sequence_length ({max_sequence_length}) must be a positive integer")
+        if chunk_length is None:
+            chunk_length = min(DEFAULT_LEGACY_CHUNK_LENGTH, max_sequence_length)
+        if chunk_length < 1 or chunk_length > max_sequence_length:
+            raise errors.InvalidArgumentError(
+                f"chunk_length ({chunk_length}) must be a positive integer le to max_sequence_length "
+                f"({max_sequence_length})")
+        if max_in_flight_items is None:
+            max_in_flight_items = UNLIMITED_IN_FLIGHT_ITEMS
+        if max_in_flight_items < 1:
+            raise errors.InvalidArgumentError(
+                f"max_in_flight_items ({max_in_flight_items}) must be a positive integer")
+        from replay.writer import Writer
+
+        return Writer(self, max_sequence_length, chunk_length=chunk_length, delta_encoded=delta_encoded,
+                      max_in_flight_items=max_in_flight_items)
+
+    def trajectory_writer(self, num_keep_alive_refs: int, *, validate_items: bool = True,
+                          get_signature_timeout_ms: Optional[int] = None,
+                          chunk_length: Optional[int] = None, delta_encoded: bool = False,
+                          max_in_flight_items: Optional[int] = None):
+        """Reverb's `TrajectoryWriter` (`replay.trajectory_writer`): append steps, build items
+        from any kept-alive cells. With `validate_items`, `create_item` checks items against
+        their table's signature (read with `server_info` within `get_signature_timeout_ms`);
+        the server checks them too. Extensions: `chunk_length` (steps per chunk; None: a chunk
+        closes when an item references it), `delta_encoded`, `max_in_flight_items`
+        (unacknowledged items beyond which the writer's calls block; None: sized from the first
+        step).
+
+        Raises:
+          InvalidArgumentError (a ValueError): num_keep_alive_refs < 1.
+        """
+        if num_keep_alive_refs < 1:
+            raise errors.InvalidArgumentError(
+                f"num_keep_alive_refs ({num_keep_alive_refs}) must be a positive integer")
+        from replay.trajectory_writer import TrajectoryWriter
+
+        return TrajectoryWriter(self, num_keep_alive_refs, chunk_length=chunk_length, delta_encoded=delta_encoded,
+                                max_in_flight_items=max_in_flight_items, validate_items=validate_items,
+                                get_signature_timeout_ms=get_signature_timeout_ms)
+
+    def structured_writer(self, configs: Sequence[Any]):
+        """A `StructuredWriter` inserting items as `configs` describe (see `structured_writer`).
+
+        Raises:
+          InvalidArgumentError (a ValueError): no configs, or an invalid config.
+        """
+        if not configs:
+            raise errors.InvalidArgumentError("At least one config must be provided.")
+        from replay.structured_writer import StructuredWriter
+
+        return StructuredWriter(self, configs)
+
     # -- sampling ------------------------------------------------------------------------
 
-    def sample(self, table: str, num_samples: int = 1, timeout: Optional[float] = None,
-               max_in_flight_samples: int = 256) -> Iterator[ReplaySample]:
-        """Yields `num_samples` `ReplaySample(info, data)` from `table`.
+    def sample(self, table: str, num_samples: int = 1, *, emit_timesteps: bool = True,
+               unpack_as_table_signature: bool = False, timeout: Optional[float] = None,
+               max_in_flight_samples: int = DEFAULT_SAMPLE_IN_FLIGHT) -> Iterator[Any]:
+        """A generator of `num_samples` samples of `table` (nothing happens before the first
+        `next`).
 
-        `data` is a nest of numpy arrays in the table signature's structure when the table has a
-        signature, else the item's flat list of columns. `timeout` (seconds) bounds how long
-        each sample may wait for the table's rate limiter, and the whole call: its gRPC deadline
-        is `timeout` + SAMPLE_DEADLINE_ALLOWANCE_SECONDS, after which the call is cancelled on
-        the server too. None waits forever.
+        With `emit_timesteps` (the default) each sample is a list of `ReplaySample`s, one per
+        step of the item (every column split along its first dimension); otherwise one
+        `ReplaySample` whose data is the item's columns. Data is the flat list of columns, or
+        the table signature's nest with `unpack_as_table_signature` (flat when the table has
+        no signature). String columns come as bytes, as Reverb's.
+
+        Extensions: `timeout` (seconds) bounds how long each sample may wait for the table's
+        rate limiter, and the whole call (its gRPC deadline is `timeout` +
+        SAMPLE_DEADLINE_ALLOWANCE_SECONDS, after which it is cancelled on the server too); None
+        waits forever. The server sends up to `max_in_flight_samples` samples ahead of those
+        consumed (Reverb's sends one): samples it took but the caller never reads are lost when
+        the generator is dropped.
 
         Raises (when iterated):
-          NotFoundError: unknown table; DeadlineExceededError: the rate limiter (or an empty
-          table) kept a sample waiting past `timeout`, or the call passed its deadline;
-          UnavailableError: no server; CancelledError: the server stopped.
+          InvalidArgumentError (a ValueError): num_samples < 1; emit_timesteps with columns of
+          different lengths or without a time dimension; unpack_as_table_signature for a table
+          the server does not have. NotFoundError: unknown table; DeadlineExceededError: the
+          rate limiter (or an empty table) kept a sample waiting past `timeout`, or the call
+          passed its deadline; UnavailableError: no server; CancelledError: the server stopped.
         """
-        if num_samples <= 0:
+        if num_samples < 1:
             raise errors.InvalidArgumentError(f"num_samples must be positive, got {num_samples}")
         if timeout is not None and not timeout >= 0:
             raise errors.InvalidArgumentError(f"timeout must be None or a number >= 0 seconds, got {timeout}")
         timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
         call_timeout = None if timeout is None else timeout + SAMPLE_DEADLINE_ALLOWANCE_SECONDS
-        signature = self._signature(table, call_timeout)
-        for infos, items, cache in self._sample_responses(table, max_in_flight_samples, timeout_ms,
-                                                          num_samples, call_timeout):
-            for info, item in zip(infos, items):
-                columns = item.decode(cache)
-                data = columns if signature is None else tree.unflatten_as(signature, columns)
-                yield ReplaySample(info, data)
+        signature = self._table_signature(table, call_timeout) if unpack_as_table_signature else None
+        unflatten = (lambda x: tree.unflatten_as(signature, x)) if signature is not None else None
+        responses = self.sample_responses(table, min(max_in_flight_samples, num_samples), timeout_ms,
+                                          num_samples, columnar=True, timeout=call_timeout)
+        for packed in responses:
+            response = packed.response
+            infos = list(map(SampleInfo, response.items.keys, response.probabilities, response.table_sizes,
+                             response.priorities, response.times_sampled))
+            if response.HasField("columns"):
+                columns = [_as_reverb_column(np.array(column))
+                           for column in column_batch.decode_columns(response.columns, len(infos))]
+                rows = [[column[i, ...] for column in columns] for i in range(len(infos))]
+            else:
+                cache: dict = {}
+                rows = [[_as_reverb_column(column) for column in item.decode(cache)]
+                        for item in decode_sample_items(packed)]
+            if not emit_timesteps:
+                if unflatten is None:
+                    yield from map(ReplaySample, infos, rows)
+                else:
+                    yield from map(ReplaySample, infos, map(unflatten, rows))
+                continue
+            for info, row in zip(infos, rows):
+                yield _timesteps(info, row, unflatten)
 
     def sample_stream(self, table: str, max_in_flight_samples: int = 256, rate_limiter_timeout_ms: int = -1,
                       max_samples: int = -1, timeout: Optional[float] = None,
                       ) -> Iterator[Tuple[Dict[str, np.ndarray], List[Any]]]:
-        """The low-overhead sampling path: yields batches of samples as they arrive.
+        """The low-overhead sampling path (an extension): yields batches of samples as they arrive.
 
         Each yield is `(infos, columns)` for the N items of one server response: `infos` maps
         "key", "probability", "table_size", "priority", "times_sampled" to numpy arrays of shape
@@ -314,15 +388,17 @@ class Client:
 
         Raises (when iterated): as `sample`.
         """
-        for infos, items, cache in self._sample_responses(table, max_in_flight_samples,
-                                                          rate_limiter_timeout_ms, max_samples, timeout):
-            decoded = [item.decode(cache) for item in items]
+        for packed in self.sample_responses(table, max_in_flight_samples, rate_limiter_timeout_ms,
+                                            max_samples, timeout=timeout):
+            response = packed.response
+            cache: dict = {}
+            decoded = [item.decode(cache) for item in decode_sample_items(packed)]
             info_arrays = {
-                "key": np.array([i.key for i in infos], dtype=np.uint64),
-                "probability": np.array([i.probability for i in infos], dtype=np.float64),
-                "table_size": np.array([i.table_size for i in infos], dtype=np.int64),
-                "priority": np.array([i.priority for i in infos], dtype=np.float64),
-                "times_sampled": np.array([i.times_sampled for i in infos], dtype=np.int32),
+                "key": np.array(response.items.keys, dtype=np.uint64),
+                "probability": np.array(response.probabilities, dtype=np.float64),
+                "table_size": np.array(response.table_sizes, dtype=np.int64),
+                "priority": np.array(response.priorities, dtype=np.float64),
+                "times_sampled": np.array(response.times_sampled, dtype=np.int32),
             }
             columns = []
             for parts in zip(*decoded):
@@ -393,31 +469,26 @@ class Client:
             requests.put(done)
             call.cancel()
 
-    def _sample_responses(self, table: str, max_in_flight: int, timeout_ms: int, max_samples: int,
-                          timeout: Optional[float] = None):
-        """Yields (infos, items, decode cache) per server response."""
-        for packed in self.sample_responses(table, max_in_flight, timeout_ms, max_samples,
-                                            timeout=timeout):
-            response = packed.response
-            items = decode_sample_items(packed)
-            infos = [SampleInfo(item.key, p, s, pr, t) for item, p, s, pr, t in zip(
-                items, response.probabilities, response.table_sizes, response.priorities,
-                response.times_sampled)]
-            yield infos, items, {}
+    def _table_signature(self, table: str, timeout: Optional[float] = None):
+        """The signature (native specs) of `table`, from the cached `server_info`.
 
-    def _signature(self, table: str, timeout: Optional[float] = None):
+        Raises:
+          InvalidArgumentError (a ValueError, as Reverb's): the server has no such table.
+        """
         if table not in self._signatures:
-            info = self.server_info(timeout=timeout)
-            for name, table_info in info.items():
-                self._signatures[name] = table_info.signature
-        return self._signatures.get(table)
+            self.server_info(timeout=timeout)
+        if table not in self._signatures:
+            raise errors.InvalidArgumentError(
+                f'Could not find table "{table}". The following tables exists: '
+                f'{", ".join(self._signatures)}.')
+        return self._signatures[table]
 
     # -- control -------------------------------------------------------------------------
 
     def mutate_priorities(self, table: str, updates: Optional[Mapping[int, float]] = None,
-                          deletes: Optional[Sequence[int]] = None, timeout: Optional[float] = None) -> None:
-        """Updates priorities (item key -> priority) and deletes items of `table`; unknown keys
-        are ignored. Deletes happen first.
+                          deletes: Optional[Sequence[int]] = None, *, timeout: Optional[float] = None) -> None:
+        """Deletes items of `table`, then updates priorities (item key -> priority); unknown
+        keys are ignored. `timeout` (seconds) is an extension.
 
         Raises:
           InvalidArgumentError: a negative, NaN or infinite priority (nothing changes);
@@ -432,36 +503,83 @@ class Client:
             delete_keys=list(deletes or ()))
         self._call("MutatePriorities", request, f"mutating priorities of table {table!r}", timeout)
 
-    def reset(self, table: str, timeout: Optional[float] = None) -> None:
-        """Removes every item of `table` and resets its rate limiter.
+    def reset(self, table: str, *, timeout: Optional[float] = None) -> None:
+        """Removes every item of `table` and resets its rate limiter. `timeout` (seconds) is an
+        extension.
 
         Raises:
           NotFoundError: unknown table; UnavailableError: no server.
         """
         self._call("Reset", replay_pb2.ResetRequest(table=table), f"resetting table {table!r}", timeout)
 
-    def server_info(self, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """Table name -> `replay.table.TableInfo` (size, counters, rate-limiter state, config,
-        signature). Also refreshes the signatures `sample` uses.
+    def server_info(self, timeout: Optional[float] = None) -> Dict[str, TableInfo]:
+        """Table name -> `replay.table_info.TableInfo` (Reverb's: size, counters, rate limiter,
+        selectors, signature). With a `timeout` (seconds) it waits up to that long for an
+        answer, also while the server is not up yet. Also refreshes the signatures `sample`
+        unpacks with.
 
         Raises:
-          UnavailableError: no server (or not within `timeout` seconds).
+          DeadlineExceededError: no answer within `timeout` (ServerUnreachableError, also an
+          UnavailableError, when no server could be reached all that time); UnavailableError:
+          no server (without a timeout).
         """
-        response = self._call("ServerInfo", replay_pb2.ServerInfoRequest(), "server_info", timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.001, deadline - time.monotonic())
+            try:
+                response = self._call("ServerInfo", replay_pb2.ServerInfoRequest(), "server_info", left)
+                break
+            except (errors.UnavailableError, errors.DeadlineExceededError) as e:
+                if deadline is None:
+                    raise
+                if time.monotonic() + SERVER_INFO_RETRY_SECONDS >= deadline:
+                    cls = (errors.ServerUnreachableError if isinstance(e, errors.UnavailableError)
+                           else errors.DeadlineExceededError)
+                    raise cls(f"ServerInfo call did not complete within provided timeout of {timeout}s "
+                              f"(server {self.address}: {e})") from None
+                time.sleep(SERVER_INFO_RETRY_SECONDS)
         out = {}
         for proto in response.tables:
-            info = table_info_from_proto(proto)
+            info = TableInfo.from_native(table_info_from_proto(proto))
             out[info.name] = info
             self._signatures[info.name] = info.signature
         return out
 
-    def checkpoint(self, timeout: Optional[float] = None) -> str:
+    def checkpoint(self, *, timeout: Optional[float] = None) -> str:
         """Asks the server to write a checkpoint; returns its path (on the server's machine).
+        `timeout` (seconds) is an extension.
 
         Raises:
           FailedPreconditionError: the server has no checkpointer; UnavailableError: no server.
         """
         return self._call("Checkpoint", replay_pb2.CheckpointRequest(), "checkpoint", timeout).path
+
+
+def _rebuild_client(address, token, root_certificates, max_message_bytes) -> Client:
+    return Client(address, token=token, root_certificates=root_certificates,
+                  max_message_bytes=max_message_bytes)
+
+
+def _as_reverb_column(column: np.ndarray) -> np.ndarray:
+    # Reverb stores strings as tf.string and samples them as bytes; str columns go as UTF-8.
+    return np.char.encode(column, "utf-8") if column.dtype.kind == "U" else column
+
+
+def _timesteps(info: SampleInfo, columns: List[np.ndarray], unflatten) -> List[ReplaySample]:
+    """One item's steps (Reverb's `emit_timesteps`): every column split along its first dimension.
+
+    Raises:
+      InvalidArgumentError: a column without a first dimension, or columns of different lengths.
+    """
+    if any(column.ndim == 0 for column in columns) or len({len(column) for column in columns}) != 1:
+        raise errors.InvalidArgumentError(
+            "Can't split non timestep trajectory into timesteps: the columns have shapes "
+            f"{[column.shape for column in columns]} (sample with emit_timesteps=False)")
+    steps = []
+    for t in range(len(columns[0])):
+        step = [column[t, ...] for column in columns]
+        steps.append(ReplaySample(info, step if unflatten is None else unflatten(step)))
+    return steps
 
 
 def table_info_from_proto(proto: replay_pb2.TableInfo):

@@ -64,6 +64,14 @@ class UnavailableError(ReplayError, ConnectionError):
     grpc_code = "UNAVAILABLE"
 
 
+class ServerUnreachableError(DeadlineExceededError, UnavailableError):
+    """A call that waits for its server (`Client.server_info(timeout=...)`, as Reverb's) found
+    none within its timeout: both a deadline passed (Reverb's error) and the server is
+    unavailable (what callers that try another server catch)."""
+
+    grpc_code = "UNAVAILABLE"
+
+
 class UnauthenticatedError(ReplayError):
     """A wrong or missing access token."""
 

@@ -52,23 +52,22 @@ class ShardedClient:
       InvalidArgumentError: no addresses, or the same address twice.
     """
 
-    def __init__(self, addresses: Sequence[str], *client_args, **client_kwargs):
+    def __init__(self, addresses: Sequence[str], **client_kwargs):
         addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         if not addresses:
             raise errors.InvalidArgumentError("ShardedClient needs at least one server address")
         if len(set(addresses)) != len(addresses):
             raise errors.InvalidArgumentError(f"server addresses must be distinct, got {addresses}")
         self.addresses = addresses
-        self._client_args = client_args
         self._client_kwargs = client_kwargs
-        self.clients = {a: Client(a, *client_args, **client_kwargs) for a in addresses}
+        self.clients = {a: Client(a, **client_kwargs) for a in addresses}
         self._lock = threading.Lock()
         self._dead: set = set()
         self._next = 0
         self.metrics = ShardFailures()
 
     def __reduce__(self):  # pickles by addresses, like Client
-        return (_rebuild, (self.addresses, self._client_kwargs, self._client_args))
+        return (_rebuild, (self.addresses, self._client_kwargs))
 
     def __repr__(self) -> str:
         return f"ShardedClient({self.addresses!r})"
@@ -139,7 +138,9 @@ class ShardedClient:
     # -- reading and control ---------------------------------------------------------------
 
     def sample(self, table: str, num_samples: int = 1, timeout: Optional[float] = None):
-        """Yields `num_samples` samples, taking turns over the live servers (one each).
+        """Yields `num_samples` samples, taking turns over the live servers (one each): each a
+        `ReplaySample` of a whole item, its data in the table signature's structure (as
+        `Client.sample(..., emit_timesteps=False, unpack_as_table_signature=True)`).
 
         Raises:
           UnavailableError: every server has failed; otherwise as `Client.sample`.
@@ -148,7 +149,8 @@ class ShardedClient:
         while produced < num_samples:
             address = self.next_address()
             try:
-                sample = next(iter(self.clients[address].sample(table, 1, timeout=timeout)))
+                sample = next(self.clients[address].sample(table, 1, emit_timesteps=False,
+                                                           unpack_as_table_signature=True, timeout=timeout))
             except _SERVER_GONE as e:
                 self.mark_dead(address, e)
                 continue
@@ -195,8 +197,8 @@ class ShardedClient:
             client.close()
 
 
-def _rebuild(addresses, client_kwargs, client_args=()):
-    return ShardedClient(addresses, *client_args, **client_kwargs)
+def _rebuild(addresses, client_kwargs):
+    return ShardedClient(addresses, **client_kwargs)
 
 
 class ShardedTrajectoryWriter:

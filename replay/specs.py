@@ -118,9 +118,13 @@ def check_shape(shape: Sequence[int], itemsize: int = 1, what: str = "shape") ->
     return shape
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class TensorSpec:
-    """Shape (None for any size of a dimension) and dtype of one leaf."""
+    """Shape (None for any size of a dimension) and dtype of one leaf.
+
+    It equals a `tf.TensorSpec` of the same shape, dtype and name (Reverb's `TableInfo`
+    signatures are `tf.TensorSpec`s; replay's stay TensorFlow-free but compare alike).
+    """
 
     shape: Shape
     dtype: np.dtype
@@ -137,6 +141,21 @@ class TensorSpec:
                 f"spec shape {shape} needs at most {MAX_RANK} dimensions, each None or >= 0")
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", parse_dtype(self.dtype, "spec dtype"))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TensorSpec):
+            return (self.shape, self.dtype, self.name) == (other.shape, other.dtype, other.name)
+        if type(other).__name__ != "TensorSpec":
+            return NotImplemented
+        numpy_dtype = getattr(getattr(other, "dtype", None), "as_numpy_dtype", None)
+        shape = getattr(other, "shape", None)
+        if numpy_dtype is None or not hasattr(shape, "as_list"):
+            return NotImplemented
+        dims = None if shape.rank is None else tuple(shape.as_list())
+        return dims == self.shape and np.dtype(numpy_dtype) == self.dtype and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.name))
 
     @classmethod
     def from_spec(cls, spec: Any) -> "TensorSpec":

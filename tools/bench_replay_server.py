@@ -68,13 +68,14 @@ def _sample_worker(address, mode, duration, start_barrier, result_queue):
     from replay.client import Client
 
     client = Client(address)
-    next(iter(client.sample(TABLE, 1)))  # connect and learn the signature outside the timing
+    # connect and learn the signature outside the timing
+    next(client.sample(TABLE, 1, emit_timesteps=False, unpack_as_table_signature=True))
     start_barrier.wait()
     start = time.perf_counter()
     count = 0
     while time.perf_counter() - start < duration:
         if mode == "sample":
-            for _ in client.sample(TABLE, 1000):
+            for _ in client.sample(TABLE, 1000, emit_timesteps=False, unpack_as_table_signature=True):
                 count += 1
         else:
             for infos, _ in client.sample_stream(TABLE, max_in_flight_samples=512, max_samples=2000):

@@ -33,9 +33,8 @@ Then:
 
 With `--reverb-names` the other side is this project through `replay.reverb` (Reverb's names,
 the Reverb side's code, this Python, the project's server), so the ratio is what those names
-cost against the native API (`ours / reverb-names`; 1.05 means the names are 5% slower). The
-native side then samples with one sample requested ahead, as Reverb's `Client.sample` does
-(`replay.reverb` keeps that), so the sample cases compare the names, not the flow control.
+cost against the native API (`ours / reverb-names`; 1.05 means the names are 5% slower).
+`Client` is one class under both names, so its cases measure the same code twice.
 """
 from __future__ import annotations
 
@@ -230,8 +229,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     this_run[backend] = None
                     continue
                 python = args.reverb_python if backend == "reverb" else sys.executable
-                in_flight = 1 if args.reverb_names and backend == "replay" else None
-                rate, cpu_us, error = run_side(python, backend, case, seconds, in_flight,
+                rate, cpu_us, error = run_side(python, backend, case, seconds, None,
                                                args.timesteps and case.workload == "dataset")
                 this_run[backend] = rate
                 if rate is not None:

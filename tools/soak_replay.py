@@ -206,7 +206,7 @@ def _insert_timeout_probe(client):
         raised_after = None
     except errors.DeadlineExceededError:
         raised_after = time.monotonic() - start
-    next(iter(client.sample("blocked", 1, timeout=10)))
+    next(iter(client.sample("blocked", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)))
     time.sleep(1.0)
     landed = client.server_info(timeout=5)["blocked"].num_inserts - 1
     return raised_after, landed

@@ -13,7 +13,6 @@ from replay import server as native_server
 from replay import table as native_table
 from replay.rate_limiters import RateLimiter, rate_limiter_from_config
 from replay.reverb import reverb_types
-from replay.reverb.client import Client
 from replay.selectors import selector_from_options
 
 _UNSET = object()
@@ -83,13 +82,6 @@ class Server(native_server.Server):
 
     def __repr__(self) -> str:
         return f"Server(port={self.port})"
-
-    def localhost_client(self, **kwargs) -> Client:
-        """A `replay.reverb.Client` connected to this server (with its token and certificate)."""
-        kwargs.setdefault("token", self._token)
-        if self._tls_certificate is not None:
-            kwargs.setdefault("root_certificates", self._tls_certificate)
-        return Client(self.address, **kwargs)
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the server stops (or `timeout` seconds pass)."""

@@ -26,7 +26,7 @@ def test_a_few_iterations_fill_the_table_and_gate_the_candidates(ray_session, tm
         positions = sum(entry["positions"] for entry in history)
         client = replay.Client(address)
         assert client.server_info()[TABLE].current_size == positions
-        samples = list(client.sample(TABLE, num_samples=64))
+        samples = list(client.sample(TABLE, num_samples=64, emit_timesteps=False, unpack_as_table_signature=True))
 
     # Each game has 7 to 30 positions: 8 games over the two iterations.
     assert 8 * 7 <= positions <= 8 * 30

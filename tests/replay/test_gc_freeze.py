@@ -83,7 +83,8 @@ def test_server_with_freeze_gc_serves_and_unfreezes_on_stop():
         while gc.get_freeze_count() == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert gc.get_freeze_count() > 0  # the policy runs
-        values = {float(s.data[0][0]) for s in client.sample("t", 50)}
+        values = {float(s.data[0][0]) for s in client.sample("t", 50,
+                                                             emit_timesteps=False, unpack_as_table_signature=True)}
         assert values <= set(range(300)) and len(table) == 300
     finally:
         server.stop()
@@ -128,7 +129,8 @@ def test_items_a_freeze_gc_server_inserts_are_frozen_with_their_message():
         items = list(table._items.values())  # noqa: SLF001 - the stored objects
         tracked = {id(o) for o in gc.get_objects()}
         assert not any(id(item) in tracked for item in items)
-        values = {float(s.data[0][0]) for s in client.sample("t", 50)}
+        values = {float(s.data[0][0]) for s in client.sample("t", 50,
+                                                             emit_timesteps=False, unpack_as_table_signature=True)}
         assert values <= set(range(200))
     finally:
         server.stop()

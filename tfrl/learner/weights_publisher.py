@@ -115,8 +115,9 @@ class ReplayWeightsReader:
             (None waits for the first version).
           replay.errors.ReplayError: other failures (unknown table, no server).
         """
-        sample = next(iter(self.client.sample(self.table, 1, timeout=timeout)))
-        version, weights = _unpack(sample.data)
+        # Each version is an item of one step (`Client.insert`): sampled as its one step.
+        [step] = next(self.client.sample(self.table, 1, timeout=timeout, unpack_as_table_signature=True))
+        version, weights = _unpack(step.data)
         self.version = version
         return version, weights
 

@@ -56,7 +56,7 @@ def test_close_ends_the_streams_of_pipelines_built_on_the_dataset(start_server, 
     # A closed dataset opens no new streams: a new iterator ends at once, though items wait.
     helpers.write_steps(client, "queue", [9])
     assert list(dataset.batch(1)) == []
-    assert client.server_info(timeout=10)["queue"].size == 1
+    assert client.server_info(timeout=10)["queue"].current_size == 1
 
 
 def test_close_ends_the_reader_threads_of_an_iterator_that_is_kept_but_no_longer_read(

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from replay import errors
-from replay.client import Client, connect
+from replay.client import connect
 from replay.dataset import ReplayDataset
 from replay.server import Server
 from replay.sharded_client import ShardedClient
@@ -92,14 +92,11 @@ def test_sharded_dataset_and_client_carry_token_and_tls_to_every_server(servers,
     assert _actions(dataset) == list(range(10))
     assert not dataset.replay_metrics.failed_servers
 
-    # connect() given several addresses (keyword or positional credentials), the deprecated
-    # Client(addresses), and their pickled copies.
-    with pytest.warns(DeprecationWarning, match="replay.connect"):
-        deprecated = Client(addresses, token=TOKEN, root_certificates=certificate)
+    # connect() given several addresses (a list or one string), and their pickled copies.
     for client in (connect(addresses, token=TOKEN, root_certificates=certificate),
-                   connect(",".join(addresses), TOKEN, certificate), deprecated):
+                   connect(",".join(addresses), token=TOKEN, root_certificates=certificate)):
         assert isinstance(client, ShardedClient)
         for copy in (client, pickle.loads(pickle.dumps(client))):
             assert copy.insert(helpers.make_step(99), {"queue": 1.0}) in addresses
             assert set(copy.server_info()) == set(addresses)
-    assert sum(s.tables["queue"].size for s in shards) == 6
+    assert sum(s.tables["queue"].size for s in shards) == 4

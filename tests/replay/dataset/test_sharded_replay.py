@@ -63,7 +63,7 @@ def _write_episodes(writer, episodes):
 
 
 def _sizes(client):
-    return {address: info["shared"].size for address, info in client.server_info().items()}
+    return {address: info["shared"].current_size for address, info in client.server_info().items()}
 
 
 def test_three_servers_one_killed_writers_and_datasets_go_on(three_servers):
@@ -137,7 +137,7 @@ def test_sharded_client_arguments():
         ShardedClient(["127.0.0.1:1", "127.0.0.1:1"])
 
 
-def test_connect_picks_a_client_or_a_sharded_client_and_client_of_several_is_deprecated():
+def test_connect_picks_a_client_or_a_sharded_client_and_client_takes_one_address():
     import warnings
 
     import replay
@@ -154,6 +154,6 @@ def test_connect_picks_a_client_or_a_sharded_client_and_client_of_several_is_dep
     assert isinstance(replay.connect(("127.0.0.1:1",)), replay.ShardedClient)
     with pytest.raises(errors.InvalidArgumentError, match="at least one"):
         replay.connect([])
-    with pytest.warns(DeprecationWarning, match="replay.connect"):
-        legacy = replay.Client(["127.0.0.1:1", "127.0.0.1:2"])
-    assert isinstance(legacy, replay.ShardedClient) and legacy.addresses == sharded.addresses
+    for several in (["127.0.0.1:1", "127.0.0.1:2"], "127.0.0.1:1,127.0.0.1:2"):
+        with pytest.raises(errors.InvalidArgumentError, match="replay.connect"):
+            replay.Client(several)

@@ -71,7 +71,8 @@ def test_writers_held_back_by_a_rate_limiter_flush_in_time_and_lose_nothing(tmp_
             client = server.localhost_client()
             while not samplers_stop.is_set():
                 try:
-                    keys = [s.info.key for s in client.sample("limited", num_samples=32, timeout=0.2)]
+                    keys = [s.info.key for s in client.sample("limited", num_samples=32, timeout=0.2,
+                                                              emit_timesteps=False, unpack_as_table_signature=True)]
                 except errors.DeadlineExceededError:
                     continue
                 with lock:
@@ -128,12 +129,12 @@ def test_writers_held_back_by_a_rate_limiter_flush_in_time_and_lose_nothing(tmp_
         total = NUM_WRITERS * ITEMS_PER_WRITER
         assert sum(acked.values()) == len(acked) == total
         assert info.num_inserts == total  # every acknowledged item went in, none twice
-        assert info.size + info.num_evictions + info.num_deletes == info.num_inserts
+        assert info.current_size + info.num_evictions + info.num_deletes == info.num_inserts
         assert info.num_deletes > 0 and info.num_samples >= 2 * total - 60
         path = server.localhost_client().checkpoint(timeout=60)
         (restored,) = Checkpointer.load(path)
         stored = [tuple(int(x) for x in restored.get(key).decode()[0][:2]) for key in restored.keys()]
-        assert len(stored) == len(set(stored)) == restored.size == info.size  # no duplicates
+        assert len(stored) == len(set(stored)) == restored.size == info.current_size  # no duplicates
         assert set(stored) <= set(acked)  # only acknowledged items
         assert sorted(table.keys()) == sorted(restored.keys())
         print(f"backpressure: {total} items in {elapsed:.1f} s, unacked after the last append "
@@ -159,16 +160,18 @@ def test_the_window_falls_when_the_server_reports_waiting_and_grows_back():
             assert stream.window == insert_stream._RATE_LIMITED_WINDOW_ITEMS  # noqa: SLF001
             assert server.tables["q"].size == 4  # the rest of their message waits, unacked
             assert writer.num_unacked_items > 0
-            got = [int(s.data[0]) for s in client.sample("q", 4, timeout=5)]
+            got = [int(s.data[0]) for s in client.sample("q", 4, timeout=5,
+                                                         emit_timesteps=False, unpack_as_table_signature=True)]
             started = time.monotonic()
             writer.flush(timeout=5)  # the limiter reopened: promptly
             assert time.monotonic() - started < 2.0
-            got += [int(s.data[0]) for s in client.sample("q", 4, timeout=5)]
+            got += [int(s.data[0]) for s in client.sample("q", 4, timeout=5,
+                                                          emit_timesteps=False, unpack_as_table_signature=True)]
             assert got == list(range(8))
             for i in range(40):  # messages that go in without waiting widen the window again
                 writer.create_item("q", 1.0, writer.append(np.int64(i)))
                 writer.flush(timeout=5)
-                list(client.sample("q", 1, timeout=5))
+                list(client.sample("q", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))
             assert stream.window > insert_stream._RATE_LIMITED_WINDOW_ITEMS  # noqa: SLF001
             assert stream.num_unacked == stream.num_unacked_bytes == 0  # every ack counted its bytes off
     finally:
@@ -194,7 +197,7 @@ def test_a_writer_never_holds_more_than_the_byte_bound(monkeypatch):
         assert not blocked.wait(1.0)  # two in the queue, then at most 64 kB in flight: blocked
         assert writer._stream.num_unacked_bytes <= 64 * 1024 + step.nbytes + 1024  # noqa: SLF001
         for _ in range(4):
-            list(client.sample("q", 1, timeout=5))
+            list(client.sample("q", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))
         assert blocked.wait(10)
         writer.close(flush=False, cancel=True)
     finally:
@@ -277,8 +280,8 @@ def test_messages_waiting_for_a_rate_limiter_go_in_in_arrival_order_one_try_per_
         got = []
         for expected in range(-1, 12):
             before = len(tries)
-            (sample,) = list(client.sample("q", 1, timeout=10))
-            got.append(int(sample.data[0]))
+            (sample,) = list(client.sample("q", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
+            got.append(int(np.ravel(sample.data[0])[0]))  # [1] (insert's time dimension) or ()
             deadline = time.monotonic() + 10
             while len(line.waiting) > 11 - expected - 1 and expected < 11 and time.monotonic() < deadline:
                 time.sleep(0.01)

@@ -21,8 +21,8 @@ def test_checkpoint_restores_items_priorities_times_sampled_and_counters(tmp_pat
         client = server.localhost_client()
         fill_with_priorities(client, "prioritized", range(1, 11))
         fill_with_priorities(client, "queue", range(5))
-        list(client.sample("prioritized", 7, timeout=10))
-        list(client.sample("queue", 2, timeout=10))
+        list(client.sample("prioritized", 7, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
+        list(client.sample("queue", 2, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
         keys = server.tables["prioritized"].keys()
         client.mutate_priorities("prioritized", updates={keys[0]: 42.0}, deletes=[keys[1]])
         before = {k: (server.tables["prioritized"].get(k).priority, server.tables["prioritized"].get(k).times_sampled)
@@ -39,10 +39,11 @@ def test_checkpoint_restores_items_priorities_times_sampled_and_counters(tmp_pat
         assert restored.tables["queue"].keys() == queue_keys
         info = restored.localhost_client().server_info()
         for name in ("prioritized", "queue"):
-            for field in ("size", "num_inserts", "num_samples", "num_deletes", "num_evictions"):
+            for field in ("current_size", "num_inserts", "num_samples", "num_deletes", "num_evictions"):
                 assert getattr(info[name], field) == getattr(info_before[name], field), (name, field)
         # The queue keeps its Fifo order and its data.
-        got = [float(s.data[0][0]) for s in restored.localhost_client().sample("queue", 3, timeout=10)]
+        got = [float(s.data[0][0]) for s in restored.localhost_client().sample(
+            "queue", 3, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)]
         assert got == [2.0, 3.0, 4.0]
 
 
@@ -58,22 +59,23 @@ def test_restored_rate_limiter_does_not_block_samplers_forever(tmp_path):
         fill_with_priorities(client, "ratio", range(6))
         # Sample until the rate limiter blocks: without new inserts, samplers now wait.
         with pytest.raises(errors.DeadlineExceededError):
-            for _ in client.sample("ratio", 100, timeout=0.3):
+            for _ in client.sample("ratio", 100, timeout=0.3, emit_timesteps=False, unpack_as_table_signature=True):
                 pass
         with pytest.raises(errors.DeadlineExceededError, match="ratio"):
-            next(client.sample("ratio", 1, timeout=0.3))
+            next(client.sample("ratio", 1, timeout=0.3, emit_timesteps=False, unpack_as_table_signature=True))
         client.checkpoint()
     with Server(tables(), checkpointer=checkpointer) as restored:
         client = restored.localhost_client()
         # The documented rule rebases the cursor: samples are allowed again without inserts...
-        samples = list(client.sample("ratio", 2, timeout=5))
+        samples = list(client.sample("ratio", 2, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))
         assert len(samples) == 2
         # ...and after the allowance, sampling waits for inserts as usual, then resumes.
         with pytest.raises(errors.DeadlineExceededError):
-            for _ in client.sample("ratio", 100, timeout=0.3):
+            for _ in client.sample("ratio", 100, timeout=0.3, emit_timesteps=False, unpack_as_table_signature=True):
                 pass
         fill_with_priorities(client, "ratio", [7, 8, 9])
-        assert len(list(client.sample("ratio", 1, timeout=5))) == 1
+        assert len(list(client.sample("ratio", 1, timeout=5,
+                                      emit_timesteps=False, unpack_as_table_signature=True))) == 1
 
 
 def test_incomplete_checkpoints_are_ignored(tmp_path):
@@ -94,7 +96,7 @@ def test_kill_9_then_restart_from_checkpoint(tmp_path, tables_yaml, server_proce
     first = server_process_factory(tables_yaml, "--checkpoint-dir", ckpt)
     client = Client(first.address)
     fill_with_priorities(client, "uniform", range(1, 21))
-    list(client.sample("uniform", 5, timeout=10))
+    list(client.sample("uniform", 5, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
     info_before = client.server_info()["uniform"]
     client.checkpoint()
     fill_with_priorities(client, "uniform", range(100, 110))  # not checkpointed
@@ -105,9 +107,11 @@ def test_kill_9_then_restart_from_checkpoint(tmp_path, tables_yaml, server_proce
     second = server_process_factory(tables_yaml, "--checkpoint-dir", ckpt)
     client = Client(second.address)
     info = client.server_info()["uniform"]
-    assert (info.size, info.num_inserts, info.num_samples) == (20, info_before.num_inserts, info_before.num_samples)
+    assert (info.current_size, info.num_inserts, info.num_samples) == \
+        (20, info_before.num_inserts, info_before.num_samples)
     seen = {}
-    for sample in client.sample("uniform", 400, timeout=10):  # sampling resumes
+    for sample in client.sample("uniform", 400, timeout=10,
+                                emit_timesteps=False, unpack_as_table_signature=True):  # sampling resumes
         value = float(sample.data[0][0])
         seen[value] = sample.info.priority
     assert seen == {float(v): float(v) for v in range(1, 21)}  # exactly the checkpointed items

@@ -23,7 +23,7 @@ def _contents(server, table="prioritized"):
     client = server.localhost_client()
     keys = set(server.tables[table].keys())
     out = {}
-    for sample in client.sample(table, 400, timeout=10):
+    for sample in client.sample(table, 400, timeout=10, emit_timesteps=False, unpack_as_table_signature=True):
         out[sample.info.key] = (sample.info.priority, float(np.asarray(sample.data[0]).ravel()[0]))
         if len(out) == len(keys):
             break

@@ -67,7 +67,7 @@ def test_sixteen_writers_and_four_samplers_account_for_every_item(server):
     assert max(received.values()) == 1  # nothing duplicated
     info = server.localhost_client().server_info()[table]
     total = num_writers * items_per_writer
-    assert (info.size, info.num_inserts, info.num_samples, info.num_deletes) == (0, total, total, total)
+    assert (info.current_size, info.num_inserts, info.num_samples, info.num_deletes) == (0, total, total, total)
     # Every chunk is released once its item is gone and its writer let go of it.
     deadline = time.monotonic() + 10
     while len(server.chunk_store) and time.monotonic() < deadline:

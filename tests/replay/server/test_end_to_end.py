@@ -30,7 +30,7 @@ def test_clients_in_separate_processes_write_and_a_reader_gets_exact_data(server
     for w in workers:
         w.join(timeout=90)
         assert w.exitcode == 0
-    samples = list(client.sample("queue", 10, timeout=10))
+    samples = list(client.sample("queue", 10, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
     seen = set()
     for sample in samples:
         obs, t = sample.data  # no signature: flat columns, sorted by dict key (obs, t)
@@ -40,7 +40,7 @@ def test_clients_in_separate_processes_write_and_a_reader_gets_exact_data(server
         np.testing.assert_array_equal(obs[:, 0], [writer_id * 1000 + start, writer_id * 1000 + start + 1])
         seen.add((writer_id, start))
     assert seen == {(w, s) for w in range(2) for s in range(5)}
-    assert client.server_info()["queue"].size == 0
+    assert client.server_info()["queue"].current_size == 0
 
 
 def test_overlapping_trajectories_send_each_step_once(server, client):
@@ -55,7 +55,7 @@ def test_overlapping_trajectories_send_each_step_once(server, client):
     assert len(server.chunk_store) == 8  # steps 0-2 share the first chunk; 7 one-step chunks follow
     stored_steps = sum(server.chunk_store.get([k])[0].length for k in server.chunk_store.keys())
     assert stored_steps == 10
-    for sample in client.sample("uniform", 30, timeout=10):
+    for sample in client.sample("uniform", 30, timeout=10, emit_timesteps=False, unpack_as_table_signature=True):
         obs, reward = sample.data
         last = int(obs[-1, 0])
         np.testing.assert_array_equal(obs, [[last - 2, 2 - last], [last - 1, 1 - last], [last, -last]])
@@ -72,9 +72,9 @@ def test_items_for_several_tables_share_chunks(server, client):
     client.insert(np.arange(4, dtype=np.float32), {"uniform": 1.0, "prioritized": 9.0})
     assert len(server.chunk_store) == 6
     info = client.server_info()
-    assert info["uniform"].size == 6 and info["prioritized"].size == 6
+    assert info["uniform"].current_size == 6 and info["prioritized"].current_size == 6
     for table in ("uniform", "prioritized"):
-        for sample in client.sample(table, 12, timeout=10):
+        for sample in client.sample(table, 12, timeout=10, emit_timesteps=False, unpack_as_table_signature=True):
             chunk_keys = {chunk_key for _, slices in server.tables[table].get(sample.info.key).trajectory
                           for chunk_key, _, _, _ in slices}
             assert chunk_keys <= set(server.chunk_store.keys())
@@ -89,7 +89,7 @@ def test_sample_info_and_prioritized_probabilities(server, client):
     for priority in (1.0, 3.0):
         client.insert(np.float32(priority), {"prioritized": priority})
     counts = {1.0: 0, 3.0: 0}
-    for sample in client.sample("prioritized", 400, timeout=10):
+    for [sample] in client.sample("prioritized", 400, timeout=10):  # items of one step (insert)
         value = float(sample.data[0])
         counts[value] += 1
         assert sample.info.priority == value
@@ -100,13 +100,13 @@ def test_sample_info_and_prioritized_probabilities(server, client):
 
 def test_signature_gives_nested_data_and_refuses_mismatches(server, client):
     client.insert({"obs": np.ones(3, np.float32), "action": np.int64(2)}, {"typed": 1.0})
-    sample = next(client.sample("typed", 1, timeout=10))
+    [sample] = next(client.sample("typed", 1, timeout=10, unpack_as_table_signature=True))  # its one step
     assert set(sample.data) == {"obs", "action"}
     np.testing.assert_array_equal(sample.data["obs"], np.ones(3, np.float32))
     assert sample.data["action"] == 2
     with pytest.raises(errors.SignatureMismatchError, match="typed"):
         client.insert({"obs": np.ones(4, np.float32), "action": np.int64(2)}, {"typed": 1.0})
-    assert client.server_info()["typed"].size == 1
+    assert client.server_info()["typed"].current_size == 1
 
 
 def test_sample_stream_yields_stacked_batches(server, client):
@@ -124,11 +124,11 @@ def test_sample_stream_yields_stacked_batches(server, client):
 
 def test_sample_timeout_on_empty_and_rate_limited_tables(client):
     with pytest.raises(errors.DeadlineExceededError, match="min_size_to_sample"):
-        next(client.sample("uniform", 1, timeout=0.2))
+        next(client.sample("uniform", 1, timeout=0.2, emit_timesteps=False, unpack_as_table_signature=True))
     client.insert(np.float32(1), {"queue": 1.0})
-    assert len(list(client.sample("queue", 1, timeout=5))) == 1
+    assert len(list(client.sample("queue", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))) == 1
     with pytest.raises(errors.DeadlineExceededError, match="queue"):
-        next(client.sample("queue", 1, timeout=0.2))
+        next(client.sample("queue", 1, timeout=0.2, emit_timesteps=False, unpack_as_table_signature=True))
 
 
 def test_mutate_priorities_reset_and_counters(server, client):
@@ -140,7 +140,7 @@ def test_mutate_priorities_reset_and_counters(server, client):
     client.mutate_priorities("prioritized", updates={keys[0]: 5.0, 12345: 1.0}, deletes=[keys[1]])
     assert server.tables["prioritized"].get(keys[0]).priority == 5.0
     info = client.server_info()["prioritized"]
-    assert (info.size, info.num_inserts, info.num_deletes) == (3, 4, 1)
+    assert (info.current_size, info.num_inserts, info.num_deletes) == (3, 4, 1)
     for bad in (-1.0, float("nan")):
         with pytest.raises(errors.InvalidArgumentError, match="priority"):
             client.mutate_priorities("prioritized", updates={keys[2]: bad})
@@ -148,7 +148,7 @@ def test_mutate_priorities_reset_and_counters(server, client):
     with pytest.raises(errors.NotFoundError, match="no table named 'nope'"):
         client.reset("nope")
     client.reset("prioritized")
-    assert client.server_info()["prioritized"].size == 0
+    assert client.server_info()["prioritized"].current_size == 0
 
 
 def test_writer_errors_surface_at_the_next_call(server, client):
@@ -160,7 +160,7 @@ def test_writer_errors_surface_at_the_next_call(server, client):
     with pytest.raises(errors.NotFoundError):
         writer.append(np.float32(2))
         writer.create_item("uniform", 1, 1.0)
-    assert client.server_info()["uniform"].size == 0
+    assert client.server_info()["uniform"].current_size == 0
 
 
 def test_writer_raises_unavailable_when_the_server_goes_away(server, client):
@@ -182,4 +182,5 @@ def test_client_pickles_by_address(server):
     copy = pickle.loads(pickle.dumps(client))
     assert copy.address == client.address and copy._stub is None
     copy.insert(np.float32(7), {"uniform": 1.0})
-    assert next(client.sample("uniform", 1, timeout=10)).data[0] == 7
+    assert next(client.sample("uniform", 1, timeout=10,
+                              emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 7

@@ -243,18 +243,18 @@ def test_fuzzed_messages_get_named_statuses_and_change_nothing_stored():
                 messages += 1
                 run(lambda: unary[method](payload, metadata=metadata, timeout=10), method, payload)
             if round_ % 150 == 0:
-                assert client.server_info(timeout=5)[REFERENCE].size == 39
+                assert client.server_info(timeout=5)[REFERENCE].current_size == 39
         print(f"fuzz: {messages} messages, statuses {sorted((c.name, n) for c, n in statuses.items())}")
         assert messages >= 1300
         assert grpc.StatusCode.OK in statuses and grpc.StatusCode.INVALID_ARGUMENT in statuses
         assert grpc.StatusCode.DATA_LOSS in statuses  # checks behind the checksums were reached
 
         # The server still answers, and the items stored before are unchanged...
-        assert client.server_info(timeout=5)[REFERENCE].size == 39
+        assert client.server_info(timeout=5)[REFERENCE].current_size == 39
         assert {k: [a.tolist() for a in v] for k, v in _snapshot(reference).items()} == {
             k: [a.tolist() for a in v] for k, v in before.items()}
         by_value = {int(v[0][-1, 0]): v for v in before.values()}
-        for s in client.sample(REFERENCE, 60, timeout=10):
+        for s in client.sample(REFERENCE, 60, timeout=10, emit_timesteps=False, unpack_as_table_signature=True):
             expected = by_value[int(s.data[0][-1, 0])]
             assert all(np.array_equal(a, b) for a, b in zip(s.data, expected))
         # ...and everything accepted during the fuzzing can be sampled, item by item and in bulk.
@@ -262,7 +262,8 @@ def test_fuzzed_messages_get_named_statuses_and_change_nothing_stored():
             for key in table.keys():
                 table.get(key).decode()
             if table.size and name != "queue" and name != "fifo_once":
-                assert len(list(client.sample(name, 50, timeout=10))) == 50
+                assert len(list(client.sample(name, 50, timeout=10,
+                                              emit_timesteps=False, unpack_as_table_signature=True))) == 50
                 for packed in client.sample_responses(name, 32, timeout_ms=5000, max_samples=32,
                                                       columnar=True):
                     if packed.response.HasField("columns"):

@@ -55,7 +55,8 @@ def test_a_send_over_the_item_limit_arrives_whole():
             writer.append_step_items("fifo", {"x": np.arange(n, dtype=np.int64)})
             writer.flush()
         assert server.tables["fifo"].size == n
-        values = sorted(int(s.data[0]) for s in client.sample("fifo", 300))
+        values = sorted(int(s.data[0]) for s in client.sample("fifo", 300,
+                                                              emit_timesteps=False, unpack_as_table_signature=True))
         assert values[0] >= 0 and values[-1] < n
     finally:
         server.stop()

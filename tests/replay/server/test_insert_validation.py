@@ -48,9 +48,10 @@ def _store_good_items(client):
 def _assert_everything_sampleable(server, client):
     """Every stored item samples through the per-item and the columnar path."""
     assert server.tables["uniform"].size == 5 and server.tables["typed"].size == 1
-    values = {float(s.data[0][0, 0]) for s in client.sample("uniform", 100, timeout=10)}
+    values = {float(s.data[0][0, 0]) for s in client.sample("uniform", 100, timeout=10,
+                                                            emit_timesteps=False, unpack_as_table_signature=True)}
     assert values == {0.0, 1.0, 2.0, 3.0, 4.0}
-    typed = next(client.sample("typed", 1, timeout=10)).data
+    typed = next(client.sample("typed", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)).data
     assert typed["action"] == 7 and np.all(typed["obs"] == 7)
     responses = client.sample_responses("uniform", 16, timeout_ms=10_000, max_samples=16, columnar=True)
     seen = 0
@@ -151,7 +152,7 @@ def test_valid_columns_of_every_encoding_are_accepted_and_sample_back(server, cl
     codec.encode_items([("uniform", item)], request.items)
     acks = list(stub.InsertStream(iter([request]), metadata=GOOD_METADATA))
     assert [list(a.item_keys) for a in acks] == [[903]]
-    data = next(client.sample("uniform", 1, timeout=10)).data
+    data = next(client.sample("uniform", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)).data
     np.testing.assert_array_equal(data[0], steps)
     assert data[2].tolist() == [b"ab"] * 40
 

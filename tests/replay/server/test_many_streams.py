@@ -99,7 +99,7 @@ def test_256_writers_16_samplers_and_a_dataset_all_progress_together():
         assert failures == []
         info = server.localhost_client().server_info(timeout=5)["experience"]
         total = NUM_WRITERS * ITEMS_PER_WRITER
-        assert (info.num_inserts, info.size) == (total, total)  # nothing lost, nothing twice
+        assert (info.num_inserts, info.current_size) == (total, total)  # nothing lost, nothing twice
         stored = {tuple(table.get(key).decode({})[0]) for key in table.keys()}
         assert stored == {(w, i) for w in range(NUM_WRITERS) for i in range(ITEMS_PER_WRITER)}
         assert all(sampled[s] > 0 for s in range(NUM_SAMPLERS)), dict(sampled)

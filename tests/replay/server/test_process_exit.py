@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""\
     client = server.localhost_client()
 
     def wait_for_a_sample():  # blocks in the server: the table stays empty
-        for _ in client.sample("empty", num_samples=1):
+        for _ in client.sample("empty", num_samples=1, emit_timesteps=False, unpack_as_table_signature=True):
             pass
 
     threading.Thread(target=wait_for_a_sample, daemon=True).start()

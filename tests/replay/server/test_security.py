@@ -27,15 +27,15 @@ def test_token_is_required_on_every_call():
     with Server(make_tables(), token="s3cret") as server:
         good = server.localhost_client()
         good.insert(np.float32(1), {"uniform": 1.0})
-        assert good.server_info()["uniform"].size == 1
+        assert good.server_info()["uniform"].current_size == 1
         for client in (Client(f"localhost:{server.port}"), Client(f"localhost:{server.port}", token="wrong")):
             with pytest.raises(errors.UnauthenticatedError, match="token"):
                 client.server_info()
             with pytest.raises(errors.UnauthenticatedError):
-                next(client.sample("uniform", 1, timeout=5))
+                next(client.sample("uniform", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))
             with pytest.raises(errors.UnauthenticatedError):
                 client.insert(np.float32(2), {"uniform": 1.0}, timeout=10)
-        assert good.server_info()["uniform"].size == 1
+        assert good.server_info()["uniform"].current_size == 1
 
 
 def test_tls_with_token(certificate):
@@ -44,10 +44,11 @@ def test_tls_with_token(certificate):
                 tls_private_key=key.read_bytes()) as server:
         client = server.localhost_client()
         client.insert(np.float32(3), {"uniform": 1.0})
-        assert next(client.sample("uniform", 1, timeout=10)).data[0] == 3
+        assert next(client.sample("uniform", 1, timeout=10,
+                                  emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 3
         plaintext = Client(f"localhost:{server.port}", token="t")
         with pytest.raises(errors.UnavailableError):
-            plaintext.server_info(timeout=5)
+            plaintext.server_info()  # (with a timeout it would keep trying until then)
 
 
 def test_replay_server_command_with_tls_and_token_file(tmp_path, certificate, tables_yaml,
@@ -60,7 +61,7 @@ def test_replay_server_command_with_tls_and_token_file(tmp_path, certificate, ta
     assert "(TLS)" in process.lines[-1] and "token required" in process.lines[-1]
     client = Client(process.address, token="from-a-file", root_certificates=cert.read_bytes())
     client.insert(np.float32(1), {"uniform": 1.0})
-    assert client.server_info()["uniform"].size == 1
+    assert client.server_info()["uniform"].current_size == 1
     with pytest.raises(errors.UnauthenticatedError):
         Client(process.address, token="nope", root_certificates=cert.read_bytes()).server_info()
     process.terminate()

@@ -15,11 +15,11 @@ def test_readme_client_example_runs_against_the_shipped_tables(server_process_fa
             writer.append({"obs": np.zeros(4, np.float32), "action": np.int64(step % 2)})
             if step >= 2:
                 writer.create_item("trajectories", num_timesteps=3, priority=1.0)
-    samples = list(client.sample("trajectories", num_samples=2))
+    samples = list(client.sample("trajectories", num_samples=2, emit_timesteps=False, unpack_as_table_signature=True))
     assert [s.data["obs"].shape for s in samples] == [(3, 4), (3, 4)]
     client.mutate_priorities("trajectories", updates={samples[-1].info.key: 5.0})
     info = client.server_info()
-    assert info["trajectories"].size == 8
+    assert info["trajectories"].current_size == 8
     assert {"replay", "rollouts"} <= set(info)  # the trainers' tables
 
     with replay.ReplayDataset.from_table_signature(

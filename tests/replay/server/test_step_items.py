@@ -16,7 +16,7 @@ def _steps(n, start=0):
 
 def _drain(client, table, n):
     rows = []
-    for sample in client.sample(table, n):
+    for sample in client.sample(table, n, emit_timesteps=False, unpack_as_table_signature=True):
         data = sample.data
         if isinstance(data, list):  # a table without a signature: leaves in sorted key order
             data = dict(zip(["action", "obs"], data))
@@ -56,7 +56,8 @@ def test_step_items_fit_a_signature_and_mix_with_single_steps(client):
                                           "action": writer.history["action"][-1]})
         writer.flush()
     assert client.server_info()["typed"].current_size == 7
-    actions = sorted(int(s.data["action"]) for s in client.sample("typed", 200))
+    actions = sorted(int(s.data["action"]) for s in client.sample("typed", 200,
+                                                                  emit_timesteps=False, unpack_as_table_signature=True))
     assert set(actions) == {0, 1, 2, 3, 4, 200}
 
 

@@ -79,7 +79,7 @@ def test_a_huge_sample_batch_is_refused_and_the_table_keeps_serving(make_server)
     assert "max_sample_batch_size" in caught.value.details()
     # The table was never locked for it: everyone is served at once.
     assert client.server_info(timeout=5)["uniform"].num_samples == 0
-    assert len(list(client.sample("uniform", 3, timeout=5))) == 3
+    assert len(list(client.sample("uniform", 3, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))) == 3
 
 
 def test_unbounded_credit_is_served_in_bounded_pieces_and_stops_when_cancelled(make_server):
@@ -93,7 +93,7 @@ def test_unbounded_credit_is_served_in_bounded_pieces_and_stops_when_cancelled(m
     assert max(sizes) <= 64
     # While that stream has (practically) unlimited credit, others are served promptly.
     other = server.localhost_client()
-    assert other.server_info(timeout=5)["uniform"].size == 5
+    assert other.server_info(timeout=5)["uniform"].current_size == 5
     assert len(list(other.sample("uniform", 2, timeout=5))) == 2
     call.cancel()
     pending.put(None)
@@ -138,11 +138,12 @@ def test_sample_timeout_bounds_the_call_even_with_many_open_streams(make_server)
     clients, streams = _fill_streams(server, "empty", 80)  # more than any worker pool used to have
     try:
         client = server.localhost_client()
-        assert client.server_info(timeout=5)["empty"].size == 0
+        assert client.server_info(timeout=5)["empty"].current_size == 0
         with pytest.raises(errors.DeadlineExceededError, match="min_size_to_sample"):
-            next(client.sample("empty", 1, timeout=0.5))
+            next(client.sample("empty", 1, timeout=0.5, emit_timesteps=False, unpack_as_table_signature=True))
         client.insert(np.float32(7), {"uniform": 1.0}, timeout=5)
-        assert next(client.sample("uniform", 1, timeout=5)).data[0] == 7
+        assert next(client.sample("uniform", 1, timeout=5,
+                                  emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 7
     finally:
         _close_streams(clients, streams)
 
@@ -157,8 +158,9 @@ def test_a_sample_stream_past_its_deadline_is_cancelled_and_leaves_no_trace(make
     client.insert(np.float32(1), {"fifo_once": 1.0}, timeout=5)
     time.sleep(0.5)
     info = client.server_info(timeout=5)["fifo_once"]
-    assert (info.size, info.num_samples) == (1, 0)
-    assert next(client.sample("fifo_once", 1, timeout=5)).data[0] == 1
+    assert (info.current_size, info.num_samples) == (1, 0)
+    assert next(client.sample("fifo_once", 1, timeout=5,
+                              emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 1
 
 
 def test_an_insert_timeout_cancels_the_insert_on_the_server(make_server):
@@ -168,14 +170,14 @@ def test_an_insert_timeout_cancels_the_insert_on_the_server(make_server):
     with pytest.raises(errors.DeadlineExceededError, match="not acknowledged within 0.3 s"):
         client.insert(np.float32(2), {"queue": 1.0}, timeout=0.3)
     # Taking the first item makes room; the timed-out insert must not land in it, ever.
-    assert next(client.sample("queue", 1, timeout=5)).data[0] == 1
+    assert next(client.sample("queue", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 1
     for _ in range(5):
         time.sleep(0.1)
         info = client.server_info(timeout=5)["queue"]
-        assert (info.num_inserts, info.size) == (1, 0)
+        assert (info.num_inserts, info.current_size) == (1, 0)
     # A retry inserts the item exactly once.
     client.insert(np.float32(2), {"queue": 1.0}, timeout=5)
-    assert next(client.sample("queue", 1, timeout=5)).data[0] == 2
+    assert next(client.sample("queue", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 2
     assert client.server_info(timeout=5)["queue"].num_inserts == 2
 
 
@@ -202,12 +204,13 @@ def test_many_timed_out_inserts_do_not_exhaust_the_server(make_server):
     results = [outcomes.get_nowait() for _ in threads]
     assert results == ["timed out"] * 80
     # The sample that unblocks inserts still runs, and none of the 80 lands afterwards.
-    assert next(client.sample("queue", 1, timeout=5)).data[0] == 0
+    assert next(client.sample("queue", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 0
     time.sleep(0.5)
     info = client.server_info(timeout=5)["queue"]
-    assert (info.num_inserts, info.size) == (1, 0)
+    assert (info.num_inserts, info.current_size) == (1, 0)
     client.insert(np.float32(99), {"queue": 1.0}, timeout=5)
-    assert next(client.sample("queue", 1, timeout=5)).data[0] == 99
+    assert next(client.sample("queue", 1, timeout=5,
+                              emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 99
 
 
 # -- limits --------------------------------------------------------------------------------------
@@ -218,7 +221,7 @@ def test_max_concurrent_streams_refuses_one_more_and_serves_the_rest(make_server
     clients, streams = _fill_streams(server, "empty", 3)
     try:
         client = server.localhost_client()
-        assert client.server_info(timeout=5)["uniform"].size == 0  # unary calls are not streams
+        assert client.server_info(timeout=5)["uniform"].current_size == 0  # unary calls are not streams
         with pytest.raises(errors.ResourceExhaustedError, match="max_concurrent_streams limit \\(3\\)"):
             client.insert(np.float32(1), {"uniform": 1.0}, timeout=5)
     finally:
@@ -231,7 +234,8 @@ def test_max_concurrent_streams_refuses_one_more_and_serves_the_rest(make_server
         except errors.ResourceExhaustedError:
             assert time.monotonic() < deadline
             time.sleep(0.1)
-    assert next(client.sample("uniform", 1, timeout=5)).data[0] == 1
+    assert next(client.sample("uniform", 1, timeout=5,
+                              emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 1
 
 
 def test_max_in_flight_bytes_per_stream_ends_only_the_stream_over_it(make_server):
@@ -258,7 +262,8 @@ def test_max_message_bytes_is_named_when_a_message_is_too_large(make_server):
     with pytest.raises(errors.ResourceExhaustedError, match="max_message_bytes"):
         client.insert(rng.random(100_000, dtype=np.float32), {"uniform": 1.0}, timeout=10)
     client.insert(np.float32(3), {"uniform": 1.0}, timeout=5)
-    assert next(client.sample("uniform", 1, timeout=5)).data[0] == 3
+    assert next(client.sample("uniform", 1, timeout=5,
+                              emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 3
 
 
 def test_sample_responses_stay_within_the_clients_max_message_bytes(make_server):
@@ -305,7 +310,8 @@ def test_replay_server_flags_set_the_limits(tables_yaml, server_process_factory)
     pending.put(None)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "max_sample_batch_size limit (8)" in caught.value.details()
-    assert next(client.sample("uniform", 1, timeout=10)).data[0] == 5
+    assert next(client.sample("uniform", 1, timeout=10,
+                              emit_timesteps=False, unpack_as_table_signature=True)).data[0] == 5
     process.terminate()
     returncode, _ = process.read_until_exit()
     assert returncode == 0

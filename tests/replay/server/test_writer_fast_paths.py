@@ -149,7 +149,8 @@ def test_flat_dict_steps_refs_follow_the_first_steps_key_order(client):
         writer.create_item("uniform", 1.0, {k: writer.history[k][-2:] for k in first})
         writer.flush()
     # column 1 is "b" (columns in sorted-key order): () when squeezed, (2,) over two steps
-    samples = {tuple(np.shape(s.data[1])): s.data for s in client.sample("uniform", 40)}
+    sampled = client.sample("uniform", 40, emit_timesteps=False, unpack_as_table_signature=True)
+    samples = {tuple(np.shape(s.data[1])): s.data for s in sampled}
     step = samples[()]
     np.testing.assert_array_equal(step[0], [1, 1])
     assert step[1] == np.float32(2) and step[2].tolist() == [False]
@@ -346,7 +347,8 @@ def test_steps_stored_raw_encode_as_encode_column_does(client):
                 assert column == encode_column(leaf[np.newaxis], compress=False)
     assert raw > len(steps)  # the raw path ran for most steps of the random leaves
     written = {step["x"].tobytes() for step in steps}
-    sampled = [np.asarray(s.data[0]) for s in client.sample("uniform", 100)]
+    sampled = [np.asarray(s.data[0]) for s in client.sample("uniform", 100,
+                                                            emit_timesteps=False, unpack_as_table_signature=True)]
     assert all(x.shape == (100,) and x.tobytes() in written for x in sampled)
 
 

@@ -20,7 +20,8 @@ def test_chunk_length_groups_steps_and_items_wait_for_their_chunk(server, client
     lengths = sorted(server.chunk_store.get([k])[0].length for k in server.chunk_store.keys())
     assert lengths == [2, 4]  # flush closed the open chunk after 2 steps
     assert any(c.delta_encoded for k in server.chunk_store.keys() for c in server.chunk_store.get([k])[0].columns)
-    values = sorted(int(s.data[0][0, 0, 0]) for s in client.sample("uniform", 200, timeout=10))
+    sampled = client.sample("uniform", 200, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)
+    values = sorted(int(s.data[0][0, 0, 0]) for s in sampled)
     assert set(values) == set(range(6))
     writer.close()
 
@@ -43,7 +44,7 @@ def test_keep_alive_window_and_history_errors(client):
         writer.append({"x": np.zeros(2, np.float32)})
     writer.create_item("uniform", 1.0, writer.history["x"][-2:])
     writer.flush(timeout_ms=10_000)
-    sample = next(client.sample("uniform", 1, timeout=10))
+    sample = next(client.sample("uniform", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
     np.testing.assert_array_equal(sample.data[0], [2.0, 3.0])
     writer.close()
 
@@ -74,7 +75,8 @@ def test_history_indices_count_from_the_start_of_the_episode(client):
     writer.append({"x": np.int64(10)})
     assert len(writer.history["x"]) == 1 and writer.history["x"][0].numpy() == 10
     writer.close()
-    np.testing.assert_array_equal(next(client.sample("uniform", 1, timeout=10)).data[0], [3, 4])
+    sample = next(client.sample("uniform", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
+    np.testing.assert_array_equal(sample.data[0], [3, 4])
 
 
 def test_steps_may_lack_columns_add_columns_and_be_given_in_parts(client):
@@ -100,7 +102,8 @@ def test_steps_may_lack_columns_add_columns_and_be_given_in_parts(client):
     with pytest.raises(ValueError, match="wrong dtype"):
         writer.append({"obs": np.float64(3)})
     writer.close(flush=True)
-    data = sorted((len(s.data), [np.asarray(c).tolist() for c in s.data]) for s in client.sample("uniform", 30))
+    sampled = client.sample("uniform", 30, emit_timesteps=False, unpack_as_table_signature=True)
+    data = sorted((len(s.data), [np.asarray(c).tolist() for c in s.data]) for s in sampled)
     assert [1, [[1.0, 2.0]]] in [list(d) for d in data]
     assert [2, [[7, 8], 2.0]] in [list(d) for d in data]  # columns in sorted-key order
 
@@ -121,7 +124,7 @@ def test_flush_and_end_episode_time_out_with_reverbs_error(client):
     with pytest.raises(ValueError, match="block_until_num_items"):
         writer.flush(-1)
     writer.flush(1, timeout_ms=5_000)
-    assert len(list(client.sample("queue", 1, timeout=10))) == 1
+    assert len(list(client.sample("queue", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))) == 1
     writer.end_episode(timeout_ms=10_000)
     assert writer.episode_steps == 0
     writer.close()
@@ -164,7 +167,7 @@ def test_end_episode_without_clearing_buffers_keeps_steps_referenceable(server, 
     with pytest.raises(RuntimeError, match="expired"):
         last.numpy()
     writer.close()
-    sample = next(client.sample("uniform", 1, timeout=10))
+    sample = next(client.sample("uniform", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))
     np.testing.assert_array_equal(sample.data[0], [1.0, 2.0])
     episodes = {server.chunk_store.get([k])[0].episode_id for k in server.chunk_store.keys()}
     assert len(episodes) == 2  # each episode's steps are in chunks of their own
@@ -179,7 +182,7 @@ def test_legacy_writer_append_sequence_and_argument_checks(server, client):
             writer.create_item("queue", 4, 1.0)
         with pytest.raises(errors.InvalidArgumentError, match="same leading"):
             writer.append_sequence({"a": np.arange(2), "b": np.ones((3, 2), np.float32)})
-    a, b = next(client.sample("queue", 1, timeout=10)).data
+    a, b = next(client.sample("queue", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)).data
     np.testing.assert_array_equal(a, [2, 3, 4])
     assert b.shape == (3, 2)
     with client.writer(2) as writer:
@@ -205,7 +208,7 @@ def test_writer_counts_items_the_server_has_not_acknowledged(client):
     writer.flush(block_until_num_items=3, timeout_ms=10_000)
     time.sleep(0.2)  # time for an ack that must not come
     assert writer.num_unacked_items == 3
-    assert len(list(client.sample("queue", 3, timeout=10))) == 3
+    assert len(list(client.sample("queue", 3, timeout=10, emit_timesteps=False, unpack_as_table_signature=True))) == 3
     writer.flush(timeout_ms=10_000)
     assert writer.num_unacked_items == 0
     writer.close()
@@ -213,7 +216,8 @@ def test_writer_counts_items_the_server_has_not_acknowledged(client):
 
 def test_string_leaves_may_differ_in_length_from_step_to_step_but_not_in_kind(server, client):
     """A string leaf is TensorFlow's tf.string: its steps have their own lengths (numpy gives
-    each its own fixed width), in one chunk or across chunks; bytes never become str."""
+    each its own fixed width), in one chunk or across chunks; bytes never become str, and
+    `Client.sample` gives str leaves back as UTF-8 bytes (tf.string), as Reverb's."""
     words = ["a", "longer string", "", "the longest string of them all", "mid"]
     writer = client.trajectory_writer(num_keep_alive_refs=2, chunk_length=2)
     for word in words:
@@ -227,9 +231,9 @@ def test_string_leaves_may_differ_in_length_from_step_to_step_but_not_in_kind(se
         writer.append({"word": np.str_("x"), "raw": np.bytes_(b"x"), "n": np.float64(1.0)})
     writer.flush(block_until_num_items=0, timeout_ms=10_000)
     sampled = {}
-    for sample in client.sample("uniform", 200, timeout=10):
+    for sample in client.sample("uniform", 200, timeout=10, emit_timesteps=False, unpack_as_table_signature=True):
         n, raw, word = (column[0] for column in sample.data)  # the item's leaves, keys sorted
-        sampled[str(word)] = (bytes(raw), int(n))
+        sampled[word.decode()] = (bytes(raw), int(n))
     assert sampled == {w: (w.encode() * 2, len(w)) for w in words}
     writer.close()
 
@@ -249,7 +253,8 @@ def test_incompressible_one_step_chunks_of_string_steps_keep_each_steps_width(se
     raw = [chunk for chunk in stored if not chunk.columns[0].compressed]
     assert len(raw) > 20  # the raw path took most of them
     assert all(chunk.columns[0].dtype == f"|S{len(chunk.columns[0].data)}" for chunk in raw)
-    sampled = {bytes(sample.data[0]) for sample in client.sample("uniform", 400, timeout=10)}
+    sampled = {bytes(sample.data[0]) for sample in client.sample("uniform", 400, timeout=10,
+                                                                 emit_timesteps=False, unpack_as_table_signature=True)}
     assert sampled == {bytes(step) for step in steps}
     writer.close()
 
@@ -286,7 +291,7 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
     last_chunk = max(server.chunk_store.get(list(server.chunk_store.keys())), key=lambda c: c.start_index)
     assert last_chunk.columns[0].compressed
     assert last_chunk.nbytes == sum(len(c.data) for c in last_chunk.columns) < last_chunk.raw_nbytes
-    sample = next(iter(client.sample("uniform", 1, timeout=10)))
+    sample = next(iter(client.sample("uniform", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)))
     assert sample.data[0].shape == (100,)
     writer.close()
 
@@ -385,7 +390,8 @@ def test_extend_appends_a_batch_of_steps_as_an_append_loop_would(client, as_list
     with pytest.raises(errors.InvalidArgumentError, match="rows of shape"):
         writer.extend({"x": np.zeros(2, np.float32), "y": np.zeros((2, 3), np.int64)})
     writer.close(flush=True)
-    items = sorted((s.data[0].tolist(), s.data[1].tolist()) for s in client.sample("uniform", 50, timeout=10))
+    sampled = client.sample("uniform", 50, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)
+    items = sorted((s.data[0].tolist(), s.data[1].tolist()) for s in sampled)
     assert ([2.0, 3.0, 4.0], [8, 9]) in items and ([4.0, 5.0], [8, 9]) in items
 
 

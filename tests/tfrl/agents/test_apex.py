@@ -47,7 +47,8 @@ def shard_items(trainer, shard, num_samples=400):
     """{key: (priority, data)} of the items sampled from `shard` (prioritized, with repeats)."""
     client = trainer.optimizer.shards.client(shard)
     return {int(s.info.key): (float(s.info.priority), s.data)
-            for s in client.sample(REPLAY_TABLE, num_samples=num_samples, timeout=30)}
+            for s in client.sample(REPLAY_TABLE, num_samples=num_samples, timeout=30,
+                                   emit_timesteps=False, unpack_as_table_signature=True)}
 
 
 def readme_apex_config():
@@ -96,7 +97,8 @@ def test_the_priority_sender_sends_the_latest_priorities_per_shard_and_raises_a_
             for i in range(4):
                 writer.append(np.full(2, i, np.float32))
                 writer.create_item(REPLAY_TABLE, 1.0, writer.history[-1])
-    keys = [sorted({int(s.info.key) for s in client.sample(REPLAY_TABLE, num_samples=200)})
+    keys = [sorted({int(s.info.key) for s in client.sample(REPLAY_TABLE, num_samples=200,
+                                                           emit_timesteps=False, unpack_as_table_signature=True)})
             for client in clients]
     assert all(len(k) == 4 for k in keys)
     calls = []
@@ -112,7 +114,8 @@ def test_the_priority_sender_sends_the_latest_priorities_per_shard_and_raises_a_
         assert sender.flush(timeout=30)
         for shard, expected in ((0, {keys[0][0]: 7.0, keys[0][1]: 6.0}), (1, {keys[1][0]: 2.0})):
             priorities = {int(s.info.key): float(s.info.priority)
-                          for s in clients[shard].sample(REPLAY_TABLE, num_samples=200)}
+                          for s in clients[shard].sample(REPLAY_TABLE, num_samples=200,
+                                                         emit_timesteps=False, unpack_as_table_signature=True)}
             for key, priority in expected.items():
                 assert priorities[key] == pytest.approx(priority)
         # every update reached its own shard only, each shard's in calls of that shard
@@ -127,7 +130,8 @@ def test_the_priority_sender_sends_the_latest_priorities_per_shard_and_raises_a_
         sender.put({0: {keys[0][2]: 9.0}})
         assert sender.flush(timeout=30)
         assert any(float(s.info.priority) == pytest.approx(9.0)
-                   for s in clients[0].sample(REPLAY_TABLE, num_samples=200)
+                   for s in clients[0].sample(REPLAY_TABLE, num_samples=200,
+                                              emit_timesteps=False, unpack_as_table_signature=True)
                    if int(s.info.key) == keys[0][2])
     finally:
         sender.close()

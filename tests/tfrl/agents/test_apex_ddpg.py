@@ -42,7 +42,7 @@ def test_apex_ddpg_trains_on_pendulum_with_two_shards_and_routed_priorities(ray_
             trainer.workers.call_remote_workers("sample")
         for shard in range(2):
             items = {int(s.info.key): s for s in optimizer.shards.client(shard).sample(
-                REPLAY_TABLE, num_samples=200, timeout=30)}
+                REPLAY_TABLE, num_samples=200, timeout=30, emit_timesteps=False, unpack_as_table_signature=True)}
             data = {k: np.stack([s.data[k] for s in items.values()])
                     for k in next(iter(items.values())).data}
             td = optimizer.policy.compute_td_error(
@@ -72,7 +72,8 @@ def test_apex_ddpg_trains_on_pendulum_with_two_shards_and_routed_priorities(ray_
             client = optimizer.shards.client(shard)
             assert client.server_info()[REPLAY_TABLE].current_size > 0
             priorities = [s.info.priority for s in client.sample(REPLAY_TABLE, num_samples=50,
-                                                                  timeout=30)]
+                                                                  timeout=30,
+                                                                  emit_timesteps=False, unpack_as_table_signature=True)]
             # worker-side and learner priorities, not the uniform 1.0 of unrated items
             assert len({round(p, 6) for p in priorities}) > 5
         # each worker explores with its own constant noise scale 0.4 ** (1 + i / (N - 1) * 7)

@@ -87,7 +87,8 @@ def main(out_path: str) -> None:
                     break
             mark(f"apex trained after the loss ({iterations} iterations)")
             info = result["info"]
-            sampled = optimizer.shards.client(1).sample(REPLAY_TABLE, num_samples=500, timeout=30)
+            sampled = optimizer.shards.client(1).sample(REPLAY_TABLE, num_samples=500, timeout=30,
+                                                        emit_timesteps=False)
             seen["after"] = {"restored_keys": len({int(x.info.key) for x in sampled} & saved_keys),
                              "saved_keys": len(saved_keys),"shard_nodes": shard_nodes(), "spare": spare.node_id,
                              "addresses": list(optimizer.shards.addresses),

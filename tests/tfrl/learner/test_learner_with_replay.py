@@ -74,7 +74,7 @@ def test_td_errors_become_priority_updates_on_the_server(start_server):
         expected.update({int(k): abs(float(e)) + 1e-6 for k, e in zip(output.info.key, output.per_sample["td_error"])})
     assert updater.num_updates == sum(len(set(o.info.key.tolist())) for o in seen)
     checked = 0
-    for sample in client.sample("prioritized", 200):
+    for sample in client.sample("prioritized", 200, emit_timesteps=False, unpack_as_table_signature=True):
         key = int(sample.info.key)
         want = expected.get(key, 1.0)
         assert sample.info.priority == pytest.approx(want, rel=1e-5)
@@ -113,7 +113,7 @@ def test_variable_container_table_serves_the_newest_weights(start_server):
     for _ in range(3):
         assert reader.read(timeout=5)[0] == 2
     info = client.server_info()["weights"]
-    assert info.size == 1 and info.max_size == 1
+    assert info.current_size == 1 and info.max_size == 1
     with pytest.raises(errors.InvalidConfigError, match="list of arrays"):
         publisher.publish({"not": "a list"})
     assert publisher.version == 2

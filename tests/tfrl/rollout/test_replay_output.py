@@ -48,7 +48,8 @@ def test_worker_writes_each_step_as_one_item_and_returns_only_counts(free_port):
         assert summary["env_steps"] == 50 and summary["items_written"] == {"default_policy": 50}
         assert isinstance(summary["episodes"], list)
         client = server.localhost_client()
-        samples = list(client.sample("steps", num_samples=50, timeout=10))
+        samples = list(client.sample("steps", num_samples=50, timeout=10,
+                                     emit_timesteps=False, unpack_as_table_signature=True))
         assert len(samples) == 50
         for s in samples:
             assert set(s.data) == set(signature)
@@ -75,7 +76,8 @@ def test_priority_column_sets_item_priorities(free_port):
         worker = RolloutWorker("CartPole-v1", PrioritizedPGPolicy,
                                {"rollout_fragment_length": 10}, replay_output=spec)
         worker.sample()
-        samples = list(server.localhost_client().sample("steps", num_samples=10, timeout=10))
+        samples = list(server.localhost_client().sample("steps", num_samples=10, timeout=10,
+                                                        emit_timesteps=False, unpack_as_table_signature=True))
         for s in samples:
             assert s.info.priority == pytest.approx(abs(float(s.data["advantages"])) + 0.5,
                                                     rel=1e-6)
@@ -100,16 +102,17 @@ def test_write_behind_returns_while_the_server_holds_inserts_and_loses_nothing(f
         # the write returned with up to 25 items unacknowledged: the server may still be
         # inserting the 5 that fit
         deadline = time.monotonic() + 10
-        while client.server_info()["steps"].size < 30 and time.monotonic() < deadline:
+        while client.server_info()["steps"].current_size < 30 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert client.server_info()["steps"].size == 30
-        samples = list(client.sample("steps", num_samples=50, timeout=10))
+        assert client.server_info()["steps"].current_size == 30
+        samples = list(client.sample("steps", num_samples=50, timeout=10,
+                                     emit_timesteps=False, unpack_as_table_signature=True))
         worker.stop()  # the writer's close waits for the last acks
         obs = np.stack([s.data["obs"] for s in samples])
         new_obs = np.stack([s.data["new_obs"] for s in samples])
         cont = ~np.array([s.data["terminateds"] or s.data["truncateds"] for s in samples[:49]])
         np.testing.assert_array_equal(obs[1:][cont], new_obs[:-1][cont])  # all 50, in order
-        assert client.server_info()["steps"].size == 0
+        assert client.server_info()["steps"].current_size == 0
     finally:
         server.stop()
 

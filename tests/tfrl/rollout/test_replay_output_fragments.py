@@ -28,7 +28,8 @@ def test_each_env_fragment_is_one_item_and_bad_rows_are_refused(free_port):
         summary = worker.sample()
         assert summary["env_steps"] == 12 and summary["items_written"] == {"default_policy": 2}
         client = server.localhost_client()
-        items = list(client.sample("fragments", num_samples=2, timeout=10))
+        items = list(client.sample("fragments", num_samples=2, timeout=10,
+                                   emit_timesteps=False, unpack_as_table_signature=True))
         for item in items:
             obs, new_obs = item.data["obs"], item.data["new_obs"]
             assert obs.shape == (6, 4)
@@ -82,7 +83,8 @@ def test_repeated_next_obs_are_stored_as_zeros_and_restored_exactly(free_port):
                 break
         assert sum(e[2][:-1].any() for e in expected) >= 2, "no episode ended inside a fragment"
         client = server.localhost_client()
-        items = list(client.sample("fragments", num_samples=len(expected), timeout=10))
+        items = list(client.sample("fragments", num_samples=len(expected), timeout=10,
+                                   emit_timesteps=False, unpack_as_table_signature=True))
         for item, (obs, new_obs, ended) in zip(items, expected):
             np.testing.assert_array_equal(item.data["obs"], obs)
             stored = item.data["new_obs"]

@@ -79,9 +79,10 @@ def test_a_worker_writes_each_policy_into_its_table_with_its_own_shapes(free_por
         # two fragments: the second reuses each policy's writer
         written = [worker.sample()["items_written"] for _ in range(2)]
         client = server.localhost_client()
-        items = {pid: list(client.sample(f"steps_{pid}", num_samples=16, timeout=10))
+        items = {pid: list(client.sample(f"steps_{pid}", num_samples=16, timeout=10,
+                                         emit_timesteps=False, unpack_as_table_signature=True))
                  for pid in POLICY_OF.values()}
-        sizes = {name: t.size for name, t in client.server_info().items()}
+        sizes = {name: t.current_size for name, t in client.server_info().items()}
     finally:
         worker.stop()
         server.stop()
@@ -143,7 +144,7 @@ def test_policies_of_different_spaces_each_learn_from_their_own_table(ray_sessio
         # both agents act at every step: one item per env step in each table
         if algo == "PPO":  # and the learner read back exactly what was written
             assert table.num_inserts == result["timesteps_total"], pid
-            assert table.num_samples == table.num_inserts and table.size == 0, pid
+            assert table.num_samples == table.num_inserts and table.current_size == 0, pid
         else:  # DQN samples one round ahead, which may be written already
             ahead = table.num_inserts - result["timesteps_total"]
             assert 0 <= ahead <= config["rollout_fragment_length"], pid

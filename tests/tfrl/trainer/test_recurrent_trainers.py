@@ -47,7 +47,8 @@ def test_replay_items_of_a_recurrent_policy_are_whole_sequences_with_their_start
     try:
         worker.set_replay_output(ReplayOutputSpec(f"127.0.0.1:{free_port}", "rollouts"))
         written = worker.sample()["items_written"]["default_policy"]
-        items = list(Client(f"127.0.0.1:{free_port}").sample("rollouts", written))
+        items = list(Client(f"127.0.0.1:{free_port}").sample("rollouts", written, emit_timesteps=False,
+                                                             unpack_as_table_signature=True))
     finally:
         worker.stop()
         server.stop()

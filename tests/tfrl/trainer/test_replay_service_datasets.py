@@ -19,7 +19,9 @@ def test_stop_closes_the_datasets_the_service_opened():
     service.add_table(Table.queue("rollouts", 100, signature={"x": TensorSpec((2,), np.float32)}))
     service.start()
     client = service.client()
-    client.insert({"x": np.ones(2, np.float32)}, {"rollouts": 1.0}, timeout=10)
+    with client.trajectory_writer(1) as writer:  # an item of one step's x, without time dimension
+        writer.append({"x": np.ones(2, np.float32)})
+        writer.create_item("rollouts", 1.0, {"x": writer.history["x"][-1]})
     dataset = service.dataset("rollouts", max_in_flight_samples_per_worker=4)
     iterator = iter(dataset.batch(1).map(lambda sample: sample.data["x"]))
     assert next(iterator).numpy().tolist() == [[1.0, 1.0]]
