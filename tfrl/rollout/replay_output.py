@@ -51,6 +51,8 @@ BASE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, Sampl
 LOSS_COLUMNS = (SampleBatch.ACTION_LOGP, SampleBatch.ACTION_DIST_INPUTS, SampleBatch.VF_PREDS,
                 SampleBatch.ADVANTAGES, SampleBatch.VALUE_TARGETS, SampleBatch.N_STEPS)
 PRIORITY_COLUMN = "priorities"
+# columns the learner supplies when it samples (importance weights), never written by workers
+SAMPLING_COLUMNS = (SampleBatch.PRIO_WEIGHTS,)
 
 
 def canonical_dtype(dtype: np.dtype) -> np.dtype:
@@ -122,13 +124,21 @@ def _default_columns(policy, batch) -> tuple:
     if sequence_length(policy):
         columns += tuple(SampleBatch.state_in(k) for k in range(len(policy.get_initial_state())))
         columns += (SampleBatch.SEQ_LENS,)
+    # Classic RLlib hands every postprocessed column to the loss: a column the policy's
+    # postprocessing adds (`returns`) and its loss reads (the loss signature, tracked on the
+    # postprocessed dummy batch) travels too, without the policy declaring replay columns.
+    loss_reads = getattr(policy, "loss_input_signature", None) or {}
+    columns += tuple(c for c in sorted(loss_reads)
+                     if c in batch and c not in columns and c not in SAMPLING_COLUMNS)
     return columns
 
 
 def replay_columns(policy, observation_filter: str = "NoFilter") -> tuple:
     """The default item columns of `policy`: BASE_COLUMNS plus the LOSS_COLUMNS (and
     `priorities`) its action outputs and postprocessing produce, in that order; for a
-    recurrent policy also `state_in_i` and `seq_lens`."""
+    recurrent policy also `state_in_i` and `seq_lens`; then any other column its
+    postprocessing produces that its loss reads (`loss_input_signature`), except the
+    SAMPLING_COLUMNS the learner supplies."""
     return _default_columns(policy, dummy_trajectory(policy, observation_filter))
 
 

@@ -8,6 +8,7 @@ from tfrl.rllib.agents.pg import DEFAULT_CONFIG as PG_CONFIG
 from tfrl.rllib.agents.pg import PGTrainer
 from tfrl.rllib.agents.ppo import PPOTrainer
 from tfrl.rllib.agents.trainer_template import build_trainer
+from tfrl.rllib.evaluation.postprocessing import discount
 from tfrl.rllib.optimizers import SyncSamplesOptimizer
 from tfrl.rllib.policy.sample_batch import SampleBatch
 from tfrl.rllib.policy.tf_policy_template import build_tf_policy
@@ -105,3 +106,32 @@ def test_tune_runs_a_trainer_class_with_its_rollout_workers(ray_session, tmp_pat
     assert trial.status == "TERMINATED"
     assert trial.last_result["training_iteration"] == 1
     assert trial.last_result["timesteps_total"] == 64
+
+
+def add_discounted_returns(policy, sample_batch, other_agent_batches=None, episode=None):
+    """Classic RLlib's custom-policy example postprocessing: a column no tfrl loss knows."""
+    sample_batch["returns"] = discount(sample_batch[SampleBatch.REWARDS], 0.99)
+    return sample_batch
+
+
+def returns_loss(policy, model, dist_class, train_batch):
+    logits, _ = model.from_batch(train_batch)
+    return -tf.reduce_mean(dist_class(logits, model).logp(train_batch[SampleBatch.ACTIONS])
+                           * train_batch["returns"])
+
+
+ReturnsPolicy = build_tf_policy(
+    name="ReturnsPolicy", loss_fn=returns_loss, postprocess_fn=add_discounted_returns,
+    stats_fn=lambda policy, batch: {"mean_returns": tf.reduce_mean(batch["returns"])})
+
+
+def test_a_column_the_postprocessing_adds_reaches_the_loss_undeclared(ray_session):
+    trainer_cls = build_trainer(name="ReturnsTrainer", default_policy=ReturnsPolicy)
+    with trainer_cls(config=SMALL) as trainer:
+        result = trainer.train()
+        assert "returns" in trainer.get_policy().loss_input_signature
+    assert result["timesteps_total"] == 32
+    # CartPole pays 1 a step: the discounted returns of a fragment's steps are all >= 1, and
+    # above 1 everywhere but at episode ends
+    mean_returns = result["info"]["learner"]["default_policy"]["mean_returns"]
+    assert 1.0 < mean_returns < 1 / (1 - 0.99)
