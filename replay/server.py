@@ -65,6 +65,13 @@ DEFAULT_MAX_WORKERS = 4
 # item, 16 MB / 512 19-21 us.
 _SAMPLE_RESPONSE_BYTES = 16 * 1024 * 1024
 _DEFAULT_SAMPLE_BATCH = 512
+# A response carries at most a quarter of the stream's budget (the most credit it was given),
+# unless that is below this many bytes: a response of a whole budget of large items left the
+# server idle while the reader received it, and the reader idle while the next was built (40 kB
+# items, 384 in flight: 5.1k items/s against Reverb's 9.9k with less CPU per item); a reader
+# tops its credit up once a quarter of it arrived, so quarters keep both sides busy. Small
+# items still come a whole budget to a response.
+_MIN_SPLIT_RESPONSE_BYTES = 1024 * 1024
 # A waiting call is woken by its table's change signal; it also looks again this often, so a
 # wake-up lost to a race costs at most this long.
 _RECHECK_SECONDS = 1.0
@@ -574,6 +581,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             limit = self._server.max_sample_batch_size
             response_bytes = min(_SAMPLE_RESPONSE_BYTES, self._server.max_in_flight_bytes_per_stream)
             credit, table, timeout_ms, max_batch = 0, None, -1, min(_DEFAULT_SAMPLE_BATCH, limit)
+            budget = 0  # the most credit the stream had at once
             columnar = False
             item_bytes = 0  # running estimate of one item's chunk bytes, to size responses
             requests = request_iterator.__aiter__()
@@ -597,6 +605,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                             "response, or start the server with a higher max_sample_batch_size "
                             "(replay-server --max-sample-batch-size)")
                     credit += request.num_samples
+                    budget = max(budget, credit)
                     if request.table:
                         # Credit top-ups name no table and keep the stream's settings.
                         timeout_ms = request.rate_limiter_timeout_ms
@@ -611,7 +620,8 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                 # bounds how many more join it (see `_take_samples`).
                 want = min(credit, max_batch)
                 if item_bytes:
-                    want = max(1, min(want, response_bytes // item_bytes))
+                    want = max(1, min(want, response_bytes // item_bytes,
+                                      max(budget // 4, _MIN_SPLIT_RESPONSE_BYTES // item_bytes)))
                 response, nbytes, count = await self._sample(table, want, timeout_ms, columnar,
                                                              None if item_bytes else response_bytes)
                 credit -= count
