@@ -12,6 +12,7 @@ from tfrl.rllib.evaluation.postprocessing import discount
 from tfrl.rllib.optimizers import SyncSamplesOptimizer
 from tfrl.rllib.policy.sample_batch import SampleBatch
 from tfrl.rllib.policy.tf_policy_template import build_tf_policy
+from tfrl.rllib.utils.test_utils import check_learning_achieved
 
 SMALL = {"env": "CartPole-v1", "num_workers": 0, "rollout_fragment_length": 32,
          "train_batch_size": 32, "model": {"fcnet_hiddens": [8]}}
@@ -106,6 +107,10 @@ def test_tune_runs_a_trainer_class_with_its_rollout_workers(ray_session, tmp_pat
     assert trial.status == "TERMINATED"
     assert trial.last_result["training_iteration"] == 1
     assert trial.last_result["timesteps_total"] == 64
+    # the check classic example scripts end with, on Tune's own analysis of the trial
+    check_learning_achieved(analysis, 1.0)  # every CartPole episode pays at least 1
+    with pytest.raises(ValueError, match="`stop-reward` of 501 not reached"):
+        check_learning_achieved(analysis, 501)  # more than CartPole-v1 ever pays
 
 
 def add_discounted_returns(policy, sample_batch, other_agent_batches=None, episode=None):
