@@ -33,6 +33,11 @@ class NotSupportedError(TfrlError, NotImplementedError):
     """An operation that the object cannot do (for example the KL of a squashed Gaussian)."""
 
 
+class FrameworkNotAvailableError(TfrlError, ImportError):
+    """A class of a framework tfrl does not run (a classic torch policy) was instantiated; an
+    ImportError, as classic RLlib raises when torch is not installed."""
+
+
 class CheckpointError(TfrlError):
     """A policy state or checkpoint is missing, unreadable, or does not match the policy."""
 

@@ -1,0 +1,77 @@
+"""Module paths classic RLlib imports without torch installed: the torch policies' names
+import and derive but refuse construction with an ImportError, and the TF model helpers of
+`models.tf.misc` / `models.utils` work on tfrl's models."""
+import importlib
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from tfrl.errors import FrameworkNotAvailableError, InvalidConfigError
+
+TORCH_POLICIES = [
+    ("dqn", "dqn_torch_policy", "DQNTorchPolicy", "DQNTFPolicy", True),
+    ("dqn", "simple_q_torch_policy", "SimpleQTorchPolicy", "SimpleQTFPolicy", True),
+    ("pg", "pg_torch_policy", "PGTorchPolicy", "PGTFPolicy", True),
+    ("ppo", "ppo_torch_policy", "PPOTorchPolicy", "PPOTFPolicy", True),
+    ("ppo", "appo_torch_policy", "AsyncPPOTorchPolicy", "AsyncPPOTFPolicy", False),
+    ("a3c", "a3c_torch_policy", "A3CTorchPolicy", "A3CTFPolicy", False),
+    ("sac", "sac_torch_policy", "SACTorchPolicy", "SACTFPolicy", True),
+    ("ddpg", "ddpg_torch_policy", "DDPGTorchPolicy", "DDPGTFPolicy", False),
+    ("marwil", "marwil_torch_policy", "MARWILTorchPolicy", "MARWILTFPolicy", True),
+    ("impala", "vtrace_torch_policy", "VTraceTorchPolicy", "VTraceTFPolicy", False),
+]
+
+
+@pytest.mark.parametrize("agent, module, name, tf_name, in_package", TORCH_POLICIES,
+                         ids=[p[2] for p in TORCH_POLICIES])
+def test_torch_policy_names_import_and_refuse_construction(agent, module, name, tf_name,
+                                                           in_package):
+    cls = getattr(importlib.import_module(f"tfrl.rllib.agents.{agent}.{module}"), name)
+    if in_package:
+        assert getattr(importlib.import_module(f"tfrl.rllib.agents.{agent}"), name) is cls
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ImportError, match=f"{name} is a torch policy.*use {tf_name}"):
+        cls(env.observation_space, env.action_space, {})
+
+
+def test_a_torch_variant_derived_at_import_time_refuses_construction_too():
+    from tfrl.rllib.agents.ppo import PPOTorchPolicy
+
+    variant = PPOTorchPolicy.with_updates(name="CCPPOTorchPolicy", loss_fn=lambda *a: 0.0)
+    assert variant.__name__ == "CCPPOTorchPolicy" and variant is not PPOTorchPolicy
+    with pytest.raises(FrameworkNotAvailableError, match="CCPPOTorchPolicy.*use PPOTFPolicy"):
+        variant(None, None, {})
+
+
+def test_activation_functions_by_config_name():
+    from tfrl.rllib.models.tf.misc import get_activation_fn
+    from tfrl.rllib.models.utils import get_activation_fn as get_activation_fn_1x
+
+    assert get_activation_fn_1x is get_activation_fn
+    x = tf.constant([-1.0, 0.5])
+    np.testing.assert_allclose(get_activation_fn("relu")(x), [0.0, 0.5])
+    np.testing.assert_allclose(get_activation_fn("tanh", framework="tf2")(x), np.tanh([-1.0, 0.5]),
+                               rtol=1e-6)
+    assert get_activation_fn("silu") is tf.nn.swish
+    assert get_activation_fn("linear") is None and get_activation_fn(None) is None
+    with pytest.raises(InvalidConfigError, match="unknown activation 'relu6x'"):
+        get_activation_fn("relu6x")
+    with pytest.raises(InvalidConfigError, match="framework 'torch' is not available"):
+        get_activation_fn("relu", framework="torch")
+
+
+def test_normc_initializer_gives_columns_of_norm_std_in_a_keras_layer():
+    from tfrl.rllib.models.tf.misc import flatten, normc_initializer
+
+    np.random.seed(3)
+    layer = keras.layers.Dense(5, kernel_initializer=normc_initializer(0.5))
+    layer.build((None, 40))
+    kernel = layer.kernel.numpy()
+    np.testing.assert_allclose(np.linalg.norm(kernel, axis=0), [0.5] * 5, rtol=1e-5)
+    assert np.std(kernel) > 0.01  # random draws, not a constant
+    np.random.seed(3)
+    np.testing.assert_array_equal(normc_initializer(0.5)((40, 5)).numpy(), kernel)  # seeded
+    assert flatten(tf.zeros([2, 3, 4])).shape == (2, 12)
