@@ -20,7 +20,8 @@ from replay.server import Server
 from replay.sharded_client import ShardedClient
 from replay.specs import TensorSpec
 from replay.table import SampledItem, Table, TableInfo
-from replay.trajectory_writer import CellRef, TrajectoryColumn, TrajectoryWriter
+from replay.trajectory_columns import CellRef, TrajectoryColumn
+from replay.trajectory_writer import TrajectoryWriter
 from replay.writer import Writer
 
 

@@ -479,7 +479,7 @@ class StructuredWriter:
         self._last_values = values
 
     def _insert(self, applied) -> None:
-        from replay.trajectory_writer import TrajectoryColumn
+        from replay.trajectory_columns import TrajectoryColumn
 
         for config, selections in applied:
             columns, flat_values = [], []

@@ -28,17 +28,19 @@ referencing the open chunk wait until it closes, at `flush` or at `end_episode`.
 lz4-compressed, except that a leaf whose data stopped compressing (random or pre-compressed
 data) is stored raw for a while before lz4 is tried again. A chunk holds every column that had
 a value by its first step (zeros where a step left a column out, which no item can reference).
+
+Its parts: the references it hands out (`replay.trajectory_columns`), its chunk builder and
+compression constants (`replay.trajectory_chunks`), the signature check
+(`replay.item_signature_check`) and the comparisons of steps (`replay.step_structure`).
 """
 from __future__ import annotations
 
 import collections
 import datetime
-import itertools
 import os
 import random
-import threading
 import weakref
-from typing import Any, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tree
@@ -47,18 +49,18 @@ from replay import errors, specs, validation
 from replay.chunks import encode_column, encode_raw_step
 from replay.codec import ChunkRow
 from replay.insert_stream import InsertStream
-from replay.items import TrajectoryColumn as WireColumn
+from replay.item_signature_check import _check_against_signature, _table_signature
+from replay.step_structure import _both_strings, _dtype_text, _same_structure, _tree_union
+from replay.trajectory_chunks import (
+    _ADAPTIVE_MIN_BYTES,
+    _INCOMPRESSIBLE_MAX_SKIP,
+    _INCOMPRESSIBLE_SKIP,
+    _INCOMPRESSIBLE_TRIES,
+    _ChunkBuilder,
+    _item_columns,
+)
+from replay.trajectory_columns import CellRef, TrajectoryColumn, _ColumnHistory
 
-# Adaptive compression: after this many chunks in a row where lz4 did not shrink a leaf's column
-# (random or already-compressed data), that leaf is stored raw for the next _INCOMPRESSIBLE_SKIP
-# chunks, then lz4 is tried once more; each further failure doubles the skip, up to
-# _INCOMPRESSIBLE_MAX_SKIP chunks, and one success starts over. The backoff matters for small
-# steps: lz4 releases the GIL, and handing it to the stream's thread and back costs more than
-# the compression itself.
-_INCOMPRESSIBLE_TRIES = 8
-_INCOMPRESSIBLE_SKIP = 64
-_INCOMPRESSIBLE_MAX_SKIP = 1024
-_ADAPTIVE_MIN_BYTES = 64
 # Without an explicit max_in_flight_items, a writer lets up to _AUTO_IN_FLIGHT_BYTES of steps be
 # unacknowledged, counted in steps of its first step's size, within these bounds. Small steps
 # need many items in flight to keep a server busy while the writer fills the next message
@@ -73,236 +75,6 @@ _PLAIN_LEAF_TYPES = frozenset((np.ndarray, np.float32, np.float64, np.int64, np.
 # A writer dropped without close() waits at most this long for its items' acks before it closes
 # (Reverb's waits without a limit).
 _DROPPED_WRITER_FLUSH_SECONDS = 30.0
-
-
-class CellRef:
-    """A reference to one leaf of one appended step (Reverb's WeakCellRef). It keeps the leaf's
-    value (`numpy()`) and knows whether its step left the writer's keep-alive window (`expired`).
-    As an extension of Reverb's API, a CellRef used as a leaf of an item's trajectory is a
-    squeezed one-step column (as `TrajectoryColumn([ref], squeeze=True)`)."""
-
-    __slots__ = ("_builder", "offset", "leaf", "shape", "dtype", "value")
-
-    def __init__(self, builder, offset: int, leaf: int, shape, dtype, value=None):
-        self._builder = builder
-        self.offset = offset
-        self.leaf = leaf
-        self.shape = shape
-        self.dtype = dtype
-        self.value = value
-
-    @property
-    def episode_id(self) -> int:
-        return self._builder.episode_id
-
-    @property
-    def step(self) -> int:
-        """The step's index in its episode."""
-        return self._builder.start_index + self.offset
-
-    @property
-    def expired(self) -> bool:
-        """Whether items can no longer reference this cell (its step left the keep-alive window,
-        or its episode ended with its buffers cleared)."""
-        writer = self._builder.writer()
-        return writer is None or not writer._kept_alive(self)  # noqa: SLF001 - same module
-
-    def numpy(self) -> np.ndarray:
-        """The leaf's value, as appended."""
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"CellRef(episode={self.episode_id}, step={self.step}, leaf={self.leaf})"
-
-
-def _none_reference_error(path, references) -> errors.InvalidArgumentError:
-    return errors.InvalidArgumentError(
-        f"TrajectoryColumns cannot contain any None data references: TrajectoryColumn at path "
-        f"{path} got {list(references)}.")
-
-
-class TrajectoryColumn:
-    """A column of an item (Reverb's TrajectoryColumn): cells of one column of the history,
-    stacked along a leading time dimension, or one cell without it when `squeeze` is set.
-
-    Raises (constructor):
-      InvalidArgumentError (a ValueError): `squeeze` with other than one reference, or a None
-        reference (a step where the column had no value, or one that left the history).
-    """
-
-    __slots__ = ("_data_references", "is_squeezed", "_path")
-
-    def __init__(self, data_references: Sequence[Optional[CellRef]], *, squeeze: bool = False,
-                 path: Optional[tuple] = None):
-        if squeeze and len(data_references) != 1:
-            raise errors.InvalidArgumentError(
-                f"Columns must contain exactly one data reference when squeeze set, got "
-                f"{len(data_references)}")
-        for ref in data_references:
-            if ref is None:
-                raise _none_reference_error(path, data_references)
-        self._data_references = tuple(data_references)
-        self.is_squeezed = bool(squeeze)
-        self._path = path
-
-    def __len__(self) -> int:
-        return len(self._data_references)
-
-    def __iter__(self) -> Iterator[CellRef]:
-        return iter(self._data_references)
-
-    def __getitem__(self, val) -> "TrajectoryColumn":
-        """An int gives a squeezed column of that cell; a slice or a list of ints, a column.
-
-        Raises:
-          IndexError: an index outside the column; TypeError: another kind of index.
-        """
-        refs = self._data_references
-        if isinstance(val, int):
-            return TrajectoryColumn([refs[val]], squeeze=True)
-        if isinstance(val, slice):
-            return TrajectoryColumn(refs[val])
-        if isinstance(val, list):
-            return TrajectoryColumn([refs[x] for x in val])
-        raise TypeError(f"TrajectoryColumn indices must be integers or slices, not {type(val)}")
-
-    @property
-    def shape(self) -> Tuple[int, ...]:
-        if self.is_squeezed:
-            return tuple(self._data_references[0].shape)
-        return (len(self._data_references), *self._data_references[0].shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._data_references[0].dtype
-
-    def numpy(self) -> np.ndarray:
-        """The referenced values, stacked along time unless the column is squeezed.
-
-        Raises:
-          FailedPreconditionError (a RuntimeError): a reference has expired.
-        """
-        if any(ref.expired for ref in self._data_references):
-            raise errors.FailedPreconditionError(
-                "Cannot convert TrajectoryColumn with expired data references to numpy array.")
-        if self.is_squeezed:
-            return self._data_references[0].value
-        return np.stack([ref.value for ref in self._data_references])
-
-    def __repr__(self) -> str:
-        return f"TrajectoryColumn(length={len(self)}, squeeze={self.is_squeezed}, path={self._path})"
-
-
-class _ColumnHistory:
-    """One column's cells of every step since the episode began (since the writer was created
-    or `end_episode(clear_buffers=True)`), indexed like a list: non-negative indices count from
-    the first step, negative ones from the last. Only the last `num_keep_alive_refs` cells are
-    kept; an older step, or one where the column had no value, is a None reference, which
-    `TrajectoryColumn` refuses with a ValueError (as Reverb's does).
-
-    The column's kept cells are a deque shared with the writer, which appends to it; `count`
-    (shared by all columns of a writer, a one-element list) is the number of steps so far.
-    """
-
-    __slots__ = ("_path", "_cells", "_count")
-
-    def __init__(self, path: tuple, cells: Deque[Optional[CellRef]], count: List[int]):
-        self._path = path
-        self._cells = cells
-        self._count = count
-
-    def path(self) -> tuple:
-        return self._path
-
-    def __len__(self) -> int:
-        return self._count[0]
-
-    def __iter__(self) -> Iterator[Optional[CellRef]]:
-        cells = self._cells
-        yield from itertools.repeat(None, self._count[0] - len(cells))
-        yield from list(cells)
-
-    def _at(self, i: int) -> Optional[CellRef]:
-        """The cell of step i (0 <= i < len), None where it is no longer kept."""
-        cells = self._cells
-        kept_from = self._count[0] - len(cells)
-        return cells[i - kept_from] if i >= kept_from else None
-
-    def __getitem__(self, val) -> TrajectoryColumn:
-        """An int gives a squeezed column of one step; a slice or a list of ints, a column.
-
-        Raises:
-          IndexError: a non-negative index at or past the number of steps.
-          InvalidArgumentError (a ValueError): a step no longer kept (or before the first), or
-            one where the column had no value.
-          TypeError: another kind of index.
-        """
-        if type(val) is int:
-            cells = self._cells
-            if val < 0:  # the usual case: the last steps
-                cell = cells[val] if -val <= len(cells) else None
-            else:
-                cell = self._at(self._checked_index(val))
-            if cell is None:
-                raise _none_reference_error(self._path + (val,), [None])
-            column = TrajectoryColumn.__new__(TrajectoryColumn)
-            column._data_references = (cell,)  # noqa: SLF001 - the constructor's checks, done above
-            column.is_squeezed = True
-            column._path = None  # noqa: SLF001 - (only error messages name it)
-            return column
-        path = self._path + (val,)
-        if isinstance(val, slice):
-            n = self._count[0]
-            if val.step is None and val.stop is None and type(val.start) is int and -len(self._cells) <= val.start < 0:
-                return TrajectoryColumn(list(self._cells)[val.start:], path=path)
-            if val.start is None and val.step is None and val.stop is not None:
-                # as Reverb's: the kept cells before `stop` (no None for steps no longer kept)
-                stop = val.stop - n if val.stop > 0 else val.stop
-                cells = list(self._cells)
-                if -n < stop < -len(cells):
-                    raise _none_reference_error(path, [None])
-                return TrajectoryColumn(cells[:stop] if stop < 0 else cells, path=path)
-            if val.start is not None and val.start < -n:
-                # as Reverb's: a start before the episode's first step is a None reference
-                raise _none_reference_error(path, [None])
-            return TrajectoryColumn([self._at(i) for i in range(*val.indices(n))], path=path)
-        if isinstance(val, list):
-            n = self._count[0]
-            return TrajectoryColumn([self._at(self._checked_index(x)) if x >= 0 else
-                                     (self._at(x + n) if x + n >= 0 else None) for x in val], path=path)
-        raise TypeError(f"_ColumnHistory indices must be integers or slices, not {type(val)}")
-
-    def _checked_index(self, i: int) -> int:
-        if i >= self._count[0]:
-            raise IndexError("list index out of range")
-        return i
-
-    def __repr__(self) -> str:
-        return f"_ColumnHistory(path={self._path}, steps={self._count[0]}, kept={len(self._cells)})"
-
-
-class _ChunkBuilder:
-    """The steps of one chunk being written, then what the writer knows of it once sent (its
-    key, whether items may still reference it) until it is released."""
-
-    __slots__ = ("key", "writer", "episode_id", "start_index", "start_serial", "steps", "columns",
-                 "closed", "sent", "released", "pending_items", "live_steps")
-
-    def __init__(self, key: int, writer: "weakref.ref", episode_id: int, start_index: int,
-                 start_serial: int):
-        self.key = key
-        self.writer = writer  # weak: the writer holds its builders
-        self.episode_id = episode_id
-        self.start_index = start_index  # the first step's index in its episode
-        self.start_serial = start_serial  # ... and among all steps of the writer
-        self.steps: Optional[List[list]] = []
-        # or, for the steps of `append_step_items`, one array per leaf holding all of them
-        self.columns: Optional[List[np.ndarray]] = None
-        self.closed = False  # no more steps; the chunk is encoded when first sent
-        self.sent = False
-        self.released = False
-        self.pending_items = 0  # created items referencing it that were not sent yet
-        self.live_steps = 0  # its steps still inside the keep-alive window
 
 
 class TrajectoryWriter:
@@ -1372,12 +1144,6 @@ class TrajectoryWriter:
             pass
 
 
-def ColumnRefs(cells: Sequence[CellRef]) -> TrajectoryColumn:  # noqa: N802 - the former class name
-    """`TrajectoryColumn(cells)`, under the name `replay.client`'s one-step insert imports until
-    it builds TrajectoryColumns itself."""
-    return TrajectoryColumn(cells)
-
-
 class _StreamOnFirstUse:
     """Stands for a writer's InsertStream until first used, then makes it and puts it in the
     writer's place (so a writer built around anything with a `max_num_keep_alive_refs`, as
@@ -1403,88 +1169,6 @@ class _StreamOnFirstUse:
         setattr(self.__dict__.get("_stream") or self._real(), name, value)
 
 
-# -- table signatures ----------------------------------------------------------------------------
-
-# Client -> {table: flat signature (a list of (name, shape, dtype)) or None}, as Reverb's client
-# caches them; refreshed when a writer meets a table it does not list.
-_SIGNATURES: "weakref.WeakKeyDictionary[Any, Dict[str, Any]]" = weakref.WeakKeyDictionary()
-_SIGNATURES_LOCK = threading.Lock()
-
-
-def _table_signature(client, table: str, timeout: Optional[float]):
-    """The flat signature of `table` (None: the table has none), from the client's cache or
-    `server_info`.
-
-    Raises:
-      InvalidArgumentError: the server has no such table. Errors of `server_info`.
-    """
-    with _SIGNATURES_LOCK:
-        cached = _SIGNATURES.get(client)
-    if cached is None or table not in cached:
-        from replay.client import Client as NativeClient
-
-        infos = (NativeClient.server_info(client, timeout=timeout) if isinstance(client, NativeClient)
-                 else client.server_info(timeout=timeout))
-        cached = {name: _flat_signature(info.signature) for name, info in infos.items()}
-        with _SIGNATURES_LOCK:
-            _SIGNATURES[client] = cached
-    if table not in cached:
-        raise errors.InvalidArgumentError(
-            f"Unable to create item in table '{table}' since the table could not be found.")
-    return cached[table]
-
-
-def _flat_signature(signature) -> Optional[List[Tuple[str, Optional[tuple], np.dtype]]]:
-    if signature is None:
-        return None
-    out = []
-    for path, spec in tree.flatten_with_path(signature):
-        shape = spec.shape
-        if hasattr(shape, "as_list"):  # tf.TensorShape
-            shape = None if shape.rank is None else shape.as_list()
-        dtype = getattr(spec.dtype, "as_numpy_dtype", spec.dtype)
-        name = getattr(spec, "name", None) or "/".join(str(p) for p in path)
-        out.append((name, None if shape is None else tuple(shape), np.dtype(dtype)))
-    return out
-
-
-def _spec_text(i: int, name: str, shape, dtype) -> str:
-    return f"{i}: Tensor<name: '{name}', dtype: {specs.tf_dtype_name(dtype)}, shape: {specs.tf_shape_text(shape)}>"
-
-
-def _check_against_signature(table: str, signature, got: List[Tuple[tuple, np.dtype]]) -> None:
-    """Reverb's check of an item's columns against a table signature (dtype equal, shape
-    compatible), with its messages.
-
-    Raises:
-      SignatureMismatchError: a different number of columns, or a column that does not fit.
-    """
-    def describe():
-        want_text = ", ".join(_spec_text(i, n, s, d) for i, (n, s, d) in enumerate(signature))
-        got_text = ", ".join(_spec_text(i, str(i), s, d) for i, (s, d) in enumerate(got))
-        return want_text, got_text
-
-    if len(signature) != len(got):
-        want_text, got_text = describe()
-        raise errors.SignatureMismatchError(
-            f"Unable to create item in table '{table}' since the provided trajectory is inconsistent "
-            f"with the table signature. The trajectory has {len(got)} columns but the table signature "
-            f"has {len(signature)} columns.\n\nThe table signature is:\n\t{want_text}\n\nThe provided "
-            f"trajectory signature was:\n\t{got_text}.\n")
-    for i, ((_, want_shape, want_dtype), (shape, dtype)) in enumerate(zip(signature, got)):
-        same_dtype = dtype == want_dtype or (dtype.kind in "SUO" and want_dtype.kind in "SUO")
-        compatible = want_shape is None or (len(want_shape) == len(shape) and all(
-            w is None or w == s for w, s in zip(want_shape, shape)))
-        if not (same_dtype and compatible):
-            want_text, got_text = describe()
-            raise errors.SignatureMismatchError(
-                f"Unable to create item in table '{table}' since the provided trajectory is "
-                f"inconsistent with the table signature. The table expects column {i} to be a "
-                f"{specs.tf_dtype_name(want_dtype)} {specs.tf_shape_text(want_shape)} tensor but got a "
-                f"{specs.tf_dtype_name(dtype)} {specs.tf_shape_text(shape)} tensor.\n\nThe table "
-                f"signature is:\n\t{want_text}\n\nThe provided trajectory signature is:\n\t{got_text}.\n")
-
-
 # -- helpers -------------------------------------------------------------------------------------
 
 
@@ -1493,68 +1177,3 @@ def _random_keys(rng: random.Random):
     getrandbits = rng.getrandbits
     while True:
         yield from [getrandbits(63) + 1 for _ in range(1024)]
-
-
-def _dtype_text(dtype: np.dtype, other: np.dtype) -> str:
-    """TensorFlow's name of `dtype` (as Reverb's messages give it), or numpy's where both have
-    the same TensorFlow name (bytes and str strings)."""
-    name = specs.tf_dtype_name(dtype)
-    return f"{name} ({dtype.str})" if name == specs.tf_dtype_name(other) else name
-
-
-def _both_strings(a: np.dtype, b: np.dtype) -> bool:
-    """Two fixed-width string dtypes of one kind (bytes or str), of any widths: a string leaf is
-    TensorFlow's tf.string, whose steps differ in length (a chunk's column takes the widest)."""
-    return a.kind == b.kind and a.kind in "SU"
-
-
-def _same_structure(a, b) -> bool:
-    try:
-        tree.assert_same_structure(a, b)
-    except (ValueError, TypeError):
-        return False
-    return True
-
-
-def _is_named_tuple(x) -> bool:
-    return isinstance(x, tuple) and hasattr(x, "_fields")
-
-
-def _tree_union(a, b):
-    """The union of two structures whose leaves are None or column indices (Reverb's): `a`'s
-    leaves win, `b` adds the paths `a` lacks."""
-    if a is None or isinstance(a, int):
-        return a
-    if _is_named_tuple(a):
-        return type(a)(**_tree_union(a._asdict(), b._asdict()))
-    if isinstance(a, (list, tuple)):
-        return type(a)(_tree_union(aa, bb) for aa, bb in itertools.zip_longest(a, b))
-    merged = {**a}
-    for k, v in b.items():
-        merged[k] = _tree_union(a[k], v) if k in a else v
-    return type(a)(**merged) if type(a) is not dict else merged
-
-
-def _item_columns(columns) -> List[WireColumn]:
-    """Wire item columns from cell tuples: runs of consecutive cells of one chunk become one
-    slice."""
-    out = []
-    for cells, squeeze in columns:
-        if len(cells) == 1:  # the common step item: one cell per column
-            cell = cells[0]
-            out.append((squeeze, ((cell._builder.key, cell.offset, 1, cell.leaf),)))  # noqa: SLF001
-            continue
-        slices = []
-        run_builder, run_offset, run_length, run_leaf = None, 0, 0, 0
-        for cell in cells:
-            builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
-            if (builder is run_builder and cell.leaf == run_leaf
-                    and cell.offset == run_offset + run_length):
-                run_length += 1
-                continue
-            if run_builder is not None:
-                slices.append((run_builder.key, run_offset, run_length, run_leaf))
-            run_builder, run_offset, run_length, run_leaf = builder, cell.offset, 1, cell.leaf
-        slices.append((run_builder.key, run_offset, run_length, run_leaf))
-        out.append((squeeze, tuple(slices)))
-    return out

@@ -12,7 +12,7 @@ from replay import codec, column_batch, errors, framing
 from replay.chunks import Chunk, encode_column
 from replay.items import Item
 from replay.proto import replay_pb2
-from replay.trajectory_writer import CellRef
+from replay.trajectory_columns import CellRef
 
 
 def _chunks():

@@ -262,7 +262,7 @@ def test_incompressible_one_step_chunks_of_string_steps_keep_each_steps_width(se
 def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(server, client, monkeypatch):
     import lz4.block
 
-    from replay import trajectory_writer
+    from replay import trajectory_chunks
 
     tries = {"noise": 0, "zeros": 0}
     compress = lz4.block.compress
@@ -281,10 +281,10 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
     writer.flush(timeout_ms=10_000)
     assert tries["zeros"] == steps  # a compressing leaf is always compressed
     # 8 failed tries, then single tries after skips of 64, 128, 256 and 512 chunks
-    assert tries["noise"] == trajectory_writer._INCOMPRESSIBLE_TRIES + 4
+    assert tries["noise"] == trajectory_chunks._INCOMPRESSIBLE_TRIES + 4
 
     # The same leaf turning compressible is compressed again within the longest skip.
-    for _ in range(trajectory_writer._INCOMPRESSIBLE_MAX_SKIP + 1):
+    for _ in range(trajectory_chunks._INCOMPRESSIBLE_MAX_SKIP + 1):
         writer.append({"noise": np.zeros(100, np.float32), "zeros": np.zeros(100, np.float32)})
         writer.create_item("uniform", 1.0, writer.history["noise"][-1])
     writer.flush(timeout_ms=10_000)
