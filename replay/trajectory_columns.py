@@ -220,8 +220,3 @@ class _ColumnHistory:
     def __repr__(self) -> str:
         return f"_ColumnHistory(path={self._path}, steps={self._count[0]}, kept={len(self._cells)})"
 
-
-def ColumnRefs(cells: Sequence[CellRef]) -> TrajectoryColumn:  # noqa: N802 - the former class name
-    """`TrajectoryColumn(cells)`, under the name `replay.client`'s one-step insert imports until
-    it builds TrajectoryColumns itself."""
-    return TrajectoryColumn(cells)

@@ -986,8 +986,7 @@ class TrajectoryWriter:
 
     # -- flushing and episodes -----------------------------------------------------------
 
-    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None, *,
-              timeout: Optional[float] = None) -> None:
+    def flush(self, block_until_num_items: int = 0, timeout_ms: Optional[int] = None) -> None:
         """Sends every created item (closing chunks they wait for) and blocks until at most
         `block_until_num_items` items are unacknowledged. On a timeout the items stay queued
         and are sent and inserted in the background.
@@ -995,8 +994,6 @@ class TrajectoryWriter:
         Args:
           block_until_num_items: how many items may stay unacknowledged.
           timeout_ms: how long to wait; None (or, as in Reverb, <= 0): no limit.
-          timeout: the same in seconds, for `replay.client`'s one-step insert until it passes
-            timeout_ms.
 
         Raises:
           InvalidArgumentError (a ValueError): block_until_num_items < 0.
@@ -1010,8 +1007,6 @@ class TrajectoryWriter:
                 f"block_until_num_items must be >= 0, got {block_until_num_items}")
         self._check_open()
         self._close_referenced_chunks()
-        if timeout is not None:
-            timeout_ms = int(timeout * 1000)
         timeout = None if timeout_ms is None or timeout_ms <= 0 else timeout_ms / 1000
         try:
             self._stream.wait(block_until_num_items, timeout)

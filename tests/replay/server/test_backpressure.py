@@ -59,7 +59,7 @@ def test_writers_held_back_by_a_rate_limiter_flush_in_time_and_lose_nothing(tmp_
                     writer.create_item("limited", 1.0, writer.append(step))
                 unacked_after_appends[writer_id] = writer.num_unacked_items
                 appended_all[writer_id].set()
-                writer.flush(timeout=FLUSH_TIMEOUT_SECONDS)
+                writer.flush(timeout_ms=int(FLUSH_TIMEOUT_SECONDS * 1000))
                 with lock:
                     acked.update((writer_id, i) for i in range(ITEMS_PER_WRITER))
         except Exception as e:  # reported below; a thread cannot fail the test directly
@@ -156,21 +156,21 @@ def test_the_window_falls_when_the_server_reports_waiting_and_grows_back():
             for i in range(8):
                 writer.create_item("q", 1.0, writer.append(np.int64(i)))
             with pytest.raises(errors.DeadlineExceededError):
-                writer.flush(timeout=0.5)
+                writer.flush(timeout_ms=500)
             assert stream.window == insert_stream._RATE_LIMITED_WINDOW_ITEMS  # noqa: SLF001
             assert server.tables["q"].size == 4  # the rest of their message waits, unacked
             assert writer.num_unacked_items > 0
             got = [int(s.data[0]) for s in client.sample("q", 4, timeout=5,
                                                          emit_timesteps=False, unpack_as_table_signature=True)]
             started = time.monotonic()
-            writer.flush(timeout=5)  # the limiter reopened: promptly
+            writer.flush(timeout_ms=5_000)  # the limiter reopened: promptly
             assert time.monotonic() - started < 2.0
             got += [int(s.data[0]) for s in client.sample("q", 4, timeout=5,
                                                           emit_timesteps=False, unpack_as_table_signature=True)]
             assert got == list(range(8))
             for i in range(40):  # messages that go in without waiting widen the window again
                 writer.create_item("q", 1.0, writer.append(np.int64(i)))
-                writer.flush(timeout=5)
+                writer.flush(timeout_ms=5_000)
                 list(client.sample("q", 1, timeout=5, emit_timesteps=False, unpack_as_table_signature=True))
             assert stream.window > insert_stream._RATE_LIMITED_WINDOW_ITEMS  # noqa: SLF001
             assert stream.num_unacked == stream.num_unacked_bytes == 0  # every ack counted its bytes off
@@ -289,7 +289,7 @@ def test_messages_waiting_for_a_rate_limiter_go_in_in_arrival_order_one_try_per_
             assert len(tries) - before <= 3
         assert got == list(range(-1, 12))
         for writer in writers:
-            writer.flush(timeout=10)
+            writer.flush(timeout_ms=10_000)
     finally:
         for writer in writers:
             writer.close(flush=False, cancel=True)

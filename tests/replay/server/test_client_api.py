@@ -45,7 +45,7 @@ def _write(client, steps, chunk_length=None):
         writer.append({"x": np.full(2, t, np.float32), "n": np.int64(t)})
         if t >= 2:
             writer.create_item("signed", 1.0, {"x": writer.history["x"][-3:], "n": writer.history["n"][-3:]})
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     writer.close()
 
 
@@ -79,7 +79,7 @@ def test_sample_errors_are_reverbs_and_raised_when_iterated(server):
     writer.append({"x": np.zeros(2, np.float32), "s": np.str_("text")})
     # squeezed columns: no time dimension
     writer.create_item("fifo", 1.0, {"x": writer.history["x"][-1], "s": writer.history["s"][-1]})
-    writer.flush(timeout=10)
+    writer.flush(timeout_ms=10_000)
     with pytest.raises(errors.InvalidArgumentError, match="Can't split non timestep trajectory"):
         next(client.sample("fifo", 1, timeout=5))
     sample = next(client.sample("fifo", 1, emit_timesteps=False, timeout=5))
