@@ -18,6 +18,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
+from tfrl import errors
 from tfrl.learner.minibatch_sgd import MinibatchSGD
 from tfrl.learner.row_reader import RowReader
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
@@ -93,9 +94,19 @@ class SyncSamplesOptimizer(PolicyOptimizer):
 
     def _learner_policy(self, policy_id: str):
         """The policy that learns: the local worker's own, or (under a strategy other than the
-        default) a copy built inside the strategy's scope that replaces it in the local worker."""
+        default) a copy built inside the strategy's scope that replaces it in the local worker.
+
+        Raises:
+          NotSupportedError: the policy declares no loss (its own learn_on_batch).
+        """
         local = self.workers.local_worker()
         policy = local.get_policy(policy_id)
+        if not hasattr(policy, "loss_input_signature"):
+            raise errors.NotSupportedError(
+                f"SyncSamplesOptimizer runs minibatch SGD on a declared loss (build_tf_policy or "
+                f"a TFPolicy subclass); {type(policy).__name__} (policy {policy_id!r}) has its "
+                "own learn_on_batch: drive it with AsyncSamplesOptimizer, which hands it every "
+                "sampled fragment, or with your own loop over workers.local_worker().sample()")
         if self.strategy is tf.distribute.get_strategy():
             return policy
         with self.strategy.scope():

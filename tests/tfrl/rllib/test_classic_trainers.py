@@ -3,13 +3,14 @@ document's update_kl hook, classic config keys, and trainer classes run by `tune
 import pytest
 import tensorflow as tf
 
-from tfrl.errors import InvalidConfigError
+from tfrl.errors import InvalidConfigError, NotSupportedError
 from tfrl.rllib.agents.pg import DEFAULT_CONFIG as PG_CONFIG
 from tfrl.rllib.agents.pg import PGTrainer
 from tfrl.rllib.agents.ppo import PPOTrainer
 from tfrl.rllib.agents.trainer_template import build_trainer
 from tfrl.rllib.evaluation.postprocessing import discount
 from tfrl.rllib.optimizers import SyncSamplesOptimizer
+from tfrl.rllib.policy.policy import Policy
 from tfrl.rllib.policy.sample_batch import SampleBatch
 from tfrl.rllib.policy.tf_policy_template import build_tf_policy
 from tfrl.rllib.utils.test_utils import check_learning_achieved
@@ -140,3 +141,27 @@ def test_a_column_the_postprocessing_adds_reaches_the_loss_undeclared(ray_sessio
     # above 1 everywhere but at episode ends
     mean_returns = result["info"]["learner"]["default_policy"]["mean_returns"]
     assert 1.0 < mean_returns < 1 / (1 - 0.99)
+
+
+class OwnLearnerPolicy(Policy):
+    """A from-scratch policy: its own learn_on_batch, no declared loss."""
+
+    def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
+                        prev_reward_batch=None, info_batch=None, episodes=None, **kwargs):
+        return [self.action_space.sample() for _ in obs_batch], [], {}
+
+    def learn_on_batch(self, samples):
+        return {}
+
+    def get_weights(self):
+        return {}
+
+    def set_weights(self, weights):
+        pass
+
+
+def test_minibatch_sgd_refuses_a_policy_without_a_declared_loss_by_name(ray_session):
+    trainer_cls = build_trainer(name="OwnLearner", default_policy=OwnLearnerPolicy)
+    with pytest.raises(NotSupportedError, match="OwnLearnerPolicy .* has its own learn_on_batch: "
+                                                "drive it with AsyncSamplesOptimizer"):
+        trainer_cls(config=SMALL)
