@@ -5,6 +5,7 @@
 - service.py: `ReplayService`, the trainer's one server (embedded or an external `replay-server`)
   and the tables the policy optimizers declare on it
 - shards.py: `ReplayShards`, N servers holding one logical buffer (Ape-X's replay actors)
+- datasets.py: the typed dataset of a declared table, for both
 """
 from tfrl.replay_hosting.placement import LOOPBACK, ReplayHosting, ReplayServerActor
 from tfrl.replay_hosting.service import ReplayService

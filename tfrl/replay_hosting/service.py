@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional
 
 from tfrl import errors
 from tfrl.config.settings import Settings, setting
+from tfrl.replay_hosting.datasets import declared_table_dataset
 from tfrl.replay_hosting.placement import ReplayHosting, read_credentials
 
 logger = logging.getLogger(__name__)
@@ -173,20 +174,9 @@ class ReplayService:
         Raises:
           InvalidConfigError: `table` was not declared with a signature.
         """
-        import tensorflow as tf
-        import tree
-        from replay import ReplayDataset
-
-        declared = self._tables.get(table)
-        if declared is None or declared.signature is None:
-            raise errors.InvalidConfigError(
-                f"replay table {table!r} was not declared with a signature on this trainer's "
-                f"replay service (declared: {sorted(self._tables)})")
-        dtypes = tree.map_structure(lambda spec: tf.as_dtype(spec.dtype), declared.signature)
-        shapes = tree.map_structure(lambda spec: tf.TensorShape(list(spec.shape)), declared.signature)
-        dataset = ReplayDataset(self.address, table, dtypes, shapes,
-                                max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
-                                **self._client_kwargs, **kwargs)
+        dataset = declared_table_dataset(
+            self.address, table, self._tables, "this trainer's replay service",
+            max_in_flight_samples_per_worker, self._client_kwargs, **kwargs)
         self._datasets.append(dataset)
         return dataset
 

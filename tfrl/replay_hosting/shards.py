@@ -17,6 +17,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from tfrl import errors
+from tfrl.replay_hosting.datasets import declared_table_dataset
 from tfrl.replay_hosting.placement import ReplayHosting
 
 logger = logging.getLogger(__name__)
@@ -205,20 +206,9 @@ class ReplayShards:
         Raises:
           InvalidConfigError: `table` was not declared with a signature.
         """
-        import tensorflow as tf
-        import tree
-        from replay import ReplayDataset
-
-        declared = self._tables.get(table)
-        if declared is None or declared.signature is None:
-            raise errors.InvalidConfigError(
-                f"replay table {table!r} was not declared with a signature on the replay shards "
-                f"(declared: {sorted(self._tables)})")
-        dtypes = tree.map_structure(lambda spec: tf.as_dtype(spec.dtype), declared.signature)
-        shapes = tree.map_structure(lambda spec: tf.TensorShape(list(spec.shape)), declared.signature)
-        return ReplayDataset(self.addresses[index], table, dtypes, shapes,
-                             max_in_flight_samples_per_worker=max_in_flight_samples_per_worker,
-                             **self.client_kwargs, **kwargs)
+        return declared_table_dataset(
+            self.addresses[index], table, self._tables, "the replay shards",
+            max_in_flight_samples_per_worker, self.client_kwargs, **kwargs)
 
     def stop(self) -> None:
         """Closes the clients and stops the servers the trainer started."""
