@@ -17,8 +17,10 @@ def _server_with(item_floats: int, count: int):
     return server
 
 
-def test_large_items_come_a_quarter_of_the_budget_to_a_response():
-    server = _server_with(25_000, 200)  # 100 kB items (enough that few repeat in a response)
+def _samples_per_response(item_floats: int, count: int):
+    """How many samples each response carried: 400 samples of a table of `count` items of
+    `item_floats` float32s, with 80 samples in flight."""
+    server = _server_with(item_floats, count)
     try:
         client = server.localhost_client()
         counts = [len(r.response.probabilities)
@@ -26,18 +28,16 @@ def test_large_items_come_a_quarter_of_the_budget_to_a_response():
         client.close()
     finally:
         server.stop(grace=0)
+    return counts
+
+
+def test_large_items_come_a_quarter_of_the_budget_to_a_response():
+    counts = _samples_per_response(25_000, 200)  # 100 kB items (enough that few repeat in a response)
     assert sum(counts) == 400
     # after the first response (sized before any item's size was known): 20 of the 80
     assert max(counts[1:]) == 20
 
 
 def test_small_items_come_a_whole_budget_to_a_response():
-    server = _server_with(10, 30)  # 40 B items
-    try:
-        client = server.localhost_client()
-        counts = [len(r.response.probabilities)
-                  for r in client.sample_responses("t", max_in_flight=80, max_samples=400, timeout=60)]
-        client.close()
-    finally:
-        server.stop(grace=0)
+    counts = _samples_per_response(10, 30)  # 40 B items
     assert sum(counts) == 400 and max(counts) == 80
