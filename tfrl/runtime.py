@@ -38,24 +38,32 @@ def stop_at_exit(component) -> None:
 
 
 def ensure_ray(config: dict) -> None:
-    """Initialises Ray once per process: local (laptop mode) unless `config['ray_address']` is set.
+    """Initialises Ray once per process: a new local instance unless an address is given.
+
+    The address is `config['ray_address']`, else the `RAY_ADDRESS` environment variable (Ray's
+    own convention; "auto" joins the cluster of the last `ray start`). Without either, Ray is
+    started locally even when other Ray instances run on the machine: plain `ray.init()` would
+    join the last one started with `ray start` (or a leftover of a killed program), which is
+    not what a script that did not ask for a cluster expects.
 
     A process that already initialised Ray (a test session, a Tune trial, a user script) keeps its
     connection, which is what lets trainers nest inside other Ray programs.
     """
+    import os
+
     import ray
 
     if ray.is_initialized():
         return
-    address = config.get("ray_address")
+    address = config.get("ray_address") or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
         # Ray nices its workers (15) to keep the driver responsive; here the rollout workers pace
         # training (the learner waits for the steps they insert), and on a few cores niced
         # workers lose about a tenth of their throughput to the driver's threads.
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 _system_config={"worker_niceness": 0})
+        ray.init(address="local", include_dashboard=False, log_to_driver=False,
+                 configure_logging=False, _system_config={"worker_niceness": 0})
     logger.info("ray initialised (%s)", address or "local")
 
 

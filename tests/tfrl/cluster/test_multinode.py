@@ -7,10 +7,10 @@ on the session's Ray.
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+
+from tests.tfrl.cluster.scenario_process import run_scenario
 
 from tfrl import errors
 from tfrl.replay_hosting import LOOPBACK, ReplayHosting
@@ -21,11 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
     out = tmp_path_factory.mktemp("multinode") / "seen.json"
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    # A cluster of its own: no RAY_ADDRESS of the session's Ray leaks in.
-    env.pop("RAY_ADDRESS", None)
-    run = subprocess.run([sys.executable, "-m", "tests.tfrl.cluster.multinode_scenario", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
+    run = run_scenario("tests.tfrl.cluster.multinode_scenario", out, timeout=420)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     return json.loads(out.read_text()), run.stdout + run.stderr
 

@@ -2,22 +2,16 @@
 another node from its checkpoint, and writers and the learner use it again. The cluster runs in
 a subprocess (tests/tfrl/cluster/shard_loss_scenario.py); this test checks what it recorded."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from tests.tfrl.cluster.scenario_process import run_scenario
 
 
 @pytest.mark.timeout(480)
 def test_a_replay_shard_lost_with_its_node_is_restarted_elsewhere_from_its_checkpoint(tmp_path):
     out = tmp_path / "seen.json"
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("RAY_ADDRESS", None)
-    run = subprocess.run([sys.executable, "-m", "tests.tfrl.cluster.shard_loss_scenario", str(out)],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
+    run = run_scenario("tests.tfrl.cluster.shard_loss_scenario", out, timeout=420)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     seen = json.loads(out.read_text())
     log = run.stdout + run.stderr
