@@ -28,6 +28,13 @@ bit or a malformed field raises `CorruptCheckpointError` naming the file and the
 `load_latest` then falls back to the previous complete checkpoint (with a warning in the log).
 Checkpoints of format version 1 (written before checksums existed) still load, with a warning
 that they are unverified; the next save writes a verified one.
+
+Restoring into declared tables (`Checkpointer.load_latest(declared=...)`, which is what a server
+given tables and a checkpointer does) follows `RESTORE_RULE`: the declared settings win, the
+checkpoint supplies the contents. A restore logs its progress (items and chunks loaded), logs
+one line per table whose settings changed (old -> new), and ends within `restore_timeout` with
+`DeadlineExceededError`; it only reads the checkpoint, so a failed or timed-out restore leaves
+the checkpoint as it was and builds nothing that is served.
 """
 from __future__ import annotations
 
@@ -35,12 +42,13 @@ import datetime
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import struct
 import time
 import uuid
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from replay import codec, errors, protocol
 from replay.proto import replay_pb2
@@ -59,6 +67,43 @@ _TABLE_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions",
 _RECORD_HEADER = struct.Struct("<Q")
 _CHUNKS_PER_RECORD = 512
 _ITEMS_PER_RECORD = 4096
+# Data files are read and hashed in blocks of this size, so a restore's timeout and progress are
+# looked at between blocks, not once per multi-gigabyte file.
+_READ_BLOCK_BYTES = 16 << 20
+# Seconds between a restore's progress lines in the log (besides its first and last line).
+PROGRESS_EVERY_S = 5.0
+# The settings a declared table keeps when a checkpoint is restored into it (`RESTORE_RULE`).
+DECLARED_FIELDS = ("max_size", "sampler", "remover", "rate_limiter", "max_times_sampled", "extensions",
+                   "signature")
+
+RESTORE_RULE = """\
+Restoring a checkpoint into declared tables (a server given tables and a checkpointer, or
+`Checkpointer.load_latest(declared=...)`): for a table both declared and in the checkpoint, the
+declared settings win and the checkpoint supplies the contents.
+
+- The table is built from the declared config: max_size, sampler, remover, rate limiter,
+  max_times_sampled, extensions and signature are the declared ones; the checkpoint's are dropped.
+- The checkpoint supplies the items (in insertion order, with priorities, times_sampled and
+  inserted_at) and the table counters (num_inserts, num_samples, ...).
+- With a declared max_times_sampled > 0, restored items already sampled that many times are
+  deleted (counted in num_deletes), as sampling would have deleted them under that setting.
+- If more items remain than the declared max_size, the declared remover evicts the excess
+  (counted in num_evictions); the declared sampler and remover index the restored priorities.
+- The declared rate limiter is rebased on the restored item count as if those items had just been
+  inserted into an empty table (`Table.from_checkpoint`); the checkpoint's limiter and its cursor
+  are not restored, so a limiter saved while blocked, or one of other settings, never blocks
+  inserts or samples after the restore.
+- An extension keeps its saved state only when its declared config equals the saved one and so do
+  those of every extension before it; otherwise it starts from the restored items (it sees them
+  as inserts).
+- Items that do not fit a declared signature fail the restore with InvalidArgumentError (nothing
+  is served, the checkpoint is unchanged).
+- A table only in the checkpoint is not restored (a warning in the log); a table only declared
+  starts empty.
+
+One log line per table whose settings changed names each field as checkpoint -> declared, and
+what the change did to the items (evicted, deleted) and the rate limiter's rebased counts.
+"""
 
 
 def _write_records(path: str, messages) -> dict:
@@ -78,9 +123,36 @@ def _write_records(path: str, messages) -> dict:
     return {"size": size, "sha256": digest.hexdigest()}
 
 
-def _records(data: bytes, where: str, message_type):
+class _RestoreClock:
+    """The deadline and progress log of one restore (shared by the checkpoints it tries)."""
+
+    def __init__(self, timeout: Optional[float]):
+        self.timeout = timeout
+        self.started = time.monotonic()
+        self.deadline = None if timeout is None else self.started + timeout
+        self._last_report = self.started
+
+    def check(self, path: str, doing: str) -> None:
+        """Raises DeadlineExceededError once the timeout has passed."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise errors.DeadlineExceededError(
+                f"restoring checkpoint {path} ran past its timeout of {self.timeout:g} s (stopped while "
+                f"{doing}); nothing was restored and the checkpoint is unchanged; give the restore more "
+                "time (replay-server --restore-timeout, Checkpointer(restore_timeout=...))")
+
+    def progress(self, path: str, message: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_report >= PROGRESS_EVERY_S:
+            self._last_report = now
+            log.info("restoring checkpoint %s: %s (%.1f s)", path, message, now - self.started)
+
+
+def _records(data: bytes, where: str, message_type, on_record=None):
+    """The records of a data file; `on_record()` runs before each (deadline and progress)."""
     offset = 0
     while offset < len(data):
+        if on_record is not None:
+            on_record()
         if offset + _RECORD_HEADER.size > len(data):
             raise errors.CorruptCheckpointError(f"{where}: truncated record header at byte {offset}")
         (size,) = _RECORD_HEADER.unpack_from(data, offset)
@@ -223,28 +295,46 @@ def _verify_manifest(path: str, manifest_bytes: bytes) -> bool:
     return True
 
 
-def _verify_file(path: str, name: str, data: bytes, expected: dict) -> None:
+def _read_data_file(path: str, name: str, expected: Optional[dict], clock: _RestoreClock) -> bytes:
+    """A data file, read and hashed block by block (checking the deadline between blocks) and
+    verified against `expected` ({"size", "sha256"}; None for an unverified checkpoint).
+
+    Raises:
+      CorruptCheckpointError: the file cannot be read, or its size or digest differ.
+      DeadlineExceededError: the restore's timeout passed.
+    """
+    digest = hashlib.sha256()
+    blocks = []
+    read = 0
+    try:
+        with open(os.path.join(path, name), "rb") as f:
+            total = os.fstat(f.fileno()).st_size
+            while True:
+                clock.check(path, f"reading {name} ({read >> 20} of {total >> 20} MB read)")
+                block = f.read(_READ_BLOCK_BYTES)
+                if not block:
+                    break
+                digest.update(block)
+                blocks.append(block)
+                read += len(block)
+                clock.progress(path, f"{name}: {read >> 20} of {total >> 20} MB read and hashed")
+    except OSError as e:
+        raise errors.CorruptCheckpointError(f"checkpoint {path}: cannot read {name}: {e}") from e
+    data = b"".join(blocks)
+    if expected is not None:
+        _verify_file(path, name, data, expected, digest.hexdigest())
+    return data
+
+
+def _verify_file(path: str, name: str, data: bytes, expected: dict, sha256: Optional[str] = None) -> None:
     if len(data) != expected["size"]:
         raise errors.CorruptCheckpointError(
             f"checkpoint {path}: {name} holds {len(data)} bytes but {MANIFEST} says {expected['size']} "
             "(truncated or replaced); the checkpoint is corrupt")
-    if hashlib.sha256(data).hexdigest() != expected["sha256"]:
+    if (sha256 or hashlib.sha256(data).hexdigest()) != expected["sha256"]:
         raise errors.CorruptCheckpointError(
             f"checkpoint {path}: {name} does not match its SHA-256 in {MANIFEST} (corrupt file); the "
             "checkpoint is corrupt")
-
-
-def config_override_message(name: str, configured: dict, restored: dict) -> Optional[str]:
-    """A sentence for the log when a restored table's config differs from the configured one
-    (the YAML file or the constructor), naming the fields; None when they agree."""
-    keys = sorted(set(configured) | set(restored))
-    differing = [k for k in keys if protocol.json_dumps(configured.get(k)) != protocol.json_dumps(restored.get(k))]
-    if not differing:
-        return None
-    details = "; ".join(f"{k}: checkpoint {protocol.json_dumps(restored.get(k))}, configured "
-                        f"{protocol.json_dumps(configured.get(k))}" for k in differing)
-    return (f"table {name!r}: the checkpoint's config replaces the configured one for "
-            f"{', '.join(differing)} ({details})")
 
 
 def _fsync_dir(path: str) -> None:
@@ -266,13 +356,24 @@ class Checkpointer:
     Args:
       path: the root directory (created when missing).
       keep: how many complete checkpoints to keep; older ones are deleted after a save.
+      restore_timeout: seconds `load_latest` may take (for every checkpoint it tries together)
+        before it raises DeadlineExceededError; None waits as long as the restore takes.
+
+    Raises:
+      InvalidArgumentError: keep < 1, or a restore_timeout that is not a positive number.
     """
 
-    def __init__(self, path: str, keep: int = 2):
+    def __init__(self, path: str, keep: int = 2, restore_timeout: Optional[float] = None):
         if keep < 1:
             raise errors.InvalidArgumentError(f"keep must be >= 1, got {keep}")
+        if restore_timeout is not None and (
+                isinstance(restore_timeout, bool) or not isinstance(restore_timeout, (int, float))
+                or not restore_timeout > 0 or math.isinf(restore_timeout)):
+            raise errors.InvalidArgumentError(
+                f"restore_timeout must be a positive number of seconds or None, got {restore_timeout!r}")
         self.path = os.path.abspath(path)
         self.keep = int(keep)
+        self.restore_timeout = None if restore_timeout is None else float(restore_timeout)
 
     def save(self, tables: Sequence) -> str:
         """Writes a checkpoint of `tables` and returns its directory.
@@ -363,17 +464,23 @@ class Checkpointer:
         return [os.path.join(self.path, n) for n in names
                 if not os.path.exists(os.path.join(self.path, n, DONE_MARKER))]
 
-    def load_latest(self) -> Optional[list]:
+    def load_latest(self, declared: Optional[Mapping[str, dict]] = None) -> Optional[list]:
         """The tables of the newest complete checkpoint that loads, or None when there is none.
 
         A corrupt checkpoint (see `load`) is skipped for the previous complete one, and
-        incomplete ones are ignored; both with a warning in the log.
+        incomplete ones are ignored; both with a warning in the log. With `declared` (table name
+        -> `Table.config()` of the tables to restore into), tables are rebuilt by `RESTORE_RULE`
+        (the declared settings win). The whole call, every checkpoint it tries included, ends
+        within `restore_timeout`. It only reads the checkpoints.
 
         Raises:
           CorruptCheckpointError: there are complete checkpoints but none of them loads (the
             message lists why for each).
-          InvalidArgumentError: the newest checkpoint has another format or version.
+          DeadlineExceededError: the restore ran past `restore_timeout`.
+          InvalidArgumentError: the newest checkpoint has another format or version, or its items
+            do not fit a declared signature.
         """
+        clock = _RestoreClock(self.restore_timeout)
         complete = self.checkpoints()
         newest = complete[-1] if complete else ""
         for path in self.incomplete():
@@ -383,7 +490,7 @@ class Checkpointer:
         failures = []
         for path in reversed(complete):
             try:
-                tables = self.load(path)
+                tables = _load(path, declared, clock)
             except errors.DataLossError as e:
                 failures.append(f"{os.path.basename(path)}: {e}")
                 log.warning("replay checkpoint %s cannot be loaded (%s); trying the previous one", path, e)
@@ -401,78 +508,184 @@ class Checkpointer:
         return None
 
     @staticmethod
-    def load(path: str) -> list:
+    def load(path: str, declared: Optional[Mapping[str, dict]] = None,
+             timeout: Optional[float] = None) -> list:
         """The tables of the checkpoint at `path`, rebuilt with `Table.from_checkpoint`, after
-        verifying the checksum of every file and every field of the manifest.
+        verifying the checksum of every file and every field of the manifest. With `declared`
+        (table name -> `Table.config()`), the tables are rebuilt by `RESTORE_RULE` and tables
+        the checkpoint holds but `declared` lacks are left out (with a warning). Progress goes
+        to the log (items and chunks loaded).
 
         Raises:
           CorruptCheckpointError: a missing or unreadable file, a checksum that does not match,
             a missing or malformed manifest field, a truncated or corrupt record or chunk, or
             data that disagrees with the manifest (the message names the file and the field).
-          InvalidArgumentError: another format or version.
+          DeadlineExceededError: loading ran past `timeout` seconds.
+          InvalidArgumentError: another format or version, or items that do not fit a declared
+            signature.
         """
-        from replay.table import Table
+        return _load(path, declared, _RestoreClock(timeout))
 
-        manifest_bytes = _read(path, MANIFEST)
-        verified = _verify_manifest(path, manifest_bytes)
-        manifest = _parse_manifest(path, manifest_bytes)
-        if manifest["version"] == FORMAT_VERSION and not verified:
+
+def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreClock) -> list:
+    """`Checkpointer.load` under a restore clock shared by the checkpoints one restore tries."""
+    manifest_bytes = _read(path, MANIFEST)
+    verified = _verify_manifest(path, manifest_bytes)
+    manifest = _parse_manifest(path, manifest_bytes)
+    if manifest["version"] == FORMAT_VERSION and not verified:
+        raise errors.CorruptCheckpointError(
+            f"checkpoint {path}: {DONE_MARKER} is empty but a version {FORMAT_VERSION} checkpoint "
+            f"holds the SHA-256 of {MANIFEST} there; the checkpoint is corrupt")
+    if not verified:
+        log.warning("replay checkpoint %s has format version %d, which carries no checksums: it "
+                    "is loaded unverified (the next checkpoint written is verified)", path,
+                    manifest["version"])
+    num_chunks = manifest["num_chunks"]
+    num_items = sum(entry["num_items"] for entry in manifest["tables"])
+    clock.progress(path, f"{num_items} items and {num_chunks} chunks of tables "
+                         f"{[t['config']['name'] for t in manifest['tables']]} to load", force=True)
+    data = {}
+    for name in DATA_FILES:
+        data[name] = _read_data_file(path, name, manifest["files"][name] if verified else None, clock)
+    where = f"checkpoint {path}: chunks.bin"
+    chunks = {}
+
+    def before_chunk_record():
+        clock.check(path, f"loading chunks ({len(chunks)} of {num_chunks} loaded)")
+        clock.progress(path, f"{len(chunks)} of {num_chunks} chunks loaded")
+
+    try:
+        for batch in _records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch, before_chunk_record):
+            for chunk in codec.decode_chunks(batch):
+                if chunk.key in chunks:
+                    raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
+                chunks[chunk.key] = chunk
+    except errors.CorruptCheckpointError:
+        raise
+    except errors.DeadlineExceededError:
+        raise
+    except errors.ReplayError as e:
+        raise errors.CorruptCheckpointError(f"{where}: {e}") from e
+    if len(chunks) != num_chunks:
+        raise errors.CorruptCheckpointError(
+            f"{where} holds {len(chunks)} chunks but field num_chunks of {MANIFEST} says {num_chunks}")
+    where = f"checkpoint {path}: items.bin"
+    items_by_table: Dict[str, list] = {t["config"]["name"]: [] for t in manifest["tables"]}
+    resolve = codec.resolver(chunks, f"checkpoint {path}")
+    loaded = [0]
+
+    def before_item_record():
+        clock.check(path, f"loading items ({loaded[0]} of {num_items} loaded)")
+        clock.progress(path, f"{loaded[0]} of {num_items} items loaded")
+
+    try:
+        for batch in _records(data.pop("items.bin"), where, replay_pb2.ItemBatch, before_item_record):
+            for name, item in codec.decode_items(batch, resolve, with_state=True):
+                table_items = items_by_table.get(name)
+                if table_items is None:
+                    raise errors.InvalidArgumentError(
+                        f"item {item.key} belongs to table {name!r}, which field tables of "
+                        f"{MANIFEST} does not list")
+                table_items.append(item)
+                loaded[0] += 1
+    except errors.CorruptCheckpointError:
+        raise
+    except errors.DeadlineExceededError:
+        raise
+    except errors.ReplayError as e:
+        raise errors.CorruptCheckpointError(f"{where}: {e}") from e
+    tables = []
+    for i, entry in enumerate(manifest["tables"]):
+        name = entry["config"]["name"]
+        items = items_by_table[name]
+        if len(items) != entry["num_items"]:
             raise errors.CorruptCheckpointError(
-                f"checkpoint {path}: {DONE_MARKER} is empty but a version {FORMAT_VERSION} checkpoint "
-                f"holds the SHA-256 of {MANIFEST} there; the checkpoint is corrupt")
-        if not verified:
-            log.warning("replay checkpoint %s has format version %d, which carries no checksums: it "
-                        "is loaded unverified (the next checkpoint written is verified)", path,
-                        manifest["version"])
-        data = {}
-        for name in DATA_FILES:
-            data[name] = _read(path, name)
-            if verified:
-                _verify_file(path, name, data[name], manifest["files"][name])
-        where = f"checkpoint {path}: chunks.bin"
-        chunks = {}
-        try:
-            for batch in _records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch):
-                for chunk in codec.decode_chunks(batch):
-                    if chunk.key in chunks:
-                        raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
-                    chunks[chunk.key] = chunk
-        except errors.CorruptCheckpointError:
-            raise
-        except errors.ReplayError as e:
-            raise errors.CorruptCheckpointError(f"{where}: {e}") from e
-        if len(chunks) != manifest["num_chunks"]:
-            raise errors.CorruptCheckpointError(
-                f"{where} holds {len(chunks)} chunks but field num_chunks of {MANIFEST} says "
-                f"{manifest['num_chunks']}")
-        where = f"checkpoint {path}: items.bin"
-        items_by_table: Dict[str, list] = {t["config"]["name"]: [] for t in manifest["tables"]}
-        resolve = codec.resolver(chunks, f"checkpoint {path}")
-        try:
-            for batch in _records(data.pop("items.bin"), where, replay_pb2.ItemBatch):
-                for name, item in codec.decode_items(batch, resolve, with_state=True):
-                    table_items = items_by_table.get(name)
-                    if table_items is None:
-                        raise errors.InvalidArgumentError(
-                            f"item {item.key} belongs to table {name!r}, which field tables of "
-                            f"{MANIFEST} does not list")
-                    table_items.append(item)
-        except errors.CorruptCheckpointError:
-            raise
-        except errors.ReplayError as e:
-            raise errors.CorruptCheckpointError(f"{where}: {e}") from e
-        tables = []
-        for i, entry in enumerate(manifest["tables"]):
-            name = entry["config"]["name"]
-            items = items_by_table[name]
-            if len(items) != entry["num_items"]:
-                raise errors.CorruptCheckpointError(
-                    f"checkpoint {path}: items.bin holds {len(items)} items of table {name!r} but field "
-                    f"tables[{i}].num_items of {MANIFEST} says {entry['num_items']}")
-            try:
-                tables.append(Table.from_checkpoint(entry["config"], items, entry["counters"]))
-            except (errors.InvalidArgumentError, TypeError, ValueError, KeyError, AttributeError) as e:
-                raise errors.CorruptCheckpointError(
-                    f"checkpoint {path}: {MANIFEST}: field tables[{i}] (table {name!r}) cannot be "
-                    f"restored: {e}") from e
-        return tables
+                f"checkpoint {path}: items.bin holds {len(items)} items of table {name!r} but field "
+                f"tables[{i}].num_items of {MANIFEST} says {entry['num_items']}")
+    for i, entry in enumerate(manifest["tables"]):
+        name = entry["config"]["name"]
+        clock.check(path, f"building table {name!r}")
+        if declared is None:
+            tables.append(_saved_table(path, i, entry, items_by_table[name]))
+        elif name in declared:
+            tables.append(_declared_table(path, i, entry, items_by_table[name], declared[name]))
+        else:
+            log.warning("checkpoint %s: table %r is not declared; its %d items are not restored", path, name,
+                        entry["num_items"])
+    clock.check(path, "building the tables")
+    clock.progress(path, f"restored {sum(t.size for t in tables)} items and {num_chunks} chunks into tables "
+                         f"{[t.name for t in tables]}", force=True)
+    return tables
+
+
+def _saved_table(path: str, index: int, entry: dict, items: list):
+    """The table as the checkpoint saved it (its own config)."""
+    from replay.table import Table
+
+    try:
+        return Table.from_checkpoint(entry["config"], items, entry["counters"])
+    except (errors.InvalidArgumentError, TypeError, ValueError, KeyError, AttributeError) as e:
+        raise errors.CorruptCheckpointError(
+            f"checkpoint {path}: {MANIFEST}: field tables[{index}] (table {entry['config']['name']!r}) "
+            f"cannot be restored: {e}") from e
+
+
+def _declared_table(path: str, index: int, entry: dict, items: list, declared: dict):
+    """The checkpoint's contents in a table of the declared config, by `RESTORE_RULE`; logs one
+    line naming what changed."""
+    from replay.table import Table
+
+    saved, name = entry["config"], entry["config"]["name"]
+    try:  # a malformed saved config is a corrupt checkpoint even though the declared one is used
+        Table.from_config(saved)
+    except (errors.InvalidArgumentError, TypeError, ValueError, KeyError, AttributeError) as e:
+        raise errors.CorruptCheckpointError(
+            f"checkpoint {path}: {MANIFEST}: field tables[{index}] (table {name!r}) cannot be "
+            f"restored: {e}") from e
+    config = dict(declared, name=name)
+    try:
+        table = Table.from_config(config)
+    except errors.InvalidArgumentError as e:
+        raise errors.InvalidArgumentError(f"the declared table {name!r} cannot be rebuilt: {e}") from e
+    try:
+        counters = dict(entry["counters"])
+        max_times = table.max_times_sampled
+        deleted = 0
+        if max_times:
+            kept = [item for item in items if item.times_sampled < max_times]
+            deleted = len(items) - len(kept)
+            items = kept
+            counters["num_deletes"] = int(counters.get("num_deletes", 0)) + deleted
+        states = []
+        for declared_ext, saved_ext, state in zip(config.get("extensions") or [], saved.get("extensions") or [],
+                                                  counters.get("extensions") or []):
+            if protocol.json_dumps(declared_ext) != protocol.json_dumps(saved_ext):
+                break
+            states.append(state)
+        counters["extensions"] = states
+    except (TypeError, ValueError, AttributeError) as e:
+        raise errors.CorruptCheckpointError(
+            f"checkpoint {path}: {MANIFEST}: field tables[{index}] (table {name!r}) cannot be "
+            f"restored: {e}") from e
+    try:
+        table.load_checkpoint(items, counters)
+    except errors.InvalidArgumentError as e:
+        raise errors.InvalidArgumentError(
+            f"checkpoint {path}: the items of table {name!r} do not fit its declared settings: {e}; "
+            "declare the table as the checkpoint has it, or start without the checkpoint") from e
+    changed = [f"{field} {protocol.json_dumps(saved.get(field))} -> {protocol.json_dumps(config.get(field))}"
+               for field in DECLARED_FIELDS
+               if protocol.json_dumps(saved.get(field)) != protocol.json_dumps(config.get(field))]
+    if changed:
+        effects = []
+        evicted = len(items) - table.size
+        if deleted:
+            effects.append(f"{deleted} items sampled >= {max_times} times deleted")
+        if evicted:
+            effects.append(f"{evicted} items evicted to fit max_size {table.max_size}")
+        limiter = table.info().rate_limiter_info
+        effects.append(f"{table.size} items restored; rate limiter rebased to {limiter.insert_count} inserts, "
+                       f"{limiter.sample_count} samples")
+        log.warning("table %r restored with its declared settings, not the checkpoint's (checkpoint -> "
+                    "declared): %s; %s", name, "; ".join(changed), "; ".join(effects))
+    return table

@@ -843,8 +843,9 @@ class Server:
       tables: the `Table`s to serve (names must be unique).
       port: the port to listen on; None picks a free one (read it from `.port`).
       checkpointer: a `Checkpointer`; when given, the latest complete checkpoint in its
-        directory is loaded at start (its tables replace the same-named `tables`; tables only in
-        the checkpoint are ignored with a warning) and `Client.checkpoint()` writes new ones.
+        directory is loaded at start into the same-named `tables`, whose settings win
+        (`replay.checkpoint.RESTORE_RULE`; tables only in the checkpoint are ignored with a
+        warning), within the checkpointer's `restore_timeout`; `Client.checkpoint()` writes new ones.
       host: the interface to listen on; 127.0.0.1 unless you mean to serve other machines.
       token: a shared secret every call must carry (see `Client(token=...)`); None for none.
       tls_certificate, tls_private_key: PEM bytes (or str) to serve over TLS.
@@ -870,9 +871,11 @@ class Server:
         256 MB of freed memory stays with the process); False leaves the allocator alone.
 
     Raises:
-      InvalidArgumentError: duplicate table names, only one of certificate and key, or a limit
-        that is not a positive integer.
+      InvalidArgumentError: duplicate table names, only one of certificate and key, a limit
+        that is not a positive integer, or checkpoint items that do not fit a declared signature.
       UnavailableError: the port cannot be bound.
+      CorruptCheckpointError, DeadlineExceededError: no checkpoint could be restored, or the
+        restore ran past its timeout (nothing is served then; the checkpoints are unchanged).
     """
 
     def __init__(self, tables: Sequence, port: Optional[int] = None, checkpointer=None,
@@ -998,20 +1001,10 @@ class Server:
     # -- public API ---------------------------------------------------------------------------
 
     def _restore(self, checkpointer) -> None:
-        restored = checkpointer.load_latest()
-        if restored is None:
-            return
-        from replay.checkpoint import config_override_message
-
-        for table in restored:
-            if table.name in self.tables:
-                message = config_override_message(table.name, self.tables[table.name].config(), table.config())
-                if message:
-                    log.warning("%s", message)
-                self.tables[table.name] = table
-            else:
-                log.warning("checkpoint table %r is not served (not among the given tables); ignored",
-                            table.name)
+        # The declared tables' settings win over the checkpoint's (replay.checkpoint.RESTORE_RULE).
+        restored = checkpointer.load_latest(declared={name: t.config() for name, t in self.tables.items()})
+        for table in restored or ():
+            self.tables[table.name] = table
 
     @property
     def address(self) -> str:

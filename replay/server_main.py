@@ -1,14 +1,17 @@
 """The `replay-server` command: serve the tables a YAML file declares until SIGINT/SIGTERM.
 
     replay-server --config tables.yaml [--host H] [--port P] [--checkpoint-dir D]
-                  [--checkpoint-every SECONDS] [--token-file F] [--tls-cert C --tls-key K]
+                  [--checkpoint-every SECONDS] [--restore-timeout SECONDS]
+                  [--token-file F] [--tls-cert C --tls-key K]
                   [--max-message-bytes N] [--max-sample-batch-size N]
                   [--max-concurrent-streams N] [--max-in-flight-bytes-per-stream N]
 
 Prints the address and one line per table, then serves. With a checkpoint directory the
-server starts from the latest complete checkpoint there, writes one every
-`--checkpoint-every` seconds when asked, and writes a final one on shutdown. Exits 0 after a
-clean shutdown, 2 on a bad command line or config.
+server starts from the latest complete checkpoint there (into the tables the YAML file declares,
+whose settings win: `replay.checkpoint.RESTORE_RULE`), writes one every `--checkpoint-every`
+seconds when asked, and writes a final one on shutdown. Exits 0 after a clean shutdown, 2 on a
+bad command line or config, or when no checkpoint can be restored (corrupt, not fitting the
+declared tables, or past `--restore-timeout`; the checkpoints are left as they were).
 """
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-dir", default=None, help="directory for checkpoints")
     parser.add_argument("--checkpoint-every", type=float, default=0.0,
                         help="seconds between periodic checkpoints (0: only at shutdown)")
+    parser.add_argument("--restore-timeout", type=float, default=None,
+                        help="seconds the start may spend restoring the latest checkpoint before it "
+                             "gives up (exit 2); default: no limit")
     parser.add_argument("--token-file", default=None, help="file holding the shared access token")
     parser.add_argument("--tls-cert", default=None, help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", default=None, help="PEM private key (with --tls-cert)")
@@ -85,7 +91,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise errors.InvalidArgumentError(f"the token file {args.token_file} is empty")
         cert = _read(args.tls_cert, "TLS certificate") if args.tls_cert else None
         key = _read(args.tls_key, "TLS key") if args.tls_key else None
-        checkpointer = Checkpointer(args.checkpoint_dir) if args.checkpoint_dir else None
+        checkpointer = (Checkpointer(args.checkpoint_dir, restore_timeout=args.restore_timeout)
+                        if args.checkpoint_dir else None)
+        if args.restore_timeout is not None and checkpointer is None:
+            raise errors.InvalidArgumentError("--restore-timeout needs --checkpoint-dir")
+    except errors.ReplayError as e:
+        print(f"replay-server: {e}", file=sys.stderr)
+        return 2
+    try:
         server = Server(tables, port=args.port, checkpointer=checkpointer, host=args.host, token=token,
                         tls_certificate=cert, tls_private_key=key, max_workers=args.max_workers,
                         max_message_bytes=args.max_message_bytes,
@@ -94,6 +107,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream,
                         freeze_gc=args.freeze_gc,
                         keep_freed_heap_memory=args.keep_freed_heap_memory)
+    except (errors.DataLossError, errors.DeadlineExceededError) as e:
+        print(f"replay-server: cannot restore the checkpoint: {e}", file=sys.stderr)
+        return 2
     except errors.ReplayError as e:
         print(f"replay-server: {e}", file=sys.stderr)
         return 2

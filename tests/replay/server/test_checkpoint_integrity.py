@@ -1,6 +1,6 @@
 """Checkpoint integrity: every file is checksummed and verified on load, every malformed manifest
 field is a named error, a corrupt newest checkpoint falls back to the previous one, and the log
-says when checkpoints are skipped or a checkpoint's config replaces the configured one."""
+says when checkpoints are skipped or declared table settings replace a checkpoint's."""
 import hashlib
 import json
 import logging
@@ -154,7 +154,7 @@ def test_only_incomplete_checkpoints_start_empty_and_say_so(tmp_path, caplog):
     assert any(path in w and "incomplete" in w for w in warnings), warnings
 
 
-def test_a_checkpoint_config_that_overrides_the_configured_one_is_logged(tmp_path, caplog):
+def test_declared_settings_that_differ_from_the_checkpoint_win_and_are_logged(tmp_path, caplog):
     def tables(max_size, exponent):
         return [Table("prioritized", selectors.Prioritized(exponent, seed=2), selectors.Fifo(), max_size,
                       rate_limiters.MinSize(1))]
@@ -166,13 +166,14 @@ def test_a_checkpoint_config_that_overrides_the_configured_one_is_logged(tmp_pat
     caplog.set_level(logging.WARNING)
     with Server(tables(1000, 1.0), checkpointer=checkpointer):
         pass
-    assert not [r for r in caplog.records if "replaces the configured" in r.getMessage()]
+    assert not [r for r in caplog.records if "declared settings" in r.getMessage()]
     with Server(tables(50, 0.5), checkpointer=checkpointer) as restored:
-        assert restored.tables["prioritized"].max_size == 1000  # the checkpoint's config wins
+        assert restored.tables["prioritized"].max_size == 50  # the declared config wins
+        assert restored.tables["prioritized"].info().sampler_options["priority_exponent"] == 0.5
         assert restored.tables["prioritized"].size == 3
-    (message,) = [r.getMessage() for r in caplog.records if "replaces the configured" in r.getMessage()]
-    assert "'prioritized'" in message and "max_size" in message and "sampler" in message
-    assert "50" in message and "1000" in message
+    (message,) = [r.getMessage() for r in caplog.records if "declared settings" in r.getMessage()]
+    assert "'prioritized'" in message and "max_size 1000 -> 50" in message and "sampler" in message
+    assert "rate_limiter" not in message
 
 
 def test_a_checkpoint_of_the_unverified_format_version_1_loads_with_a_warning(tmp_path, caplog):
