@@ -2,7 +2,8 @@
 
 The ops run the `replay.reverb.Client` calls through `tf.numpy_function`, so they work eagerly,
 inside `tf.function` and in graph mode (TF1 sessions); they are not serializable into a
-SavedModel graph (the call needs the Python client).
+SavedModel graph (the call needs the Python client). They fail with the tf.errors class of the
+server's status code, as Reverb's C++ ops do, in graphs too (`replay.op_errors`).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import tensorflow as tf
 import tree
 
 from replay import errors
+from replay.op_errors import numpy_function_with_codes
 from replay.replay_sample import ReplaySample, SampleInfo
 
 
@@ -71,7 +73,7 @@ class TFClient:
             return info + data
 
         with tf.name_scope(name or f"{self._name}_sample"):
-            outputs = tf.numpy_function(sample, [table], info_dtypes + flat_dtypes, stateful=True)
+            outputs = numpy_function_with_codes(sample, [table], info_dtypes + flat_dtypes)
         info = SampleInfo(*[tf.ensure_shape(t, []) for t in outputs[:len(info_dtypes)]])
         return ReplaySample(info=info, data=tree.unflatten_as(data_dtypes, list(outputs[len(info_dtypes):])))
 
@@ -81,6 +83,8 @@ class TFClient:
         Raises:
           ValueError: tables not a rank-1 string tensor, priorities not a rank-1 float64 tensor,
           or their shapes differ.
+          When run, as tf.errors of the op: InvalidArgumentError for tables and priorities of
+          different lengths or a bad priority, NotFoundError for an unknown table.
         """
         if tables.dtype != tf.string or tables.shape.rank != 1:
             raise ValueError("tables must be a string tensor of rank 1")
@@ -93,32 +97,40 @@ class TFClient:
         def insert(table_names, priority_values, *columns):
             names = [t.decode() if isinstance(t, bytes) else str(t) for t in table_names]
             if len(names) != len(priority_values):
-                raise errors.InvalidArgumentError("tables and priorities must have the same length")
-            self._client.insert(list(columns), dict(zip(names, (float(p) for p in priority_values))))
+                raise tf.errors.InvalidArgumentError(
+                    None, None, "tables and priorities must have the same length")
+            try:
+                self._client.insert(list(columns), dict(zip(names, (float(p) for p in priority_values))))
+            except errors.ReplayError as exc:
+                raise _as_tf_error(exc) from exc
             return np.zeros((), np.int32)
 
         with tf.name_scope(name or f"{self._name}_insert"):
-            done = tf.numpy_function(insert, [tables, priorities] + data, tf.int32, stateful=True)
+            done = numpy_function_with_codes(insert, [tables, priorities] + data, [tf.int32])
             return tf.group(done)
 
     def update_priorities(self, table: str, keys: tf.Tensor, priorities: tf.Tensor,
                           name: Optional[str] = None):
         """An op setting the priorities of items `keys` of `table` (unknown keys are ignored).
 
-        Raises (when run): InvalidArgumentError for a bad priority or keys and priorities of
-        different lengths.
+        Raises (when run), as tf.errors of the op: InvalidArgumentError for a bad priority or keys
+        and priorities of different lengths, NotFoundError for an unknown table.
         """
         def update(table_name, key_values, priority_values):
             table_name = table_name.decode() if isinstance(table_name, bytes) else str(table_name)
             if len(key_values) != len(priority_values):
-                raise errors.InvalidArgumentError(
-                    f"keys ({len(key_values)}) and priorities ({len(priority_values)}) must have the same length")
-            self._client.mutate_priorities(
-                table_name, updates={int(k): float(p) for k, p in zip(key_values, priority_values)})
+                raise tf.errors.InvalidArgumentError(
+                    None, None, f"keys ({len(key_values)}) and priorities ({len(priority_values)}) "
+                    "must have the same length")
+            try:
+                self._client.mutate_priorities(
+                    table_name, updates={int(k): float(p) for k, p in zip(key_values, priority_values)})
+            except errors.ReplayError as exc:
+                raise _as_tf_error(exc) from exc
             return np.zeros((), np.int32)
 
         with tf.name_scope(name or f"{self._name}_update_priorities"):
-            done = tf.numpy_function(update, [table, keys, priorities], tf.int32, stateful=True)
+            done = numpy_function_with_codes(update, [table, keys, priorities], [tf.int32])
             return tf.group(done)
 
 
@@ -136,8 +148,8 @@ _TF_ERRORS = {
 
 
 def _as_tf_error(exc: errors.ReplayError) -> tf.errors.OpError:
-    """The tf.errors class of a replay error's code: an op's numpy function raises it so that the
-    op fails with that code (any other exception becomes UnknownError)."""
+    """The tf.errors exception of a replay error's code, which the ops raise (eagerly it reaches
+    the caller as it is; in a graph `numpy_function_with_codes` fails the op with its code)."""
     for replay_class in type(exc).__mro__:
         tf_class = _TF_ERRORS.get(replay_class)
         if tf_class is not None:

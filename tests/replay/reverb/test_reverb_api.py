@@ -165,17 +165,35 @@ def test_tf_client_ops_in_a_tf_function(server):
 
 def test_tf_client_sample_op_refuses_another_dtype_and_keeps_the_servers_error_code(server):
     """As Reverb's op: a column of another dtype than asked is an InternalError (never a silent
-    cast), and the server's NotFound stays NotFound, eagerly. In a graph TensorFlow turns a
-    Python function's errors into UnknownError; the message still says what was wrong."""
+    cast), and the server's NotFound stays NotFound: eagerly, in a tf.function and in a TF1
+    session (where TensorFlow would turn a Python function's error into UnknownError)."""
     server.localhost_client().insert(np.zeros(3, np.float64), {"prio": 1.0})
     tf_client = reverb.TFClient(server.address)
     with pytest.raises(tf.errors.InternalError, match="dtype float64, but data_dtypes gives float"):
         tf_client.sample("prio", [tf.float32])
     with pytest.raises(tf.errors.NotFoundError, match="missing"):
         tf_client.sample("missing", [tf.float64])
-    with pytest.raises(tf.errors.OpError, match="dtype float64, but data_dtypes gives float"):
+    with pytest.raises(tf.errors.InternalError, match="dtype float64, but data_dtypes gives float"):
         tf.function(lambda: tf_client.sample("prio", [tf.float32]).data[0])()
+    with pytest.raises(tf.errors.NotFoundError, match="missing"):
+        tf.function(lambda: tf_client.sample("missing", [tf.float64]).data[0])()
+
+    @tf.function
+    def update_with_one_priority_for_two_keys():
+        tf_client.update_priorities("prio", tf.constant([1, 2], tf.uint64), tf.constant([1.0], tf.float64))
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="same length"):
+        update_with_one_priority_for_two_keys()
     assert tf_client.sample("prio", [tf.float64]).data[0].numpy().tolist() == [0.0, 0.0, 0.0]
+
+    graph = tf.Graph()
+    with graph.as_default():
+        missing = reverb.TFClient(server.address).sample("missing", [tf.float64])
+        found = reverb.TFClient(server.address).sample("prio", [tf.float64])
+        with tf.compat.v1.Session(graph=graph) as session:
+            with pytest.raises(tf.errors.NotFoundError, match="missing"):
+                session.run(missing.data)
+            assert session.run(found.data)[0].tolist() == [0.0, 0.0, 0.0]
 
 
 def test_checkpointer_wrapper_restores_tables(tmp_path):
