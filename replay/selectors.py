@@ -211,7 +211,8 @@ class Uniform(ItemSelector):
 
 
 class Prioritized(ItemSelector):
-    """Selects item i with probability p_i^a / sum_k p_k^a (a = `priority_exponent`).
+    """Selects item i with probability p_i^a / sum_k p_k^a (a = `priority_exponent`; an item of
+    priority 0 weighs 0, even with a = 0).
 
     An array-based sum tree: leaves hold p^a, each inner node the sum of its two children, the
     root the total. Parents are recomputed from their children (never adjusted by differences),
@@ -239,7 +240,10 @@ class Prioritized(ItemSelector):
     def _weight(self, priority):
         if self.priority_exponent == 1.0:
             return priority
-        return priority ** self.priority_exponent
+        # A zero priority weighs zero whatever the exponent (0 ** 0 would be 1), as in Reverb's
+        # prioritized.cc: with exponent 0, items of priority 0 are never drawn while another
+        # item has a positive priority.
+        return 0.0 if priority == 0 else priority ** self.priority_exponent
 
     def validate_priority(self, key, priority):
         value = check_priority(key, priority)

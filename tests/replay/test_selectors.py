@@ -75,6 +75,25 @@ def test_prioritized_zero_priority_items_are_never_sampled_and_all_zero_falls_ba
     assert_frequencies(selector, {1: 1 / 3, 2: 1 / 3, 3: 1 / 3}, draws=9000)
 
 
+@pytest.mark.parametrize("exponent", [0.0, 0.5])
+def test_prioritized_zero_priority_weighs_zero_whatever_the_exponent(exponent):
+    """As Reverb's prioritized.cc: 0 ** 0 is 1, but a zero priority is never drawn while another
+    item has a positive one; exponent 0 makes the positive ones equally likely."""
+    selector = Prioritized(priority_exponent=exponent, seed=7)
+    selector.insert(1, 0.0)
+    selector.insert(2, 3.0)
+    selector.insert(3, 0.0)
+    selector.insert(4, 5.0)
+    assert selector.probability(1) == selector.probability(3) == 0.0
+    drawn = {selector.sample()[0] for _ in range(2000)}
+    assert drawn == {2, 4}
+    if exponent == 0.0:
+        assert selector.probability(2) == selector.probability(4) == 0.5
+    selector.update(2, 0.0)
+    selector.update(4, 0.0)
+    assert_frequencies(selector, {1: 0.25, 2: 0.25, 3: 0.25, 4: 0.25}, draws=8000)
+
+
 def test_prioritized_grows_past_many_doublings_and_shrinks_back():
     selector = Prioritized(priority_exponent=1.0, seed=6)
     for k in range(1000):
