@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import Deque, List, Optional, Sequence, Union
 
 import grpc
@@ -117,6 +118,11 @@ class InsertStream:
         self._sent_bytes: Deque[int] = collections.deque()
         self._bytes_without_items = 0
         self._message_waited = False  # the server reported the oldest unacked message waiting
+        # for the timeout message of `wait`: what went out, what came back, and when
+        self._messages_sent = 0
+        self._acks_received = 0
+        self._waiting_reports = 0
+        self._last_ack_time: Optional[float] = None
         self._error: Optional[errors.ReplayError] = None
         self._closing = False
         self._call = None
@@ -263,7 +269,15 @@ class InsertStream:
             if not done:
                 raise errors.DeadlineExceededError(
                     f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
-                    f"{max_unacked}); the tables' rate limiters may be blocking inserts")
+                    f"{max_unacked}); the tables' rate limiters may be blocking inserts ({self._progress()})")
+
+    def _progress(self) -> str:
+        """What the stream sent and got back (for timeout messages; call with the lock held)."""
+        last = ("no ack yet" if self._last_ack_time is None
+                else f"the last ack {time.monotonic() - self._last_ack_time:.1f} s ago")
+        return (f"{self._messages_sent} messages sent, {self._acks_received} acked, {last}, "
+                f"{self._waiting_reports} reports of waiting for a rate limiter, "
+                f"{'messages still queued' if self._has_data() else 'nothing queued'}")
 
     def close(self, cancel: bool = False) -> None:
         """Ends the stream after everything queued was sent (does not wait for acks); with
@@ -307,6 +321,7 @@ class InsertStream:
                     self._bytes_without_items += message.chunks.nbytes
                 if not self._has_data():
                     self._urgent = False
+                self._messages_sent += 1
             yield message.request()
 
     def _read_acks(self) -> None:
@@ -316,10 +331,13 @@ class InsertStream:
                 with self._lock:
                     acked = len(response.item_keys)
                     if not acked:  # the server reports the oldest unacked message waiting
+                        self._waiting_reports += 1
                         self._message_waited = True
                         self._window = min(_RATE_LIMITED_WINDOW_ITEMS, self._max_in_flight)
                         continue
                     self._unacked -= acked
+                    self._acks_received += 1
+                    self._last_ack_time = time.monotonic()
                     if self._sent_bytes:
                         self._unacked_bytes -= self._sent_bytes.popleft()
                     if self._message_waited:

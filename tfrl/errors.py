@@ -96,6 +96,11 @@ class WorkerCrashedError(TfrlError, RuntimeError):
     """A remote rollout worker died and could not be recreated."""
 
 
+class ReplayStartTimeoutError(TfrlError, TimeoutError):
+    """A replay server actor did not start within `replay_start_timeout_s` (no node that offers
+    `replay_resources` took it, or its node died while it started)."""
+
+
 class LearnerError(TfrlError, RuntimeError):
     """The learner thread of an asynchronous optimizer failed; the cause is its error. Fix that
     cause (often a loss that does not fit the sampled batch) and start the trainer again."""

@@ -114,6 +114,10 @@ COMMON_CONFIG: Dict[str, Any] = {
     # the node's own. replay_token_file then makes it demand that token, and the two files below
     # make it serve TLS (clients trust replay_root_certificates, by default this certificate)
     "replay_bind_address": None,
+    # seconds a replay server actor may take to start (its node found, process up, checkpoint
+    # restored) before the trainer gives up on it: ReplayStartTimeoutError, or for a lost Ape-X
+    # shard being restarted, going on without it
+    "replay_start_timeout_s": 300.0,
     "replay_tls_certificate_file": None,
     "replay_tls_private_key_file": None,
     "replay_checkpoint": False,

@@ -20,6 +20,7 @@ import ipaddress
 from typing import Any, Dict, List, Optional, Tuple
 
 from tfrl import errors
+from tfrl.config.defaults import COMMON_CONFIG
 from tfrl.runtime import check_feasible, check_resources
 
 LOOPBACK = "127.0.0.1"
@@ -37,6 +38,7 @@ class ReplayHosting:
     token: the access token the servers demand (None: none).
     tls_certificate, tls_private_key: PEM bytes the servers serve TLS with (None: plaintext).
     root_certificates: PEM bytes clients trust (None: plaintext).
+    start_timeout: seconds a server actor may take to start (`replay_start_timeout_s`).
     """
 
     bind_address: Optional[str] = None
@@ -45,6 +47,7 @@ class ReplayHosting:
     tls_certificate: Optional[bytes] = None
     tls_private_key: Optional[bytes] = None
     root_certificates: Optional[bytes] = None
+    start_timeout: float = COMMON_CONFIG["replay_start_timeout_s"]
 
     @classmethod
     def from_config(cls, config: dict) -> "ReplayHosting":
@@ -97,7 +100,13 @@ class ReplayHosting:
                 "TLS server")
         root_certificates = (read_credentials(roots, "replay_root_certificates") if roots
                              else certificate)
-        return cls(bind, resources, token, certificate, private_key, root_certificates)
+        start_timeout = config.get("replay_start_timeout_s", cls.start_timeout)
+        if isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) \
+                or not start_timeout > 0:
+            raise errors.InvalidConfigError(
+                f"replay_start_timeout_s must be a positive number of seconds, got {start_timeout!r}")
+        return cls(bind, resources, token, certificate, private_key, root_certificates,
+                   float(start_timeout))
 
     @property
     def in_actors(self) -> bool:
@@ -137,6 +146,9 @@ class ReplayHosting:
         Raises:
           InvalidConfigError: no node of the cluster offers `resources` (Ray would wait for
             one forever); the message lists what the nodes offer.
+          ReplayStartTimeoutError: the servers did not all start within `start_timeout` seconds
+            (the nodes that offer `resources` are taken or dying); none is left running.
+          ray.exceptions.ActorDiedError: a server's actor died while starting.
         """
         import ray
 
@@ -148,7 +160,17 @@ class ReplayHosting:
         actors = [actor_cls.remote(table_configs, self.bind_address, self.server_kwargs(), path)
                   for path in paths[:num_servers]]
         try:
-            addresses = ray.get([actor.address.remote() for actor in actors])
+            addresses = ray.get([actor.address.remote() for actor in actors],
+                                timeout=self.start_timeout)
+        except ray.exceptions.GetTimeoutError:
+            for actor in actors:
+                ray.kill(actor)
+            raise errors.ReplayStartTimeoutError(
+                f"{num_servers} replay server actor(s) with resources {self.resources} did not start "
+                f"within replay_start_timeout_s={self.start_timeout:g} s: the nodes that offer "
+                "these resources are taken by other servers or are not alive; add a node that "
+                "offers them, or raise replay_start_timeout_s when nodes are slow to start "
+                "actors") from None
         except BaseException:
             for actor in actors:
                 ray.kill(actor)

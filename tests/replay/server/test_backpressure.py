@@ -155,7 +155,10 @@ def test_the_window_falls_when_the_server_reports_waiting_and_grows_back():
             assert stream.window == insert_stream._START_WINDOW_ITEMS  # noqa: SLF001
             for i in range(8):
                 writer.create_item("q", 1.0, writer.append(np.int64(i)))
-            with pytest.raises(errors.DeadlineExceededError):
+            # the message says what went out and came back, so a stalled stream can be told
+            # from one that a rate limiter holds back
+            with pytest.raises(errors.DeadlineExceededError,
+                               match=r"[1-9]\d* reports of waiting for a rate limiter"):
                 writer.flush(timeout_ms=500)
             assert stream.window == insert_stream._RATE_LIMITED_WINDOW_ITEMS  # noqa: SLF001
             assert server.tables["q"].size == 4  # the rest of their message waits, unacked

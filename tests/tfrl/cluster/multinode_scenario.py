@@ -2,10 +2,10 @@
 object transfer), run in a process of its own so it does not meet the test session's local Ray.
 
 Nodes: the head (the driver, hence the learner, with {"learner": 1}), a replay node
-({"replay": 1}) and a rollout node ({"rollout": 2}). PPO trains with its worker on the rollout
+({"replay": 1}) and two rollout nodes ({"rollout": 2} each). PPO trains with its worker on a rollout
 node, its replay server an actor on the replay node (listening on the node's address, with a
-token and TLS), its learner on the head. Then a second rollout node joins, the first is removed
-and PPO trains on: the worker is recreated on the new node with the current weights. Last, DQN
+token and TLS), its learner on the head. Then the worker's rollout node is removed and PPO
+trains on: the worker is recreated on the other rollout node with the current weights. Last, DQN
 trains with the same placement. What each step saw is written as JSON to the path given as the
 only argument, for tests/tfrl/cluster/test_multinode.py to check.
 
@@ -122,13 +122,17 @@ def main(out_path: str) -> None:
     mark = stage_marker()
     cluster = head_only_cluster()
     try:
+        # every node joins before anything runs: Cluster.add_node forks the new raylet from
+        # this process, and a fork while the driver's gRPC threads are busy has crashed the new
+        # raylet at start
         replay_node = cluster.add_node(num_cpus=0, resources={"replay": 1})
-        rollout_node = cluster.add_node(num_cpus=1, resources={"rollout": 2})
+        rollout_nodes = {n.node_id: n for n in
+                         (cluster.add_node(num_cpus=1, resources={"rollout": 2}) for _ in range(2))}
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
         ip = ray.util.get_node_ip_address()
         mark("cluster up")
         seen["nodes"] = {"head": cluster.head_node.node_id, "replay": replay_node.node_id,
-                         "rollout": rollout_node.node_id, "ip": ip}
+                         "ip": ip}
         secured = secured_replay_config(tempfile.mkdtemp(), ip)
 
         ppo = PPOTrainer(env="CartPole-v1", config=dict(PPO, **secured))
@@ -140,10 +144,11 @@ def main(out_path: str) -> None:
             seen["ppo"] = dict(placement(ppo), trained=first["info"]["num_steps_trained"],
                                failures=first["num_worker_failures_this_iter"],
                                inserts=ppo.replay.client().server_info()["rollouts"].num_inserts)
-            # a second rollout node joins, the first one is lost between two iterations
-            new_node = cluster.add_node(num_cpus=1, resources={"rollout": 2})
-            seen["nodes"]["new_rollout"] = new_node.node_id
-            cluster.remove_node(rollout_node)
+            # the rollout node of the worker is lost between two iterations; the other one stays
+            (worker_node,) = seen["ppo"]["workers"]
+            seen["nodes"]["rollout"] = worker_node if worker_node in rollout_nodes else None
+            (seen["nodes"]["new_rollout"],) = set(rollout_nodes) - {worker_node}
+            cluster.remove_node(rollout_nodes[worker_node])
             mark("node removed")
             # the weights the learner has when the next iteration starts (and finds the loss)
             current = ppo.workers.local_worker().get_weights()

@@ -43,8 +43,11 @@ def main(out_path: str) -> None:
     cluster = head_only_cluster()
     try:
         cluster.add_node(num_cpus=1, resources={"rollout": 1})
+        # all three replay nodes join before anything runs: Cluster.add_node forks the new
+        # raylet from this process, and a fork while the driver's gRPC threads are busy (the
+        # writers', the learner's) has crashed the new raylet at start
         replay_nodes = {n.node_id: n for n in
-                        (cluster.add_node(num_cpus=0, resources={"replay": 1}) for _ in range(2))}
+                        (cluster.add_node(num_cpus=0, resources={"replay": 1}) for _ in range(3))}
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
         ip = ray.util.get_node_ip_address()
         mark("cluster up")
@@ -72,8 +75,8 @@ def main(out_path: str) -> None:
             saved = Checkpointer(os.path.join(shared, "shards", "shard_1")).load_latest()
             saved_keys = {item.key for item in
                           {t.name: t for t in saved}[REPLAY_TABLE].checkpoint()[1]}
-            # the spare node joins; the node of shard 1 is lost
-            spare = cluster.add_node(num_cpus=0, resources={"replay": 1})
+            # the node of shard 1 is lost; the spare is the replay node without a shard
+            (spare,) = set(replay_nodes) - set(before)
             cluster.remove_node(replay_nodes[before[1]])
             mark("shard node removed")
             updates = optimizer.priority_updates_per_shard[1]
@@ -90,7 +93,7 @@ def main(out_path: str) -> None:
             sampled = optimizer.shards.client(1).sample(REPLAY_TABLE, num_samples=500, timeout=30,
                                                         emit_timesteps=False)
             seen["after"] = {"restored_keys": len({int(x.info.key) for x in sampled} & saved_keys),
-                             "saved_keys": len(saved_keys),"shard_nodes": shard_nodes(), "spare": spare.node_id,
+                             "saved_keys": len(saved_keys), "shard_nodes": shard_nodes(), "spare": spare,
                              "addresses": list(optimizer.shards.addresses),
                              "failures": info["num_replay_shard_failures"],
                              "restarts": info["num_replay_shard_restarts"],

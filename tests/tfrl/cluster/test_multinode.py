@@ -106,6 +106,36 @@ def test_resources_no_node_offers_are_refused_instead_of_waiting_forever(ray_ses
         shards.start()
 
 
+def test_a_server_actor_that_cannot_start_ends_with_a_named_error_within_its_timeout(ray_session):
+    import dataclasses
+    import time
+
+    import ray
+    from replay import Table
+
+    # the node's own resource, held whole by another actor: feasible, but taken
+    node_resource = {f"node:{ray.util.get_node_ip_address()}": 1.0}
+    holder = ray.remote(num_cpus=0, resources=node_resource)(_Holder).remote()
+    try:
+        ray.get(holder.ready.remote(), timeout=60)
+        hosting = dataclasses.replace(
+            ReplayHosting.from_config({"replay_bind_address": "node", "replay_start_timeout_s": 2}),
+            resources=node_resource)
+        started = time.monotonic()
+        with pytest.raises(errors.ReplayStartTimeoutError, match="replay_start_timeout_s=2 s"):
+            hosting.start_actors(1, [Table.queue("q", 10).config()])
+        assert time.monotonic() - started < 30
+    finally:
+        ray.kill(holder)
+    with pytest.raises(errors.InvalidConfigError, match="replay_start_timeout_s must be"):
+        ReplayHosting.from_config({"replay_start_timeout_s": 0})
+
+
+class _Holder:
+    def ready(self) -> bool:
+        return True
+
+
 def test_a_tune_trial_reserves_learner_resources_and_each_workers_custom_resources():
     from tfrl.agents.ppo.ppo import PPOTrainer
     from tfrl.tune import trainer_resources

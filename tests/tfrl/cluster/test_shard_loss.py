@@ -18,7 +18,7 @@ def test_a_replay_shard_lost_with_its_node_is_restarted_elsewhere_from_its_check
     before, after = seen["before"], seen["after"]
 
     # one shard on each replay node, reached at the node's address (never loopback)
-    assert sorted(before["shard_nodes"]) == before["replay_nodes"]
+    assert len(set(before["shard_nodes"])) == 2 and set(before["shard_nodes"]) < set(before["replay_nodes"])
     assert all(a.rsplit(":", 1)[0] == before["ip"] for a in before["addresses"])
 
     # shard 1's node was lost: the shard came back on the spare node, shard 0 stayed
