@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import itertools
 import os
 import random
 import weakref
@@ -662,6 +663,7 @@ class TrajectoryWriter:
         first_kept = n - min(keep, n)
         base_index, base_serial = self._episode_step, self._serial
         built = []
+        entering = []  # (builder, its kept steps), in step order
         for start in range(first, n, per_chunk):
             end = min(n, start + per_chunk)
             builder = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
@@ -670,14 +672,32 @@ class TrajectoryWriter:
             builder.columns = [leaf[start:end] for leaf in leaves]
             builder.closed = True
             built.append(builder)
-            for t in range(max(start, first_kept), end):
-                builder.live_steps += 1
-                window.append(builder)
+            lo = max(start, first_kept)
+            count = end - lo
+            if count > 0:
+                # (whole columns of cells at a time: this is the per-step cost of a batch)
+                builder.live_steps += count
                 for i, history in enumerate(histories):
-                    history.append(CellRef(builder, t - start, i, specs_[i][0], specs_[i][1], leaves[i][t]))
-                if len(window) > keep:
-                    old = window.popleft()
-                    self._leave_window(old if type(old) is tuple else (old,))
+                    shape, dtype = specs_[i]
+                    history.extend(map(CellRef, itertools.repeat(builder, count), range(lo - start, end - start),
+                                       itertools.repeat(i, count), itertools.repeat(shape, count),
+                                       itertools.repeat(dtype, count), leaves[i][lo:end]))
+                entering.append((builder, count))
+        # The oldest steps leave the window for the entering ones (never more than it holds,
+        # since at most num_keep_alive_refs steps enter).
+        leaving = len(window) + sum(count for _, count in entering) - keep
+        if leaving > 0:
+            left = collections.Counter(itertools.islice(window, leaving))
+            staying = list(itertools.islice(window, leaving, None))
+            window.clear()
+            window.extend(staying)
+            for old, count in left.items():
+                for b in (old if type(old) is tuple else (old,)):
+                    b.live_steps -= count
+                    if b.live_steps == 0 and b is not self._open:
+                        self._maybe_release(b)
+        for builder, count in entering:
+            window.extend(itertools.repeat(builder, count))
         return built
 
     def _define_columns(self, first_step: Any, leaves: List[np.ndarray]) -> None:

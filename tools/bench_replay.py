@@ -35,6 +35,17 @@ Modes:
              server (store the chunks, decode, validate, insert), with the garbage collector set as
              the server's `freeze_gc` policy sets it. Options: --ops (items)
 
+  extend     `TrajectoryWriter.extend` against an `append` loop: one writer (num_keep_alive_refs
+             100) writes --ops steps of 400 B (float32[100]) in batches of 100 to a server in
+             another process (Uniform/Fifo table of 100k items, MinSize(1)); after each batch one
+             item references the batch's 100 steps (`create_item(table, 1.0, history[-100:])`),
+             and the time includes the final flush. One line per way with steps/s (the items of
+             the steps written) of wall time and of the process's CPU time (the writer's and its
+             stream's threads; steadier on a loaded machine), and the ratios extend/append (best
+             of 3 runs each, alternating). With --profile, prints cProfile's top functions of
+             one extend run (the writer's thread CPU time) instead.
+             Options: --ops (steps)
+
 Usage: python tools/bench_replay.py [--mode inprocess] [--sizes 1000 1000000] [--ops 20000]
 """
 from __future__ import annotations
@@ -313,6 +324,68 @@ def run_insert_path(args) -> None:
           flush=True)
 
 
+def _extend_case(address: str, way: str, batches: list) -> tuple:
+    """(steps/s of wall time, steps/s of the process's CPU time) of one writer writing
+    `batches` (each [100, 100] float32) by `way`."""
+    from replay.client import Client
+
+    client = Client(address)
+    writer = client.trajectory_writer(num_keep_alive_refs=100)
+    start, start_cpu = time.perf_counter(), time.process_time()
+    for batch in batches:
+        if way == "extend":
+            writer.extend(batch)
+        else:
+            for row in batch:
+                writer.append(row)
+        writer.create_item("bench", 1.0, writer.history[-len(batch):])
+    writer.flush()
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    writer.close()
+    client.close()
+    steps = sum(len(b) for b in batches)
+    return steps / seconds, steps / cpu_seconds
+
+
+def run_extend(args) -> None:
+    import multiprocessing as mp
+
+    import bench_replay_server
+
+    ctx = mp.get_context("spawn")
+    ports, stop = ctx.Queue(), ctx.Event()
+    process = ctx.Process(target=bench_replay_server._serve, args=(ports, stop), daemon=True)  # noqa: SLF001
+    process.start()
+    try:
+        address = f"localhost:{ports.get(timeout=120)}"
+        rng = np.random.default_rng(0)
+        batches = [rng.random((100, 100), dtype=np.float32) for _ in range(max(1, args.ops // 100))]
+        _extend_case(address, "extend", batches[:10])  # warm-up: connection, first stream
+        if args.profile:
+            import cProfile
+            import pstats
+
+            profile = cProfile.Profile(time.thread_time)  # the writer's thread, not the stream's
+            profile.enable()
+            _extend_case(address, "extend", batches)
+            profile.disable()
+            pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+            return
+        best = {"append": (0.0, 0.0), "extend": (0.0, 0.0)}
+        for _ in range(3):
+            for way in best:
+                wall, cpu = _extend_case(address, way, batches)
+                best[way] = (max(best[way][0], wall), max(best[way][1], cpu))
+        for way, (wall, cpu) in best.items():
+            print(f"writer_{way} steps=400B batch=100 keep=100 steps_per_s={wall:.0f} "
+                  f"steps_per_cpu_s={cpu:.0f}", flush=True)
+        print(f"writer_extend_over_append ratio={best['extend'][0] / best['append'][0]:.2f} "
+              f"cpu_ratio={best['extend'][1] / best['append'][1]:.2f}", flush=True)
+    finally:
+        stop.set()
+        process.join(timeout=30)
+
+
 def run_server(mode):
     def run(args) -> None:
         import bench_replay_server
@@ -333,6 +406,7 @@ def run_dataset(args) -> None:
 
 MODES = {
     "dataset": run_dataset,
+    "extend": run_extend,
     "inprocess": run_inprocess,
     "insert-path": run_insert_path,
     "server-insert": run_server("insert"),
@@ -353,6 +427,7 @@ def main(argv=None) -> None:
                         help="server modes: bytes per item")
     parser.add_argument("--duration", type=float, default=3.0, help="server modes: seconds per case")
     parser.add_argument("--dataset", action="store_true", help="same as --mode dataset")
+    parser.add_argument("--profile", action="store_true", help="extend mode: cProfile one extend run")
     parser.add_argument("--dataset-payloads", type=int, nargs="+", default=[400, 40_000],
                         help="dataset mode: bytes per item")
     parser.add_argument("--dataset-workers", type=int, default=-1,

@@ -395,6 +395,42 @@ def test_extend_appends_a_batch_of_steps_as_an_append_loop_would(client, as_list
     assert ([2.0, 3.0, 4.0], [8, 9]) in items and ([4.0, 5.0], [8, 9]) in items
 
 
+@pytest.mark.parametrize("keep", [1, 3, 8])
+def test_extend_keeps_and_releases_the_same_steps_as_an_append_loop(server, client, keep):
+    """Batches longer and shorter than the keep-alive window, mixed with single appends: the
+    history, the expired cells and the server holds no chunk older than the kept-alive steps, as with an append loop."""
+    sizes = [2, 5, 1, 9, 3, 0, 4, 1, 7]
+    rng = np.random.default_rng(keep)
+    batches = [rng.random((n, 3), dtype=np.float32) for n in sizes]
+
+    def write(way):
+        writer = client.trajectory_writer(num_keep_alive_refs=keep)
+        seen = []
+        for i, batch in enumerate(batches):
+            if way == "extend" and i % 3 != 2:
+                writer.extend(batch)
+            else:
+                for row in batch:
+                    writer.append(row)
+            if len(writer.history):
+                writer.create_item("fifo_once", 1.0, writer.history[-min(keep, len(writer.history)):])
+            cells = list(writer.history)
+            seen.append([(None if c is None else (c.expired, c.numpy().tolist())) for c in cells])
+        writer.flush(timeout_ms=10_000)
+        # every item is sampled once and deleted: only the kept-alive steps' chunks may stay
+        table = server.tables["fifo_once"]
+        while table.size:
+            list(client.sample("fifo_once", table.size, timeout=10))
+        held = len(server.chunk_store.keys())  # chunks holding one of the last `keep` steps at most
+        writer.close()
+        return seen, held
+
+    extended, held_extended = write("extend")
+    appended, held_appended = write("append")
+    assert extended == appended
+    assert held_extended <= keep and held_appended <= keep
+
+
 def test_legacy_writer_is_reverbs_and_replay_reverb_reexports_it(server, client):
     import replay.reverb as reverb
     from replay.writer import Writer
