@@ -32,7 +32,7 @@ class _ChunkBuilder:
     key, whether items may still reference it) until it is released."""
 
     __slots__ = ("key", "writer", "episode_id", "start_index", "start_serial", "steps", "columns",
-                 "closed", "sent", "released", "pending_items", "live_steps")
+                 "rows", "closed", "sent", "released", "pending_items", "live_steps")
 
     def __init__(self, key: int, writer: "weakref.ref", episode_id: int, start_index: int,
                  start_serial: int):
@@ -44,6 +44,8 @@ class _ChunkBuilder:
         self.steps: Optional[List[list]] = []
         # or, for the steps of `append_step_items`, one array per leaf holding all of them
         self.columns: Optional[List[np.ndarray]] = None
+        # the same arrays, kept after sending: the values of the steps' CellRefs
+        self.rows: Optional[List[np.ndarray]] = None
         self.closed = False  # no more steps; the chunk is encoded when first sent
         self.sent = False
         self.released = False
@@ -51,11 +53,17 @@ class _ChunkBuilder:
         self.live_steps = 0  # its steps still inside the keep-alive window
 
 
-def _item_columns(columns) -> List[WireColumn]:
+def _item_columns(columns, runs=None) -> List[WireColumn]:
     """Wire item columns from cell tuples: runs of consecutive cells of one chunk become one
-    slice."""
+    slice. `runs` (None, or per column None or (first cell, length)) names columns already
+    known to be one such run."""
     out = []
-    for cells, squeeze in columns:
+    for index, (cells, squeeze) in enumerate(columns):
+        run = runs[index] if runs is not None else None
+        if run is not None:
+            cell, length = run
+            out.append((squeeze, ((cell._builder.key, cell.offset, length, cell.leaf),)))  # noqa: SLF001
+            continue
         if len(cells) == 1:  # the common step item: one cell per column
             cell = cells[0]
             out.append((squeeze, ((cell._builder.key, cell.offset, 1, cell.leaf),)))  # noqa: SLF001

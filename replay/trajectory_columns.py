@@ -21,7 +21,7 @@ class CellRef:
     As an extension of Reverb's API, a CellRef used as a leaf of an item's trajectory is a
     squeezed one-step column (as `TrajectoryColumn([ref], squeeze=True)`)."""
 
-    __slots__ = ("_builder", "offset", "leaf", "shape", "dtype", "value")
+    __slots__ = ("_builder", "offset", "leaf", "shape", "dtype", "_value")
 
     def __init__(self, builder, offset: int, leaf: int, shape, dtype, value=None):
         self._builder = builder
@@ -29,7 +29,16 @@ class CellRef:
         self.leaf = leaf
         self.shape = shape
         self.dtype = dtype
-        self.value = value
+        # None for a step of a batch (`TrajectoryWriter.extend`): its row is read from the
+        # batch when asked for, so writing a batch makes no per-step array views
+        self._value = value
+
+    @property
+    def value(self):
+        value = self._value
+        if value is None:
+            value = self._value = self._builder.rows[self.leaf][self.offset]
+        return value
 
     @property
     def episode_id(self) -> int:
@@ -70,7 +79,7 @@ class TrajectoryColumn:
         reference (a step where the column had no value, or one that left the history).
     """
 
-    __slots__ = ("_data_references", "is_squeezed", "_path")
+    __slots__ = ("_data_references", "is_squeezed", "_path", "_run")
 
     def __init__(self, data_references: Sequence[Optional[CellRef]], *, squeeze: bool = False,
                  path: Optional[tuple] = None):
@@ -78,12 +87,14 @@ class TrajectoryColumn:
             raise errors.InvalidArgumentError(
                 f"Columns must contain exactly one data reference when squeeze set, got "
                 f"{len(data_references)}")
-        for ref in data_references:
-            if ref is None:
-                raise _none_reference_error(path, data_references)
+        if None in data_references:
+            raise _none_reference_error(path, data_references)
         self._data_references = tuple(data_references)
         self.is_squeezed = bool(squeeze)
         self._path = path
+        # Set by the history for the cells of consecutive steps of one column in one chunk:
+        # (first cell, number of cells); the writer then handles the column as one slice.
+        self._run = None
 
     def __len__(self) -> int:
         return len(self._data_references)
@@ -189,12 +200,20 @@ class _ColumnHistory:
             column._data_references = (cell,)  # noqa: SLF001 - the constructor's checks, done above
             column.is_squeezed = True
             column._path = None  # noqa: SLF001 - (only error messages name it)
+            column._run = None  # noqa: SLF001
             return column
         path = self._path + (val,)
         if isinstance(val, slice):
             n = self._count[0]
             if val.step is None and val.stop is None and type(val.start) is int and -len(self._cells) <= val.start < 0:
-                return TrajectoryColumn(list(self._cells)[val.start:], path=path)
+                cells = list(self._cells)[val.start:]
+                column = TrajectoryColumn(cells, path=path)
+                first, last = cells[0], cells[-1]
+                # consecutive steps without a gap (no None), first and last in one chunk: every
+                # cell between is that chunk's, at consecutive offsets
+                if first._builder is last._builder and last.offset - first.offset == len(cells) - 1:  # noqa: SLF001
+                    column._run = (first, len(cells))  # noqa: SLF001
+                return column
             if val.start is None and val.step is None and val.stop is not None:
                 # as Reverb's: the kept cells before `stop` (no None for steps no longer kept)
                 stop = val.stop - n if val.stop > 0 else val.stop

@@ -669,19 +669,20 @@ class TrajectoryWriter:
             builder = _ChunkBuilder(self._new_key(), self._weak_self, self._episode_id,
                                     base_index + start, base_serial + start)
             builder.steps = None
-            builder.columns = [leaf[start:end] for leaf in leaves]
+            builder.columns = builder.rows = [leaf[start:end] for leaf in leaves]
             builder.closed = True
             built.append(builder)
             lo = max(start, first_kept)
             count = end - lo
             if count > 0:
-                # (whole columns of cells at a time: this is the per-step cost of a batch)
+                # (whole columns of cells at a time, their values read from `rows` when asked
+                # for: this is the per-step cost of a batch)
                 builder.live_steps += count
                 for i, history in enumerate(histories):
                     shape, dtype = specs_[i]
                     history.extend(map(CellRef, itertools.repeat(builder, count), range(lo - start, end - start),
                                        itertools.repeat(i, count), itertools.repeat(shape, count),
-                                       itertools.repeat(dtype, count), leaves[i][lo:end]))
+                                       itertools.repeat(dtype, count)))
                 entering.append((builder, count))
         # The oldest steps leave the window for the entering ones (never more than it holds,
         # since at most num_keep_alive_refs steps enter).
@@ -779,6 +780,7 @@ class TrajectoryWriter:
         leaves = ((trajectory,) if leaf_type is TrajectoryColumn or leaf_type is CellRef
                   else tree.flatten(trajectory))
         columns, builders = [], []
+        runs = None  # per column: its run of one chunk's cells (see TrajectoryColumn._run), if any
         empty = expired = None  # the first empty column, the first with an expired cell
         multi = False  # whether a column has several cells
         floor = self._serial - self._keep  # the first kept-alive step (see _kept_alive)
@@ -787,11 +789,26 @@ class TrajectoryWriter:
             if leaf_type is TrajectoryColumn:
                 cells = leaf._data_references  # noqa: SLF001 - same module
                 columns.append((cells, leaf.is_squeezed))
+                run = leaf._run  # noqa: SLF001 - same module
+                if run is not None:
+                    # one chunk's cells of consecutive steps: the first is the oldest
+                    if runs is None:
+                        runs = [None] * index
+                    runs.append(run)
+                    cell = run[0]
+                    builder = cell._builder  # noqa: SLF001 - same module
+                    if builder.released or builder.start_serial + cell.offset < floor:
+                        expired = index if expired is None else expired
+                    if builder not in builders:
+                        builders.append(builder)
+                    continue
             elif leaf_type is CellRef:
                 cells = (leaf,)
                 columns.append((cells, True))
             else:
                 raise TypeError(f"All leaves of `trajectory` must be `TrajectoryColumn` but got {trajectory}")
+            if runs is not None:
+                runs.append(None)
             if len(cells) != 1:
                 if not cells:
                     empty = index if empty is None else empty
@@ -814,7 +831,7 @@ class TrajectoryWriter:
                 raise errors.InvalidArgumentError(f"Error in column {index}: Column contains expired CellRef.")
             if index == empty:
                 raise errors.InvalidArgumentError(f"Error in column {index}: the column references no steps.")
-            if len(cells) > 1:
+            if len(cells) > 1 and (runs is None or runs[index] is None):  # (a run is of one column)
                 self._check_column(index, cells)
         key = self._new_key()
         validation.check_priority(key, priority)
@@ -824,7 +841,7 @@ class TrajectoryWriter:
             self._finalize(self._open, send=False)
         for builder in builders:
             builder.pending_items += 1
-        self._pending.append((table, priority, key, _item_columns(columns), builders))
+        self._pending.append((table, priority, key, _item_columns(columns, runs), builders))
         self._send_ready()
 
     def _check_column(self, index: int, cells: Sequence[CellRef]) -> None:

@@ -398,7 +398,8 @@ def test_extend_appends_a_batch_of_steps_as_an_append_loop_would(client, as_list
 @pytest.mark.parametrize("keep", [1, 3, 8])
 def test_extend_keeps_and_releases_the_same_steps_as_an_append_loop(server, client, keep):
     """Batches longer and shorter than the keep-alive window, mixed with single appends: the
-    history, the expired cells and the server holds no chunk older than the kept-alive steps, as with an append loop."""
+    history, the expired cells and the items match an append loop's, and the server holds no
+    chunk older than the kept-alive steps."""
     sizes = [2, 5, 1, 9, 3, 0, 4, 1, 7]
     rng = np.random.default_rng(keep)
     batches = [rng.random((n, 3), dtype=np.float32) for n in sizes]
@@ -419,8 +420,11 @@ def test_extend_keeps_and_releases_the_same_steps_as_an_append_loop(server, clie
         writer.flush(timeout_ms=10_000)
         # every item is sampled once and deleted: only the kept-alive steps' chunks may stay
         table = server.tables["fifo_once"]
+        items = []
         while table.size:
-            list(client.sample("fifo_once", table.size, timeout=10))
+            items += [s.data[0].tolist() for s in client.sample(
+                "fifo_once", table.size, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)]
+        seen.append(sorted(items))
         held = len(server.chunk_store.keys())  # chunks holding one of the last `keep` steps at most
         writer.close()
         return seen, held
@@ -429,6 +433,18 @@ def test_extend_keeps_and_releases_the_same_steps_as_an_append_loop(server, clie
     appended, held_appended = write("append")
     assert extended == appended
     assert held_extended <= keep and held_appended <= keep
+
+
+def test_a_history_slice_of_one_chunk_is_checked_for_expiry_as_a_whole(client):
+    writer = client.trajectory_writer(num_keep_alive_refs=3)
+    writer.extend(np.arange(3, dtype=np.float32))
+    column = writer.history[-3:]  # the three cells of one chunk
+    writer.append(np.float32(3))  # the first of them leaves the keep-alive window
+    with pytest.raises(errors.InvalidArgumentError, match="expired"):
+        writer.create_item("uniform", 1.0, column)
+    writer.create_item("uniform", 1.0, writer.history[-2:])
+    np.testing.assert_array_equal([cell.numpy() for cell in column], [0, 1, 2])  # still readable
+    writer.close(flush=True)
 
 
 def test_legacy_writer_is_reverbs_and_replay_reverb_reexports_it(server, client):
