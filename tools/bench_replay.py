@@ -40,9 +40,10 @@ Modes:
              another process (Uniform/Fifo table of 100k items, MinSize(1)); after each batch one
              item references the batch's 100 steps (`create_item(table, 1.0, history[-100:])`),
              and the time includes the final flush. One line per way with steps/s (the items of
-             the steps written) of wall time and of the process's CPU time (the writer's and its
-             stream's threads; steadier on a loaded machine), and the ratios extend/append (best
-             of 3 runs each, alternating). With --profile, prints cProfile's top functions of
+             the steps written) of wall time, of the process's CPU time (the writer's and its
+             stream's threads; steadier on a loaded machine) and of the writer's thread's CPU
+             time (the writer's own work), and the ratios extend/append (best of 3 runs each,
+             alternating). With --profile, prints cProfile's top functions of
              one extend run (the writer's thread CPU time) instead.
              Options: --ops (steps)
 
@@ -325,13 +326,13 @@ def run_insert_path(args) -> None:
 
 
 def _extend_case(address: str, way: str, batches: list) -> tuple:
-    """(steps/s of wall time, steps/s of the process's CPU time) of one writer writing
-    `batches` (each [100, 100] float32) by `way`."""
+    """(steps/s of wall time, of the process's CPU time, of the writer's thread's CPU time) of
+    one writer writing `batches` (each [100, 100] float32) by `way`."""
     from replay.client import Client
 
     client = Client(address)
     writer = client.trajectory_writer(num_keep_alive_refs=100)
-    start, start_cpu = time.perf_counter(), time.process_time()
+    start, start_cpu, start_thread = time.perf_counter(), time.process_time(), time.thread_time()
     for batch in batches:
         if way == "extend":
             writer.extend(batch)
@@ -341,10 +342,11 @@ def _extend_case(address: str, way: str, batches: list) -> tuple:
         writer.create_item("bench", 1.0, writer.history[-len(batch):])
     writer.flush()
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    thread_seconds = time.thread_time() - start_thread
     writer.close()
     client.close()
     steps = sum(len(b) for b in batches)
-    return steps / seconds, steps / cpu_seconds
+    return steps / seconds, steps / cpu_seconds, steps / thread_seconds
 
 
 def run_extend(args) -> None:
@@ -371,16 +373,16 @@ def run_extend(args) -> None:
             profile.disable()
             pstats.Stats(profile).sort_stats("tottime").print_stats(25)
             return
-        best = {"append": (0.0, 0.0), "extend": (0.0, 0.0)}
+        best = {"append": (0.0, 0.0, 0.0), "extend": (0.0, 0.0, 0.0)}
         for _ in range(3):
             for way in best:
-                wall, cpu = _extend_case(address, way, batches)
-                best[way] = (max(best[way][0], wall), max(best[way][1], cpu))
-        for way, (wall, cpu) in best.items():
+                best[way] = tuple(map(max, best[way], _extend_case(address, way, batches)))
+        for way, (wall, cpu, thread) in best.items():
             print(f"writer_{way} steps=400B batch=100 keep=100 steps_per_s={wall:.0f} "
-                  f"steps_per_cpu_s={cpu:.0f}", flush=True)
-        print(f"writer_extend_over_append ratio={best['extend'][0] / best['append'][0]:.2f} "
-              f"cpu_ratio={best['extend'][1] / best['append'][1]:.2f}", flush=True)
+                  f"steps_per_cpu_s={cpu:.0f} steps_per_writer_thread_cpu_s={thread:.0f}", flush=True)
+        ratios = [e / a for e, a in zip(best["extend"], best["append"])]
+        print(f"writer_extend_over_append ratio={ratios[0]:.2f} cpu_ratio={ratios[1]:.2f} "
+              f"writer_thread_cpu_ratio={ratios[2]:.2f}", flush=True)
     finally:
         stop.set()
         process.join(timeout=30)
