@@ -19,7 +19,8 @@ from replay.selectors import Fifo, Lifo, MaxHeap, MinHeap, Prioritized, Uniform
 from replay.server import Server
 from replay.sharded_client import ShardedClient
 from replay.specs import TensorSpec
-from replay.table import SampledItem, Table, TableInfo
+from replay.table import SampledItem, Table
+from replay.table_info import TableInfo
 from replay.trajectory_columns import CellRef, TrajectoryColumn
 from replay.trajectory_writer import TrajectoryWriter
 from replay.writer import Writer

@@ -513,7 +513,7 @@ class Client:
         self._call("Reset", replay_pb2.ResetRequest(table=table), f"resetting table {table!r}", timeout)
 
     def server_info(self, timeout: Optional[float] = None) -> Dict[str, TableInfo]:
-        """Table name -> `replay.table_info.TableInfo` (Reverb's: size, counters, rate limiter,
+        """Table name -> `replay.TableInfo` (Reverb's: current_size, counters, rate limiter,
         selectors, signature). With a `timeout` (seconds) it waits up to that long for an
         answer, also while the server is not up yet. Also refreshes the signatures `sample`
         unpacks with.
@@ -540,7 +540,7 @@ class Client:
                 time.sleep(SERVER_INFO_RETRY_SECONDS)
         out = {}
         for proto in response.tables:
-            info = TableInfo.from_native(table_info_from_proto(proto))
+            info = table_info_from_proto(proto)
             out[info.name] = info
             self._signatures[info.name] = info.signature
         return out
@@ -582,10 +582,8 @@ def _timesteps(info: SampleInfo, columns: List[np.ndarray], unflatten) -> List[R
     return steps
 
 
-def table_info_from_proto(proto: replay_pb2.TableInfo):
-    """A `replay.table.TableInfo` from its ServerInfo message."""
-    from replay.table import TableInfo
-
+def table_info_from_proto(proto: replay_pb2.TableInfo) -> TableInfo:
+    """A `replay.TableInfo` from its ServerInfo message."""
     from replay.rate_limiters import RateLimiterInfo
 
     config = json.loads(proto.config_json) if proto.config_json else {}
@@ -595,7 +593,7 @@ def table_info_from_proto(proto: replay_pb2.TableInfo):
     num_episodes = rate_limiter_info.pop("table_num_episodes", 0)
     num_deleted_episodes = rate_limiter_info.pop("table_num_deleted_episodes", 0)
     return TableInfo(
-        name=proto.name, size=proto.size, max_size=proto.max_size,
+        name=proto.name, current_size=proto.size, max_size=proto.max_size,
         max_times_sampled=proto.max_times_sampled,
         sampler_options=config.get("sampler", config.get("sampler_options", {})),
         remover_options=config.get("remover", config.get("remover_options", {})),

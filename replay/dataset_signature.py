@@ -14,7 +14,7 @@ import tensorflow as tf
 import tree
 
 from replay import errors, specs
-from replay.table import TableInfo
+from replay.table_info import TableInfo
 
 
 def _shape_text(shape: tf.TensorShape) -> str:

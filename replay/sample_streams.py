@@ -26,7 +26,7 @@ import tree
 from replay import errors, sample_blocks
 from replay.client import Client
 from replay.replay_sample import ReplaySample
-from replay.table import TableInfo
+from replay.table_info import TableInfo
 
 log = logging.getLogger(__name__)
 

@@ -125,8 +125,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"{' (TLS)' if cert else ''}{' (token required)' if token else ''}", flush=True)
     for table in server.tables.values():
         info = table.info()
-        print(f"  table {info.name!r}: size {info.size}/{info.max_size}, sampler {info.sampler_options}, "
-              f"remover {info.remover_options}, rate limiter {table.config()['rate_limiter']}", flush=True)
+        print(f"  table {info.name!r}: size {info.size}/{info.max_size}, sampler {info.sampler_options.options}, "
+              f"remover {info.remover_options.options}, rate limiter {table.config()['rate_limiter']}", flush=True)
     print(f"  limits: max_message_bytes {server.max_message_bytes}, max_sample_batch_size "
           f"{server.max_sample_batch_size}, max_concurrent_streams {server.max_concurrent_streams}, "
           f"max_in_flight_bytes_per_stream {server.max_in_flight_bytes_per_stream}", flush=True)

@@ -28,6 +28,7 @@ from replay.extensions import TableExtension, extension_from_config
 from replay.items import Item
 from replay.rate_limiters import Queue, RateLimiter, Stack, rate_limiter_from_config
 from replay.selectors import Fifo, ItemSelector, Lifo, exhaust, selector_from_options
+from replay.table_info import TableInfo
 
 
 @dataclasses.dataclass
@@ -39,48 +40,6 @@ class SampledItem:
     table_size: int
     priority: float
     times_sampled: int
-
-
-@dataclasses.dataclass
-class TableInfo:
-    """A table's configuration and counters at one moment.
-
-    Counters are cumulative since construction or the last `reset`: num_deletes counts removals at
-    max_times_sampled and deletes through mutate_priorities; num_evictions counts removals by the
-    remover when the table is over max_size. At any time num_inserts = size + num_deletes +
-    num_evictions.
-    """
-
-    name: str
-    size: int
-    max_size: int
-    max_times_sampled: int
-    sampler_options: dict
-    remover_options: dict
-    rate_limiter_info: dict
-    signature: Any
-    num_inserts: int
-    num_samples: int
-    num_deletes: int
-    num_evictions: int
-    extensions: list
-    num_updates: int = 0  # priority updates of present items (mutate_priorities, insert_or_assign)
-    # Reverb's counters (its `table.cc`), zeroed by `reset`: items that were sampled for the
-    # first time (an item counts once, and stays counted when it is removed); episodes (chunk
-    # episode ids) that present items reference; episodes whose last referencing item was removed.
-    num_unique_samples: int = 0
-    num_episodes: int = 0
-    num_deleted_episodes: int = 0
-
-    @property
-    def current_size(self) -> int:
-        """Reverb's name of `size`."""
-        return self.size
-
-    def __call__(self) -> "TableInfo":
-        # `Table.info` was a method before it became a property (as Reverb's); `table.info()`
-        # keeps working.
-        return self
 
 
 _COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates", "num_unique_samples",
@@ -810,7 +769,7 @@ class Table:
         with self._lock:
             return TableInfo(
                 name=self.name,
-                size=len(self._items),
+                current_size=len(self._items),
                 max_size=self.max_size,
                 max_times_sampled=self.max_times_sampled,
                 sampler_options=self._sampler.options(),

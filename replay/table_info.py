@@ -1,16 +1,19 @@
-"""Reverb's `TableInfo`: what `Client.server_info` says of a table, with Reverb's field names.
+"""`TableInfo`: a table's configuration and counters at one moment, in the shape of Reverb's.
 
-Built from the server's `replay.table.TableInfo`: the selector options readable as Reverb's
-options messages (`info.sampler_options.fifo`, `info.sampler_options.prioritized.priority_exponent`,
-`HasField('heap')`) and as the options dict (`info.sampler_options["kind"]`), the rate limiter's
-settings and counters as attributes (`rate_limiter_info.sample_stats.completed`), the signature as
-`replay.specs.TensorSpec`s (TensorFlow-free; each equals the `tf.TensorSpec` Reverb would give),
-and the service's own counters and extension reports beside Reverb's fields.
+One class for every reader: `Table.info` builds it on the server, `Client.server_info` rebuilds
+it from the ServerInfo message, `replay.reverb.TableInfo` is this class. The selector options
+read as Reverb's options messages (`info.sampler_options.fifo`,
+`info.sampler_options.prioritized.priority_exponent`, `HasField('heap')`) and as the options
+dict (`info.sampler_options["kind"]`, equal to that dict), the rate limiter's settings and
+counters as attributes (`rate_limiter_info.sample_stats.completed`), the signature as
+`replay.specs.TensorSpec`s (TensorFlow-free; each equals the `tf.TensorSpec` Reverb would give).
+The service's own counters and its extensions' reports sit beside Reverb's fields. Imports
+nothing of replay, so that the table and the client both can.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 _SELECTOR_FIELDS = {"Fifo": "fifo", "Lifo": "lifo", "Uniform": "uniform", "Prioritized": "prioritized",
                     "MinHeap": "heap", "MaxHeap": "heap"}
@@ -59,7 +62,11 @@ class SelectorOptions:
         return self.options.get(key, default)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, SelectorOptions) and other.options == self.options
+        if isinstance(other, SelectorOptions):
+            return other.options == self.options
+        return isinstance(other, Mapping) and dict(other) == self.options
+
+    __hash__ = None
 
     def __repr__(self) -> str:
         return f"SelectorOptions({self.options})"
@@ -67,10 +74,17 @@ class SelectorOptions:
 
 @dataclasses.dataclass
 class TableInfo:
-    """A table's configuration and counters (Reverb's `TableInfo`).
+    """A table's configuration and counters (Reverb's `TableInfo`, with the service's counters).
 
-    The service's own counters (num_inserts, num_samples, num_deletes, num_evictions,
-    num_updates, see `replay.table.TableInfo`) and its extensions' reports are there too."""
+    Reverb's fields come first, in Reverb's order. Counters are cumulative since construction or
+    the last `reset`: num_deletes counts removals at max_times_sampled and deletes through
+    mutate_priorities; num_evictions counts removals by the remover when the table is over
+    max_size. At any time num_inserts = current_size + num_deletes + num_evictions. Reverb's
+    num_unique_samples counts items sampled for the first time (an item counts once, and stays
+    counted when it is removed); num_episodes the episodes (chunk episode ids) that present items
+    reference; num_deleted_episodes those whose last referencing item was removed.
+    `sampler_options` and `remover_options` may be given as the selectors' options dicts.
+    """
 
     name: str
     sampler_options: SelectorOptions
@@ -80,32 +94,29 @@ class TableInfo:
     rate_limiter_info: Any
     signature: Optional[Any]
     current_size: int
-    num_episodes: int
-    num_deleted_episodes: int
-    num_unique_samples: int
+    num_episodes: int = 0
+    num_deleted_episodes: int = 0
+    num_unique_samples: int = 0
     table_worker_time: Any = None
     num_inserts: int = 0
     num_samples: int = 0
     num_deletes: int = 0
     num_evictions: int = 0
-    num_updates: int = 0
+    num_updates: int = 0  # priority updates of present items (mutate_priorities, insert_or_assign)
     extensions: list = dataclasses.field(default_factory=list)
-    native: Any = dataclasses.field(default=None, repr=False, compare=False)
 
-    def __call__(self):
-        # The service calls `table.info()` and reads its own TableInfo (see replay.table).
-        return self.native
+    def __post_init__(self):
+        if not isinstance(self.sampler_options, SelectorOptions):
+            self.sampler_options = SelectorOptions(self.sampler_options)
+        if not isinstance(self.remover_options, SelectorOptions):
+            self.remover_options = SelectorOptions(self.remover_options)
 
-    @classmethod
-    def from_native(cls, info, signature: Any = None) -> "TableInfo":
-        """From a `replay.table.TableInfo`; `signature`, given, is used as is (the table's own)."""
-        return cls(
-            name=info.name, sampler_options=SelectorOptions(info.sampler_options),
-            remover_options=SelectorOptions(info.remover_options), max_size=info.max_size,
-            max_times_sampled=info.max_times_sampled, rate_limiter_info=info.rate_limiter_info,
-            signature=signature if signature is not None else info.signature,
-            current_size=info.size, num_episodes=info.num_episodes,
-            num_deleted_episodes=info.num_deleted_episodes, num_unique_samples=info.num_unique_samples,
-            num_inserts=info.num_inserts, num_samples=info.num_samples, num_deletes=info.num_deletes,
-            num_evictions=info.num_evictions, num_updates=info.num_updates,
-            extensions=list(info.extensions), native=info)
+    @property
+    def size(self) -> int:
+        """The service's name of `current_size`."""
+        return self.current_size
+
+    def __call__(self) -> "TableInfo":
+        # `Table.info` was a method before it became a property (as Reverb's); `table.info()`
+        # keeps working.
+        return self

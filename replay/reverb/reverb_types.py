@@ -1,4 +1,4 @@
-"""Reverb's `reverb_types` module: `TableInfo` (see `replay.table_info`)."""
+"""Reverb's `reverb_types` module: `TableInfo` (`replay.TableInfo`, see `replay.table_info`)."""
 from replay.table_info import SelectorOptions, TableInfo
 
 __all__ = ["SelectorOptions", "TableInfo"]

@@ -1,10 +1,12 @@
 """Reverb's `server` module (`replay.reverb`): `Table` and `Server` over the service's own.
 
-`Table` is `replay.table.Table` with Reverb's extras (`info` as Reverb's `TableInfo`,
+`Table` is `replay.table.Table` with Reverb's extras (`info` with the signature as given,
 `replace`); `Server` is `replay.server.Server` taking Reverb's arguments, listening on loopback
 unless told otherwise, and handing out `replay.reverb.Client`s.
 """
 from __future__ import annotations
+
+import dataclasses
 
 from typing import Any, Optional, Sequence
 
@@ -37,7 +39,7 @@ class Table(native_table.Table):
     @property
     def info(self) -> reverb_types.TableInfo:
         """Reverb's `TableInfo` of this table now (the signature as it was given)."""
-        return reverb_types.TableInfo.from_native(native_table.Table.info.fget(self), self._given_signature)
+        return dataclasses.replace(super().info, signature=self._given_signature)
 
     def replace(self, name: Optional[str] = None, sampler=None, remover=None, max_size: Optional[int] = None,
                 rate_limiter: Optional[RateLimiter] = None, max_times_sampled: Optional[int] = None,

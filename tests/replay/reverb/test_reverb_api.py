@@ -29,9 +29,12 @@ def test_table_info_is_a_property_with_reverb_fields_and_the_native_call_still_w
         ("t", 7, 0, 0, 0)
     assert info.sampler_options.uniform and not info.sampler_options.fifo and info.remover_options.fifo
     assert info.rate_limiter_info.min_size_to_sample == 2 and info.rate_limiter_info.sample_stats.completed == 0
-    assert table.info().size == 0  # the service's own TableInfo
+    assert table.info().size == 0  # the call form still works
     native = replay.Table("n", replay.Fifo(), replay.Fifo(), 3, replay.MinSize(1))
     assert native.info.current_size == native.info().size == 0
+    # One TableInfo: the service's table, its client and replay.reverb all give replay.TableInfo.
+    assert type(native.info) is type(info) is reverb.TableInfo is replay.TableInfo
+    assert native.info.sampler_options == {"kind": "Fifo"} and native.info.sampler_options.fifo
     replaced = table.replace(rate_limiter=reverb.rate_limiters.MinSize(1))
     assert replaced.info.rate_limiter_info.min_size_to_sample == 1 and replaced.info.max_size == 7
 
