@@ -55,14 +55,14 @@ class _ChunkBuilder:
 
 def _item_columns(columns, runs=None) -> List[WireColumn]:
     """Wire item columns from cell tuples: runs of consecutive cells of one chunk become one
-    slice. `runs` (None, or per column None or (first cell, length)) names columns already
-    known to be one such run."""
+    slice. `runs` (None, or per column None or (chunk builder, first offset, length, leaf))
+    names columns already known to be one such run."""
     out = []
     for index, (cells, squeeze) in enumerate(columns):
         run = runs[index] if runs is not None else None
         if run is not None:
-            cell, length = run
-            out.append((squeeze, ((cell._builder.key, cell.offset, length, cell.leaf),)))  # noqa: SLF001
+            builder, offset, length, leaf = run
+            out.append((squeeze, ((builder.key, offset, length, leaf),)))
             continue
         if len(cells) == 1:  # the common step item: one cell per column
             cell = cells[0]

@@ -64,6 +64,24 @@ class CellRef:
         return f"CellRef(episode={self.episode_id}, step={self.step}, leaf={self.leaf})"
 
 
+def _cell(entry) -> Optional[CellRef]:
+    """A history entry as a CellRef: the entry itself (or None), or, for a step a batch wrote
+    (`TrajectoryWriter.extend`), the CellRef its (chunk builder, offset, leaf) entry stands for:
+    a batch's cells are made when first asked for, so writing a batch makes none."""
+    if type(entry) is not tuple:
+        return entry
+    builder, offset, leaf = entry
+    rows = builder.rows[leaf]
+    return CellRef(builder, offset, leaf, rows.shape[1:], rows.dtype)
+
+
+def _position(entry) -> Optional[tuple]:
+    """(chunk builder, offset, leaf) of a history entry; None for None."""
+    if entry is None or type(entry) is tuple:
+        return entry
+    return entry._builder, entry.offset, entry.leaf  # noqa: SLF001 - same module
+
+
 def _none_reference_error(path, references) -> errors.InvalidArgumentError:
     return errors.InvalidArgumentError(
         f"TrajectoryColumns cannot contain any None data references: TrajectoryColumn at path "
@@ -79,7 +97,7 @@ class TrajectoryColumn:
         reference (a step where the column had no value, or one that left the history).
     """
 
-    __slots__ = ("_data_references", "is_squeezed", "_path", "_run")
+    __slots__ = ("_refs", "_entries", "is_squeezed", "_path", "_run")
 
     def __init__(self, data_references: Sequence[Optional[CellRef]], *, squeeze: bool = False,
                  path: Optional[tuple] = None):
@@ -89,15 +107,26 @@ class TrajectoryColumn:
                 f"{len(data_references)}")
         if None in data_references:
             raise _none_reference_error(path, data_references)
-        self._data_references = tuple(data_references)
+        self._refs = tuple(data_references)
+        self._entries = None
         self.is_squeezed = bool(squeeze)
         self._path = path
         # Set by the history for the cells of consecutive steps of one column in one chunk:
-        # (first cell, number of cells); the writer then handles the column as one slice.
+        # (chunk builder, first offset, number of cells, leaf); the writer then handles the
+        # column as one slice, and its CellRefs are made (from `_entries`) only if asked for.
         self._run = None
 
+    @property
+    def _data_references(self) -> Tuple[CellRef, ...]:
+        refs = self._refs
+        if refs is None:
+            refs = self._refs = tuple(map(_cell, self._entries))
+            self._entries = None
+        return refs
+
     def __len__(self) -> int:
-        return len(self._data_references)
+        refs = self._refs
+        return len(refs) if refs is not None else len(self._entries)
 
     def __iter__(self) -> Iterator[CellRef]:
         return iter(self._data_references)
@@ -144,6 +173,17 @@ class TrajectoryColumn:
         return f"TrajectoryColumn(length={len(self)}, squeeze={self.is_squeezed}, path={self._path})"
 
 
+def _run_column(entries: list, run: tuple, path: Optional[tuple]) -> TrajectoryColumn:
+    """A column of history entries known to be one run (see `TrajectoryColumn._run`)."""
+    column = TrajectoryColumn.__new__(TrajectoryColumn)
+    column._refs = None  # noqa: SLF001 - made from the entries when asked for
+    column._entries = entries  # noqa: SLF001
+    column.is_squeezed = False
+    column._path = path  # noqa: SLF001
+    column._run = run  # noqa: SLF001
+    return column
+
+
 class _ColumnHistory:
     """One column's cells of every step since the episode began (since the writer was created
     or `end_episode(clear_buffers=True)`), indexed like a list: non-negative indices count from
@@ -171,13 +211,13 @@ class _ColumnHistory:
     def __iter__(self) -> Iterator[Optional[CellRef]]:
         cells = self._cells
         yield from itertools.repeat(None, self._count[0] - len(cells))
-        yield from list(cells)
+        yield from map(_cell, list(cells))
 
     def _at(self, i: int) -> Optional[CellRef]:
         """The cell of step i (0 <= i < len), None where it is no longer kept."""
         cells = self._cells
         kept_from = self._count[0] - len(cells)
-        return cells[i - kept_from] if i >= kept_from else None
+        return _cell(cells[i - kept_from]) if i >= kept_from else None
 
     def __getitem__(self, val) -> TrajectoryColumn:
         """An int gives a squeezed column of one step; a slice or a list of ints, a column.
@@ -191,13 +231,14 @@ class _ColumnHistory:
         if type(val) is int:
             cells = self._cells
             if val < 0:  # the usual case: the last steps
-                cell = cells[val] if -val <= len(cells) else None
+                cell = _cell(cells[val]) if -val <= len(cells) else None
             else:
                 cell = self._at(self._checked_index(val))
             if cell is None:
                 raise _none_reference_error(self._path + (val,), [None])
             column = TrajectoryColumn.__new__(TrajectoryColumn)
-            column._data_references = (cell,)  # noqa: SLF001 - the constructor's checks, done above
+            column._refs = (cell,)  # noqa: SLF001 - the constructor's checks, done above
+            column._entries = None  # noqa: SLF001
             column.is_squeezed = True
             column._path = None  # noqa: SLF001 - (only error messages name it)
             column._run = None  # noqa: SLF001
@@ -206,18 +247,18 @@ class _ColumnHistory:
         if isinstance(val, slice):
             n = self._count[0]
             if val.step is None and val.stop is None and type(val.start) is int and -len(self._cells) <= val.start < 0:
-                cells = list(self._cells)[val.start:]
-                column = TrajectoryColumn(cells, path=path)
-                first, last = cells[0], cells[-1]
+                entries = list(self._cells)[val.start:]
+                first, last = _position(entries[0]), _position(entries[-1])
                 # consecutive steps without a gap (no None), first and last in one chunk: every
                 # cell between is that chunk's, at consecutive offsets
-                if first._builder is last._builder and last.offset - first.offset == len(cells) - 1:  # noqa: SLF001
-                    column._run = (first, len(cells))  # noqa: SLF001
-                return column
+                if (first is not None and last is not None and first[0] is last[0]
+                        and last[1] - first[1] == len(entries) - 1 and None not in entries):
+                    return _run_column(entries, (first[0], first[1], len(entries), first[2]), path)
+                return TrajectoryColumn(list(map(_cell, entries)), path=path)
             if val.start is None and val.step is None and val.stop is not None:
                 # as Reverb's: the kept cells before `stop` (no None for steps no longer kept)
                 stop = val.stop - n if val.stop > 0 else val.stop
-                cells = list(self._cells)
+                cells = list(map(_cell, self._cells))
                 if -n < stop < -len(cells):
                     raise _none_reference_error(path, [None])
                 return TrajectoryColumn(cells[:stop] if stop < 0 else cells, path=path)

@@ -60,7 +60,7 @@ from replay.trajectory_chunks import (
     _ChunkBuilder,
     _item_columns,
 )
-from replay.trajectory_columns import CellRef, TrajectoryColumn, _ColumnHistory
+from replay.trajectory_columns import CellRef, TrajectoryColumn, _cell, _ColumnHistory
 
 # Without an explicit max_in_flight_items, a writer lets up to _AUTO_IN_FLIGHT_BYTES of steps be
 # unacknowledged, counted in steps of its first step's size, within these bounds. Small steps
@@ -657,7 +657,6 @@ class TrajectoryWriter:
         step + r), each of up to `per_chunk` rows; the batch's last num_keep_alive_refs steps
         go into the history and the window. The caller then advances the step counters by n.
         """
-        specs_ = self._leaf_specs
         keep = self._keep
         window, histories = self._window, self._history
         first_kept = n - min(keep, n)
@@ -675,14 +674,13 @@ class TrajectoryWriter:
             lo = max(start, first_kept)
             count = end - lo
             if count > 0:
-                # (whole columns of cells at a time, their values read from `rows` when asked
-                # for: this is the per-step cost of a batch)
+                # (the history holds (builder, offset, leaf) for these steps, made a whole
+                # column at a time, and their CellRefs are made when first asked for: this is
+                # the per-step cost of a batch)
                 builder.live_steps += count
                 for i, history in enumerate(histories):
-                    shape, dtype = specs_[i]
-                    history.extend(map(CellRef, itertools.repeat(builder, count), range(lo - start, end - start),
-                                       itertools.repeat(i, count), itertools.repeat(shape, count),
-                                       itertools.repeat(dtype, count)))
+                    history.extend(zip(itertools.repeat(builder, count), range(lo - start, end - start),
+                                       itertools.repeat(i, count)))
                 entering.append((builder, count))
         # The oldest steps leave the window for the entering ones (never more than it holds,
         # since at most num_keep_alive_refs steps enter).
@@ -787,21 +785,22 @@ class TrajectoryWriter:
         for index, leaf in enumerate(leaves):
             leaf_type = type(leaf)
             if leaf_type is TrajectoryColumn:
-                cells = leaf._data_references  # noqa: SLF001 - same module
-                columns.append((cells, leaf.is_squeezed))
                 run = leaf._run  # noqa: SLF001 - same module
                 if run is not None:
-                    # one chunk's cells of consecutive steps: the first is the oldest
+                    # one chunk's cells of consecutive steps, the first the oldest; its CellRefs
+                    # are not needed (the column itself stands for them below)
+                    columns.append((leaf, False))
                     if runs is None:
                         runs = [None] * index
                     runs.append(run)
-                    cell = run[0]
-                    builder = cell._builder  # noqa: SLF001 - same module
-                    if builder.released or builder.start_serial + cell.offset < floor:
+                    builder = run[0]
+                    if builder.released or builder.start_serial + run[1] < floor:
                         expired = index if expired is None else expired
                     if builder not in builders:
                         builders.append(builder)
                     continue
+                cells = leaf._data_references  # noqa: SLF001 - same module
+                columns.append((cells, leaf.is_squeezed))
             elif leaf_type is CellRef:
                 cells = (leaf,)
                 columns.append((cells, True))
@@ -863,7 +862,7 @@ class TrajectoryWriter:
                     f"{specs.tf_shape_text(first.shape)} (index 0) not compatible with "
                     f"{specs.tf_shape_text(cell.shape)} (index {i}).")
 
-    def _check_signature(self, table: str, columns: Sequence[Sequence[CellRef]], squeezed: Sequence[bool]) -> None:
+    def _check_signature(self, table: str, columns: Sequence[Any], squeezed: Sequence[bool]) -> None:
         """Reverb's ItemAndRefs::Validate: the item's columns (dtype, and shape with the time
         dimension unless squeezed) against the table's signature, fetched once per client. A
         layout (per column: its slot, length and squeeze flag) found to fit is remembered.
@@ -872,12 +871,16 @@ class TrajectoryWriter:
           InvalidArgumentError: the server has no such table; SignatureMismatchError: the
             columns do not fit the signature. Errors of `server_info`.
         """
-        layout = tuple((cells[0].leaf, len(cells), sq) for cells, sq in zip(columns, squeezed))
+        # (a column may be a TrajectoryColumn of one run, whose CellRefs are made only if needed)
+        layout = tuple((cells._run[3] if type(cells) is TrajectoryColumn else cells[0].leaf,  # noqa: SLF001
+                        len(cells), sq) for cells, sq in zip(columns, squeezed))
         fitting = self._valid_layouts.get(table)
         if fitting is not None and layout in fitting:
             return
         signature = _table_signature(self._client, table, self._signature_timeout)
         if signature is not None:
+            columns = [cells._data_references if type(cells) is TrajectoryColumn else cells  # noqa: SLF001
+                       for cells in columns]
             got = [(tuple(cells[0].shape) if sq else (len(cells), *cells[0].shape), cells[0].dtype)
                    for cells, sq in zip(columns, squeezed)]
             _check_against_signature(table, signature, got)
@@ -902,9 +905,9 @@ class TrajectoryWriter:
         key = self._new_key()
         validation.check_priority(key, priority)
         if num_steps == 1:
-            columns = [((history[-1],), False) for history in self._history]
+            columns = [((_cell(history[-1]),), False) for history in self._history]
         else:
-            columns = [(tuple(history)[-num_steps:], False) for history in self._history]
+            columns = [(tuple(map(_cell, tuple(history)[-num_steps:])), False) for history in self._history]
         for column, (cells, _) in enumerate(columns):
             if None in cells:
                 raise errors.InvalidArgumentError(

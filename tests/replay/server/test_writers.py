@@ -447,6 +447,36 @@ def test_a_history_slice_of_one_chunk_is_checked_for_expiry_as_a_whole(client):
     writer.close(flush=True)
 
 
+def test_every_way_of_reading_the_history_sees_extended_steps_as_appended_ones(client):
+    """extend's steps enter the history as cells made when first read: every index, slice and
+    item path reads them as the same steps appended one by one."""
+    batch = {"x": np.arange(12, dtype=np.float32).reshape(6, 2), "y": np.arange(6, dtype=np.int64)}
+
+    def reads(way):
+        writer = client.trajectory_writer(num_keep_alive_refs=5)
+        writer.append({"x": np.float32([-2, -1]), "y": np.int64(-1)})
+        if way == "extend":
+            writer.extend({k: v[:3] for k, v in batch.items()})
+            writer.extend({k: v[3:] for k, v in batch.items()})
+        else:
+            for t in range(6):
+                writer.append({k: v[t] for k, v in batch.items()})
+        x, y = writer.history["x"], writer.history["y"]
+        out = [x[-1].numpy().tolist(), x[3].numpy().tolist(), y[[2, -1]].numpy().tolist(),
+               x[-5:].numpy().tolist(), x[-4:-1].numpy().tolist(), y[:6].numpy().tolist(),
+               x[-2:].numpy().tolist(), [c is None or c.expired for c in x], len(y)]
+        writer.create_item("uniform", 1.0, {"x": x[-4:], "y": y[-1]})  # over both batches
+        writer.create_item("uniform", 1.0, {"x": x[-2:], "y": y[-3:]})
+        writer.create_item_from_last_steps("uniform", 1.0, 3)
+        writer.append({"x": np.float32([9, 9]), "y": np.int64(9)}, partial_step=True)
+        out.append(writer.history["y"][-1].numpy().tolist())
+        writer.end_episode(clear_buffers=True, timeout_ms=10_000)
+        writer.close()
+        return out
+
+    assert reads("extend") == reads("append")
+
+
 def test_legacy_writer_is_reverbs_and_replay_reverb_reexports_it(server, client):
     import replay.reverb as reverb
     from replay.writer import Writer
