@@ -88,7 +88,7 @@ def run(algo: str, args) -> str:
         trainer.stop()
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", choices=sorted(TRAINERS), action="append",
                         help="algorithm(s) to measure (default: impala)")
@@ -99,7 +99,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2, help="replay shards (Ape-X)")
     parser.add_argument("--iter-seconds", type=float, default=10.0,
                         help="min_iter_time_s: seconds per training iteration (curve points)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from tfrl.runtime import ensure_ray
 
     ensure_ray({})

@@ -56,7 +56,7 @@ def node_names(trainer, names: dict) -> str:
     return ",".join(names.get(n, n[:8]) for n in trainer.workers.worker_node_ids())
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="measured time per layout")
     parser.add_argument("--repeats", type=int, default=1,
@@ -64,7 +64,7 @@ def main() -> None:
                              "a shared machine drifts)")
     parser.add_argument("--fast-health-checks", action="store_true",
                         help="declare a lost node dead after ~1 s instead of Ray's default")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import ray
     from ray.cluster_utils import Cluster

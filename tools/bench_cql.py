@@ -73,13 +73,13 @@ def learn(workdir: str, max_seconds: float) -> str:
             f"best_eval_mean={best:.1f} seconds={time.time() - started:.1f}")
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default="bench-cql")
     parser.add_argument("--sac-steps", type=int, default=3000)
     parser.add_argument("--episodes", type=int, default=250)
     parser.add_argument("--max-seconds", type=float, default=1200)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not os.path.isdir(os.path.join(args.workdir, "data")):
         print(record(args.workdir, args.sac_steps, args.episodes), flush=True)
     print(learn(args.workdir, args.max_seconds), flush=True)

@@ -14,12 +14,12 @@ import ray
 from tfrl.agents.es.es import ESTrainer
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ray.init(num_cpus=max(args.workers), include_dashboard=False, log_to_driver=False)
     for workers in args.workers:
         for aggregators in (0, max(1, workers // 2)):

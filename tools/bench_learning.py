@@ -107,7 +107,7 @@ def fresh_process_runs(examples, runs: int, max_seconds: float) -> None:
               f"all={','.join(f'{v:.1f}' for v in values)}", flush=True)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("examples", nargs="+", help="tuned example names or YAML paths")
     parser.add_argument("--max-seconds", type=float, default=300.0)
@@ -117,7 +117,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=None, metavar="N",
                         help="run every example N times, each run in a fresh process, alternating "
                              "between examples; print each run and the median per example")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.runs:
         fresh_process_runs(args.examples, args.runs, args.max_seconds)
         return

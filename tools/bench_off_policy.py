@@ -58,12 +58,12 @@ def one_seed(seed: int, steps: int) -> dict:
             **{name: float(np.mean(v)) for name, v in values.items()}}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--steps", type=int, default=8000)
     parser.add_argument("--truth-episodes", type=int, default=1000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from tfrl.agents.pg import PGTFPolicy
     from tfrl.rollout import RolloutWorker
 

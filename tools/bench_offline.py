@@ -76,12 +76,12 @@ def learn(name: str, workdir: str, max_seconds: float) -> str:
             f"seconds={time.time() - started:.1f}")
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workdir", default="bench-offline")
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--max-seconds", type=float, default=900)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not os.path.isdir(os.path.join(args.workdir, "data")):
         print(record(args.workdir, args.episodes, args.max_seconds), flush=True)
     for name in ("cartpole-bc", "cartpole-marwil"):

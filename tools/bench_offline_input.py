@@ -81,13 +81,13 @@ def reader_case(policy, reader, steps: int) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recorded-rows", type=int, default=20_000)
     parser.add_argument("--rows", type=int, default=100_000, help="rows trained per case")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"load_avg={' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
 
     import tensorflow as tf

@@ -180,7 +180,7 @@ def table3(seconds: float, devices: str) -> None:
               flush=True)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--cases", default=",".join(CASES))
@@ -192,7 +192,7 @@ def main() -> None:
                         help="--compare-auto rounds (every other one in reverse order)")
     parser.add_argument("--table3", type=float, metavar="SECONDS", default=None,
                         help="PPO multi-device SGD vs allreduce, SGD samples/s, SECONDS each")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     devices = split_cpu_into_logical_devices(2) if args.table3 is not None else ""
     import ray
 

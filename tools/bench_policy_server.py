@@ -86,7 +86,7 @@ def bare_server():
     return server, f"localhost:{port}"
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5000)
     parser.add_argument("--hiddens", type=int, nargs="+", default=[64, 64])
@@ -95,7 +95,7 @@ def main() -> None:
                         choices=["remote", "remote_sampled", "local", "floor"])
     parser.add_argument("--jit", action="store_true",
                         help="the server's policy acts through its XLA-compiled action function")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import gymnasium as gym
 

@@ -52,7 +52,7 @@ def play(trainer, episodes: int) -> float:
     return float(np.mean(returns))
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--population", type=int, default=4)
     parser.add_argument("--generations", type=int, default=15)
@@ -60,7 +60,7 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=0.02)
     parser.add_argument("--workers", type=int, default=1, help="rollout workers per trainer")
     parser.add_argument("--eval-episodes", type=int, default=20)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     example = load_example()
     es_args = example.parse_args([
         "--population", str(args.population), "--generations", str(args.generations),

@@ -60,7 +60,6 @@ import time
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # tools/bench_replay_server.py
 
 from replay.chunks import Chunk
 from replay.items import Item, trajectory_from_chunks
@@ -390,7 +389,7 @@ def run_extend(args) -> None:
 
 def run_server(mode):
     def run(args) -> None:
-        import bench_replay_server
+        from tools import bench_replay_server
 
         for payload in args.payloads:
             for clients in args.clients:

@@ -82,13 +82,13 @@ def ray_worker_rate(num_envs: int, fragment: int, seconds: float) -> float:
         workers.stop()
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per case")
     parser.add_argument("--fragment", type=int, default=200, help="rollout_fragment_length")
     parser.add_argument("--envs", type=int, nargs="+", default=[8, 32], help="envs per worker")
     parser.add_argument("--modes", nargs="+", default=["local", "ray"], choices=["local", "ray"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     rates = {"local": local_worker_rate, "ray": ray_worker_rate}
     for mode in args.modes:

@@ -71,7 +71,7 @@ RUNNERS = {
 }
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", choices=sorted(RUNNERS), action="append",
                         help="algorithm(s) to measure (default: all)")
@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="measured time per case")
     parser.add_argument("--envs-per-worker", type=int, default=8)
     parser.add_argument("--shards", type=int, default=2, help="replay shards (Ape-X)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from tfrl.runtime import ensure_ray
 
     ensure_ray({})

@@ -93,7 +93,7 @@ def run_seed(name: str, seed: int, every: int, max_steps: int, overrides: dict) 
         os.unlink(path)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("name", help="a CartPole tuned example, e.g. cartpole-dqn")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
@@ -101,7 +101,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=150_000)
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides, each value read as YAML")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import yaml
 
     from tfrl.runtime import ensure_ray

@@ -46,9 +46,10 @@ import subprocess
 import sys
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from peer_python import peer_unavailable
-
 _HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(_HERE))  # `python tools/compare_reverb.py` from a checkout
+
+from tools.peer_python import peer_unavailable  # noqa: E402
 _WORKLOAD = os.path.join(_HERE, "replay_workload.py")
 
 class Case(NamedTuple):

@@ -33,9 +33,9 @@ import statistics
 import sys
 import textwrap
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_sb3 import OURS_SCRIPT, PROJECT_ROOT, finish_side, start_side  # noqa: E402
-from peer_python import peer_unavailable  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
+from tools.compare_sb3 import OURS_SCRIPT, PROJECT_ROOT, finish_side, start_side  # noqa: E402
+from tools.peer_python import peer_unavailable  # noqa: E402
 
 TARGET = 450.0
 
@@ -95,7 +95,7 @@ RLLIB_SCRIPT = textwrap.dedent("""
 """)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rllib-python", default="", help="a Python with ray[rllib] and torch")
     parser.add_argument("--runs", type=int, default=3)
@@ -103,7 +103,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=200_000)
     parser.add_argument("--curve", type=int, default=0,
                         help="print each side's mean return every N env steps (0: no curve)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     limits = dict(target=TARGET, max_seconds=args.max_seconds, max_steps=args.max_steps,
                   curve=args.curve)
     ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case="cartpole-dqn", overrides={},

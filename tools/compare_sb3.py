@@ -37,9 +37,10 @@ import subprocess
 import sys
 import textwrap
 
-from peer_python import peer_unavailable
-
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, PROJECT_ROOT)  # `python tools/compare_sb3.py` from a checkout
+
+from tools.peer_python import peer_unavailable  # noqa: E402
 TARGETS = {"cartpole-ppo": 450.0, "pendulum-sac": -200.0, "pendulum-td3": -200.0,
            "pendulum-ddpg": -200.0, "halfcheetah-sac": 3000.0}
 
@@ -193,7 +194,7 @@ def finish_side(side: str, process: subprocess.Popen, timeout: float) -> tuple[f
     return result
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sb3-python", default="", help="a Python with stable-baselines3 and torch")
     parser.add_argument("--case", choices=sorted(TARGETS), default="cartpole-ppo")
@@ -206,7 +207,7 @@ def main() -> None:
                         help="train both sides of a run at the same time (one core each)")
     parser.add_argument("--curve", type=int, default=0,
                         help="print each side's mean return every N env steps (0: no curve)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     limits = dict(target=TARGETS[args.case], max_seconds=args.max_seconds, max_steps=args.max_steps,
                   curve=args.curve)
     continuous = args.case != "cartpole-ppo"

@@ -6,11 +6,10 @@ Run from anywhere: `python tools/gen_proto.py` (needs grpcio-tools, the `dev` ex
 generated gRPC module imports its messages by package path (`replay.proto.replay_pb2`), so it works
 from the installed package and not only from inside its folder.
 """
+import argparse
 import pathlib
 import re
 import sys
-
-from grpc_tools import protoc
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROTOS = [REPO_ROOT / "replay" / "proto" / "replay.proto",
@@ -18,6 +17,8 @@ PROTOS = [REPO_ROOT / "replay" / "proto" / "replay.proto",
 
 
 def generate(proto: pathlib.Path) -> int:
+    from grpc_tools import protoc  # the `dev` extra; `--help` and the tools list work without it
+
     folder = proto.parent
     result = protoc.main(["grpc_tools.protoc", f"--proto_path={folder}", f"--python_out={folder}",
                           f"--grpc_python_out={folder}", str(proto)])
@@ -38,7 +39,8 @@ def generate(proto: pathlib.Path) -> int:
     return 0
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     for proto in PROTOS:
         result = generate(proto)
         if result:

@@ -17,14 +17,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--envs-per-worker", type=int, default=8)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--every", type=float, default=30.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import ray
 
     from tfrl.agents.dqn import ApexTrainer

@@ -1,25 +1,20 @@
 """tools/compare_reverb.py's sweep: its cases cover the whole grid, --quick is a subset of it, the
 summary is the ratios' geometric mean and minimum; and the workload's replay side runs a dataset
 case at its defaults (the Reverb side needs dm-reverb, not a dependency)."""
-import importlib.util
+import importlib
 import math
 import os
 import sys
 
 import pytest
 
-_TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _load(name):
-    sys.path.insert(0, _TOOLS)
-    try:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(_TOOLS, f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(_TOOLS)
+    if _ROOT not in sys.path:
+        sys.path.insert(0, _ROOT)
+    return importlib.import_module(f"tools.{name}")
 
 
 def test_the_sweep_covers_the_grid_and_quick_is_a_part_of_it():

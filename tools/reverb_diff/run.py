@@ -28,10 +28,10 @@ from typing import Any, Dict, List
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _TOOLS = os.path.dirname(_HERE)
 _ROOT = os.path.dirname(_TOOLS)
-sys.path.insert(0, _TOOLS)
+sys.path.insert(0, _ROOT)  # `python tools/reverb_diff/run.py` from a checkout
 
-from peer_python import peer_unavailable  # noqa: E402
-from reverb_diff import compare, divergences, generate  # noqa: E402
+from tools.peer_python import peer_unavailable  # noqa: E402
+from tools.reverb_diff import compare, divergences, generate  # noqa: E402
 
 _EXECUTOR = os.path.join(_HERE, "executor.py")
 

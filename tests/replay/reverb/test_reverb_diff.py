@@ -17,9 +17,9 @@ import pytest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _RECORDINGS = os.path.join(_ROOT, "tests", "replay", "reverb_diff")
-sys.path.insert(0, os.path.join(_ROOT, "tools"))
+sys.path.insert(0, _ROOT)
 
-from reverb_diff import compare, divergences, executor  # noqa: E402
+from tools.reverb_diff import compare, divergences, executor  # noqa: E402
 
 FAMILIES = sorted(name[:-5] for name in os.listdir(_RECORDINGS) if name.endswith(".json"))
 
