@@ -17,7 +17,8 @@ clock from the trainer's construction, whichever comes first; a process that ove
 seeds at a time, each with its own local Ray. `seconds` counts from the trainer's construction,
 so start-up is included. The load average is printed at the start and the end: on a loaded
 machine the seconds grow, the env steps do not. With `--require K` the exit status is 1 when
-fewer than K seeds reached the stop reward.
+fewer than K seeds reached the stop reward. A seed whose process crashes without a result
+(on a loaded machine, Ray may declare its own node dead) runs again, `--retries` times.
 """
 import argparse
 import json
@@ -65,6 +66,17 @@ def result_value(result: dict, key: str) -> float:
     return float("nan") if current is None else float(current)
 
 
+def verdict(reward: float, target: float, steps: int, max_steps: float, elapsed: float,
+            max_seconds: float):
+    """Why a seed stops after an iteration ("reached", "env-step cap", "time cap"), or None to
+    go on; the stop reward wins when a cap is reached in the same iteration."""
+    if reward >= target:
+        return "reached"
+    if steps >= max_steps:
+        return "env-step cap"
+    return "time cap" if elapsed >= max_seconds else None
+
+
 def train_one_seed(name: str, seed: int, max_seconds: float, max_steps, overrides: dict) -> dict:
     """Trains `name` with `seed` until its stop reward, `max_steps` env steps or `max_seconds`;
     returns the outcome as a dict (reached, why, env_steps, seconds, reward, best)."""
@@ -89,8 +101,7 @@ def train_one_seed(name: str, seed: int, max_seconds: float, max_steps, override
             best = max(best, reward) if reward == reward else best
             elapsed = time.time() - built
             steps = result["timesteps_total"]
-            why = ("reached" if reward >= target else "env-step cap" if steps >= max_steps
-                   else "time cap" if elapsed >= max_seconds else None)
+            why = verdict(reward, target, steps, max_steps, elapsed, max_seconds)
             if why:
                 return {"seed": seed, "reached": why == "reached", "why": why, "env_steps": steps,
                         "seconds": round(elapsed, 1), "reward": reward, "best": best,
@@ -110,7 +121,8 @@ def seed_command(args, seed: int) -> list:
 
 
 def finish(process: subprocess.Popen, log, seed: int, killed: bool) -> dict:
-    """The outcome a seed's process printed, or a failure record with its last output lines."""
+    """The outcome a seed's process printed, or a failure record naming the file that keeps
+    its whole output."""
     process.wait()
     log.seek(0)
     out = log.read()
@@ -118,9 +130,14 @@ def finish(process: subprocess.Popen, log, seed: int, killed: bool) -> dict:
     for line in out.splitlines():
         if line.startswith(RESULT_PREFIX):
             return json.loads(line[len(RESULT_PREFIX):])
-    tail = " | ".join(out.strip().splitlines()[-3:])
+    with tempfile.NamedTemporaryFile("w", prefix=f"seed{seed}-", suffix=".log",
+                                     delete=False) as kept:
+        kept.write(out)
+    errors = [line for line in out.splitlines() if "Error" in line or "dead" in line]
+    cause = "killed after overrunning" if killed else f"exit {process.returncode}"
     return {"seed": seed, "reached": False, "failed": True,
-            "why": "killed after overrunning" if killed else f"exit {process.returncode}: {tail}"}
+            "why": f"{cause}: {errors[-1].strip()[:300] if errors else 'no error line'}; "
+                   f"output in {kept.name}"}
 
 
 def kill_group(process: subprocess.Popen) -> None:
@@ -131,8 +148,11 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 def run_seeds(args) -> list:
-    """Runs the seeds, `args.parallel` processes at a time; prints each outcome as it ends."""
-    pending = list(range(args.first_seed, args.first_seed + args.seeds))
+    """Runs the seeds, `args.parallel` processes at a time; prints each outcome as it ends. A
+    seed whose process gave no result (a crash, e.g. its local Ray declared dead on a loaded
+    machine) runs again, up to `args.retries` times."""
+    pending = list(args.seed_list or range(args.first_seed, args.first_seed + args.seeds))
+    retries_left = {seed: args.retries for seed in pending}
     running = {}  # seed -> (process, its output file, started)
     outcomes = []
     try:
@@ -155,6 +175,11 @@ def run_seeds(args) -> list:
                 outcome = finish(process, log, seed, killed=overrun)
                 kill_group(process)  # whatever the seed's local Ray left behind
                 del running[seed]
+                if outcome.get("failed") and retries_left[seed] > 0:
+                    retries_left[seed] -= 1
+                    pending.insert(0, seed)
+                    print(seed_line(outcome) + " - running it again", flush=True)
+                    continue
                 outcomes.append(outcome)
                 print(seed_line(outcome), flush=True)
     finally:
@@ -178,6 +203,9 @@ def summary(name: str, outcomes: list) -> str:
     known = next((outcome for outcome in outcomes if "key" in outcome), None)
     target = f"{known['key']} {known['target']:g}" if known else "its stop reward"
     line = f"{name}: {len(reached)} of {len(outcomes)} seeds reached {target}"
+    failed = sum(bool(outcome.get("failed")) for outcome in outcomes)
+    if failed:
+        line += f" ({failed} crashed without a result)"
     if reached:
         steps = [outcome["env_steps"] for outcome in reached]
         seconds = [outcome["seconds"] for outcome in reached]
@@ -203,6 +231,8 @@ def main() -> None:
     parser.add_argument("example", help="a shipped tuned example's name (cartpole-ppo) or a YAML path")
     parser.add_argument("--seeds", type=int, default=20, help="how many seeds (default 20)")
     parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--seed-list", type=int, nargs="+", default=None, metavar="SEED",
+                        help="these seeds instead of --seeds/--first-seed")
     parser.add_argument("--parallel", type=int, default=1, help="seeds running at a time")
     parser.add_argument("--max-seconds", type=float, default=300.0,
                         help="wall-clock cap per seed, from the trainer's construction")
@@ -210,6 +240,8 @@ def main() -> None:
                         help="env-step cap per seed (default: the example's timesteps_total stop)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="config overrides, each value read as YAML")
+    parser.add_argument("--retries", type=int, default=1,
+                        help="runs again a seed whose process crashed without a result (default 1)")
     parser.add_argument("--require", type=int, default=None, metavar="K",
                         help="exit with status 1 when fewer than K seeds reached the stop reward")
     parser.add_argument("--one-seed", type=int, default=None, help=argparse.SUPPRESS)
@@ -221,8 +253,10 @@ def main() -> None:
                                  parse_overrides(args.set))
         print(RESULT_PREFIX + json.dumps(outcome), flush=True)
         return
-    print(f"{args.example}: seeds {args.first_seed}-{args.first_seed + args.seeds - 1}, "
-          f"{args.parallel} at a time; load average at start {load_average()}", flush=True)
+    seeds = (" ".join(map(str, args.seed_list)) if args.seed_list
+             else f"{args.first_seed}-{args.first_seed + args.seeds - 1}")
+    print(f"{args.example}: seeds {seeds}, {args.parallel} at a time; "
+          f"load average at start {load_average()}", flush=True)
     outcomes = run_seeds(args)
     print(f"load average at end {load_average()}", flush=True)
     print(summary(args.example, outcomes), flush=True)
