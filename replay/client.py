@@ -36,7 +36,6 @@ DEFAULT_LEGACY_CHUNK_LENGTH = 10
 UNLIMITED_IN_FLIGHT_ITEMS = 1_000_000
 # `server_info(timeout)` asks again this often while the server is not up.
 SERVER_INFO_RETRY_SECONDS = 0.05
-_ERROR_CLASS_METADATA_KEY = "replay-error-class"
 # A sample call's gRPC deadline is its timeout plus this, so that the server's own timeout (which
 # says what blocked the sample) arrives before the deadline cuts the call.
 SAMPLE_DEADLINE_ALLOWANCE_SECONDS = 1.0
@@ -49,7 +48,7 @@ def _server_error_class(error: grpc.RpcError):
     """The `replay.errors` class the server named for this failure, or None (gRPC's own errors)."""
     try:
         for key, value in error.trailing_metadata() or ():
-            if key == _ERROR_CLASS_METADATA_KEY:
+            if key == protocol.ERROR_CLASS_METADATA_KEY:
                 candidate = getattr(errors, value, None)
                 if isinstance(candidate, type) and issubclass(candidate, errors.ReplayError):
                     return candidate

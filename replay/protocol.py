@@ -23,6 +23,8 @@ SERVICE_NAME = "replay.ReplayService"
 
 PROTOCOL_METADATA_KEY = "replay-protocol"
 TOKEN_METADATA_KEY = "replay-token"
+ERROR_CLASS_METADATA_KEY = "replay-error-class"
+"""Trailing metadata of a failed call: the class name of the `replay.errors` error it raised."""
 
 
 def signature_to_json(signature) -> Optional[object]:

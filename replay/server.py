@@ -16,7 +16,7 @@ that waits for a rate limiter does not block anything: it asks the table without
 signal (`Table.add_change_listener`). A call the client cancels or lets time out is cancelled
 at its next wait, so an insert whose client gave up never lands later. The streams' steps of
 work (storing and inserting one message, taking and encoding one sample response) run in
-arrival order from one queue in short slices of the loop (`_WorkQueue`), so a burst on many
+arrival order from one queue in short slices of the loop (`server_scheduling.WorkQueue`), so a burst on many
 streams cannot delay new calls or `server_info` by more than a slice. Work that may block for
 long (checkpoints, and decoding very large messages) runs in a small thread pool.
 
@@ -33,12 +33,10 @@ that sent it: the server keeps serving everyone else and nothing stored changes.
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import hmac
 import logging
 import threading
-import time
 import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -47,11 +45,13 @@ import grpc
 from replay import codec, column_batch, errors, framing, heap_policy, protocol, validation
 from replay.chunk_store import ChunkStore
 from replay.gc_freeze import GcFreezer
+from replay.insert_service import InsertService
 from replay.proto import replay_pb2, replay_pb2_grpc
+from replay.server_calls import check_request, end_failed_call, tolerant_deserializer
+from replay.server_scheduling import RECHECK_SECONDS, InsertLine, TableSignals, WorkQueue
 
 log = logging.getLogger(__name__)
 
-ERROR_CLASS_METADATA_KEY = "replay-error-class"
 
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 DEFAULT_MAX_SAMPLE_BATCH_SIZE = 4096
@@ -72,226 +72,23 @@ _DEFAULT_SAMPLE_BATCH = 512
 # tops its credit up once a quarter of it arrived, so quarters keep both sides busy. Small
 # items still come a whole budget to a response.
 _MIN_SPLIT_RESPONSE_BYTES = 1024 * 1024
-# A waiting call is woken by its table's change signal; it also looks again this often, so a
-# wake-up lost to a race costs at most this long.
-_RECHECK_SECONDS = 1.0
-# An insert that had to wait is not made when less than this is left of its call's deadline:
-# its client is about to give up, and the ack would arrive too late for it to count.
-_INSERT_DEADLINE_GUARD_SECONDS = 0.05
-# Insert messages with more chunk bytes than this are decoded (checksums) in the thread pool, so
-# that the event loop stays free for other calls.
-_DECODE_IN_POOL_BYTES = 1024 * 1024
-# The streams' steps of work (store and insert one message, take and encode one sample
-# response) run in arrival order from one queue, for at most this long per turn of the event
-# loop; then the loop serves everything else (new calls, server_info) before the next slice.
-_WORK_SLICE_SECONDS = 0.001
-# When more streams than this are open, at most this many insert streams read and store a
-# message at once; the others wait their turn (in arrival order) before reading their next
-# message. Every stream that has asked for a message costs a step of the event loop when it
-# arrives, so without this bound hundreds of busy writers make each turn of the loop last half a
-# second, and new calls and `server_info` wait as long. An insert stream whose writer has
-# nothing to send gives its turn up after _IDLE_READ_SECONDS, so idle writers hold no turn.
-_ACTIVE_INSERT_STREAMS = 16
-_IDLE_READ_SECONDS = 0.002
-# What an insert stream sends before a message's items wait for a rate limiter (see
-# `replay.insert_stream`, flow control).
-_WAITING_FOR_RATE_LIMITER = replay_pb2.InsertResponse()
 
 
-class _MalformedRequest:
-    """What a request deserializer returns for bytes that are not the method's message (grpc
-    would answer INTERNAL for a deserializer that raises, and leave a stream's handler waiting)."""
-
-    def __init__(self, method: str, error: Exception):
-        self.method, self.error = method, error
-
-
-def _tolerant_deserializer(method: str, deserializer):
-    def deserialize(data: bytes):
-        try:
-            return deserializer(data)
-        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or anything a parser raises
-            return _MalformedRequest(method, e)
-
-    return deserialize
-
-
-def _check_request(request) -> None:
-    """Raises InvalidArgumentError for a request that could not be parsed."""
-    if isinstance(request, _MalformedRequest):
-        raise errors.InvalidArgumentError(
-            f"malformed {request.method} request: the bytes are not a replay.proto message "
-            f"({request.error}); the sender is broken or speaks another protocol")
-
-
-async def _abort(context, error: errors.ReplayError):
-    code = getattr(grpc.StatusCode, error.grpc_code, grpc.StatusCode.UNKNOWN)
-    context.set_trailing_metadata(((ERROR_CLASS_METADATA_KEY, type(error).__name__),))
-    await context.abort(code, str(error))
-
-
-async def _end_failed_call(context, error: Exception, method: str):
-    """Ends a call that raised: a `ReplayError` as its status code, anything else (a bug) as
-    INTERNAL, logged with its traceback, rather than leaving the client hanging."""
-    if isinstance(error, errors.ReplayError):
-        await _abort(context, error)
-    log.error("replay server: unexpected error in %s", method, exc_info=error)
-    await context.abort(grpc.StatusCode.INTERNAL, f"internal server error: {error!r}")
-
-
-class _TableSignals:
-    """Wakes the calls waiting on one table when it may let them proceed.
-
-    Registered as the table's change listener; the events live on the server's event loop, and a
-    change made on another thread (an in-process caller, `Server.stop`) is handed over to it.
-    A call takes the current event (`take`) before an attempt that the table may refuse, and
-    waits on it after a refusal: a change between the two (another coroutine's insert while the
-    attempt's result comes back) has already set the event, so no wake-up is lost. Changes
-    nobody took the event of cost nothing.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self._loop = loop
-        self._loop_thread = threading.get_ident()
-        self.events = {"insert": asyncio.Event(), "sample": asyncio.Event()}
-        self._taken = {"insert": False, "sample": False}
-
-    def take(self, kind: str) -> asyncio.Event:
-        """The event the next change of `kind` sets."""
-        self._taken[kind] = True
-        return self.events[kind]
-
-    def on_change(self, kind: str) -> None:
-        if threading.get_ident() == self._loop_thread:
-            if self._taken[kind]:
-                self._fire(kind)
-        else:
-            try:
-                self._loop.call_soon_threadsafe(self._fire, kind)
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                pass
-
-    def _fire(self, kind: str) -> None:
-        event = self.events[kind]
-        self.events[kind] = asyncio.Event()
-        self._taken[kind] = False
-        event.set()
-
-    @staticmethod
-    async def wait(event: asyncio.Event, timeout: float) -> None:
-        """Waits until `event` (from `take` before the refused attempt) fires, or `timeout`
-        seconds."""
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-
-
-class _WorkQueue:
-    """Runs the streams' steps of work fairly and in bounded slices of the event loop.
-
-    Without it, a burst of messages on hundreds of streams makes one turn of the loop run all
-    of their steps back to back (hundreds of milliseconds), and a new call or a `server_info`
-    waits for all of them. Here a step is queued; one worker coroutine runs queued steps for
-    at most _WORK_SLICE_SECONDS, then yields the loop. A step whose caller was cancelled
-    before it ran is dropped, so a cancelled call does no further work.
-    """
-
-    def __init__(self):
-        self._queue: "collections.deque" = collections.deque()
-        self._ready = asyncio.Event()
-        self._worker = asyncio.get_running_loop().create_task(self._work())
-
-    async def run(self, step, *args):
-        """`step(*args)` (a plain function), run by the worker; its result or exception."""
-        future = asyncio.get_running_loop().create_future()
-        self._queue.append((future, step, args))
-        self._ready.set()
-        return await future
-
-    async def _work(self) -> None:
-        queue = self._queue
-        while True:
-            if not queue:
-                self._ready.clear()
-                await self._ready.wait()
-            started = time.perf_counter()
-            while queue and time.perf_counter() - started < _WORK_SLICE_SECONDS:
-                future, step, args = queue.popleft()
-                if future.done():  # its call was cancelled
-                    continue
-                try:
-                    future.set_result(step(*args))
-                except BaseException as e:  # noqa: BLE001 - handed to the waiting call
-                    future.set_exception(e)
-            await asyncio.sleep(0)
-
-    def stop(self) -> None:
-        self._worker.cancel()
-
-
-class _Turn:
-    """One stream's hold on a semaphore of turns, given back at most once."""
-
-    def __init__(self, turns: asyncio.Semaphore):
-        self._turns = turns
-        self.held = False
-
-    async def take(self) -> None:
-        await self._turns.acquire()
-        self.held = True
-
-    def give_up(self) -> None:
-        if self.held:
-            self.held = False
-            self._turns.release()
-
-
-class _InsertLine:
-    """The insert streams whose messages wait for one table's rate limiter, served in arrival
-    order.
-
-    Only the stream at the head tries the table when it changes; once its items are all in, it
-    hands the head on at once (the limiter may admit more). So a change wakes one stream rather
-    than every waiting one (hundreds of blocked writers would otherwise each queue a step of work
-    per sample), and no stream, nor a new message (see `_insert_now`), takes the room an earlier
-    one waits for: a writer's wait is bounded by what waits ahead of it.
-    """
-
-    def __init__(self):
-        self.waiting: "collections.deque[asyncio.Event]" = collections.deque()
-
-    def join(self) -> asyncio.Event:
-        """A place at the end of the line: an event set when it is the head."""
-        turn = asyncio.Event()
-        if not self.waiting:
-            turn.set()
-        self.waiting.append(turn)
-        return turn
-
-    def leave(self, turn: asyncio.Event) -> None:
-        """Gives the place up (done, failed or cancelled); the next in line becomes the head."""
-        was_head = self.waiting[0] is turn
-        self.waiting.remove(turn)
-        if was_head and self.waiting:
-            self.waiting[0].set()
-
-
-class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
+class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
     """The RPC handlers (coroutines on the server's event loop). Each converts `ReplayError`s
     into gRPC statuses."""
 
     def __init__(self, server: "Server"):
         self._server = server
-        self._signals: Dict[int, _TableSignals] = {}
-        self._insert_lines: Dict[int, _InsertLine] = {}
+        self._signals: Dict[int, TableSignals] = {}
+        self._insert_lines: Dict[int, InsertLine] = {}
         self.open_streams = 0
-        self._work: Optional[_WorkQueue] = None
+        self._work: Optional[WorkQueue] = None
 
     def start(self) -> None:
         """Called on the event loop's thread before serving."""
-        self._work = _WorkQueue()
-        self._insert_turns = asyncio.Semaphore(_ACTIVE_INSERT_STREAMS)
+        self._work = WorkQueue()
+        self.start_inserts()
 
     def stop(self) -> None:
         if self._work is not None:
@@ -299,9 +96,9 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
 
     def watch(self, table, loop) -> None:
         """Registers the change signal of `table` (on the event loop's thread)."""
-        signals = _TableSignals(loop)
+        signals = TableSignals(loop)
         self._signals[id(table)] = signals
-        self._insert_lines[id(table)] = _InsertLine()
+        self._insert_lines[id(table)] = InsertLine()
         table.add_change_listener(signals.on_change)
 
     def unwatch(self, table) -> None:
@@ -346,198 +143,12 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     async def _unary(self, handler, request, context):
         try:
             self._check_call(context)
-            _check_request(request)
+            check_request(request)
             return handler(request)
         except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
-            await _end_failed_call(context, e, type(request).__name__)
+            await end_failed_call(context, e, type(request).__name__)
 
     # -- inserts ----------------------------------------------------------------------------
-
-    async def InsertStream(self, request_iterator, context):
-        keep_alive: Dict[int, object] = {}
-        opened = False
-        try:
-            self._check_call(context)
-            self._open_stream()
-            opened = True
-            store = self._server.chunk_store
-            limit = self._server.max_in_flight_bytes_per_stream
-            held = 0  # chunk bytes kept alive for this stream's writer
-
-            def resolve(key):
-                chunk = keep_alive.get(key)
-                if chunk is None:
-                    chunk = store.get([key])[0]
-                return chunk
-
-            messages = request_iterator.__aiter__()
-            while True:
-                turn = _Turn(self._insert_turns)
-                try:
-                    if self.open_streams > _ACTIVE_INSERT_STREAMS:
-                        await turn.take()
-                        request = await self._read_in_turn(messages, turn)
-                    else:  # few streams: a turn of the loop is short anyway
-                        request = await anext(messages, None)
-                    if request is None:
-                        break
-                    _check_request(request)
-                    chunks = None
-                    # read once: every read of a repeated bytes field copies each of its entries
-                    column_data = list(request.chunks.column_data)
-                    if sum(map(len, column_data)) > _DECODE_IN_POOL_BYTES:
-                        chunks = await asyncio.get_running_loop().run_in_executor(
-                            self._server._executor, codec.decode_chunks, request.chunks, True,  # noqa: SLF001
-                            column_data)
-                    step = (self._take_message, request, chunks, column_data, keep_alive, held, limit,
-                            resolve)
-                    freezer = self._server._gc_freezer  # noqa: SLF001 - same module
-                    if freezer is not None:  # the new items and chunks leave the collector's view at once
-                        step = (freezer.freezing,) + step
-                    held, pending = await self._work.run(*step)
-                    chunks = column_data = step = None
-                finally:
-                    turn.give_up()
-                if request.items.keys:
-                    if pending:
-                        # An ack without keys tells the writer that its message waits for a
-                        # rate limiter, so it stops sending more than a few items ahead.
-                        yield _WAITING_FOR_RATE_LIMITER
-                        await self._insert_waiting(pending, context)
-                    pending = None
-                    yield replay_pb2.InsertResponse(item_keys=request.items.keys)
-                held -= self._release(keep_alive, request.release_chunk_keys)
-        except (asyncio.CancelledError, grpc.aio.AbortError):
-            raise
-        except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
-            await _end_failed_call(context, e, "InsertStream")
-        finally:
-            keep_alive.clear()
-            if opened:
-                self.open_streams -= 1
-
-    @staticmethod
-    async def _read_in_turn(messages, turn: "_Turn"):
-        """The stream's next message (None at its end), read while holding `turn`; a writer that
-        sends nothing for _IDLE_READ_SECONDS waits without its turn and takes one again when its
-        message has come."""
-        read = asyncio.ensure_future(messages.__anext__())
-        try:
-            done, _ = await asyncio.wait((read,), timeout=_IDLE_READ_SECONDS)
-            if not done:
-                turn.give_up()
-                await asyncio.wait((read,))
-                await turn.take()
-            try:
-                return read.result()
-            except StopAsyncIteration:
-                return None
-        finally:
-            if not read.done():
-                read.cancel()
-
-    def _take_message(self, request, chunks, column_data, keep_alive: Dict[int, object], held: int,
-                      limit: int, resolve):
-        """Stores the message's chunks (`chunks` when already decoded; `column_data`: the
-        message's chunk bytes, read out of it) and inserts its items
-        while the rate limiters allow; returns the chunk bytes the stream then holds (before the
-        message's releases) and what is left to insert (see `_insert_now`).
-
-        Raises:
-          ResourceExhaustedError: the stream would hold more than `limit` chunk bytes once the
-            message's releases are done (nothing is stored).
-          The validation errors of `codec.decode_chunks`, `codec.decode_items` and the tables.
-        """
-        if request.chunks.keys:
-            if chunks is None:
-                chunks = codec.decode_chunks(request.chunks, column_data=column_data)
-            released = set(request.release_chunk_keys)
-            by_key = {c.key: c for c in chunks}
-            sizes = [c.nbytes for c in chunks]
-            usual = keep_alive.keys().isdisjoint(by_key) and released.isdisjoint(by_key)
-            if usual:  # a writer's usual message: new chunks only
-                after = held + sum(sizes)
-            else:
-                after = held + sum(size for chunk, size in zip(chunks, sizes)
-                                   if chunk.key not in keep_alive and chunk.key not in released)
-            after -= sum(keep_alive[k].nbytes for k in released.intersection(keep_alive))
-            if after > limit:
-                raise errors.ResourceExhaustedError(
-                    f"this insert stream would hold {after} bytes of chunks its writer has not released, "
-                    f"over the server's max_in_flight_bytes_per_stream limit ({limit}); keep fewer steps "
-                    "alive (num_keep_alive_refs), or start the server with a higher limit "
-                    "(replay-server --max-in-flight-bytes-per-stream)")
-            stored = self._server.chunk_store.insert(chunks)
-            if usual and stored is chunks:  # the store had none of them (distinct keys): it kept these
-                keep_alive.update(by_key)
-                held += sum(sizes)
-            else:
-                kept = {chunk.key: chunk for chunk in stored if chunk.key not in keep_alive}
-                keep_alive.update(kept)
-                held += sum(chunk.nbytes for chunk in kept.values())
-        if not request.items.keys:
-            return held, []
-        pairs = codec.decode_items(request.items, resolve)
-        return held, self._insert_now(self._validated_groups(pairs))
-
-    @staticmethod
-    def _release(keep_alive: Dict[int, object], keys) -> int:
-        """Drops the released chunks from a stream's keep-alive map; returns their bytes."""
-        if not keys:
-            return 0
-        released = [keep_alive.pop(key, None) for key in keys]
-        return sum(chunk.nbytes for chunk in released if chunk is not None)
-
-    def _validated_groups(self, pairs):
-        """The items of a message as (table, items) runs, every item validated first, so a bad
-        item for one table inserts nothing anywhere."""
-        groups = []  # consecutive runs of items for the same table
-        for name, item in pairs:
-            if not groups or groups[-1][0] != name:
-                groups.append((name, []))
-            groups[-1][1].append(item)
-        return [(table, table.validate_items(items))
-                for table, items in ((self._table(name), items) for name, items in groups)]
-
-    def _insert_now(self, groups):
-        """Inserts the runs in order while the rate limiters allow (none into a table that other
-        streams' messages wait for: they go first); returns what is left as (table, items,
-        number already inserted) runs, empty when everything went in."""
-        lines = self._insert_lines
-        for i, (table, items) in enumerate(groups):
-            line = lines.get(id(table))
-            done = table.try_insert_many(items) if line is None or not line.waiting else 0
-            if done < len(items):
-                return [(table, items, done)] + [(t, rest, 0) for t, rest in groups[i + 1:]]
-        return []
-
-    async def _insert_waiting(self, pending, context) -> None:
-        """Inserts what `_insert_now` left, waiting for each table's rate limiter in turn, in
-        line behind the messages of other streams that wait for it (`_InsertLine`)."""
-        for table, items, done in pending:
-            signals = self._signals[id(table)]
-            line = self._insert_lines[id(table)]
-            turn = line.join()
-            try:
-                await turn.wait()
-                waited = True  # refused, or behind a refused run or other streams' messages
-                while True:
-                    event = signals.take("insert")
-                    if waited:
-                        remaining = context.time_remaining()
-                        if remaining is not None and remaining < _INSERT_DEADLINE_GUARD_SECONDS:
-                            raise errors.DeadlineExceededError(
-                                f"table {table.name!r}: the insert was still waiting when its call's "
-                                f"deadline came ({done} of {len(items)} items of the message were "
-                                f"inserted): {table.insert_blocker()}")
-                    done += await self._work.run(table.try_insert_many, items[done:] if done else items)
-                    if done == len(items):
-                        break
-                    await signals.wait(event, _RECHECK_SECONDS)
-                    waited = True
-            finally:
-                line.leave(turn)
-
     # -- samples ----------------------------------------------------------------------------
 
     async def SampleStream(self, request_iterator, context):
@@ -565,7 +176,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
-            await _end_failed_call(context, e, "SampleStream")
+            await end_failed_call(context, e, "SampleStream")
         finally:
             if producer is not None:
                 producer.cancel()
@@ -592,7 +203,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
                     except StopAsyncIteration:
                         await ready.put(None)
                         return
-                    _check_request(request)
+                    check_request(request)
                     if table is None or request.table:
                         table = self._table(request.table)
                     if request.num_samples < 0:
@@ -652,7 +263,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
             taken = await self._work.run(_take_samples, table, want, columnar, byte_budget)
             if taken is not None:
                 return taken
-            wait = _RECHECK_SECONDS
+            wait = RECHECK_SECONDS
             if timeout_ms >= 0:
                 if deadline is None:
                     deadline = loop.time() + timeout_ms / 1000.0
@@ -699,7 +310,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
     async def Checkpoint(self, request, context):
         try:
             self._check_call(context)
-            _check_request(request)
+            check_request(request)
             # Writing files can take long: in the pool, so the event loop keeps serving.
             path = await asyncio.get_running_loop().run_in_executor(
                 self._server._executor, self._server.checkpoint)  # noqa: SLF001 - same module
@@ -707,7 +318,7 @@ class _Servicer(replay_pb2_grpc.ReplayServiceServicer):
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:  # noqa: BLE001 - a named status, or INTERNAL with the traceback logged
-            await _end_failed_call(context, e, "Checkpoint")
+            await end_failed_call(context, e, "Checkpoint")
 
 
 def _take_samples(table, want: int, columnar: bool, byte_budget: Optional[int] = None):
@@ -789,7 +400,7 @@ def _method_handlers(servicer: "_Servicer") -> dict:
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
         response_serializer=_already_serialized)
-    return {name: handler._replace(request_deserializer=_tolerant_deserializer(
+    return {name: handler._replace(request_deserializer=tolerant_deserializer(
                 name, handler.request_deserializer))
             for name, handler in recorder.handlers.items()}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from replay import errors
-from replay.server import _TableSignals
+from replay.server_scheduling import TableSignals
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,7 +81,7 @@ def test_a_change_between_a_refused_attempt_and_its_wait_still_wakes_the_call():
     # starts waiting (the work queue runs both in one slice); the call must not sleep through it
     # until its recheck a second later.
     async def scenario():
-        signals = _TableSignals(asyncio.get_running_loop())
+        signals = TableSignals(asyncio.get_running_loop())
         event = signals.take("sample")  # taken before the attempt, which the table refuses
         signals.on_change("sample")  # another stream's insert, on the loop's thread
         await asyncio.wait_for(signals.wait(event, timeout=30.0), timeout=5.0)
