@@ -605,10 +605,16 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
     for i, entry in enumerate(manifest["tables"]):
         name = entry["config"]["name"]
         clock.check(path, f"building table {name!r}")
+        total = len(items_by_table[name])
+
+        def progress(checked, name=name, total=total):
+            clock.check(path, f"building table {name!r} ({checked} of {total} items checked)")
+            clock.progress(path, f"table {name!r}: {checked} of {total} items checked")
+
         if declared is None:
-            tables.append(_saved_table(path, i, entry, items_by_table[name]))
+            tables.append(_saved_table(path, i, entry, items_by_table[name], progress))
         elif name in declared:
-            tables.append(_declared_table(path, i, entry, items_by_table[name], declared[name]))
+            tables.append(_declared_table(path, i, entry, items_by_table[name], declared[name], progress))
         else:
             log.warning("checkpoint %s: table %r is not declared; its %d items are not restored", path, name,
                         entry["num_items"])
@@ -618,19 +624,19 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
     return tables
 
 
-def _saved_table(path: str, index: int, entry: dict, items: list):
+def _saved_table(path: str, index: int, entry: dict, items: list, progress):
     """The table as the checkpoint saved it (its own config)."""
     from replay.table import Table
 
     try:
-        return Table.from_checkpoint(entry["config"], items, entry["counters"])
+        return Table.from_checkpoint(entry["config"], items, entry["counters"], progress)
     except (errors.InvalidArgumentError, TypeError, ValueError, KeyError, AttributeError) as e:
         raise errors.CorruptCheckpointError(
             f"checkpoint {path}: {MANIFEST}: field tables[{index}] (table {entry['config']['name']!r}) "
             f"cannot be restored: {e}") from e
 
 
-def _declared_table(path: str, index: int, entry: dict, items: list, declared: dict):
+def _declared_table(path: str, index: int, entry: dict, items: list, declared: dict, progress):
     """The checkpoint's contents in a table of the declared config, by `RESTORE_RULE`; logs one
     line naming what changed."""
     from replay.table import Table
@@ -668,7 +674,7 @@ def _declared_table(path: str, index: int, entry: dict, items: list, declared: d
             f"checkpoint {path}: {MANIFEST}: field tables[{index}] (table {name!r}) cannot be "
             f"restored: {e}") from e
     try:
-        table.load_checkpoint(items, counters)
+        table.load_checkpoint(items, counters, progress)
     except errors.InvalidArgumentError as e:
         raise errors.InvalidArgumentError(
             f"checkpoint {path}: the items of table {name!r} do not fit its declared settings: {e}; "

@@ -7,7 +7,7 @@ file format around these snapshots is `replay.checkpoint`'s.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple
 
 from replay import errors
 from replay.items import Item
@@ -16,6 +16,8 @@ from replay.selectors import exhaust
 if TYPE_CHECKING:
     from replay.table import Table
 
+# How often `load_checkpoint` reports its progress (and so how soon a restore's deadline ends it).
+_PROGRESS_EVERY_ITEMS = 4096
 _COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates", "num_unique_samples",
              "num_deleted_episodes")
 
@@ -49,7 +51,8 @@ class TableCheckpoint:
             return self.config(), items, counters
 
     @classmethod
-    def from_checkpoint(cls, config: dict, items: Sequence[Item], counters: dict) -> "Table":
+    def from_checkpoint(cls, config: dict, items: Sequence[Item], counters: dict,
+                        progress: Optional[Callable[[int], None]] = None) -> "Table":
         """Rebuilds a table from `checkpoint()` output.
 
         Items are re-inserted in the given order without consulting the rate limiter, keeping their
@@ -73,30 +76,37 @@ class TableCheckpoint:
         After that, sampling waits for inserts as usual. The table counters in `info()` are restored
         as saved; only the rate limiter's own counts are rebased.
 
+        `progress` is as `load_checkpoint`'s.
+
         Raises:
           InvalidArgumentError: a bad config (see `from_config`), or items that are not valid `Item`s
-            or repeat a key.
+            or repeat a key. What `progress` raises.
         """
         table = cls.from_config(config)
-        table.load_checkpoint(items, counters)
+        table.load_checkpoint(items, counters, progress)
         return table
 
-    def load_checkpoint(self, items: Sequence[Item], counters: dict) -> None:
+    def load_checkpoint(self, items: Sequence[Item], counters: dict,
+                        progress: Optional[Callable[[int], None]] = None) -> None:
         """Replaces this table's items and counters by a checkpoint's (`checkpoint()` output of a
         table with this configuration), in place: writers and samplers using the table go on and
         see the restored items. Same rules as `from_checkpoint` (the rate limiter is rebased);
-        blocked inserters and samplers are woken to re-check it.
+        blocked inserters and samplers are woken to re-check it. `progress(n)`, when given, is
+        called while the items are checked, every _PROGRESS_EVERY_ITEMS with the number checked
+        so far; what it raises (a restore's deadline) ends the load with the table unchanged.
 
         Raises:
           InvalidArgumentError: items that are not valid `Item`s or repeat a key (the table is
-            unchanged then).
+            unchanged then). What `progress` raises.
           CancelledError: the table is closed.
         """
         items = list(items)
         keys = set()
         with self._lock:  # the checkpoint's items settle the column modes afresh
             self._forget_column_modes_locked()
-        for item in items:
+        for index, item in enumerate(items):
+            if progress is not None and index % _PROGRESS_EVERY_ITEMS == 0:
+                progress(index)
             self._validate_item(item)
             if item.key in keys:
                 raise errors.InvalidArgumentError(f"table {self.name!r}: checkpoint repeats item key {item.key}")

@@ -347,6 +347,24 @@ def test_load_checkpoint_refills_a_live_table_and_wakes_its_blocked_sampler(make
     assert sorted(live.keys()) == list(range(5))  # a refused checkpoint changes nothing
 
 
+def test_load_checkpoint_reports_progress_and_a_raising_progress_changes_nothing(make_item):
+    items = [make_item(k, 1.0) for k in range(10_000)]
+    live = Table("t", Uniform(seed=1), Fifo(), 20_000, MinSize(1))
+    live.insert_or_assign(make_item(99_999, 1.0), timeout=5)
+    seen = []
+
+    def stop_at_the_third_report(checked):
+        seen.append(checked)
+        if len(seen) == 3:
+            raise errors.DeadlineExceededError("restore timeout")
+
+    with pytest.raises(errors.DeadlineExceededError):
+        live.load_checkpoint(items, {}, stop_at_the_third_report)
+    assert seen == [0, 4096, 8192] and live.keys() == [99_999]  # unchanged
+    live.load_checkpoint(items, {}, seen.append)
+    assert seen[3:] == [0, 4096, 8192] and live.size == 10_000
+
+
 def test_checkpoint_preserves_fifo_order(make_item):
     table = Table.queue("q", 10)
     for k in (5, 3, 9, 1):

@@ -147,6 +147,7 @@ def test_a_restore_logs_its_progress_in_items_and_chunks(tmp_path, caplog, monke
     assert "1200 items and 1200 chunks of tables ['replay'] to load" in lines[0]
     assert any("chunks loaded" in line for line in lines) and any("items loaded" in line for line in lines)
     assert any("MB read and hashed" in line for line in lines)
+    assert any("table 'replay': 0 of 1200 items checked" in line for line in lines)
     assert "restored 1200 items and 1200 chunks into tables ['replay']" in lines[-1]
     assert not _declared_messages(caplog)  # same settings: no change line
 
