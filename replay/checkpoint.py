@@ -96,8 +96,8 @@ declared settings win and the checkpoint supplies the contents.
 - An extension keeps its saved state only when its declared config equals the saved one and so do
   those of every extension before it; otherwise it starts from the restored items (it sees them
   as inserts).
-- Items that do not fit a declared signature fail the restore with InvalidArgumentError (nothing
-  is served, the checkpoint is unchanged).
+- Items that do not fit a declared signature fail the restore with SignatureMismatchError (an
+  InvalidArgumentError; nothing is served, the checkpoint is unchanged).
 - A table only in the checkpoint is not restored (a warning in the log); a table only declared
   starts empty.
 
@@ -675,10 +675,13 @@ def _declared_table(path: str, index: int, entry: dict, items: list, declared: d
             f"restored: {e}") from e
     try:
         table.load_checkpoint(items, counters, progress)
-    except errors.InvalidArgumentError as e:
-        raise errors.InvalidArgumentError(
+    except errors.SignatureMismatchError as e:
+        raise errors.SignatureMismatchError(
             f"checkpoint {path}: the items of table {name!r} do not fit its declared settings: {e}; "
             "declare the table as the checkpoint has it, or start without the checkpoint") from e
+    except errors.InvalidArgumentError as e:  # a repeated key, a bad priority: not the declaration's
+        raise errors.CorruptCheckpointError(
+            f"checkpoint {path}: items.bin: the items of table {name!r} cannot be restored: {e}") from e
     changed = [f"{field} {protocol.json_dumps(saved.get(field))} -> {protocol.json_dumps(config.get(field))}"
                for field in DECLARED_FIELDS
                if protocol.json_dumps(saved.get(field)) != protocol.json_dumps(config.get(field))]

@@ -177,7 +177,7 @@ def test_items_that_do_not_fit_a_declared_signature_are_refused(tmp_path):
     before = _files(checkpointer.path)
     declared = Table("replay", selectors.Uniform(seed=1), selectors.Fifo(), 100, rate_limiters.MinSize(1),
                      signature=TensorSpec((3,), "int64"))
-    with pytest.raises(errors.InvalidArgumentError, match="do not fit its declared settings"):
+    with pytest.raises(errors.SignatureMismatchError, match="do not fit its declared settings"):
         Server([declared], checkpointer=checkpointer)
     assert _files(checkpointer.path) == before
 
