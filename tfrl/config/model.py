@@ -25,6 +25,8 @@ MODEL_DEFAULTS: Dict = {
     "max_seq_len": 20,
     "custom_model": None,
     "custom_model_config": {},
+    # Ray 0.8's name of custom_model_config (models read model_config["custom_options"])
+    "custom_options": {},
     "custom_action_dist": None,
     "dist_type": None,
 }

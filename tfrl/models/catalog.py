@@ -9,6 +9,7 @@ process that builds the policy, e.g. at import time of your module) or the model
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict
 
 import gymnasium as gym
@@ -40,6 +41,27 @@ class ModelCatalog:
                 f"register_custom_model({name!r}, ...) needs a subclass of "
                 f"tfrl.models.TFModel, got {model_class!r}.")
         ModelCatalog._custom_models[name] = model_class
+
+    @staticmethod
+    def custom_model_class(custom) -> type:
+        """The class a model config's `custom_model` (a registered name or a class) names.
+
+        Raises:
+            UnknownModelError: if `custom` names an unregistered model.
+            InvalidConfigError: if it is not a TFModel subclass.
+        """
+        if isinstance(custom, str):
+            if custom not in ModelCatalog._custom_models:
+                raise UnknownModelError(
+                    f"custom_model {custom!r} is not registered in this process; call "
+                    "ModelCatalog.register_custom_model(name, cls) first, or pass the "
+                    "class itself as custom_model.")
+            custom = ModelCatalog._custom_models[custom]
+        if not (isinstance(custom, type) and issubclass(custom, TFModel)):
+            raise InvalidConfigError(
+                f"custom_model must be a TFModel subclass or a registered name, got "
+                f"{custom!r}.")
+        return custom
 
     @staticmethod
     def register_custom_action_dist(name: str, dist_class) -> None:
@@ -82,9 +104,15 @@ class ModelCatalog:
 
     @staticmethod
     def get_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
-                  model_config: Dict | None, name: str = "model") -> TFModel:
+                  model_config: Dict | None, name: str = "model", **model_kwargs) -> TFModel:
         """Build the model the config asks for (custom, vision, or fully connected; wrapped in
         an LSTM if `use_lstm`).
+
+        A custom model is constructed as classic RLlib 1.x constructs it:
+        `cls(obs_space, action_space, num_outputs, model_config, name, **kwargs)` with
+        `model_kwargs` updated by the model config's `custom_model_config` (or its 0.8 name
+        `custom_options`); a class whose constructor takes no such keywords is constructed
+        with `model_kwargs` only and reads them from `model_config` itself.
 
         Raises:
             InvalidConfigError: on unknown config keys or a custom model that is not a TFModel.
@@ -94,18 +122,9 @@ class ModelCatalog:
         config = merge_model_config(model_config)
         custom = config["custom_model"]
         if custom is not None:
-            if isinstance(custom, str):
-                if custom not in ModelCatalog._custom_models:
-                    raise UnknownModelError(
-                        f"custom_model {custom!r} is not registered in this process; call "
-                        "ModelCatalog.register_custom_model(name, cls) first, or pass the "
-                        "class itself as custom_model.")
-                custom = ModelCatalog._custom_models[custom]
-            if not (isinstance(custom, type) and issubclass(custom, TFModel)):
-                raise InvalidConfigError(
-                    f"custom_model must be a TFModel subclass or a registered name, got "
-                    f"{custom!r}.")
-            model_cls = custom
+            custom = ModelCatalog.custom_model_class(custom)
+            model_cls = functools.partial(_build_custom_model, custom,
+                                          model_kwargs=model_kwargs)
         elif isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3:
             model_cls = VisionNetwork
         elif isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 2:
@@ -116,6 +135,22 @@ class ModelCatalog:
             get_preprocessor(obs_space)  # raises on unsupported spaces
             model_cls = FullyConnectedNetwork
         if config["use_lstm"]:
-            features = model_cls(obs_space, action_space, None, config, name=f"{name}_features")
+            features = model_cls(obs_space, action_space, None, config, f"{name}_features")
             return LSTMWrapper(features, obs_space, action_space, num_outputs, config, name=name)
-        return model_cls(obs_space, action_space, num_outputs, config, name=name)
+        return model_cls(obs_space, action_space, num_outputs, config, name)
+
+
+def _build_custom_model(model_cls, obs_space, action_space, num_outputs, config, name, *,
+                        model_kwargs) -> TFModel:
+    """The custom model, its options passed as keywords where its constructor takes them."""
+    options = dict(config.get("custom_options") or {})
+    options.update(config.get("custom_model_config") or {})
+    try:
+        return model_cls(obs_space, action_space, num_outputs, config, name,
+                         **dict(model_kwargs, **options))
+    except TypeError as exc:
+        # classic RLlib's rule: a constructor without these keywords reads the options from
+        # model_config, so it is called again without them
+        if not options or "unexpected keyword argument" not in str(exc):
+            raise
+    return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)

@@ -6,6 +6,12 @@ weights, checkpoints and SavedModel export) and implements
     forward(input_dict, state, seq_lens) -> (outputs [B, num_outputs], new_state list)
     value_function() -> [B] value of the rows of the last forward call (if has_value_branch)
     get_initial_state() -> list of numpy arrays (one per recurrent state tensor, no batch dim)
+    custom_loss(policy_loss, loss_inputs) -> the loss the policy minimises (default: unchanged)
+    metrics() -> {name: scalar tensor}, reported with the learner stats under "model"
+
+Every TFPolicy passes its loss through `custom_loss` (with the train batch, whose columns the
+model may read) and adds `metrics()` to its learn-step stats, as classic RLlib's ModelV2 does;
+both are traced in the learn step.
 
 Calling the model (`model(input_dict, state, seq_lens)`) adds `input_dict["obs_flat"]`, the
 preprocessed float observations (see preprocessors.py), and calls forward. `input_dict["obs"]`
@@ -34,10 +40,21 @@ class VariableList(tuple):
         return {v.name: v for v in self} if as_dict else self
 
 
+def _unique(variables) -> tuple:
+    seen = set()
+    return tuple(v for v in variables if not (id(v) in seen or seen.add(id(v))))
+
+
 class TFModel(tf.Module):
     """Base model; see the module docstring for the contract."""
 
     has_value_branch = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # a classic ModelV2 says it has a value branch by implementing value_function()
+        if "value_function" in cls.__dict__ and "has_value_branch" not in cls.__dict__:
+            cls.has_value_branch = True
 
     def __init__(self, obs_space, action_space, num_outputs, model_config: Dict, name: str):
         super().__init__(name=name)
@@ -60,16 +77,36 @@ class TFModel(tf.Module):
 
     @property
     def variables(self) -> VariableList:
-        return VariableList(super().variables)
+        return VariableList(_unique(super().variables))
 
     @property
     def trainable_variables(self) -> VariableList:
-        return VariableList(super().trainable_variables)
+        return VariableList(_unique(super().trainable_variables))
 
     def register_variables(self, variables) -> None:
-        """Classic TFModelV2 models list their Keras variables here; tfrl's models are
-        tf.Modules, which find the variables of their attributes themselves, so nothing needs
-        registering."""
+        """Classic TFModelV2 models list their Keras variables here. tfrl's models are
+        tf.Modules, which find the tf.Variables of their attributes (tf_keras layers included)
+        themselves; the variables of Keras 3 layers (`keras.Variable`, which a tf.Module does not
+        see) are kept here through the tf.Variable each one holds, so that a model built with
+        Keras 3 trains and syncs its weights too."""
+        registered = self.__dict__.setdefault("_registered_keras_variables", [])
+        known = {id(v) for v in registered}
+        for variable in variables:
+            held = variable if isinstance(variable, tf.Variable) else getattr(variable, "value", None)
+            if isinstance(held, tf.Variable) and not isinstance(variable, tf.Variable) \
+                    and id(held) not in known:
+                registered.append(held)
+                known.add(id(held))
+
+    def custom_loss(self, policy_loss, loss_inputs):
+        """The loss to minimise given the policy's loss and the train batch (classic ModelV2's
+        hook, e.g. to add a supervised or auxiliary term). Default: `policy_loss` unchanged."""
+        return policy_loss
+
+    def metrics(self) -> Dict:
+        """{name: scalar tensor} reported with the learner stats under "model" (classic
+        ModelV2's hook; may read values the last forward or custom_loss stored). Default: {}."""
+        return {}
 
     def from_batch(self, train_batch: Dict):
         """Call the model on a training batch: its obs, state_in_i and (recurrent) seq_lens.

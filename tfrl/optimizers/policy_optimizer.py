@@ -31,6 +31,24 @@ class TimerStat:
         self.last = seconds
 
 
+def nest_model_metrics(stats):
+    """`stats` with each "model/<name>" entry (a model's metrics(), tfrl.policy.tf_policy) moved
+    under a "model" dict, at any depth: classic RLlib reports them as
+    info/learner/<policy>/model/<name>."""
+    if not isinstance(stats, dict):
+        return stats
+    nested: dict = {}
+    model: dict = {}
+    for key, value in stats.items():
+        if isinstance(key, str) and key.startswith("model/"):
+            model[key[len("model/"):]] = value
+        else:
+            nested[key] = nest_model_metrics(value)
+    if model:
+        nested["model"] = model
+    return nested
+
+
 def optimizer_config(workers, config: Optional[dict], settings: dict) -> dict:
     """An optimizer's config: `config` (None: the WorkerSet's config) updated with the keyword
     `settings`; `config` itself when there are none (the trainer's dict, shared)."""
@@ -123,7 +141,7 @@ class PolicyOptimizer:
         result["episodes_this_iter"] = len(episodes)
         result["timesteps_total"] = self.num_steps_sampled
         result["num_healthy_workers"] = self.workers.num_healthy_workers()
-        result["info"] = {"learner": self.learner_stats, **self.stats()}
+        result["info"] = {"learner": nest_model_metrics(self.learner_stats), **self.stats()}
         return result
 
     # True where every remote worker's result (a sample summary, a gradient) brings the episodes

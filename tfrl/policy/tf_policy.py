@@ -64,6 +64,11 @@ logger = logging.getLogger(__name__)
 TFPOLICY_DEFAULT_CONFIG = {**policy_defaults(COMMON_CONFIG), "model": {}, "grad_clip": None}
 
 
+# learn-step stats from the model's metrics() are named "model/<name>"; the trainer's result
+# reports them nested, as classic RLlib does: info/learner/<policy>/model/<name>
+MODEL_METRICS_PREFIX = "model/"
+
+
 class _TrackingDict(dict):
     """Records which keys are read, to find the columns a loss needs."""
 
@@ -293,9 +298,13 @@ class TFPolicy(Policy):
     # ----- traced building blocks ------------------------------------------------------
     def _run_loss(self, train_batch):
         loss = self.loss(self.model, self.dist_class, train_batch)
+        # classic ModelV2's hooks: the model may change the loss and report its own metrics
+        loss = self.model.custom_loss(loss, train_batch)
         stats = dict(self.stats(train_batch))
         per_sample = dict(self.extra_learn_fetches())
         stats.setdefault("total_loss", loss)
+        for name, value in (self.model.metrics() or {}).items():
+            stats[f"{MODEL_METRICS_PREFIX}{name}"] = tf.cast(value, tf.float32)
         return loss, stats, per_sample
 
     def loss_and_stats(self, batch: Dict[str, tf.Tensor]):

@@ -138,7 +138,11 @@ def test_try_import_tf_serves_both_classic_forms():
     tf = try_import_tf()  # Ray 0.8: the module
     assert tf.reduce_sum is tensorflow.reduce_sum
     tf1, tf2, version = try_import_tf()  # Ray 1.x: a triple
-    assert tf1 is tensorflow.compat.v1 and tf2 is tensorflow and version == 2
+    assert tf1.placeholder is tensorflow.compat.v1.placeholder and version == 2
+    assert tf2.reduce_sum is tensorflow.reduce_sum and tf2.nn is tensorflow.nn
+    # classic RLlib's tf.keras was Keras 2: tf_keras, whose models are tf.Modules
+    import tf_keras
+    assert tf.keras is tf_keras and tf2.keras is tf_keras and tf1.keras is tf_keras
     assert try_import_torch() == (None, None)
     with pytest.raises(ImportError, match="TensorFlow only"):
         try_import_torch(error=True)

@@ -11,6 +11,14 @@ DEFAULT_CONFIG = with_common_config({
     "dueling": True,
     # Dense ReLU layers of each head (after the model's fcnet_hiddens trunk).
     "hiddens": [256],
+    # Distributional DQN (C51): > 1 predicts each action's return distribution over this many
+    # evenly spaced values in [v_min, v_max] instead of its mean.
+    "num_atoms": 1,
+    "v_min": -10.0,
+    "v_max": 10.0,
+    # Noisy nets: the Q heads' layers carry learned weight noise (initial scale sigma0).
+    "noisy": False,
+    "sigma0": 0.5,
     # Double Q-learning: the online network picks the next action, the target network rates it.
     "double_q": True,
     # Rewards summed before bootstrapping (n-step returns).

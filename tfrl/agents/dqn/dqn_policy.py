@@ -32,6 +32,8 @@ import tf_keras as keras
 import tree
 
 from tfrl.agents.dqn.config import DEFAULT_CONFIG
+from tfrl.agents.dqn.distributional_q_model import (DenseDistributionalQModel,
+                                                    DistributionalQTFModel, feature_size)
 from tfrl.agents.dqn.dqn_model import QNetwork
 from tfrl.agents.dqn.numpy_q_policy import NumpyQPolicySpec, rate_transitions
 from tfrl.config import policy_defaults
@@ -166,17 +168,54 @@ def validate_discrete_actions(policy, observation_space, action_space, config):
 def build_q_models(policy, observation_space, action_space, config):
     """The online Q-network (returned) and its target copy (policy.target_model).
 
-    A `custom_model` from the model config is used for both and must output one Q-value per
-    action; otherwise QNetwork with the config's `dueling` and `hiddens`.
+    A `custom_model` subclassing DistributionalQTFModel returns features and gets classic
+    DQN's heads (`hiddens`, `dueling`, `num_atoms`, `noisy`, `v_min`/`v_max`, `sigma0`, given
+    to it as keywords); any other `custom_model` is used for both networks and must output one
+    Q-value per action. Without a custom model: QNetwork with the config's `dueling` and
+    `hiddens`, or DenseDistributionalQModel when `num_atoms` > 1 or `noisy` is set.
 
     Raises:
         UnknownModelError, InvalidConfigError: from the ModelCatalog, for a bad custom_model.
     """
     num_actions = int(action_space.n)
-    if config["model"].get("custom_model"):
+    custom = config["model"].get("custom_model")
+    custom_cls = ModelCatalog.custom_model_class(custom) if custom else None
+    q_options = {"q_hiddens": list(config["hiddens"]), "dueling": bool(config["dueling"]),
+                 "num_atoms": int(config.get("num_atoms", 1)),
+                 "use_noisy": bool(config.get("noisy", False)),
+                 "v_min": float(config.get("v_min", -10.0)),
+                 "v_max": float(config.get("v_max", 10.0)),
+                 "sigma0": float(config.get("sigma0", 0.5))}
+    if custom_cls is not None and issubclass(custom_cls, DistributionalQTFModel):
+        outputs = feature_size(config["model"], config["hiddens"], num_actions,
+                               q_options["num_atoms"])
+
+        def make(name):
+            return ModelCatalog.get_model(observation_space, action_space, outputs,
+                                          config["model"], name, **q_options)
+    elif custom_cls is not None:
+        if q_options["num_atoms"] > 1 or q_options["use_noisy"]:
+            raise InvalidConfigError(
+                "num_atoms > 1 and noisy need DQN's heads: make the custom model a subclass of "
+                "DistributionalQTFModel (tfrl.rllib.agents.dqn.distributional_q_tf_model) "
+                "whose forward returns features.")
+
         def make(name):
             return ModelCatalog.get_model(observation_space, action_space, num_actions,
                                           config["model"], name=name)
+    elif q_options["num_atoms"] > 1 or q_options["use_noisy"]:
+        hiddens = list(config["model"].get("fcnet_hiddens") or [])
+        outputs = (hiddens[-1] if hiddens
+                   else ModelCatalog.get_preprocessor(observation_space).size)
+        if not config["hiddens"]:
+            outputs = num_actions * q_options["num_atoms"]
+            if hiddens:
+                config = dict(config, model=dict(config["model"],
+                                                 fcnet_hiddens=hiddens[:-1] + [outputs]))
+
+        def make(name):
+            return DenseDistributionalQModel(observation_space, action_space, outputs,
+                                             config["model"], name, **q_options)
     else:
         def make(name):
             return QNetwork(observation_space, action_space, num_actions, config["model"],
@@ -185,10 +224,24 @@ def build_q_models(policy, observation_space, action_space, config):
     return make("q_network")
 
 
+def q_values_and_logits(model, obs):
+    """(Q-values [B, num_actions], support logits [B, num_actions, num_atoms] or None) of
+    `model` for raw observations: through the heads of a DistributionalQTFModel, else the
+    model's outputs are the Q-values."""
+    outputs, _ = model({SampleBatch.OBS: obs})
+    if isinstance(model, DistributionalQTFModel):
+        return model.q_values_and_logits(outputs)
+    return outputs, None
+
+
 def sample_epsilon_greedy(policy, model, obs_batch, state_batches, explore, timestep, seed):
     """Greedy actions, each replaced by a uniform random one with probability epsilon when
     exploring. Returns (actions int64 [B], None, state_out)."""
-    q_values, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
+    if isinstance(model, DistributionalQTFModel):
+        features, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
+        q_values, _ = model.q_values_and_logits(features)
+    else:
+        q_values, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
     policy.q_values = q_values  # what a classic extra_action_fetches_fn reads
     greedy = tf.argmax(q_values, axis=1, output_type=tf.int64)
     if policy.serving_greedy:
@@ -226,21 +279,74 @@ def huber_loss(x, delta: float = 1.0):
     return tf.where(abs_x <= delta, 0.5 * tf.square(x), delta * (abs_x - 0.5 * delta))
 
 
+def _distributional_q_loss(policy, train_batch, q_t, logits_t, q_tp1_select,
+                           logits_tp1_target):
+    """Distributional DQN (C51, Bellemare et al. 2017): the target network's return
+    distribution of the next state's best action (chosen by `q_tp1_select`), shifted by the
+    n-step rewards and discounted, is projected onto the support, and the loss is its cross
+    entropy with the predicted distribution of the taken action (importance-weighted); that
+    cross entropy is also each row's td_error for the replay priorities."""
+    config = policy.config
+    model = policy.model
+    support = model.support
+    num_atoms = int(model.num_atoms)
+    num_actions = int(policy.action_space.n)
+    v_min, v_max = model.v_min, model.v_max
+    actions = tf.cast(train_batch[SampleBatch.ACTIONS], tf.int32)
+    rewards = train_batch[SampleBatch.REWARDS]
+    n_steps = (train_batch[SampleBatch.N_STEPS] if SampleBatch.N_STEPS in train_batch
+               else tf.ones_like(rewards))
+    weights = (train_batch[SampleBatch.PRIO_WEIGHTS] if SampleBatch.PRIO_WEIGHTS in train_batch
+               else tf.ones_like(rewards))
+    best_next = tf.one_hot(tf.argmax(q_tp1_select, axis=1, output_type=tf.int32), num_actions)
+    probs_tp1_best = tf.reduce_sum(tf.nn.softmax(logits_tp1_target)
+                                   * tf.expand_dims(best_next, -1), axis=1)  # [B, atoms]
+    discount = tf.pow(tf.cast(config["gamma"], tf.float32), tf.cast(n_steps, tf.float32))
+    not_terminated = 1.0 - tf.cast(train_batch[SampleBatch.TERMINATEDS], tf.float32)
+    shifted = (tf.expand_dims(rewards, -1)
+               + tf.expand_dims(discount * not_terminated, -1) * tf.expand_dims(support, 0))
+    position = (tf.clip_by_value(shifted, v_min, v_max) - v_min) / ((v_max - v_min)
+                                                                    / (num_atoms - 1))
+    lower, upper = tf.floor(position), tf.math.ceil(position)
+    same = tf.cast(upper - lower < 0.5, tf.float32)  # a target exactly on an atom
+    # each target atom's probability split between its two neighbouring support atoms
+    to_lower = probs_tp1_best * (upper - position + same)
+    to_upper = probs_tp1_best * (position - lower)
+    projected = (tf.reduce_sum(tf.one_hot(tf.cast(lower, tf.int32), num_atoms)
+                               * tf.expand_dims(to_lower, -1), axis=1)
+                 + tf.reduce_sum(tf.one_hot(tf.cast(upper, tf.int32), num_atoms)
+                                 * tf.expand_dims(to_upper, -1), axis=1))
+    logits_taken = tf.reduce_sum(logits_t * tf.expand_dims(tf.one_hot(actions, num_actions), -1),
+                                 axis=1)
+    cross_entropy = tf.nn.softmax_cross_entropy_with_logits(
+        labels=tf.stop_gradient(projected), logits=logits_taken)
+    policy.td_error = cross_entropy
+    policy.q_t = q_t
+    policy.q_loss = tf.reduce_mean(weights * cross_entropy)
+    return policy.q_loss
+
+
 def build_q_losses(policy, model, dist_class, train_batch):
-    """The importance-weighted Huber or squared TD loss of the module docstring; stores q_t and
-    td_error on the policy for the stats and the per-sample fetches."""
+    """The importance-weighted Huber or squared TD loss of the module docstring (the
+    distributional loss with num_atoms > 1); stores q_t and td_error on the policy for the
+    stats and the per-sample fetches."""
     config = policy.config
     obs = train_batch[SampleBatch.OBS]
     new_obs = train_batch[SampleBatch.NEXT_OBS]
     if config["double_q"]:
         # one forward pass of the online network over s and s'
         both = tree.map_structure(lambda a, b: tf.concat([a, b], axis=0), obs, new_obs)
-        q_both, _ = model({SampleBatch.OBS: both})
+        q_both, logits_both = q_values_and_logits(model, both)
         rows = tf.shape(tree.flatten(obs)[0])[0]
         q_t, q_tp1_online = q_both[:rows], q_both[rows:]
+        logits_t = None if logits_both is None else logits_both[:rows]
     else:
-        q_t, _ = model({SampleBatch.OBS: obs})
-    q_tp1_target, _ = policy.target_model({SampleBatch.OBS: new_obs})
+        q_t, logits_t = q_values_and_logits(model, obs)
+    q_tp1_target, logits_tp1_target = q_values_and_logits(policy.target_model, new_obs)
+    if logits_t is not None:
+        return _distributional_q_loss(policy, train_batch, q_t, logits_t,
+                                      q_tp1_online if config["double_q"] else q_tp1_target,
+                                      logits_tp1_target)
 
     num_actions = int(policy.action_space.n)
     actions = tf.cast(train_batch[SampleBatch.ACTIONS], tf.int32)

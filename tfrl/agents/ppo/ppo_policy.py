@@ -119,13 +119,20 @@ class ClipParamSchedule:
 
 
 def kl_and_loss_stats(policy, train_batch):
+    # read through policy.loss_obj, so a variant whose loss sets only that (a classic loss
+    # function building PPOLoss) reports the same stats
+    parts = policy.loss_obj
+    explained = getattr(policy, "vf_explained_var", None)
+    if explained is None:
+        explained = explained_variance(train_batch[Postprocessing.VALUE_TARGETS],
+                                       policy.model.value_function())
     return {
-        "total_loss": policy.total_loss,
-        "policy_loss": policy.mean_policy_loss,
-        "vf_loss": policy.mean_vf_loss,
-        "vf_explained_var": policy.vf_explained_var,
-        "kl": policy.mean_kl,
-        "entropy": policy.mean_entropy,
+        "total_loss": parts.loss,
+        "policy_loss": parts.mean_policy_loss,
+        "vf_loss": parts.mean_vf_loss,
+        "vf_explained_var": explained,
+        "kl": parts.mean_kl,
+        "entropy": parts.mean_entropy,
         "entropy_coeff": tf.identity(getattr(policy, "entropy_coeff",
                                              policy.config["entropy_coeff"])),
         "cur_kl_coeff": tf.identity(policy.kl_coeff),

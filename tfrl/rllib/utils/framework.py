@@ -2,8 +2,32 @@
 
 Ray 0.8 returned the tf module (`tf = try_import_tf()`), Ray 1.x a triple
 (`tf1, tf, tfv = try_import_tf()`). Here the result serves both: a (tf.compat.v1, tf, 2) tuple
-whose attributes are those of the tf module."""
+whose attributes are those of the tf module.
+
+`tf.keras` (and `tf1.keras`) of what it returns is tf_keras, the Keras 2 that tfrl's models are
+built with and that classic RLlib's TensorFlow had as `tf.keras`: a model written as
+`tf.keras.Model(...)` inside a TFModelV2 is then a tf.Module whose variables the model finds
+itself, as tfrl's own models are. (TensorFlow's own `tf.keras` is Keras 3 since TF 2.16.)"""
+import types
 from typing import Any
+
+
+class _KerasTwoView(types.ModuleType):
+    """A TensorFlow module (tf or tf.compat.v1) whose `keras` attribute is tf_keras."""
+
+    def __init__(self, module):
+        super().__init__(module.__name__, getattr(module, "__doc__", None))
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "keras":
+            import tf_keras
+
+            return tf_keras
+        return getattr(self._module, name)
+
+    def __dir__(self):
+        return dir(self._module)
 
 
 class _TFImport(tuple):
@@ -15,7 +39,7 @@ def try_import_tf(error: bool = False):
     """TensorFlow, as both classic forms want it (module docstring)."""
     import tensorflow as tf
 
-    return _TFImport((tf.compat.v1, tf, 2))
+    return _TFImport((_KerasTwoView(tf.compat.v1), _KerasTwoView(tf), 2))
 
 
 def try_import_torch(error: bool = False):

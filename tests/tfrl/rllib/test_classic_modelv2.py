@@ -1,0 +1,154 @@
+"""Classic ModelV2 custom models through the stock policies: a TFModelV2 subclass built with
+`tf.keras` from `try_import_tf`, registered with the ModelCatalog, its `custom_model_config`
+passed as keywords, its `custom_loss` minimised and its `metrics()` reported in the result
+under info/learner/<policy>/model, as classic RLlib 1.x does."""
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from tfrl.rllib.agents.a3c import A2CTrainer
+from tfrl.rllib.agents.pg import PGTrainer
+from tfrl.rllib.agents.ppo import PPOTrainer
+from tfrl.rllib.agents.ppo.ppo_tf_policy import PPOTFPolicy
+from tfrl.rllib.models import ModelCatalog
+from tfrl.rllib.models.tf.fcnet import FullyConnectedNetwork
+from tfrl.rllib.models.tf.misc import normc_initializer
+from tfrl.rllib.models.tf.tf_modelv2 import TFModelV2
+from tfrl.rllib.utils.framework import try_import_tf
+
+tf1, tf, tfv = try_import_tf()
+
+
+class KerasModel(TFModelV2):
+    """custom_keras_model.py's model, plus a custom loss term and an option by keyword."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name,
+                 hidden=16, aux_weight=0.0):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.aux_weight = aux_weight
+        inputs = tf.keras.layers.Input(shape=obs_space.shape, name="observations")
+        layer_1 = tf.keras.layers.Dense(hidden, activation=tf.nn.relu,
+                                        kernel_initializer=normc_initializer(1.0))(inputs)
+        layer_out = tf.keras.layers.Dense(num_outputs, name="my_out",
+                                          kernel_initializer=normc_initializer(0.01))(layer_1)
+        value_out = tf.keras.layers.Dense(1, name="value_out",
+                                          kernel_initializer=normc_initializer(0.01))(layer_1)
+        self.base_model = tf.keras.Model(inputs, [layer_out, value_out])
+        self.register_variables(self.base_model.variables)
+
+    def forward(self, input_dict, state, seq_lens):
+        model_out, self._value_out = self.base_model(input_dict["obs"])
+        return model_out, state
+
+    def value_function(self):
+        return tf.reshape(self._value_out, [-1])
+
+    def custom_loss(self, policy_loss, loss_inputs):
+        # reads a batch column of its own, so the column joins the learn signature
+        self.aux_loss = tf.reduce_mean(tf.square(self.last_output())) * tf.reduce_mean(
+            tf.cast(loss_inputs["rewards"], tf.float32))
+        return policy_loss + self.aux_weight * self.aux_loss
+
+    def metrics(self):
+        return {"foo": tf.constant(42.0), "aux_loss": self.aux_loss}
+
+
+ModelCatalog.register_custom_model("classic_keras_model", KerasModel)
+
+SMALL = {"env": "CartPole-v1", "num_workers": 0, "rollout_fragment_length": 32,
+         "train_batch_size": 32}
+
+
+def model_config(**options):
+    return {"custom_model": "classic_keras_model", "custom_model_config": options}
+
+
+@pytest.mark.parametrize("trainer_cls,extra", [
+    (PPOTrainer, {"sgd_minibatch_size": 16, "num_sgd_iter": 2}),
+    (PGTrainer, {}),
+    (A2CTrainer, {}),
+])
+def test_custom_model_metrics_reach_the_training_result(ray_session, trainer_cls, extra):
+    config = dict(SMALL, model=model_config(hidden=8, aux_weight=0.5), **extra)
+    with trainer_cls(config=config) as trainer:
+        policy = trainer.get_policy()
+        assert isinstance(policy.model, KerasModel)
+        assert policy.model.aux_weight == 0.5  # custom_model_config arrived as a keyword
+        result = trainer.train()
+    stats = result["info"]["learner"]["default_policy"]
+    assert stats["model"]["foo"] == pytest.approx(42.0)
+    assert np.isfinite(stats["model"]["aux_loss"])
+
+
+def _policy(aux_weight, **config):
+    return PPOTFPolicy(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2),
+                       dict(config, model=model_config(aux_weight=aux_weight)))
+
+
+def _batch(policy, rows=16, seed=0):
+    rng = np.random.default_rng(seed)
+    obs = rng.uniform(-1, 1, (rows, 4)).astype(np.float32)
+    actions, _, extras = policy.compute_actions(obs)
+    return {"obs": obs, "actions": actions, "rewards": np.ones(rows, np.float32),
+            "advantages": np.zeros(rows, np.float32), "value_targets": np.zeros(rows, np.float32),
+            **extras}
+
+
+def test_the_custom_loss_is_the_loss_the_policy_minimises():
+    # same weights and batch: the loss of the learn step is PPO's plus aux_weight * aux_loss,
+    # and the model's term moves the gradients
+    plain, weighted = _policy(0.0, seed=1), _policy(3.0, seed=1)
+    weighted.set_weights(plain.get_weights())
+    batch = _batch(plain)
+    losses = []
+    for policy in (plain, weighted):
+        tensors = {k: tf.constant(v) for k, v in policy._prepare_batch(batch).items()}
+        loss, stats, _ = policy.loss_and_stats(tensors)
+        losses.append((float(loss), float(stats["model/aux_loss"]), float(stats["total_loss"])))
+    (plain_loss, _, plain_ppo), (weighted_loss, aux, weighted_ppo) = losses
+    assert aux > 0 and plain_ppo == pytest.approx(weighted_ppo, rel=1e-5)
+    assert weighted_loss == pytest.approx(plain_loss + 3.0 * aux, rel=1e-4)
+    grads_plain, _ = plain.compute_gradients(batch)
+    grads_weighted, _ = weighted.compute_gradients(batch)
+    assert any(not np.allclose(a, b) for a, b in zip(grads_plain, grads_weighted))
+    assert "rewards" in weighted.loss_input_signature  # the column the custom loss read
+
+
+def test_options_under_the_08_name_custom_options():
+    class OptionsModel(KerasModel):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+            super().__init__(obs_space, action_space, num_outputs, model_config, name,
+                             hidden=model_config["custom_options"]["hidden"])
+
+    model = ModelCatalog.get_model(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2), 2,
+                                   {"custom_model": OptionsModel,
+                                    "custom_options": {"hidden": 5}})
+    assert model.base_model.layers[1].units == 5
+
+
+def test_a_custom_model_wrapping_a_catalog_model():
+    """custom_loss_model.py's shape: a TFModelV2 holding the stock network, its variables
+    registered with `variables()`."""
+
+    class Wrapper(TFModelV2):
+        def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+            super().__init__(obs_space, action_space, num_outputs, model_config, name)
+            self.fcnet = FullyConnectedNetwork(obs_space, action_space, num_outputs,
+                                               model_config, name="fcnet")
+            self.register_variables(self.fcnet.variables())
+
+        def forward(self, input_dict, state, seq_lens):
+            return self.fcnet(input_dict, state, seq_lens)
+
+        def value_function(self):
+            return self.fcnet.value_function()
+
+    ModelCatalog.register_custom_model("classic_wrapper", Wrapper)
+    config = dict(SMALL, model={"custom_model": "classic_wrapper", "fcnet_hiddens": [8]},
+                  sgd_minibatch_size=16, num_sgd_iter=1)
+    with PPOTrainer(config=config) as trainer:
+        before = [w.copy() for w in trainer.get_policy().get_weights()]
+        trainer.train()
+        after = trainer.get_policy().get_weights()
+    # policy and value trunks of one layer each, no variable twice
+    assert len(before) == 8 and any(not np.allclose(a, b) for a, b in zip(before, after))
