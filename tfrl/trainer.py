@@ -177,9 +177,22 @@ class Trainer:
             config=dict(self.config),
             done=False,
         )
+        callbacks = self._train_result_callbacks()
+        if callbacks is not None:
+            callbacks.on_train_result(trainer=self, result=result)
         if self._tb_logger is not None:
             self._tb_logger.log(result)
         return result
+
+    def _train_result_callbacks(self):
+        """The config's callbacks object when it implements on_train_result, else None."""
+        if "_train_callbacks" not in self.__dict__:
+            from tfrl.rollout.callbacks import make_callbacks, overrides_hook
+
+            callbacks = make_callbacks(self.config.get("callbacks"))
+            self._train_callbacks = (callbacks if overrides_hook(callbacks, "on_train_result")
+                                     else None)
+        return self._train_callbacks
 
     def _report_worker_failures(self, result: dict, failures: int) -> None:
         """Says in the result and the log when rollout workers failed during this iteration (an

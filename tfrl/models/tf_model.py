@@ -67,6 +67,7 @@ class TFModel(tf.Module):
     def __call__(self, input_dict: Dict, state: Sequence = (), seq_lens=None):
         input_dict = dict(input_dict)
         input_dict["obs_flat"] = self.preprocessor.tf_transform(input_dict["obs"])
+        input_dict.setdefault("is_training", False)  # classic ModelV2's flag (from_batch: True)
         outputs, new_state = self.forward(input_dict, list(state or []), seq_lens)
         self._last_output = outputs
         return outputs, list(new_state)
@@ -117,7 +118,7 @@ class TFModel(tf.Module):
         num_states = len(self.get_initial_state())
         states = [train_batch[f"state_in_{i}"] for i in range(num_states)]
         seq_lens = train_batch["seq_lens"] if num_states else None
-        return self({"obs": train_batch["obs"]}, states, seq_lens)
+        return self({"obs": train_batch["obs"], "is_training": True}, states, seq_lens)
 
     def forward(self, input_dict: Dict, state: List, seq_lens):
         """Compute model outputs; see the module docstring."""

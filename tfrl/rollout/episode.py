@@ -53,6 +53,16 @@ class Episode:
     def last_observation_for(self, agent_id: Hashable = 0) -> Any:
         return self._last_observations.get(agent_id)
 
+    def last_raw_obs_for(self, agent_id: Hashable = 0) -> Any:
+        """Classic RLlib's unfiltered last observation. tfrl's policies preprocess inside their
+        models, so this is `last_observation_for`, the observation the policy saw: the env's
+        own unless an observation_filter is set."""
+        return self.last_observation_for(agent_id)
+
+    def record_observation(self, agent_id: Hashable, observation: Any) -> None:
+        """The latest observation of `agent_id` (the samplers record it)."""
+        self._last_observations[agent_id] = observation
+
     def last_action_for(self, agent_id: Hashable = 0) -> Any:
         return self._last_actions.get(agent_id)
 

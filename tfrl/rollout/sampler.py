@@ -101,7 +101,7 @@ class EnvRunner:
         # buffer rows [0, this) hold the policy's extra outputs (numpy actions add them late)
         self._rows_with_outputs = 0
         raw = [self._reset_env(i, seed) for i, seed in enumerate(env_seeds or [None] * n)]
-        self._obs = self._filter(stack_rows(raw), "after reset")
+        self._obs = self._latest_obs = self._filter(stack_rows(raw), "after reset")
         for i in range(n):
             self._start_episode(i)
 
@@ -138,6 +138,8 @@ class EnvRunner:
         episode.total_reward = float(self._returns[i])
         episode.agent_rewards[(0, self.policy_id)] = float(self._returns[i])
         episode.record_info(0, self._last_infos[i])
+        episode.record_observation(0, tree.map_structure(lambda column: column[i],
+                                                         self._latest_obs))
         actions = self._last_actions
         episode.record_action(0, actions[i] if isinstance(actions, np.ndarray) else None)
         return episode
@@ -311,6 +313,7 @@ class EnvRunner:
         if states:
             self._states = [np.array(s) for s in state_outs]
 
+        self._latest_obs = next_obs  # what the episode callbacks see as the last observation
         dones = terminateds | truncateds
         done_indices = np.flatnonzero(dones).tolist()
         finished_rows = 0
@@ -337,7 +340,7 @@ class EnvRunner:
                     tree.map_structure(lambda dst, src: dst.__setitem__(i, src[j]), next_obs,
                                        reset_obs)
                 self._start_episode(i)
-        self._obs = next_obs
+        self._obs = self._latest_obs = next_obs
         return finished_rows
 
     def _end_episode(self, i: int) -> int:

@@ -1,0 +1,129 @@
+"""Runs a classic RLlib release's example scripts against tfrl.rllib, one line per script.
+
+The scripts (a release's `rllib/examples` folder, e.g. unpacked from its `ray` wheel) are
+rewritten only by the one rewrite the README promises, `ray.rllib` -> `tfrl.rllib` and
+`import gym` -> `import gymnasium as gym`, and run each in its own process, from the rewritten
+folder, with its default arguments (so to its own stop criterion) under a time limit. The
+rewritten folder is importable as `tfrl.rllib.examples` (the scripts import their helper models
+and envs from `ray.rllib.examples.models` / `.env`), and `import ray.rllib` is blocked, so
+nothing falls back to the RLlib inside the installed `ray` wheel; Ray's workers get the same
+import rules.
+
+    python tools/classic_rllib_examples.py --examples /tmp/ray-1.0.0/ray/rllib/examples \
+        --limit 300 [script.py ...]
+
+Prints `script PASS|FAIL|TIMEOUT seconds last-error-line` per script and last
+`classic examples: P of N ran`; the logs stay in the printed folder.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SITECUSTOMIZE = '''"""Import rules of the classic example runs (tools/classic_rllib_examples.py)."""
+import importlib.abc
+import importlib.util
+import sys
+
+EXAMPLES = {examples!r}
+
+
+class _ClassicExamples(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname == "ray.rllib" or fullname.startswith("ray.rllib."):
+            raise ModuleNotFoundError(
+                f"No module named {{fullname!r}} (blocked: the examples must run on tfrl)",
+                name=fullname)
+        if fullname == "tfrl.rllib.examples":
+            return importlib.util.spec_from_file_location(
+                fullname, EXAMPLES + "/__init__.py", submodule_search_locations=[EXAMPLES])
+        return None
+
+
+sys.meta_path.insert(0, _ClassicExamples())
+'''
+
+ERROR_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Exit)\b|^[A-Za-z_.]+Error: ")
+
+
+def rewrite(source: str) -> str:
+    """The one rewrite: ray.rllib -> tfrl.rllib, `import gym` -> `import gymnasium as gym`."""
+    source = re.sub(r"\bray\.rllib\b", "tfrl.rllib", source)
+    return re.sub(r"^import gym$", "import gymnasium as gym", source, flags=re.MULTILINE)
+
+
+def prepare(examples: Path, work: Path) -> Path:
+    """The rewritten copy of `examples` under `work`, and the sitecustomize folder."""
+    target = work / "examples"
+    shutil.copytree(examples, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for path in target.rglob("*.py"):
+        path.write_text(rewrite(path.read_text()))
+    (target / "__init__.py").touch()
+    site = work / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(examples=str(target)))
+    return target
+
+
+def run_one(script: str, target: Path, env: dict, limit: float) -> tuple:
+    log = target.parent / f"{script}.log"
+    started = time.monotonic()
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, script], cwd=target, env=env, stdout=out,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            # the script's whole session (Ray's processes too), by its group id
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(process.pid, sig)
+                except ProcessLookupError:
+                    break
+                time.sleep(1)
+            process.wait()
+    seconds = time.monotonic() - started
+    lines = [line for line in log.read_text(errors="replace").splitlines()
+             if ERROR_LINE.search(line)]
+    last = lines[-1][:160] if lines else "-"
+    status = "PASS" if rc == 0 else "TIMEOUT" if rc is None else "FAIL"
+    return status, seconds, "-" if status == "PASS" else last
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", type=Path, required=True,
+                        help="a classic release's rllib/examples folder")
+    parser.add_argument("--limit", type=float, default=300.0, help="seconds per script")
+    parser.add_argument("scripts", nargs="*", help="script names (default: every *.py)")
+    args = parser.parse_args()
+    project = Path(__file__).resolve().parent.parent
+    work = Path(tempfile.mkdtemp(prefix="classic-examples."))
+    target = prepare(args.examples, work)
+    scripts = args.scripts or sorted(p.name for p in target.glob("*.py")
+                                     if p.name != "__init__.py")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", RAY_DEDUP_LOGS="0")
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(work / "site"), str(project)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                              else []))
+    passed = 0
+    for script in scripts:
+        status, seconds, last = run_one(script, target, env, args.limit)
+        passed += status == "PASS"
+        print(f"{script} {status} {seconds:.0f}s {last}", flush=True)
+    print(f"logs: {work}")
+    print(f"classic examples: {passed} of {len(scripts)} ran")
+
+
+if __name__ == "__main__":
+    main()
