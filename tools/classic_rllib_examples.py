@@ -10,7 +10,7 @@ nothing falls back to the RLlib inside the installed `ray` wheel; Ray's workers 
 import rules.
 
     python tools/classic_rllib_examples.py --examples /tmp/ray-1.0.0/ray/rllib/examples \
-        --limit 300 [script.py ...]
+        --limit 300 [--gym-from-imports] [script.py ...]
 
 Prints `script PASS|FAIL|TIMEOUT seconds last-error-line` per script and last
 `classic examples: P of N ran`; the logs stay in the printed folder.
@@ -54,18 +54,21 @@ sys.meta_path.insert(0, _ClassicExamples())
 ERROR_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Exit)\b|^[A-Za-z_.]+Error: ")
 
 
-def rewrite(source: str) -> str:
-    """The one rewrite: ray.rllib -> tfrl.rllib, `import gym` -> `import gymnasium as gym`."""
+def rewrite(source: str, gym_from_imports: bool = False) -> str:
+    """The one rewrite: ray.rllib -> tfrl.rllib, `import gym` -> `import gymnasium as gym`
+    (and with `gym_from_imports`, `from gym.x import` -> `from gymnasium.x import`)."""
     source = re.sub(r"\bray\.rllib\b", "tfrl.rllib", source)
+    if gym_from_imports:
+        source = re.sub(r"^from gym(\.| )", r"from gymnasium\1", source, flags=re.MULTILINE)
     return re.sub(r"^import gym$", "import gymnasium as gym", source, flags=re.MULTILINE)
 
 
-def prepare(examples: Path, work: Path) -> Path:
+def prepare(examples: Path, work: Path, gym_from_imports: bool = False) -> Path:
     """The rewritten copy of `examples` under `work`, and the sitecustomize folder."""
     target = work / "examples"
     shutil.copytree(examples, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for path in target.rglob("*.py"):
-        path.write_text(rewrite(path.read_text()))
+        path.write_text(rewrite(path.read_text(), gym_from_imports))
     (target / "__init__.py").touch()
     site = work / "site"
     site.mkdir()
@@ -105,11 +108,13 @@ def main() -> None:
     parser.add_argument("--examples", type=Path, required=True,
                         help="a classic release's rllib/examples folder")
     parser.add_argument("--limit", type=float, default=300.0, help="seconds per script")
+    parser.add_argument("--gym-from-imports", action="store_true",
+                        help="also rewrite `from gym...` imports to gymnasium (a second change)")
     parser.add_argument("scripts", nargs="*", help="script names (default: every *.py)")
     args = parser.parse_args()
     project = Path(__file__).resolve().parent.parent
     work = Path(tempfile.mkdtemp(prefix="classic-examples."))
-    target = prepare(args.examples, work)
+    target = prepare(args.examples, work, args.gym_from_imports)
     scripts = args.scripts or sorted(p.name for p in target.glob("*.py")
                                      if p.name != "__init__.py")
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", RAY_DEDUP_LOGS="0")

@@ -85,11 +85,22 @@ def test_importing_the_namespace_imports_no_tensorflow_and_registers_the_algorit
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_env_interfaces_tfrl_does_not_sample_from_are_refused_by_name():
-    with pytest.raises(ImportError, match="BaseEnv.*gymnasium.Env or a MultiAgentEnv"):
-        from tfrl.rllib.env import BaseEnv  # noqa: F401
-    with pytest.raises(ImportError, match="VectorEnv"):
-        from tfrl.rllib.env import VectorEnv  # noqa: F401
+def test_env_interfaces_tfrl_does_not_sample_from_are_names_only():
+    from tfrl.errors import NotSupportedError
+    from tfrl.rllib.env import BaseEnv, VectorEnv
+    from tfrl.rllib.env.vector_env import VectorEnv as ClassicVectorEnv
+
+    assert ClassicVectorEnv is VectorEnv  # classic callbacks annotate with them
+
+    class PollingEnv(BaseEnv):
+        def poll(self):
+            return {}
+
+    with pytest.raises(NotSupportedError, match="PollingEnv.*BaseEnv.*gymnasium.Env or a "
+                                                "MultiAgentEnv"):
+        PollingEnv()
+    with pytest.raises(NotSupportedError, match="VectorEnv"):
+        type("Vectorised", (VectorEnv,), {})()
     with pytest.raises(ImportError, match="PolicyServerPerWorker"):
         from tfrl.rllib.env import PolicyServerInput  # noqa: F401
 

@@ -5,20 +5,12 @@ _getattr = lazy_exports(__name__, {
     "MultiAgentEnv": "tfrl.env.multi_agent_env", "EnvContext": "tfrl.env.registry",
     "ExternalEnv": "tfrl.env.external_env",
     "ExternalMultiAgentEnv": "tfrl.env.external_multi_agent_env",
-    "PolicyClient": "tfrl.serving.policy_client"})
-
-# Classic env interfaces tfrl does not sample from: the rollout workers step gymnasium envs
-# (vectorised in-process by num_envs_per_worker), MultiAgentEnv and the external envs.
-_NOT_SUPPORTED = ("BaseEnv", "VectorEnv")
+    "PolicyClient": "tfrl.serving.policy_client",
+    # names for annotations only: tfrl does not sample from them (base_env.py)
+    "BaseEnv": "tfrl.rllib.env.base_env", "VectorEnv": "tfrl.rllib.env.base_env"})
 
 
 def __getattr__(name):
-    if name in _NOT_SUPPORTED:
-        raise ImportError(
-            f"tfrl.rllib.env.{name}: tfrl's rollout workers step gymnasium envs (batched in "
-            "one process with num_envs_per_worker) and MultiAgentEnv, not classic RLlib's "
-            f"{name}; wrap the environment as a gymnasium.Env or a MultiAgentEnv instead "
-            "(README, 'Coming from RLlib')", name=f"{__name__}.{name}")
     if name == "PolicyServerInput":
         raise ImportError(
             "tfrl.rllib.env.PolicyServerInput: tfrl serves a policy as an external env instead "
@@ -30,4 +22,5 @@ def __getattr__(name):
     return _getattr(name)
 
 
-__all__ = ["MultiAgentEnv", "EnvContext", "ExternalEnv", "ExternalMultiAgentEnv", "PolicyClient"]
+__all__ = ["MultiAgentEnv", "EnvContext", "ExternalEnv", "ExternalMultiAgentEnv", "PolicyClient",
+           "BaseEnv", "VectorEnv"]
