@@ -9,7 +9,7 @@ and envs from `ray.rllib.examples.models` / `.env`), and `import ray.rllib` is b
 nothing falls back to the RLlib inside the installed `ray` wheel; Ray's workers get the same
 import rules.
 
-    python tools/classic_rllib_examples.py --examples /tmp/ray-1.0.0/ray/rllib/examples \
+    python -m tools classic_rllib_examples --examples /tmp/ray-1.0.0/ray/rllib/examples \
         --limit 300 [--gym-from-imports] [script.py ...]
 
 Prints `script PASS|FAIL|TIMEOUT seconds last-error-line` per script and last
@@ -103,7 +103,7 @@ def run_one(script: str, target: Path, env: dict, limit: float) -> tuple:
     return status, seconds, "-" if status == "PASS" else last
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=Path, required=True,
                         help="a classic release's rllib/examples folder")
@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--gym-from-imports", action="store_true",
                         help="also rewrite `from gym...` imports to gymnasium (a second change)")
     parser.add_argument("scripts", nargs="*", help="script names (default: every *.py)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     project = Path(__file__).resolve().parent.parent
     work = Path(tempfile.mkdtemp(prefix="classic-examples."))
     target = prepare(args.examples, work, args.gym_from_imports)
