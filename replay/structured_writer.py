@@ -32,8 +32,9 @@ from replay import errors, specs
 
 class PatternNode:
     """Cells of the column `flat_source_index`: a slice of the step history (`start` set: with
-    a time dimension) or the single cell at index `stop` (no time dimension). Unset fields read
-    0, as in a proto; `HasField` says whether one is set."""
+    a time dimension; an unset or 0 `stop` reaches the newest step) or the single cell at index
+    `stop` (no time dimension). Indices count back from the newest step (-1). Unset fields read
+    0, as in a proto; `HasField` says whether one is set. `validate_config` holds the rules."""
 
     __slots__ = ("flat_source_index", "_start", "_stop", "_step")
 
@@ -54,22 +55,18 @@ class PatternNode:
         return self._start is not None
 
     def history_length(self) -> int:
-        """How many of the newest steps must be buffered for this node to be applied."""
-        if self._start is None:
-            return -self._stop if self._stop < 0 else self._stop + 1
-        need = [-b if b < 0 else b for b in (self._start, self._stop) if b is not None]
-        return max(need + [1])
+        """How many of the newest steps must be buffered for this node to be applied (Reverb's
+        client: the larger distance back of start and stop)."""
+        return max(1, abs(min(self.start, self.stop)))
 
     def select(self, buffer: Sequence[Any]):
         """The buffered entries this node picks (a list, or one entry without time dimension)."""
         if self._start is None:
             return buffer[self._stop]
-        return list(buffer[self._start:self._stop:self._step])
+        return list(buffer[self._start:self._stop or None:self._step])
 
     def num_cells(self) -> int:
-        step = self._step or 1
-        stop = self._stop if self._stop is not None else 0
-        return max(0, math.ceil((stop - self.start) / step))
+        return max(0, math.ceil((self.stop - self.start) / (self._step or 1)))
 
     def _key(self):
         return (self.flat_source_index, self._start, self._stop, self._step)
@@ -183,14 +180,13 @@ class _RefNode:
         self._idx = idx
 
     def __getitem__(self, key) -> PatternNode:
+        # As Reverb's: an int is the slice `[:key]`, whose node has no start (one cell); the
+        # bounds are checked when the writer is made (`validate_config`).
         if isinstance(key, int):
-            return PatternNode(self._idx, stop=key)
-        if isinstance(key, slice):
-            if key.step is not None and key.step <= 0:
-                raise ValueError(f"pattern slices need a positive step, got {key.step}")
-            return PatternNode(self._idx, start=0 if key.start is None else key.start, stop=key.stop,
-                               step=key.step)
-        raise ValueError(f"Key must be int or slice by got {key} (type {type(key)}).")
+            key = slice(key)
+        elif not isinstance(key, slice):
+            raise ValueError(f"Key must be int or slice by got {key} (type {type(key)}).")
+        return PatternNode(self._idx, start=key.start, stop=key.stop, step=key.step)
 
 
 def create_reference_step(step_structure: Any) -> ReferenceStep:
@@ -313,11 +309,58 @@ class Condition:
         return tree.unflatten_as(step_structure, flat)
 
 
+def validate_config(config: StructuredWriterConfig, position: int) -> None:
+    """Reverb's checks of a config when its writer is made (structured_writer.cc,
+    ValidateStructuredWriterConfig).
+
+    Raises:
+      InvalidArgumentError (a ValueError): "Invalid configuration at position {position}: ..."
+      naming the rule broken (an empty pattern or table; a node without start and stop, with a
+      start >= 0, a stop > 0, a stop not after its start, a stop 0 without start, a step without
+      start or <= 0; a modulo condition with a modulus <= 0 or a remainder < 0).
+    """
+    def invalid(message: str):
+        return errors.InvalidArgumentError(f"Invalid configuration at position {position}: {message}")
+
+    if not config.flat:
+        raise invalid("`flat` must not be empty.")
+    if not config.table:
+        raise invalid("`table` must not be empty.")
+    for node in config.flat:
+        has_start, has_stop, has_step = node.HasField("start"), node.HasField("stop"), node.HasField("step")
+        if node.flat_source_index < 0:
+            raise invalid(f"`flat_source_index` must be >= 0 but got {node.flat_source_index}.")
+        if not has_start and not has_stop:
+            raise invalid("At least one of `start` and `stop` must be specified.")
+        if has_start and node.start >= 0:
+            raise invalid(f"`start` must be < 0 but got {node.start}.")
+        if has_stop and node.stop > 0:
+            raise invalid(f"`stop` must be <= 0 but got {node.stop}.")
+        if has_start and has_stop and node.start >= node.stop:
+            raise invalid(f"`stop` ({node.stop}) must be > `start` ({node.start}) when both are specified.")
+        if has_stop and node.stop == 0 and not has_start:
+            raise invalid(f"`stop` must be < 0 when `start` isn't set but got {node.stop}.")
+        if has_step and not has_start:
+            raise invalid("`step` must only be set when `start` is set.")
+        if has_step and node.step <= 0:
+            raise invalid(f"`step` must be > 0 but got {node.step}.")
+    for condition in config.conditions:
+        if condition.cmp == "mod_eq":
+            if condition.mod <= 0:
+                raise invalid(f"`mod_eq.mod` must be > 0 but got {condition.mod}.")
+            if condition.value < 0:
+                raise invalid(f"`mod_eq.eq` must be >= 0 but got {condition.value}.")
+
+
 # -- evaluating configs --------------------------------------------------------------------------
 
 class PatternEngine:
-    """Applies configs to a stream of steps: after each completed step (and at the end of an
-    episode) it says which configs apply and which buffered entries their nodes select.
+    """Applies configs to a stream of steps: after each append, of a whole step or of part of
+    one (and at the end of an episode), it says which configs apply and which buffered entries
+    their nodes select. As Reverb's StructuredWriter (structured_writer.cc ApplyConfigs), a
+    config applies at most once per step, possibly on a partial step that already has the
+    fields it needs, and an append whose step has nothing in the columns the configs read
+    applies none.
 
     Entries are whatever the caller buffers per column (values, cell references); a None entry
     is a field missing in that step, and a config whose pattern selects one is not applied.
@@ -332,21 +375,40 @@ class PatternEngine:
                 raise errors.InvalidArgumentError(f"the config for table {config.table!r} has an empty pattern")
         self.history_length = max(config.history_length() for config in self.configs)
         self._buffer: Deque[List[Any]] = collections.deque(maxlen=self.history_length)
+        # the columns the configs read (patterns and data conditions)
+        self._used = sorted({node.flat_source_index for config in self.configs for node in config.flat}
+                            | {c.flat_source_index for config in self.configs for c in config.conditions
+                               if c.left == "flat_source_index"})
+        self._row_open = False
         self._step_index = -1
         self._since_applied = [0] * len(self.configs)
+        self._applied_on: List[Optional[int]] = [None] * len(self.configs)
+        self._counted_on: List[Optional[int]] = [None] * len(self.configs)
 
     def clear(self, clear_buffers: bool = True) -> None:
+        """Starts a new episode (step index 0 next); `clear_buffers` also forgets the buffered
+        steps. Steps since a config was applied keep counting across episodes, as in Reverb."""
         if clear_buffers:
             self._buffer.clear()
+        self._row_open = False
         self._step_index = -1
-        self._since_applied = [0] * len(self.configs)
+        self._applied_on = [None] * len(self.configs)
+        self._counted_on = [None] * len(self.configs)
 
-    def append(self, entries: List[Any], values: List[Any]) -> List[Tuple[StructuredWriterConfig, list]]:
-        """Buffers a completed step (`entries` per column; `values` for data conditions) and
-        returns (config, flat selections) for each config to apply now."""
-        self._buffer.append(entries)
-        self._step_index += 1
-        self._since_applied = [n + 1 for n in self._since_applied]
+    def append(self, entries: List[Any], values: List[Any],
+               partial_step: bool = False) -> List[Tuple[StructuredWriterConfig, list]]:
+        """Buffers (part of) a step: `entries` per column, None where this call gives nothing
+        (a step left open by a partial append is filled in); `values` are the step's values so
+        far, for data conditions. Returns (config, flat selections) for each config to apply now."""
+        if self._row_open and self._buffer:
+            row = self._buffer[-1]
+            for column, entry in enumerate(entries):
+                if entry is not None:
+                    row[column] = entry
+        else:
+            self._buffer.append(list(entries))
+            self._step_index += 1
+        self._row_open = partial_step
         return self._apply(values, end_of_episode=False)
 
     def end_episode(self, values: Optional[List[Any]]) -> List[Tuple[StructuredWriterConfig, list]]:
@@ -358,7 +420,15 @@ class PatternEngine:
     def _apply(self, values, end_of_episode: bool):
         out = []
         buffer = list(self._buffer)
+        newest = buffer[-1]
+        if all(column >= len(newest) or newest[column] is None for column in self._used):
+            return out
         for i, config in enumerate(self.configs):
+            if self._applied_on[i] == self._step_index:
+                continue
+            if self._counted_on[i] != self._step_index:
+                self._since_applied[i] += 1
+                self._counted_on[i] = self._step_index
             wants_end = any(c.left == "is_end_episode" for c in config.conditions)
             if wants_end != end_of_episode or len(buffer) < config.history_length():
                 continue
@@ -373,6 +443,7 @@ class PatternEngine:
                 selections.append(picked)
             else:
                 self._since_applied[i] = 0
+                self._applied_on[i] = self._step_index
                 out.append((config, selections))
         return out
 
@@ -410,6 +481,10 @@ class StructuredWriter:
     """
 
     def __init__(self, client, configs: Sequence[StructuredWriterConfig]):
+        """Raises: InvalidArgumentError (a ValueError): no configs, or an invalid one
+        (`validate_config`)."""
+        for position, config in enumerate(configs):
+            validate_config(config, position)
         self._engine = PatternEngine(configs)
         self._writer = client.trajectory_writer(self._engine.history_length)
         self._structure = None
@@ -424,7 +499,9 @@ class StructuredWriter:
         return self._open_step is not None
 
     def append(self, data: Any, *, partial_step: bool = False) -> None:
-        """Appends (part of) a step and inserts the items of the configs that apply.
+        """Appends (part of) a step and inserts the items of the configs that apply (a config
+        whose pattern needs only fields a partial step already has applies to it, as in Reverb;
+        each config applies at most once per step).
 
         Raises:
           ValueError: a structure with a different number of leaves than the first step, a
@@ -438,20 +515,17 @@ class StructuredWriter:
         if len(flat) != self._num_columns:
             raise ValueError(f"Flattened data has an unexpected length, got {len(flat)} but wanted "
                              f"{self._num_columns}.")
-        values = [None if leaf is None else self._checked(i, leaf) for i, leaf in enumerate(flat)]
+        given = [None if leaf is None else self._checked(i, leaf) for i, leaf in enumerate(flat)]
+        values = given
         if self._open_step is not None:
-            for i, value in enumerate(values):
-                if value is None:
-                    continue
-                if self._open_step[i] is not None:
+            for i, value in enumerate(given):
+                if value is not None and self._open_step[i] is not None:
                     raise ValueError(f"Field {self._path(i)} has already been set in the active step.")
-                self._open_step[i] = value
-            values = self._open_step
-        if partial_step:
-            self._open_step = values
-            return
-        self._open_step = None
-        self._write_step(values)
+            values = [o if v is None else v for o, v in zip(self._open_step, given)]
+        cells = self._writer.append(list(given), partial_step=partial_step)
+        self._open_step = values if partial_step else None
+        self._last_values = values
+        self._insert(self._engine.append(list(cells), values, partial_step=partial_step))
 
     def _path(self, i: int):
         return tree.flatten_with_path(self._structure)[i][0]
@@ -472,11 +546,6 @@ class StructuredWriter:
                              f"Got {specs.tf_shape_text(value.shape)} which is incompatible with "
                              f"{specs.tf_shape_text(shape)}.")
         return value
-
-    def _write_step(self, values: List[Any]) -> None:
-        cells = self._writer.append(list(values))
-        self._insert(self._engine.append(list(cells), values))
-        self._last_values = values
 
     def _insert(self, applied) -> None:
         from replay.trajectory_columns import TrajectoryColumn
@@ -503,16 +572,17 @@ class StructuredWriter:
         self._writer.flush(block_until_num_items, timeout_ms)
 
     def end_episode(self, clear_buffers: bool = True, timeout_ms: Optional[int] = None) -> None:
-        """Completes an open step, inserts the items of the configs conditioned on the end of
-        the episode, flushes and starts a new episode.
+        """Inserts the items of the configs conditioned on the end of the episode, flushes and
+        starts a new episode. An open partial step ends with the episode (as in Reverb: the next
+        append starts a step); with `clear_buffers` it goes with the buffers.
 
         Raises:
           DeadlineExceededError: the flush did not complete within `timeout_ms`.
         """
-        if self._open_step is not None:
-            values, self._open_step = self._open_step, None
-            self._write_step(values)
         self._insert(self._engine.end_episode(self._last_values))
+        if self._open_step is not None and not clear_buffers:
+            self._writer.append([None] * len(self._open_step))  # completes the step, adds nothing
+        self._open_step = None
         self._engine.clear(clear_buffers)
         self._writer.end_episode(clear_buffers, timeout_ms)
 

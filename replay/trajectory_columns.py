@@ -255,13 +255,17 @@ class _ColumnHistory:
                         and last[1] - first[1] == len(entries) - 1 and None not in entries):
                     return _run_column(entries, (first[0], first[1], len(entries), first[2]), path)
                 return TrajectoryColumn(list(map(_cell, entries)), path=path)
-            if val.start is None and val.step is None and val.stop is not None:
-                # as Reverb's: the kept cells before `stop` (no None for steps no longer kept)
+            if val.start is None and val.stop is not None:
+                # as Reverb's: the kept cells before `stop` (no None for steps no longer kept);
+                # [:0] is empty and a stop at or past the end takes every kept cell (where
+                # Reverb's arithmetic gives an empty column or only the oldest kept cells)
+                if val.stop == 0:
+                    return TrajectoryColumn([], path=path)
                 stop = val.stop - n if val.stop > 0 else val.stop
                 cells = list(map(_cell, self._cells))
                 if -n < stop < -len(cells):
                     raise _none_reference_error(path, [None])
-                return TrajectoryColumn(cells[:stop] if stop < 0 else cells, path=path)
+                return TrajectoryColumn(cells[:stop if stop < 0 else None:val.step], path=path)
             if val.start is not None and val.start < -n:
                 # as Reverb's: a start before the episode's first step is a None reference
                 raise _none_reference_error(path, [None])

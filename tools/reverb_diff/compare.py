@@ -6,7 +6,8 @@ times sampled, `num_unique_samples`, which ids a mutation found) are masked and 
 compared (what blocked, table sizes, dtypes and shapes); `distribution` ops are checked on each
 side against the distribution Reverb's selectors define (prioritized.cc: weight priority^exponent,
 a zero priority weighs zero even with exponent 0, all weights zero samples uniformly).
-Errors match when Reverb's exception class is among the classes ours is an instance of.
+Errors match when Reverb's exception class is among the classes ours is an instance of, also
+where an observation holds one inside (what reading a writer's history raised after an append).
 """
 from __future__ import annotations
 
@@ -67,7 +68,13 @@ def _masked(sequence, op, observation):
     return observation
 
 
+def _is_error(value) -> bool:
+    return isinstance(value, dict) and "error" in value and "isa" in value
+
+
 def _same(a, b) -> bool:
+    if _is_error(a) and _is_error(b):
+        return _errors_match(a, b)
     if isinstance(a, float) or isinstance(b, float):
         if isinstance(a, (int, float)) and isinstance(b, (int, float)):
             if math.isinf(a) or math.isinf(b):
@@ -157,7 +164,8 @@ def check_distributions(sequence, observations) -> List[str]:
 
 def compare_sequence(sequence, reverb_observations, our_observations) -> List[Dict[str, Any]]:
     """Every op where our observation differs from Reverb's: dicts with the op's index, the op,
-    both observations and the differing paths. A crashed run or a missing observation is a
+    both observations, the differing paths and `history` (the op's writer's history lengths
+    Reverb reported last). A crashed run or a missing observation is a
     difference at its op."""
     differences = []
     if sequence.get("family") == "distribution":
@@ -174,25 +182,42 @@ def compare_sequence(sequence, reverb_observations, our_observations) -> List[Di
         differences.append({"index": 0, "op": {"op": "tables"}, "paths": ["tables"], "reverb": reverb_first,
                             "ours": ours_first})
         return differences
+    # Per writer, the history lengths Reverb reported last (after an append or end_episode):
+    # a divergence may depend on them (divergences.py), so each difference carries them.
+    histories: Dict[Any, Dict[str, int]] = {}
     for index, op in enumerate(sequence["ops"]):
         reverb = reverb_observations[index] if index < len(reverb_observations) else {"missing": True}
         ours = our_observations[index] if index < len(our_observations) else {"missing": True}
-        if op["op"] == "distribution":
-            if ("ok" in reverb) != ("ok" in ours):
-                differences.append({"index": index, "op": op, "paths": ["."], "reverb": reverb, "ours": ours})
-            continue
-        if "ok" in reverb and isinstance(reverb["ok"], dict) and "not_called" in reverb["ok"]:
-            # Reverb crashes on this call (executor.py says why): any named error of ours will do.
-            if "error" not in ours:
-                differences.append({"index": index, "op": op, "paths": ["not_called"], "reverb": reverb,
-                                    "ours": ours})
-            continue
-        if "error" in reverb and "error" in ours:
-            if not _errors_match(reverb, ours):
-                differences.append({"index": index, "op": op, "paths": ["error"], "reverb": reverb, "ours": ours})
-            continue
-        reverb, ours = _masked(sequence, op, reverb), _masked(sequence, op, ours)
-        paths = _differences(reverb, ours)
-        if paths:
-            differences.append({"index": index, "op": op, "paths": paths, "reverb": reverb, "ours": ours})
+        differences_before = len(differences)
+        _compare_op(sequence, index, op, reverb, ours, differences)
+        for difference in differences[differences_before:]:
+            difference["history"] = dict(histories.get(op.get("w", 0), {}))
+        writer = op.get("w", 0)
+        if op["op"] == "tw_open":
+            histories[writer] = {}
+        elif op["op"] in ("append", "end_episode") and isinstance(reverb.get("ok"), dict):
+            lengths = reverb["ok"].get("history")
+            if isinstance(lengths, dict) and not _is_error(lengths):
+                histories[writer] = lengths
     return differences
+
+
+def _compare_op(sequence, index, op, reverb, ours, differences) -> None:
+    """Appends the difference of one op's observations, if any."""
+    if op["op"] == "distribution":
+        if ("ok" in reverb) != ("ok" in ours):
+            differences.append({"index": index, "op": op, "paths": ["."], "reverb": reverb, "ours": ours})
+        return
+    if "ok" in reverb and isinstance(reverb["ok"], dict) and "not_called" in reverb["ok"]:
+        # Reverb crashes on this call (executor.py says why): any named error of ours will do.
+        if "error" not in ours:
+            differences.append({"index": index, "op": op, "paths": ["not_called"], "reverb": reverb, "ours": ours})
+        return
+    if "error" in reverb and "error" in ours:
+        if not _errors_match(reverb, ours):
+            differences.append({"index": index, "op": op, "paths": ["error"], "reverb": reverb, "ours": ours})
+        return
+    reverb, ours = _masked(sequence, op, reverb), _masked(sequence, op, ours)
+    paths = _differences(reverb, ours)
+    if paths:
+        differences.append({"index": index, "op": op, "paths": paths, "reverb": reverb, "ours": ours})

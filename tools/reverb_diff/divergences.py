@@ -10,6 +10,7 @@ entry goes when the fix lands and the differential run shows the sequences agree
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Callable, Dict, List, Tuple
 
 
@@ -31,46 +32,14 @@ def _field(*suffixes: str):
     return matches
 
 
-def _non_negative_refs(op) -> bool:
-    """Whether an item op indexes a history with a non-negative index, slice bound or list entry."""
-    for _column, index in op.get("trajectory", {}).values():
-        if isinstance(index, int) and index >= 0:
-            return True
-        if isinstance(index, list) and any(i >= 0 for i in index):
-            return True
-        if isinstance(index, dict) and any(index.get(b) is not None and index[b] >= 0 for b in ("start", "stop")):
-            return True
-    return False
 
 
-def _partial_before(sequence, difference) -> bool:
-    return any(op.get("partial") for op in sequence["ops"][:difference["index"] + 1])
 
 
-def _history_from_episode_start(sequence, difference) -> bool:
-    op = difference["op"]
-    if op["op"] in ("append", "end_episode") and not _partial_before(sequence, difference):
-        return all(p.startswith(".ok.history") for p in difference["paths"])
-    if op["op"] == "item" and _non_negative_refs(op):
-        return True
-    # An item Reverb built from a non-negative bound past the history's end cannot be sampled
-    # ("Cannot slice (0, 2) out of tensor with shape [1]").
-    earlier = [o for o in sequence["ops"][:difference["index"]] if o["op"] == "item"]
-    return (op["op"] == "drain" and "Cannot slice" in (difference["reverb"] or {}).get("message", "")
-            and any(_non_negative_refs(o) for o in earlier))
 
 
-def _partial_step_history(sequence, difference) -> bool:
-    op = difference["op"]
-    if not _partial_before(sequence, difference):
-        return False
-    return op["op"] in ("append", "end_episode", "item")
 
 
-def _history_before_append(_sequence, difference) -> bool:
-    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    return (reverb.get("error") == "RuntimeError" and "before `append`" in reverb.get("message", "")
-            and "error" in ours)
 
 
 def _legacy_writer_dtype(sequence, difference) -> bool:
@@ -78,34 +47,16 @@ def _legacy_writer_dtype(sequence, difference) -> bool:
     return difference["op"]["op"] == "w_append" and cast_before and "error" in (difference["ours"] or {})
 
 
-def _missing_step_error(_sequence, difference) -> bool:
-    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    return (difference["op"]["op"] == "item" and reverb.get("error") == "ValueError"
-            and "None data references" in reverb.get("message", "") and ours.get("error") == "IndexError")
 
 
-def _zero_priority_drawn(sequence, difference) -> bool:
-    sampler = sequence["tables"][0].get("sampler", [""])
-    return (difference["op"]["op"] == "distribution" and sampler == ["Prioritized", 0.0]
-            and all("of probability 0" in p or "reject" in p for p in difference["paths"]))
 
 
-def _late_column_mixed_up(sequence, difference) -> bool:
-    ours, reverb = difference["ours"] or {}, difference["reverb"] or {}
-    appends = [op for op in sequence["ops"][:difference["index"]] if op["op"] == "append"]
-    columns = set().union(*(op["step"] for op in appends)) if appends else set()
-    late = bool(appends) and any(set(op["step"]) != columns for op in appends)
-    return (difference["op"]["op"] == "append" and "ok" in reverb and late
-            and "provided for column" in ours.get("message", ""))
 
 
 def _close_waited(_sequence, difference) -> bool:
     return difference["op"]["op"] == "tw_close" and difference["paths"] == [".ok.waited"]
 
 
-def _structured_config_accepted(_sequence, difference) -> bool:
-    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    return difference["op"]["op"] == "sw_open" and reverb.get("error") == "ValueError" and "ok" in ours
 
 
 def _structured_field_twice(_sequence, difference) -> bool:
@@ -122,10 +73,6 @@ def _stop_only_slice_into_expired_steps(_sequence, difference) -> bool:
             and "None data references" in ours.get("message", ""))
 
 
-def _structured_partial_items(sequence, difference) -> bool:
-    partial_before = any(op["op"] == "sw_append" and op.get("partial")
-                         for op in sequence["ops"][:difference["index"]])
-    return difference["op"]["op"] == "drain" and partial_before and sequence.get("family") == "structured_writer"
 
 
 def _modulo_comparison_refused(sequence, difference) -> bool:
@@ -134,23 +81,6 @@ def _modulo_comparison_refused(sequence, difference) -> bool:
             and "modulo condition can only be compared" in ours.get("message", ""))
 
 
-def _slice_stop_zero(sequence, difference) -> bool:
-    if difference["op"]["op"] != "drain" or sequence.get("family") != "structured_writer":
-        return False
-    return any(isinstance(index, dict) and index.get("stop") == 0
-               for config in sequence["ops"][0].get("configs", []) for _c, index in config["pattern"].values())
-
-
-def _slice_clipped(_sequence, difference) -> bool:
-    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    return (difference["op"]["op"] == "item" and "None data references" in reverb.get("message", "")
-            and "ok" in ours)
-
-
-def _legacy_item_past_buffer(_sequence, difference) -> bool:
-    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    return (difference["op"]["op"] == "w_item" and "ok" in reverb
-            and "larger than number of buffered timesteps" in ours.get("message", ""))
 
 
 def _free_insert_refused(_sequence, difference) -> bool:
@@ -163,14 +93,104 @@ def _free_insert_refused(_sequence, difference) -> bool:
     return False
 
 
+def _refs_at_length(sequence, difference) -> bool:
+    """Whether an item op uses a non-negative index, list entry or slice bound at or past its
+    column's history length (as Reverb reported it before the op)."""
+    if difference["op"]["op"] != "item":
+        return False
+    lengths = difference.get("history", {})
+    for column, index in difference["op"].get("trajectory", {}).values():
+        # (a column first given after the last reported append has the same length: Reverb
+        # backfills new columns)
+        length = lengths.get(column, max(lengths.values(), default=None))
+        if length is None:
+            continue
+        if isinstance(index, dict):
+            bounds = [index.get("start"), index.get("stop")]
+        else:
+            bounds = index if isinstance(index, list) else [index]
+        if any(b is not None and b >= length for b in bounds):
+            return True
+    return False
+
+
+def _repeated_step_unsampleable(sequence, difference) -> bool:
+    reverb = difference["reverb"] or {}
+    if difference["op"]["op"] != "drain" or "Cannot slice" not in reverb.get("message", ""):
+        return False
+    # (a list can repeat a step through different indices: [0, -3] of four steps)
+    return any(isinstance(index, list) and len(index) > 1
+               for op in sequence["ops"][:difference["index"]] if op["op"] == "item"
+               for _column, index in op.get("trajectory", {}).values())
+
+
+def _failed_append_defined_column(sequence, difference) -> bool:
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    match = re.search(r"wrong dtype provided for column \('([^']+)',\)", reverb.get("message", ""))
+    if difference["op"]["op"] != "append" or not match or "ok" not in ours:
+        return False
+    column = match.group(1)
+    return any(op["op"] == "append" and column in op.get("cast", {}) and column in op["step"]
+               for op in sequence["ops"][:difference["index"]])
+
+
+def _append_after_clearing_open_step(sequence, difference) -> bool:
+    reverb = difference["reverb"] or {}
+    if difference["op"]["op"] != "append" or "has already been set" not in reverb.get("message", ""):
+        return False
+    # (whether the step was still open when the episode ended depends on which appends failed,
+    # which the ops alone do not say: a partial append since the last clearing is enough here)
+    writer = difference["op"].get("w", 0)
+    partial_since_cleared = False
+    for op in sequence["ops"][:difference["index"]]:
+        if op.get("w", 0) != writer:
+            continue
+        if op["op"] == "append" and op.get("partial"):
+            partial_since_cleared = True
+        elif op["op"] == "end_episode" and op.get("clear_buffers", True):
+            if partial_since_cleared:
+                return True
+        elif op["op"] == "tw_open":
+            partial_since_cleared = False
+    return False
+
+
 DIVERGENCES: List[Divergence] = [
     Divergence(
-        name="prioritized_zero_priority_with_exponent_zero",
-        status="open",
-        reason="Prioritized(priority_exponent=0.0) samples an item of priority 0 in replay (0 ** 0 == 1); "
-               "Reverb never does while another item has a positive priority (prioritized.cc: a zero priority "
-               "weighs zero whatever the exponent; all zero samples uniformly).",
-        matches=_zero_priority_drawn),
+        name="history_index_at_length",
+        status="kept",
+        reason="A non-negative history index or slice bound at or past the history's length (one append, "
+               "history['a'][1], history['a'][1:], history['a'][4:2]; three appends, history['a'][:4]): "
+               "Reverb's _ColumnHistory._slice subtracts the length and indexes its kept cells with the "
+               "result, so [1] is the oldest kept step, [1:] all of them, [4:2] two None references and "
+               "[:4] only the oldest kept step; replay indexes like a list, as that code means to ('as if "
+               "_data_references wasn't limited in size'): [1] raises IndexError, [1:] and [4:2] are empty "
+               "(create_item refuses them, ValueError), and [:4] is every kept step.",
+        matches=_refs_at_length, cascades=True),
+    Divergence(
+        name="repeated_step_unsampleable",
+        status="kept",
+        reason="An item whose column repeats one step (num_keep_alive_refs=3, append, append(partial_step="
+               "True), create_item(history['a'][[-2, -2, -2]]); or [0, -3] of four steps): Reverb accepts "
+               "the item but cannot sample it (ValueError: 'Cannot slice (0, 3) out of tensor with shape "
+               "[1,2]'); replay samples the repeated step as often as the item names it.",
+        matches=_repeated_step_unsampleable, cascades=True),
+    Divergence(
+        name="refused_append_defines_columns",
+        status="kept",
+        reason="An append Reverb refuses for one column's dtype still fixes the dtypes of the new columns it "
+               "carried (append({'c': uint8}), end_episode(), append({'b': int32, 'c': float32}) -> ValueError "
+               "for c, then append({'b': uint8}) -> ValueError 'expected int32'); replay's refused append "
+               "changes nothing, so the later append is taken.",
+        matches=_failed_append_defined_column, cascades=True),
+    Divergence(
+        name="open_step_cleared_by_end_episode",
+        status="kept",
+        reason="end_episode(clear_buffers=True) while a partial step is open: replay drops the open step with "
+               "the history; Reverb's Python writer empties the history but still takes the step as open, so "
+               "every later append of a field that step had raises ValueError ('... has already been set in "
+               "the active step') for the rest of the writer's life.",
+        matches=_append_after_clearing_open_step, cascades=True),
     Divergence(
         name="min_size_free_inserts",
         status="open",
@@ -180,31 +200,6 @@ DIVERGENCES: List[Divergence] = [
                "max_diff refuses the insert that reaches min_size_to_sample.",
         matches=_free_insert_refused, cascades=True),
     Divergence(
-        name="history_from_episode_start",
-        status="open",
-        reason="Reverb's history counts from the start of the episode: len(history[col]) is the episode's steps "
-               "and a non-negative index, slice bound or list entry i means step i of the episode "
-               "(_ColumnHistory._slice), only the last num_keep_alive_refs being usable; replay counts within "
-               "the kept-alive steps (issue 55, being fixed). Reverb's own arithmetic also has two quirks a "
-               "fix must not copy blindly: history[col][len] is the oldest kept step (len - len = 0), "
-               "and a slice stop equal to len becomes 0, an empty column, on which create_item crashes.",
-        matches=_history_from_episode_start, cascades=True),
-    Divergence(
-        name="partial_step_in_history",
-        status="open",
-        reason="After append(..., partial_step=True) Reverb's history already holds the open step (its length "
-               "counts it, history[col][-1] is the partial cell, a column first seen in it appears); replay's "
-               "history shows completed steps only, so indices after a partial step differ.",
-        matches=_partial_step_history, cascades=True),
-    Divergence(
-        name="late_column_mixed_up",
-        status="open",
-        reason="A TrajectoryWriter whose first step lacked a column that sorts before the ones it had: "
-               "append({'b': int64}), append({'a': float64, 'b': int64}), append({'a': float64, 'b': int64}) -> "
-               "replay refuses the third append ('Tensor of wrong dtype provided for column b. Got double but "
-               "expected int64'): the columns are mixed up once the new one is placed; Reverb takes it.",
-        matches=_late_column_mixed_up, cascades=True),
-    Divergence(
         name="close_waits_for_held_items",
         status="open",
         reason="TrajectoryWriter.close() with items a rate limiter holds back (Table.stack('t0', 2), four "
@@ -212,12 +207,6 @@ DIVERGENCES: List[Divergence] = [
                "5 s before giving up on them; Reverb's returns at once (its stream is cancelled, the items "
                "dropped).",
         matches=_close_waited),
-    Divergence(
-        name="structured_config_unchecked",
-        status="open",
-        reason="client.structured_writer refuses an invalid pattern in Reverb (ValueError: 'Invalid configuration "
-               "at position 0: `stop` (-1) must be > `start` (-1)' for step['a'][-1:-1]); replay accepts it.",
-        matches=_structured_config_accepted, cascades=True),
     Divergence(
         name="structured_field_set_twice",
         status="kept",
@@ -227,53 +216,13 @@ DIVERGENCES: List[Divergence] = [
                "Reverb team') or, when the step's other fields are still missing, takes it.",
         matches=_structured_field_twice, cascades=True),
     Divergence(
-        name="structured_items_from_partial_step",
-        status="open",
-        reason="A StructuredWriter whose pattern needs only fields an open partial step already has "
-               "(pattern step['a'][-1:], append({'a': 1}, partial_step=True), flush()): Reverb creates the "
-               "item from the partial step; replay waits for the step to be complete.",
-        matches=_structured_partial_items, cascades=True),
-    Divergence(
         name="modulo_condition_comparisons",
-        status="open",
-        reason="Reverb takes a modulo condition compared with <, <=, > or >= (Condition.data(step)['a'] % 3 >= 200) "
-               "when the config is built; replay refuses it (ValueError: 'a modulo condition can only be "
-               "compared with == or !='). Keeping the refusal needs a decision and a README line.",
+        status="kept",
+        reason="A modulo condition compared with <, <=, > or >= (Condition.step_index() % 3 >= 2): Reverb "
+               "takes it and drops the modulus (eq, ge and mod_eq are one proto oneof, so setting ge clears "
+               "mod_eq: the condition is step_index >= 2); replay refuses it (ValueError: 'a modulo condition "
+               "can only be compared with == or !=') rather than insert items the config does not describe.",
         matches=_modulo_comparison_refused, cascades=True),
-    Divergence(
-        name="structured_slice_stop_zero",
-        status="open",
-        reason="A structured pattern slice with stop 0 (step['a'][-1:0]): Reverb reads stop 0 as the end of the "
-               "history and creates items of the last step; replay creates none.",
-        matches=_slice_stop_zero, cascades=True),
-    Divergence(
-        name="slice_before_episode_start_clipped",
-        status="open",
-        reason="An item from a slice reaching before the episode's first step (num_keep_alive_refs=1, one "
-               "append, create_item(history['b'][-2:])): Reverb refuses it (ValueError: 'TrajectoryColumns "
-               "cannot contain any None data references'); replay creates an item of the one step there is.",
-        matches=_slice_clipped, cascades=True),
-    Divergence(
-        name="legacy_item_past_buffer",
-        status="open",
-        reason="Legacy Writer(max_sequence_length=4): two appends, create_item(num_timesteps=2), flush(), "
-               "create_item(num_timesteps=4): Reverb takes the call; replay raises InvalidArgumentError "
-               "('num_timesteps is larger than number of buffered timesteps').",
-        matches=_legacy_item_past_buffer, cascades=True),
-    Divergence(
-        name="history_before_first_append",
-        status="open",
-        reason="Reading TrajectoryWriter.history (or building an item from it, or end_episode, which reads it) "
-               "before the first append raises RuntimeError in Reverb, InvalidArgumentError (a ValueError) "
-               "in replay.",
-        matches=_history_before_append),
-    Divergence(
-        name="missing_step_error_type",
-        status="open",
-        reason="An item referencing a step the history no longer (or never) held: Reverb raises ValueError "
-               "('TrajectoryColumns cannot contain any None data references'), replay IndexError (not a "
-               "ValueError); both create nothing.",
-        matches=_missing_step_error),
     Divergence(
         name="stop_only_slice_into_expired_steps",
         status="kept",

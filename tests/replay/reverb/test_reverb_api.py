@@ -120,6 +120,24 @@ def test_trajectory_writer_keeps_its_history_over_end_episode_without_clearing_b
     assert values == [[1, 2, 3], [4, 5, 6]]
 
 
+def test_history_slices_without_start_take_the_kept_steps_before_stop(server):
+    """As Reverb's _ColumnHistory: a slice with only a stop (and maybe a step) takes the kept
+    steps before it, without None references for steps no longer kept; [:0] is empty, and a stop
+    at or past the end takes every kept step (Reverb's arithmetic there is a divergence kept on
+    purpose, tools/reverb_diff/divergences.py history_index_at_length)."""
+    with server.localhost_client().trajectory_writer(num_keep_alive_refs=3) as writer:
+        for i in range(4):
+            writer.append({"a": np.int64(i)})
+        column = writer.history["a"]
+        def steps(c):
+            return [ref.value.item() for ref in c]
+        assert steps(column[:3]) == [1, 2] and steps(column[:3:1]) == [1, 2] and steps(column[:-1:2]) == [1]
+        assert steps(column[:4]) == steps(column[:9]) == [1, 2, 3]
+        assert len(column[:0]) == 0
+        with pytest.raises(ValueError, match="cannot be empty|must not be empty"):
+            writer.create_item("prio", 1.0, {"a": column[:0]})
+
+
 def test_a_trajectory_writer_dropped_without_close_sends_its_items_first(server):
     client = server.localhost_client()
     writer = client.trajectory_writer(1)

@@ -78,3 +78,53 @@ def test_pattern_dataset_applies_the_writer_rules_within_episodes():
     assert [(g["x"], g["next"]) for g in got] == [(0, 1), (2, 3), (3, 4)]
     with pytest.raises(ValueError, match="must return `bool`"):
         pattern_dataset.PatternDataset(steps, [config], True, lambda s: s["x"])
+
+
+def test_a_partial_step_with_the_fields_a_pattern_needs_makes_its_item_once(client):
+    """As Reverb's StructuredWriter: configs apply after every append, partial ones included,
+    at most once per step."""
+    ref = structured_writer.create_reference_step({"a": None, "b": None})
+    writer = client.structured_writer([structured_writer.create_config(ref["a"][-1:], "q")])
+    writer.append({"a": np.int64(1), "b": None}, partial_step=True)
+    writer.flush()
+    assert [d[0].tolist() for _, d in _contents(client, "q")] == [[1]]
+    writer.append({"a": None, "b": np.int64(10)})  # completes the step: no second item of it
+    writer.append({"a": np.int64(2), "b": np.int64(20)})
+    writer.flush()
+    assert [d[0].tolist() for _, d in _contents(client, "q")] == [[2]]
+
+
+def test_a_slice_with_stop_zero_reaches_the_newest_step(client):
+    ref = structured_writer.create_reference_step([None])
+    writer = client.structured_writer([structured_writer.create_config(ref[0][-2:0], "q")])
+    for i in range(3):
+        writer.append([np.int64(i)])
+    writer.flush()
+    assert [d[0].tolist() for _, d in _contents(client, "q")] == [[0, 1], [1, 2]]
+
+
+@pytest.mark.parametrize("index, message", [
+    (slice(-1, -1), r"position 0: `stop` \(-1\) must be > `start` \(-1\)"),
+    (slice(None, -2, 2), "`step` must only be set when `start` is set"),
+    (slice(0, None), "`start` must be < 0 but got 0"),
+    (slice(-2, 1), "`stop` must be <= 0 but got 1"),
+])
+def test_an_invalid_pattern_is_refused_when_the_writer_is_made(client, index, message):
+    ref = structured_writer.create_reference_step([None])
+    config = structured_writer.create_config(ref[0][index], "q")
+    with pytest.raises(ValueError, match=message):
+        client.structured_writer([config])
+
+
+def test_steps_since_applied_keep_counting_across_episodes(client):
+    """Reverb keeps each config's count of steps since it applied over end_episode."""
+    ref = structured_writer.create_reference_step([None])
+    config = structured_writer.create_config(ref[0][-1], "q", conditions=[Condition.steps_since_applied() == 3])
+    writer = client.structured_writer([config])
+    writer.append([np.int64(0)])
+    writer.append([np.int64(1)])
+    writer.end_episode()
+    writer.append([np.int64(2)])  # the third step since the start: applies
+    writer.append([np.int64(3)])
+    writer.flush()
+    assert [d[0].tolist() for _, d in _contents(client, "q")] == [2]
