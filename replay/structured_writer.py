@@ -380,20 +380,20 @@ class PatternEngine:
                             | {c.flat_source_index for config in self.configs for c in config.conditions
                                if c.left == "flat_source_index"})
         self._row_open = False
-        self._step_index = -1
+        self._step_index = -1  # within the episode, for conditions
+        self._step_serial = -1  # over the engine's life: a config applies once per step
         self._since_applied = [0] * len(self.configs)
         self._applied_on: List[Optional[int]] = [None] * len(self.configs)
         self._counted_on: List[Optional[int]] = [None] * len(self.configs)
 
     def clear(self, clear_buffers: bool = True) -> None:
         """Starts a new episode (step index 0 next); `clear_buffers` also forgets the buffered
-        steps. Steps since a config was applied keep counting across episodes, as in Reverb."""
+        steps. Steps since a config was applied keep counting across episodes, and a config
+        that applied to the newest buffered step does not apply to it again, as in Reverb."""
         if clear_buffers:
             self._buffer.clear()
         self._row_open = False
         self._step_index = -1
-        self._applied_on = [None] * len(self.configs)
-        self._counted_on = [None] * len(self.configs)
 
     def append(self, entries: List[Any], values: List[Any],
                partial_step: bool = False) -> List[Tuple[StructuredWriterConfig, list]]:
@@ -408,6 +408,7 @@ class PatternEngine:
         else:
             self._buffer.append(list(entries))
             self._step_index += 1
+            self._step_serial += 1
         self._row_open = partial_step
         return self._apply(values, end_of_episode=False)
 
@@ -424,11 +425,11 @@ class PatternEngine:
         if all(column >= len(newest) or newest[column] is None for column in self._used):
             return out
         for i, config in enumerate(self.configs):
-            if self._applied_on[i] == self._step_index:
+            if self._applied_on[i] == self._step_serial:
                 continue
-            if self._counted_on[i] != self._step_index:
+            if self._counted_on[i] != self._step_serial:
                 self._since_applied[i] += 1
-                self._counted_on[i] = self._step_index
+                self._counted_on[i] = self._step_serial
             wants_end = any(c.left == "is_end_episode" for c in config.conditions)
             if wants_end != end_of_episode or len(buffer) < config.history_length():
                 continue
@@ -443,7 +444,7 @@ class PatternEngine:
                 selections.append(picked)
             else:
                 self._since_applied[i] = 0
-                self._applied_on[i] = self._step_index
+                self._applied_on[i] = self._step_serial
                 out.append((config, selections))
         return out
 
