@@ -29,6 +29,8 @@ _MIN_COMPRESS_BYTES = 256
 # a few steps of its chunk, so decoding the chunk at every sample cost more than the item's
 # bytes; the copy at most doubles the memory of such small chunks.
 _MAX_RECORD_BYTES = 16 * 1024
+# `Chunk._records` of chunks whose decoded steps are decoded at each use rather than kept.
+_RECORDS_NOT_KEPT = object()
 _RECORD_DTYPES: dict = {}  # column layout -> structured dtype, so equal layouts share one object
 
 
@@ -271,13 +273,14 @@ class Chunk:
     def step_records(self):
         """The decoded steps as (record dtype, bytes): `length` packed records of a structured
         dtype whose field i holds column i's step, or None for a chunk of more than
-        `_MAX_RECORD_BYTES` raw bytes. Decoded on the first call and kept while the chunk lives.
+        `_MAX_RECORD_BYTES` raw bytes. Decoded on the first call and kept while the chunk lives
+        (decoded at every call once the chunk's bytes live on disk: `replace_column_bytes`).
         Chunks of the same column dtypes and shapes share one record dtype object (callers
         compare with `is`). Bytes rather than an array: slicing and joining bytes is what makes
         cutting many items out of many chunks cheap (numpy copies structured arrays field by
         field)."""
         records = self._records
-        if records is None:
+        if records is None or records is _RECORDS_NOT_KEPT:
             layout = tuple((c.dtype, c.shape) for c in self.columns)
             dtype = _RECORD_DTYPES.get(layout)
             if dtype is None:
@@ -290,8 +293,30 @@ class Chunk:
             steps = np.empty(self.length, dtype)
             for i, column in enumerate(self.columns):
                 steps[f"c{i}"] = decode_column(column, self.length)
-            records = self._records = (dtype, steps.tobytes())
+            decoded = (dtype, steps.tobytes())
+            if records is None:
+                self._records = decoded
+            return decoded
         return records
+
+    def column_bytes(self) -> List:
+        """The stored bytes of each column, in order (without building the columns)."""
+        columns = self._columns
+        if columns is None:
+            return [self._column_data]
+        return [column.data for column in columns]
+
+    def replace_column_bytes(self, blobs: Sequence) -> None:
+        """Swaps each column's stored bytes for `blobs[i]`, a buffer holding the same bytes
+        elsewhere (a disk-backed store's copy; checksums and sizes stay as they are), and stops
+        keeping decoded steps (`step_records`), whose copy would grow anonymous memory with every
+        chunk sampled. Callers pass exactly `column_bytes()`'s bytes, copied."""
+        columns = self._columns
+        if columns is None:
+            (self._column_data,) = blobs
+        else:
+            self._columns = tuple(column._replace(data=blob) for column, blob in zip(columns, blobs))
+        self._records = _RECORDS_NOT_KEPT
 
     @property
     def raw_nbytes(self) -> int:

@@ -104,7 +104,8 @@ class ChunkBatchBuilder:
         batch.flags.extend(self.flags)
         batch.crc32.extend(self.crcs)
         if column_data is None:
-            batch.column_data.extend(self.blobs)
+            # protobuf takes only bytes: a disk-backed store's columns are memoryviews
+            batch.column_data.extend([blob if type(blob) is bytes else bytes(blob) for blob in self.blobs])
         else:
             column_data.extend(self.blobs)
 

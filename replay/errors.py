@@ -22,6 +22,10 @@ class SignatureMismatchError(InvalidArgumentError):
     """Data does not match a table's signature (structure, dtype or shape)."""
 
 
+class ChunkDirError(InvalidArgumentError):
+    """A disk-backed server's chunk directory is missing, not a directory, or not writable."""
+
+
 class NotFoundError(ReplayError, LookupError):
     """An unknown table, item key or chunk key."""
 

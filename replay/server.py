@@ -44,6 +44,7 @@ import grpc
 
 from replay import codec, column_batch, errors, framing, heap_policy, protocol, validation
 from replay.chunk_store import ChunkStore
+from replay.disk_chunk_store import DiskChunkStore
 from replay.gc_freeze import GcFreezer
 from replay.insert_service import InsertService
 from replay.proto import replay_pb2, replay_pb2_grpc
@@ -480,8 +481,12 @@ class Server:
       keep_freed_heap_memory: apply `replay.heap_policy` to this process (the megabyte sample
         responses reuse freed memory instead of faulting it in again); process-wide too (up to
         256 MB of freed memory stays with the process); False leaves the allocator alone.
+      chunk_dir: a directory on local disk for the chunk data (`replay.disk_chunk_store`): the
+        tables may then hold many times the server's memory, the page cache keeping the hot
+        chunks; None keeps chunks in memory.
 
     Raises:
+      ChunkDirError: `chunk_dir` is not a writable directory.
       InvalidArgumentError: duplicate table names, only one of certificate and key, a limit
         that is not a positive integer, or checkpoint items that do not fit a declared signature.
       UnavailableError: the port cannot be bound.
@@ -497,7 +502,8 @@ class Server:
                  max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
                  max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
                  freeze_gc: bool = False,
-                 keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY):
+                 keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY,
+                 chunk_dir: Optional[str] = None):
         if keep_freed_heap_memory:
             heap_policy.keep_freed_heap_memory()
         self._stopped = threading.Event()
@@ -516,7 +522,7 @@ class Server:
             "max_in_flight_bytes_per_stream", max_in_flight_bytes_per_stream)
         max_workers = _positive_limit("max_workers", max_workers)
         self.tables = {t.name: t for t in tables}
-        self.chunk_store = ChunkStore()
+        self.chunk_store = ChunkStore() if chunk_dir is None else DiskChunkStore(chunk_dir)
         self.checkpointer = checkpointer
         self.host = host
         self._token = token
@@ -616,6 +622,10 @@ class Server:
         restored = checkpointer.load_latest(declared={name: t.config() for name, t in self.tables.items()})
         for table in restored or ():
             self.tables[table.name] = table
+            if isinstance(self.chunk_store, DiskChunkStore):
+                _, items, _ = table.checkpoint()
+                self.chunk_store.store_on_disk({key: chunk for item in items
+                                                for key, chunk in item.chunks.items()}.values())
 
     @property
     def address(self) -> str:

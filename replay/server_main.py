@@ -5,6 +5,7 @@
                   [--token-file F] [--tls-cert C --tls-key K]
                   [--max-message-bytes N] [--max-sample-batch-size N]
                   [--max-concurrent-streams N] [--max-in-flight-bytes-per-stream N]
+                  [--chunk-dir D]
 
 Prints the address and one line per table, then serves. With a checkpoint directory the
 server starts from the latest complete checkpoint there (into the tables the YAML file declares,
@@ -12,6 +13,8 @@ whose settings win: `replay.checkpoint.RESTORE_RULE`), writes one every `--check
 seconds when asked, and writes a final one on shutdown. Exits 0 after a clean shutdown, 2 on a
 bad command line or config, or when no checkpoint can be restored (corrupt, not fitting the
 declared tables, or past `--restore-timeout`; the checkpoints are left as they were).
+With a chunk directory the chunks' data lives in files there instead of the server's memory
+(`replay.disk_chunk_store`), so tables may hold many times the memory.
 """
 from __future__ import annotations
 
@@ -39,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--restore-timeout", type=float, default=None,
                         help="seconds the start may spend restoring the latest checkpoint before it "
                              "gives up (exit 2); default: no limit")
+    parser.add_argument("--chunk-dir", default=None,
+                        help="directory on local disk for the chunk data (default: chunks in memory); "
+                             "its files are unlinked once opened, so it looks empty")
     parser.add_argument("--token-file", default=None, help="file holding the shared access token")
     parser.add_argument("--tls-cert", default=None, help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", default=None, help="PEM private key (with --tls-cert)")
@@ -106,7 +112,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         max_concurrent_streams=args.max_concurrent_streams,
                         max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream,
                         freeze_gc=args.freeze_gc,
-                        keep_freed_heap_memory=args.keep_freed_heap_memory)
+                        keep_freed_heap_memory=args.keep_freed_heap_memory,
+                        chunk_dir=args.chunk_dir)
     except (errors.DataLossError, errors.DeadlineExceededError) as e:
         print(f"replay-server: cannot restore the checkpoint: {e}", file=sys.stderr)
         return 2
@@ -132,6 +139,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
           f"max_in_flight_bytes_per_stream {server.max_in_flight_bytes_per_stream}", flush=True)
     if checkpointer is not None:
         print(f"  checkpoints in {checkpointer.path}", flush=True)
+    if args.chunk_dir is not None:
+        print(f"  chunk data in {server.chunk_store.chunk_dir}", flush=True)
 
     period = args.checkpoint_every if checkpointer is not None and args.checkpoint_every > 0 else None
     next_checkpoint = time.monotonic() + period if period else None
