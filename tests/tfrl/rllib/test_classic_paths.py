@@ -154,7 +154,8 @@ def test_try_import_tf_serves_both_classic_forms():
     # classic RLlib's tf.keras was Keras 2: tf_keras, whose models are tf.Modules
     import tf_keras
     assert tf.keras is tf_keras and tf2.keras is tf_keras and tf1.keras is tf_keras
-    assert try_import_torch() == (None, None)
+    torch, nn = try_import_torch()  # classic 1.x without torch: None and an nn stand-in
+    assert torch is None and nn.functional is None
     with pytest.raises(ImportError, match="TensorFlow only"):
         try_import_torch(error=True)
 
@@ -176,3 +177,26 @@ def test_collect_metrics_summarizes_a_workers_finished_episodes():
     metrics = collect_metrics(worker)
     assert metrics["episodes_this_iter"] >= 1
     assert metrics["episode_len_mean"] == metrics["episode_reward_mean"] > 0  # CartPole: 1 a step
+
+
+def test_torch_model_modules_import_and_refuse_construction():
+    """Classic example modules define torch models at import time (`class M(TorchModelV2,
+    nn.Module)`) without torch installed; constructing one raises."""
+    from tfrl.errors import FrameworkNotAvailableError
+    from tfrl.rllib.models.torch.fcnet import FullyConnectedNetwork as TorchFC
+    from tfrl.rllib.models.torch.misc import SlimFC, same_padding
+    from tfrl.rllib.models.torch.torch_modelv2 import TorchModelV2
+    from tfrl.rllib.policy.torch_policy_template import build_torch_policy
+    from tfrl.rllib.utils.framework import try_import_torch
+    from tfrl.rllib.utils.torch_ops import FLOAT_MIN
+
+    _, nn = try_import_torch()
+
+    class MyTorchModel(TorchModelV2, nn.Module):
+        pass
+
+    for cls in (MyTorchModel, TorchFC, SlimFC, build_torch_policy("MyTorchPolicy")):
+        with pytest.raises(FrameworkNotAvailableError, match="TensorFlow only"):
+            cls()
+    assert same_padding((84, 84), 8, 4) == ((2, 2, 2, 2), (21, 21))  # 20 * 4 + 8 - 84 = 4
+    assert FLOAT_MIN < -1e38

@@ -42,15 +42,37 @@ def try_import_tf(error: bool = False):
     return _TFImport((_KerasTwoView(tf.compat.v1), _KerasTwoView(tf), 2))
 
 
+class _TorchModuleStandIn:
+    """torch.nn.Module as classic RLlib has it without torch: a base that torch model classes
+    can derive from at import time; constructing one raises FrameworkNotAvailableError."""
+
+    def __init__(self, *args, **kwargs):
+        from tfrl.errors import FrameworkNotAvailableError
+
+        raise FrameworkNotAvailableError(
+            f"{type(self).__name__} is a torch model and tfrl runs TensorFlow only; use a "
+            "TFModelV2 (framework 'tf' or 'tf2')")
+
+
+class _TorchNNStandIn:
+    """torch.nn as classic RLlib 1.x returns it without torch: `Module` to derive from,
+    `functional` None."""
+
+    Module = _TorchModuleStandIn
+    functional = None
+
+
 def try_import_torch(error: bool = False):
-    """(None, None): tfrl runs on TensorFlow only.
+    """(None, a torch.nn stand-in), as classic RLlib 1.x returns them without torch: tfrl runs
+    on TensorFlow only. The stand-in's `nn.Module` lets classic modules define their torch
+    models at import time; constructing one raises FrameworkNotAvailableError.
 
     Raises:
       ImportError: with `error=True`.
     """
     if error:
         raise ImportError("tfrl runs on TensorFlow only; there is no torch framework")
-    return None, None
+    return None, _TorchNNStandIn()
 
 
 __all__ = ["try_import_tf", "try_import_torch"]
