@@ -3,13 +3,16 @@
 Policies call `ModelCatalog.get_action_dist` then `ModelCatalog.get_model` when they are built
 (tfrl/policy/tf_policy.py). Model config keys (RLlib style) and their defaults are in
 MODEL_DEFAULTS; unknown keys are rejected so typos do not pass silently. `custom_model` may be
-a name registered with `register_custom_model` (registration is per process: register in every
-process that builds the policy, e.g. at import time of your module) or the model class itself
-(picklable by reference, so it also works in Ray actors).
+a name registered with `register_custom_model` or the model class itself (picklable by
+reference, so it also works in Ray actors). A registration is also written to Ray Tune's
+registry, as classic RLlib's was, so the other processes of the Ray session (a Tune trial's
+trainer, remote rollout workers) find the name too; without Ray it holds in this process.
 """
 from __future__ import annotations
 
 import functools
+import logging
+import pickle
 from typing import Dict
 
 import gymnasium as gym
@@ -22,6 +25,9 @@ from tfrl.models.preprocessors import Preprocessor, get_preprocessor
 from tfrl.models.recurrent import LSTMWrapper
 from tfrl.models.tf_model import TFModel
 from tfrl.models.visionnet import VisionNetwork
+
+logger = logging.getLogger(__name__)
+
 
 class ModelCatalog:
     """Static registry and factory of models, distributions and preprocessors."""
@@ -41,6 +47,7 @@ class ModelCatalog:
                 f"register_custom_model({name!r}, ...) needs a subclass of "
                 f"tfrl.models.TFModel, got {model_class!r}.")
         ModelCatalog._custom_models[name] = model_class
+        _share_through_ray("rllib_model", name, model_class)
 
     @staticmethod
     def custom_model_class(custom) -> type:
@@ -51,6 +58,10 @@ class ModelCatalog:
             InvalidConfigError: if it is not a TFModel subclass.
         """
         if isinstance(custom, str):
+            if custom not in ModelCatalog._custom_models:
+                shared = _shared_through_ray("rllib_model", custom)
+                if shared is not None:
+                    ModelCatalog._custom_models[custom] = shared
             if custom not in ModelCatalog._custom_models:
                 raise UnknownModelError(
                     f"custom_model {custom!r} is not registered in this process; call "
@@ -67,6 +78,7 @@ class ModelCatalog:
     def register_custom_action_dist(name: str, dist_class) -> None:
         """Make `dist_class` available as model config `custom_action_dist`."""
         ModelCatalog._custom_action_dists[name] = dist_class
+        _share_through_ray("rllib_action_dist", name, dist_class)
 
     @staticmethod
     def get_action_dist(action_space: gym.Space, config: Dict | None, dist_type=None):
@@ -84,6 +96,10 @@ class ModelCatalog:
         custom = config.get("custom_action_dist")
         if custom is not None:
             if isinstance(custom, str):
+                if custom not in ModelCatalog._custom_action_dists:
+                    shared = _shared_through_ray("rllib_action_dist", custom)
+                    if shared is not None:
+                        ModelCatalog._custom_action_dists[custom] = shared
                 if custom not in ModelCatalog._custom_action_dists:
                     raise UnknownModelError(
                         f"custom_action_dist {custom!r} is not registered; call "
@@ -154,3 +170,30 @@ def _build_custom_model(model_cls, obs_space, action_space, num_outputs, config,
         if not options or "unexpected keyword argument" not in str(exc):
             raise
     return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
+
+
+def _share_through_ray(category: str, name: str, value) -> None:
+    """Also registers `value` in Ray Tune's registry (classic RLlib's), which reaches the other
+    processes of the Ray session (a Tune trial's trainer, remote rollout workers): a script
+    that registers a model and then calls `tune.run` works as with classic RLlib."""
+    try:
+        from ray.tune.registry import _global_registry
+    except ImportError:  # Ray not installed: registration stays per process
+        return
+    try:
+        _global_registry.register(category, name, value)
+    except (TypeError, AttributeError, pickle.PicklingError) as exc:  # not picklable
+        logger.warning("%s %r stays registered in this process only: %s", category, name, exc)
+
+
+def _shared_through_ray(category: str, name: str):
+    """The value registered under `name` in Ray Tune's registry by another process of this
+    Ray session, or None (no Ray session, or nothing registered)."""
+    try:
+        import ray
+        from ray.tune.registry import _global_registry
+    except ImportError:
+        return None
+    if not ray.is_initialized() or not _global_registry.contains(category, name):
+        return None
+    return _global_registry.get(category, name)

@@ -152,3 +152,16 @@ def test_a_custom_model_wrapping_a_catalog_model():
         after = trainer.get_policy().get_weights()
     # policy and value trunks of one layer each, no variable twice
     assert len(before) == 8 and any(not np.allclose(a, b) for a, b in zip(before, after))
+
+
+def test_a_model_registered_in_the_driver_reaches_a_tune_trial(ray_session):
+    """custom_env.py's shape: register_custom_model in the script, then tune.run; the trial's
+    trainer runs in another process and finds the name through Ray Tune's registry."""
+    from ray import tune
+
+    ModelCatalog.register_custom_model("classic_model_for_tune", KerasModel)
+    config = dict(SMALL, model=model_config(hidden=4), sgd_minibatch_size=16, num_sgd_iter=1)
+    config["model"]["custom_model"] = "classic_model_for_tune"
+    analysis = tune.run("PPO", config=config, stop={"training_iteration": 1}, verbose=0)
+    result = analysis.trials[0].last_result
+    assert result["info"]["learner"]["default_policy"]["model"]["foo"] == pytest.approx(42.0)
