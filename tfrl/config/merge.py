@@ -19,6 +19,23 @@ OPEN_DICT_KEYS = frozenset({"env_config", "custom_model_config", "custom_metrics
                             "custom_resources_per_worker", "learner_resources", "replay_resources"})
 
 
+# Classic RLlib trainer keys that change nothing in tfrl, accepted at the top level of a config
+# (and left out of it) so classic configs run: key -> why it changes nothing.
+CLASSIC_KEYS_WITHOUT_EFFECT = {
+    "compress_observations": "replay and offline output compress by their own settings",
+    "simple_optimizer": "tfrl picks the optimizer from the algorithm and its settings",
+    "log_sys_usage": "tfrl does not report system usage",
+    "collect_metrics_timeout": "workers report their episodes with their samples",
+    "memory": "Ray's memory reservations are not used",
+    "object_store_memory": "Ray's memory reservations are not used",
+    "memory_per_worker": "Ray's memory reservations are not used",
+    "object_store_memory_per_worker": "Ray's memory reservations are not used",
+    "tf_session_args": "TensorFlow 2 has no sessions",
+    "local_tf_session_args": "TensorFlow 2 has no sessions",
+    "_use_trajectory_view_api": "tfrl's loss reads the columns it needs",
+}
+
+
 def _closest(key: str, valid) -> str:
     matches = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
     return f"; did you mean {matches[0]!r}?" if matches else ""
@@ -29,7 +46,8 @@ def merge_config(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | Non
     """Returns a deep copy of `defaults` updated with `overrides`.
 
     Nested dicts are merged key by key. Keys under `OPEN_DICT_KEYS` (and anywhere when
-    `allow_new_keys`) may be new.
+    `allow_new_keys`) may be new; top-level classic keys of `CLASSIC_KEYS_WITHOUT_EFFECT` are
+    accepted and left out.
 
     Raises:
       InvalidConfigError: a key of `overrides` is not in `defaults`; the message names the
@@ -39,6 +57,8 @@ def merge_config(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | Non
     for key, value in (overrides or {}).items():
         where = f"{path}{key}"
         if key not in merged:
+            if not path and key in CLASSIC_KEYS_WITHOUT_EFFECT:
+                continue  # accepted for classic configs; see CLASSIC_KEYS_WITHOUT_EFFECT
             if not allow_new_keys:
                 raise errors.InvalidConfigError(
                     f"unknown config key {where!r}{_closest(key, merged)} (valid keys here: "

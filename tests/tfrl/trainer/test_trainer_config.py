@@ -57,3 +57,16 @@ def test_driver_tf_threads_sizes_a_fresh_tensorflow_and_reports_a_started_one():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["1 1", "True False True"]
+
+
+def test_classic_keys_without_effect_are_accepted_and_left_out():
+    from tfrl.config import COMMON_CONFIG
+    from tfrl.config.merge import CLASSIC_KEYS_WITHOUT_EFFECT, merge_config
+    from tfrl.errors import InvalidConfigError
+
+    merged = merge_config(COMMON_CONFIG, {"compress_observations": True,
+                                          "simple_optimizer": True, "lr": 0.5})
+    assert merged["lr"] == 0.5
+    assert not set(CLASSIC_KEYS_WITHOUT_EFFECT) & set(merged)
+    with pytest.raises(InvalidConfigError, match="horizon"):  # it would change episodes
+        merge_config(COMMON_CONFIG, {"horizon": 10})
