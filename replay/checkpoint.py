@@ -38,6 +38,7 @@ the checkpoint as it was and builds nothing that is served.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import hashlib
 import json
@@ -145,6 +146,18 @@ class _RestoreClock:
         if force or now - self._last_report >= PROGRESS_EVERY_S:
             self._last_report = now
             log.info("restoring checkpoint %s: %s (%.1f s)", path, message, now - self.started)
+
+
+@contextlib.contextmanager
+def _read_as_corrupt(where: str):
+    """Turns a replay error raised while reading `where` into CorruptCheckpointError (a
+    corrupt checkpoint and a restore past its deadline pass through as they are)."""
+    try:
+        yield
+    except (errors.CorruptCheckpointError, errors.DeadlineExceededError):
+        raise
+    except errors.ReplayError as e:
+        raise errors.CorruptCheckpointError(f"{where}: {e}") from e
 
 
 def _records(data: bytes, where: str, message_type, on_record=None):
@@ -554,18 +567,12 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
         clock.check(path, f"loading chunks ({len(chunks)} of {num_chunks} loaded)")
         clock.progress(path, f"{len(chunks)} of {num_chunks} chunks loaded")
 
-    try:
+    with _read_as_corrupt(where):
         for batch in _records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch, before_chunk_record):
             for chunk in codec.decode_chunks(batch):
                 if chunk.key in chunks:
                     raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
                 chunks[chunk.key] = chunk
-    except errors.CorruptCheckpointError:
-        raise
-    except errors.DeadlineExceededError:
-        raise
-    except errors.ReplayError as e:
-        raise errors.CorruptCheckpointError(f"{where}: {e}") from e
     if len(chunks) != num_chunks:
         raise errors.CorruptCheckpointError(
             f"{where} holds {len(chunks)} chunks but field num_chunks of {MANIFEST} says {num_chunks}")
@@ -578,7 +585,7 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
         clock.check(path, f"loading items ({loaded[0]} of {num_items} loaded)")
         clock.progress(path, f"{loaded[0]} of {num_items} items loaded")
 
-    try:
+    with _read_as_corrupt(where):
         for batch in _records(data.pop("items.bin"), where, replay_pb2.ItemBatch, before_item_record):
             for name, item in codec.decode_items(batch, resolve, with_state=True):
                 table_items = items_by_table.get(name)
@@ -588,12 +595,6 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
                         f"{MANIFEST} does not list")
                 table_items.append(item)
                 loaded[0] += 1
-    except errors.CorruptCheckpointError:
-        raise
-    except errors.DeadlineExceededError:
-        raise
-    except errors.ReplayError as e:
-        raise errors.CorruptCheckpointError(f"{where}: {e}") from e
     tables = []
     for i, entry in enumerate(manifest["tables"]):
         name = entry["config"]["name"]
