@@ -154,6 +154,12 @@ def test_try_import_tf_serves_both_classic_forms():
     # classic RLlib's tf.keras was Keras 2: tf_keras, whose models are tf.Modules
     import tf_keras
     assert tf.keras is tf_keras and tf2.keras is tf_keras and tf1.keras is tf_keras
+    # functions using the returned tf capture it; Ray pickles them to other processes
+    import pickle
+
+    from ray import cloudpickle
+    copied = pickle.loads(cloudpickle.dumps((tf1, tf2)))
+    assert copied[1].keras is tf_keras and copied[0].placeholder is tf1.placeholder
     torch, nn = try_import_torch()  # classic 1.x without torch: None and an nn stand-in
     assert torch is None and nn.functional is None
     with pytest.raises(ImportError, match="TensorFlow only"):

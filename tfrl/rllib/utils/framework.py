@@ -29,6 +29,17 @@ class _KerasTwoView(types.ModuleType):
     def __dir__(self):
         return dir(self._module)
 
+    def __reduce__(self):
+        # functions that use the returned `tf` capture it; Ray pickles them (cloudpickle) to
+        # send a policy or trainer class to another process, where the view is made again
+        return _keras_two_view, (self._module.__name__,)
+
+
+def _keras_two_view(module_name: str) -> _KerasTwoView:
+    import importlib
+
+    return _KerasTwoView(importlib.import_module(module_name))
+
 
 class _TFImport(tuple):
     def __getattr__(self, name: str) -> Any:
