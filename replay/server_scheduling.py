@@ -107,6 +107,8 @@ class WorkQueue:
                     future.set_result(step(*args))
                 except BaseException as e:  # noqa: BLE001 - handed to the waiting call
                     future.set_exception(e)
+                # not held while the worker waits: the last insert message's chunks would live on
+                future = step = args = None
             await asyncio.sleep(0)
 
     def stop(self) -> None:
