@@ -226,7 +226,7 @@ def parse_overrides(items: list) -> dict:
             for key, _, value in (item.partition("=") for item in items)}
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("example", help="a shipped tuned example's name (cartpole-ppo) or a YAML path")
     parser.add_argument("--seeds", type=int, default=20, help="how many seeds (default 20)")
@@ -245,7 +245,7 @@ def main() -> None:
     parser.add_argument("--require", type=int, default=None, metavar="K",
                         help="exit with status 1 when fewer than K seeds reached the stop reward")
     parser.add_argument("--one-seed", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.parallel < 1 or args.seeds < 1:
         parser.error("--seeds and --parallel must be at least 1")
     if args.one_seed is not None:
