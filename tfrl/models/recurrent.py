@@ -1,4 +1,5 @@
-"""LSTMWrapper: adds an LSTM between any feature model and the policy/value heads.
+"""LSTMWrapper: adds an LSTM between any feature model and the policy/value heads; and
+RecurrentNetwork, the base of custom recurrent models (classic RLlib's TF RecurrentNetwork).
 
 Enabled by model config `use_lstm: True` (`lstm_cell_size`, `max_seq_len`). Inputs arrive as
 rows [B*T, ...] that are B sequences of T steps each, padded (batch-major: row b*T + t), with
@@ -64,3 +65,23 @@ class LSTMWrapper(TFModel):
 
     def get_initial_state(self):
         return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]
+
+
+class RecurrentNetwork(TFModel):
+    """The base of a custom recurrent model: a subclass implements
+    `forward_rnn(inputs [B, T, ...], state, seq_lens) -> (outputs [B, T, num_outputs], state)`
+    and `get_initial_state()`; `forward` gives it the flat observations with the time dimension
+    added (seq_lens ones when acting) and flattens its outputs back to rows."""
+
+    def forward(self, input_dict, state, seq_lens):
+        inputs = input_dict["obs_flat"]
+        if seq_lens is None:
+            seq_lens = tf.ones(tf.shape(inputs)[:1], tf.int32)
+        seq_lens = tf.cast(seq_lens, tf.int32)
+        outputs, new_state = self.forward_rnn(add_time_dimension(inputs, seq_lens), state,
+                                              seq_lens)
+        return tf.reshape(outputs, [-1, self.num_outputs]), new_state
+
+    def forward_rnn(self, inputs, state, seq_lens):
+        """Outputs [B, T, num_outputs] and the new state for inputs [B, T, ...]."""
+        raise NotImplementedError

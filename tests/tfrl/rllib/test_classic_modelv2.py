@@ -13,6 +13,7 @@ from tfrl.rllib.agents.ppo.ppo_tf_policy import PPOTFPolicy
 from tfrl.rllib.models import ModelCatalog
 from tfrl.rllib.models.tf.fcnet import FullyConnectedNetwork
 from tfrl.rllib.models.tf.misc import normc_initializer
+from tfrl.rllib.models.tf.recurrent_net import RecurrentNetwork
 from tfrl.rllib.models.tf.tf_modelv2 import TFModelV2
 from tfrl.rllib.utils.framework import try_import_tf
 
@@ -165,3 +166,57 @@ def test_a_model_registered_in_the_driver_reaches_a_tune_trial(ray_session):
     analysis = tune.run("PPO", config=config, stop={"training_iteration": 1}, verbose=0)
     result = analysis.trials[0].last_result
     assert result["info"]["learner"]["default_policy"]["model"]["foo"] == pytest.approx(42.0)
+
+
+class RNNModel(RecurrentNetwork):
+    """examples/models/rnn_model.py's RNNModel (smaller, the mask's length given): an LSTM over
+    forward_rnn's inputs."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name,
+                 hiddens_size=8, cell_size=4):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        self.cell_size = cell_size
+        input_layer = tf.keras.layers.Input(shape=(None, obs_space.shape[0]), name="inputs")
+        state_in_h = tf.keras.layers.Input(shape=(cell_size,), name="h")
+        state_in_c = tf.keras.layers.Input(shape=(cell_size,), name="c")
+        seq_in = tf.keras.layers.Input(shape=(), name="seq_in", dtype=tf.int32)
+        dense1 = tf.keras.layers.Dense(hiddens_size, activation=tf.nn.relu)(input_layer)
+        # the mask's length is the padded time dimension: tfrl pads every sequence to
+        # max_seq_len (classic RLlib padded to the batch's longest and used sequence_mask(seq_in))
+        mask = tf.sequence_mask(seq_in, tf.shape(input_layer)[1])
+        lstm_out, state_h, state_c = tf.keras.layers.LSTM(
+            cell_size, return_sequences=True, return_state=True)(
+                inputs=dense1, mask=mask, initial_state=[state_in_h, state_in_c])
+        logits = tf.keras.layers.Dense(self.num_outputs)(lstm_out)
+        values = tf.keras.layers.Dense(1)(lstm_out)
+        self.rnn_model = tf.keras.Model(
+            inputs=[input_layer, seq_in, state_in_h, state_in_c],
+            outputs=[logits, values, state_h, state_c])
+        self.register_variables(self.rnn_model.variables)
+
+    def forward_rnn(self, inputs, state, seq_lens):
+        model_out, self._value_out, h, c = self.rnn_model([inputs, seq_lens] + state)
+        return model_out, [h, c]
+
+    def get_initial_state(self):
+        return [np.zeros(self.cell_size, np.float32), np.zeros(self.cell_size, np.float32)]
+
+    def value_function(self):
+        return tf.reshape(self._value_out, [-1])
+
+
+def test_a_custom_recurrent_network_samples_and_learns():
+    from tfrl.rllib.evaluation import RolloutWorker
+
+    ModelCatalog.register_custom_model("classic_rnn", RNNModel)
+    config = {"model": {"custom_model": "classic_rnn", "max_seq_len": 5},
+              "rollout_fragment_length": 40, "sgd_minibatch_size": 20, "num_sgd_iter": 1}
+    worker = RolloutWorker(lambda _: gym.make("CartPole-v1"), PPOTFPolicy, config)
+    policy = worker.get_policy()
+    assert policy.is_recurrent() and isinstance(policy.model, RNNModel)
+    batch = worker.sample()
+    assert batch["state_in_0"].shape[1:] == (4,)
+    before = [w.copy() for w in policy.get_weights()]
+    stats = policy.learn_on_batch(batch)
+    assert np.isfinite(stats["total_loss"])
+    assert any(not np.allclose(a, b) for a, b in zip(before, policy.get_weights()))
