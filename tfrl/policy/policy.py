@@ -78,6 +78,16 @@ class Policy:
         episode context and costs less in one call than per piece (default: unchanged)."""
         return batch
 
+    def compute_log_likelihoods(self, actions, obs_batch, *args, **kwargs) -> np.ndarray:
+        """log pi(actions | obs) [B] (classic Policy's method; TFPolicy implements it).
+
+        Raises:
+            NotSupportedError (a NotImplementedError): this policy does not implement it.
+        """
+        from tfrl.errors import NotSupportedError
+
+        raise NotSupportedError(f"{type(self).__name__} has no action likelihoods")
+
     # ----- learning ----------------------------------------------------------------------
     def learn_on_batch(self, samples: SampleBatch) -> Dict:
         """One gradient step on `samples`; returns stats."""
