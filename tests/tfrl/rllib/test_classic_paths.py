@@ -206,3 +206,19 @@ def test_torch_model_modules_import_and_refuse_construction():
             cls()
     assert same_padding((84, 84), 8, 4) == ((2, 2, 2, 2), (21, 21))  # 20 * 4 + 8 - 84 = 4
     assert FLOAT_MIN < -1e38
+
+
+def test_a_custom_policy_may_override_compute_log_likelihoods():
+    from tfrl.errors import NotSupportedError
+    from tfrl.rllib.policy.policy import Policy
+    from tfrl.rllib.utils.annotations import override
+
+    class RandomPolicy(Policy):  # multi_agent_custom_policy.py's shape
+        @override(Policy)
+        def compute_log_likelihoods(self, actions, obs_batch, state_batches=None,
+                                    prev_action_batch=None, prev_reward_batch=None):
+            return [0.0] * len(actions)
+
+    assert RandomPolicy.compute_log_likelihoods(None, [1, 2], None) == [0.0, 0.0]
+    with pytest.raises(NotSupportedError):
+        Policy.compute_log_likelihoods(Policy.__new__(Policy), [1], [0])
