@@ -3,8 +3,8 @@
 A rate limiter counts inserts, samples and deletes and keeps the cursor
 `inserts * samples_per_insert - samples` inside [min_diff, max_diff]:
 
-- an insert of n items may proceed while the table holds fewer than `min_size_to_sample` items
-  after it (size + n < min_size_to_sample), or otherwise while
+- an insert of n items may proceed while the table holds at most `min_size_to_sample` items
+  after it (size + n <= min_size_to_sample, rate_limiter.cc CanInsert), or otherwise while
   (inserts + n) * samples_per_insert - samples <= max_diff;
 - a sample of n items may proceed when size >= min_size_to_sample and
   inserts * samples_per_insert - (samples + n) >= min_diff.
@@ -103,7 +103,7 @@ class RateLimiter:
         return self.insert_count * self.samples_per_insert - self.sample_count
 
     def can_insert(self, size: int, num_inserts: int = 1) -> bool:
-        if size + num_inserts < self.min_size_to_sample:
+        if size + num_inserts <= self.min_size_to_sample:  # until min size is reached, inserts are free
             return True
         return (self.insert_count + num_inserts) * self.samples_per_insert - self.sample_count <= self.max_diff
 

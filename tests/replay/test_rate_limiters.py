@@ -23,9 +23,12 @@ def test_min_size_blocks_samples_until_min_size_and_never_blocks_inserts():
 def test_sample_to_insert_ratio_bounds_and_predicates_follow_reverb():
     limiter = SampleToInsertRatio(samples_per_insert=2.0, min_size_to_sample=5, error_buffer=4.0)
     assert (limiter.min_diff, limiter.max_diff) == (6.0, 14.0)
-    # Inserts are free while the table stays below min_size_to_sample after them.
-    limiter.insert_count = 3
+    # Inserts are free while the table holds at most min_size_to_sample after them, whatever
+    # the cursor (Reverb's CanInsert): the insert that reaches min size too.
+    limiter.insert_count, limiter.sample_count = 3, -100
     assert limiter.can_insert(size=3, num_inserts=1)
+    assert limiter.can_insert(size=4, num_inserts=1)
+    assert not limiter.can_insert(size=4, num_inserts=2)
     # From min size on, the cursor after the insert must stay <= max_diff.
     limiter.insert_count, limiter.sample_count = 7, 0  # cursor 14
     assert not limiter.can_insert(size=7)

@@ -83,14 +83,6 @@ def _modulo_comparison_refused(sequence, difference) -> bool:
 
 
 
-def _free_insert_refused(_sequence, difference) -> bool:
-    op = difference["op"]
-    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    if op["op"] == "insert":
-        return reverb.get("ok", "blocks") is None and ours.get("ok") == "blocks"
-    if op["op"] == "can":
-        return difference["paths"] == [".ok.insert"] and reverb["ok"]["insert"] and not ours["ok"]["insert"]
-    return False
 
 
 def _refs_at_length(sequence, difference) -> bool:
@@ -192,20 +184,13 @@ DIVERGENCES: List[Divergence] = [
                "the active step') for the rest of the writer's life.",
         matches=_append_after_clearing_open_step, cascades=True),
     Divergence(
-        name="min_size_free_inserts",
-        status="open",
-        reason="Reverb lets inserts through without looking at the samples-per-insert diff while "
-               "inserts + num_inserts - deletes <= min_size_to_sample (rate_limiter.cc CanInsert); replay "
-               "only while size + num_inserts < min_size_to_sample, so a SampleToInsertRatio with a small "
-               "max_diff refuses the insert that reaches min_size_to_sample.",
-        matches=_free_insert_refused, cascades=True),
-    Divergence(
         name="close_waits_for_held_items",
-        status="open",
+        status="kept",
         reason="TrajectoryWriter.close() with items a rate limiter holds back (Table.stack('t0', 2), four "
-               "items, flush(timeout_ms=200) -> DeadlineExceededError, close()): replay's close waits about "
-               "5 s before giving up on them; Reverb's returns at once (its stream is cancelled, the items "
-               "dropped).",
+               "items, flush(timeout_ms=200) -> DeadlineExceededError, close()): replay's close sends the items "
+               "already created and waits a few seconds (about 5) for the server to take them before it "
+               "cancels; Reverb's cancels its stream at once and drops every item not yet confirmed. replay "
+               "keeps created items where it can (close(cancel=True) is Reverb's immediate close).",
         matches=_close_waited),
     Divergence(
         name="structured_field_set_twice",
