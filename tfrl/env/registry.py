@@ -43,6 +43,19 @@ def register_env(name: str, creator: EnvCreator) -> None:
     _REGISTRY[name] = creator
 
 
+def _registered_with_tune(name: str) -> Optional[EnvCreator]:
+    """The creator registered under `name` with Ray Tune's `register_env` (classic RLlib's
+    registry, which classic scripts use), or None: no Ray session, or no such name."""
+    try:
+        import ray
+        from ray.tune.registry import ENV_CREATOR, _global_registry
+    except ImportError:
+        return None
+    if not ray.is_initialized() or not _global_registry.contains(ENV_CREATOR, name):
+        return None
+    return _global_registry.get(ENV_CREATOR, name)
+
+
 def registered_envs() -> list:
     """Names registered with `register_env`, sorted."""
     return sorted(_REGISTRY)
@@ -74,7 +87,8 @@ class ResolvedEnvCreator:
 def resolve_env_creator(env: Union[str, EnvCreator, ResolvedEnvCreator]) -> ResolvedEnvCreator:
     """Returns a creator for a registered name, a gymnasium id or a callable(env_config).
 
-    Registered names win over gymnasium ids. `atari:<ALE id>` and ALE ids themselves
+    Registered names win over gymnasium ids; a name registered with Ray Tune's `register_env`
+    (classic RLlib's registry) is found too while Ray runs. `atari:<ALE id>` and ALE ids themselves
     (`ALE/Pong-v5`, `PongNoFrameskip-v4`) give the preprocessed Atari env of tfrl.env.atari.
     Unknown gymnasium ids are detected here, before any worker starts.
 
@@ -88,6 +102,9 @@ def resolve_env_creator(env: Union[str, EnvCreator, ResolvedEnvCreator]) -> Reso
     if isinstance(env, str):
         if env in _REGISTRY:
             return ResolvedEnvCreator(env, _REGISTRY[env])
+        tune_creator = _registered_with_tune(env)
+        if tune_creator is not None:
+            return ResolvedEnvCreator(env, tune_creator)
         from tfrl.env.atari import AtariEnvCreator, atari_env_id
 
         atari_id = atari_env_id(env)

@@ -67,3 +67,13 @@ def test_the_classic_dict_of_callback_functions(ray_session):
 def test_unknown_classic_callback_names_are_refused():
     with pytest.raises(InvalidConfigError, match="on_episode_ended"):
         make_callbacks({"on_episode_ended": print})
+
+
+def test_an_env_registered_with_ray_tunes_register_env(ray_session):
+    """Classic scripts register envs with ray.tune.registry.register_env."""
+    import gymnasium as gym
+    from ray.tune.registry import register_env
+
+    register_env("classic_tune_cartpole", lambda _config: gym.make("CartPole-v1"))
+    with PGTrainer(config=dict(SMALL, env="classic_tune_cartpole")) as trainer:
+        assert trainer.train()["timesteps_total"] == 64
