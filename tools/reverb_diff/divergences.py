@@ -1,5 +1,5 @@
 """The known divergences of `replay.reverb` from Reverb 0.14, each with why it is there, as the
-differential tool (run.py) and its CI test (tests/replay/test_reverb_diff.py) recognise them.
+differential tool (run.py) and its CI test (tests/replay/reverb/test_reverb_diff.py) recognise them.
 
 A divergence either concerns one field (`paths`: the differing observables it explains; the
 rest of the op and of the sequence is still compared) or a behaviour (`cascades`: once it shows,

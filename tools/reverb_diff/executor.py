@@ -474,7 +474,10 @@ def run_sequences(module_name, sequences, batch_size=200):
     with tempfile.TemporaryDirectory() as checkpoint_dir:
         for start in range(0, len(sequences), batch_size):
             chunk = sequences[start:start + batch_size]
-            batch = Batch(module_name, reverb, chunk, checkpoint_dir if needs_checkpoints else None)
+            # each batch's server checkpoints into a folder of its own: Reverb's server loads the
+            # latest checkpoint it finds there, and an earlier batch's has other tables
+            batch_dir = os.path.join(checkpoint_dir, f"batch{start}")
+            batch = Batch(module_name, reverb, chunk, batch_dir if needs_checkpoints else None)
             try:
                 for index, sequence in enumerate(chunk):
                     try:
