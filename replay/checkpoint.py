@@ -83,7 +83,9 @@ Restoring a checkpoint into declared tables (a server given tables and a checkpo
 declared settings win and the checkpoint supplies the contents.
 
 - The table is built from the declared config: max_size, sampler, remover, rate limiter,
-  max_times_sampled, extensions and signature are the declared ones; the checkpoint's are dropped.
+  max_times_sampled, extensions and signature are the declared ones; the checkpoint's are dropped,
+  except the signature of a table declared without one, which is the checkpoint's (it describes
+  the restored items).
 - The checkpoint supplies the items (in insertion order, with priorities, times_sampled and
   inserted_at) and the table counters (num_inserts, num_samples, ...).
 - With a declared max_times_sampled > 0, restored items already sampled that many times are
@@ -650,6 +652,8 @@ def _declared_table(path: str, index: int, entry: dict, items: list, declared: d
             f"checkpoint {path}: {MANIFEST}: field tables[{index}] (table {name!r}) cannot be "
             f"restored: {e}") from e
     config = dict(declared, name=name)
+    if config.get("signature") is None:  # declared without one: the data's own, as saved
+        config["signature"] = saved.get("signature")
     try:
         table = Table.from_config(config)
     except errors.InvalidArgumentError as e:

@@ -5,9 +5,9 @@ error and a restore past its timeout with DeadlineExceededError, the checkpoint 
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import sys
-import re
 import time
 
 import numpy as np
@@ -181,6 +181,20 @@ def test_items_that_do_not_fit_a_declared_signature_are_refused(tmp_path):
     with pytest.raises(errors.SignatureMismatchError, match="do not fit its declared settings"):
         Server([declared], checkpointer=checkpointer)
     assert _files(checkpointer.path) == before
+
+
+def test_a_table_declared_without_a_signature_takes_the_checkpoints(tmp_path):
+    checkpointer = Checkpointer(str(tmp_path / "ckpt"))
+    signature = TensorSpec((), "float32")
+    with Server([Table("replay", selectors.Uniform(seed=1), selectors.Fifo(), 100, rate_limiters.MinSize(1),
+                       signature=signature)], checkpointer=checkpointer) as server:
+        fill_with_priorities(server.localhost_client(), "replay", [1, 2])
+        server.checkpoint()
+    declared = Table("replay", selectors.Fifo(), selectors.Fifo(), 50, rate_limiters.MinSize(1))
+    with Server([declared], checkpointer=checkpointer) as restored:
+        table = restored.tables["replay"]
+        assert table.signature == signature and table.max_size == 50 and table.size == 2
+        assert restored.localhost_client().server_info()["replay"].signature == signature
 
 
 def test_a_restore_past_its_timeout_ends_with_deadline_exceeded(tmp_path):
