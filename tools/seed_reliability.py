@@ -17,7 +17,8 @@ clock from the trainer's construction, whichever comes first; a process that ove
 seeds at a time, each with its own local Ray. `seconds` counts from the trainer's construction,
 so start-up is included. The load average is printed at the start and the end: on a loaded
 machine the seconds grow, the env steps do not. With `--require K` the exit status is 1 when
-fewer than K seeds reached the stop reward. A seed whose process crashes without a result
+fewer than K seeds reached the stop reward. SIGTERM or Ctrl-C ends the running seeds and prints
+the count of those that ended. A seed whose process crashes without a result
 (on a loaded machine, Ray may declare its own node dead) runs again, `--retries` times.
 """
 import argparse
@@ -147,14 +148,14 @@ def kill_group(process: subprocess.Popen) -> None:
         pass
 
 
-def run_seeds(args) -> list:
-    """Runs the seeds, `args.parallel` processes at a time; prints each outcome as it ends. A
+def run_seeds(args, outcomes: list) -> None:
+    """Runs the seeds, `args.parallel` processes at a time; appends each outcome to `outcomes`
+    and prints it as it ends. A
     seed whose process gave no result (a crash, e.g. its local Ray declared dead on a loaded
     machine) runs again, up to `args.retries` times."""
     pending = list(args.seed_list or range(args.first_seed, args.first_seed + args.seeds))
     retries_left = {seed: args.retries for seed in pending}
     running = {}  # seed -> (process, its output file, started)
-    outcomes = []
     try:
         while pending or running:
             while pending and len(running) < args.parallel:
@@ -185,7 +186,6 @@ def run_seeds(args) -> list:
     finally:
         for process, _, _ in running.values():
             kill_group(process)
-    return sorted(outcomes, key=lambda outcome: outcome["seed"])
 
 
 def seed_line(outcome: dict) -> str:
@@ -257,9 +257,18 @@ def main(argv=None) -> None:
              else f"{args.first_seed}-{args.first_seed + args.seeds - 1}")
     print(f"{args.example}: seeds {seeds}, {args.parallel} at a time; "
           f"load average at start {load_average()}", flush=True)
-    outcomes = run_seeds(args)
-    print(f"load average at end {load_average()}", flush=True)
-    print(summary(args.example, outcomes), flush=True)
+    # `timeout` and `kill` send SIGTERM: end the running seeds and count the finished ones
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    outcomes = []
+    try:
+        run_seeds(args, outcomes)
+    except (KeyboardInterrupt, SystemExit):
+        print(f"interrupted: the count covers the {len(outcomes)} seeds that ended", flush=True)
+        raise
+    finally:
+        outcomes.sort(key=lambda outcome: outcome["seed"])
+        print(f"load average at end {load_average()}", flush=True)
+        print(summary(args.example, outcomes), flush=True)
     reached = sum(outcome["reached"] for outcome in outcomes)
     if args.require is not None and reached < args.require:
         sys.exit(1)
