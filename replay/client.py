@@ -22,7 +22,7 @@ import grpc
 import numpy as np
 import tree
 
-from replay import codec, column_batch, errors, framing, protocol, validation
+from replay import codec, column_batch, errors, framing, protocol, shared_ring, validation
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.table_info import TableInfo
@@ -407,7 +407,8 @@ class Client:
 
     def sample_responses(self, table: str, max_in_flight: int, timeout_ms: int = -1,
                          max_samples: int = -1, columnar: bool = False,
-                         timeout: Optional[float] = None) -> Iterator[framing.PackedSampleResponse]:
+                         timeout: Optional[float] = None, ring_bytes: int = 0
+                         ) -> Iterator[framing.PackedSampleResponse]:
         """The raw SampleStream responses of `table` (items with their still-compressed chunks,
         whose bytes are views into the received message), granting the server credit as
         samples arrive so that at most `max_in_flight` are requested ahead of consumption. The
@@ -415,6 +416,11 @@ class Client:
         With `columnar`, responses whose items allow it carry `response.columns` (one byte
         string per column, see `replay.column_batch.decode_columns`) instead of chunks. `timeout` (seconds) is
         the call's gRPC deadline (None: none); when it passes the call ends on the server too.
+        With `ring_bytes` > 0 the stream offers the server a shared-memory ring of that size
+        (`replay.shared_ring`): a server on this host then puts the responses' column bytes
+        there, and each such response has `release` set, which the caller must call once it
+        copied what it needs out of the response's `column_data` views (until then the server
+        does not write over them; a response that finds the ring full comes inline).
 
         Raises (when iterated): InvalidArgumentError for a non-positive budget; the
         `replay.errors` class matching the stream's failure (DeadlineExceededError when
@@ -424,11 +430,19 @@ class Client:
             raise errors.InvalidArgumentError(f"max_in_flight_samples must be positive, got {max_in_flight}")
         requests: "queue.SimpleQueue" = queue.SimpleQueue()
         granted = max_in_flight if max_samples < 0 else min(max_in_flight, max_samples)
+        ring = shared_ring.ClientRing.create(ring_bytes) if ring_bytes > 0 else None
         requests.put(replay_pb2.SampleRequest(table=table, num_samples=granted,
                                               rate_limiter_timeout_ms=timeout_ms,
                                               columnar=columnar,
-                                              max_response_bytes=self.max_message_bytes))
+                                              max_response_bytes=self.max_message_bytes,
+                                              ring_name=ring.name if ring is not None else "",
+                                              ring_nonce=ring.nonce if ring is not None else b""))
         done = object()
+
+        def releaser(total: int):
+            def release():
+                requests.put(replay_pb2.SampleRequest(ring_released=total))
+            return release
 
         def request_iterator():
             while True:
@@ -437,11 +451,23 @@ class Client:
                     return
                 yield request
 
-        self.stub  # noqa: B018 - opens the channel
-        call = self._sample_stream(request_iterator(), metadata=self.metadata, timeout=timeout)
+        try:
+            self.stub  # noqa: B018 - opens the channel
+            call = self._sample_stream(request_iterator(), metadata=self.metadata, timeout=timeout)
+        except BaseException:
+            if ring is not None:
+                ring.close()
+            raise
         received = 0
         try:
             for response in call:
+                if ring is not None:
+                    # The server has opened the ring by now, or never will: its name can go.
+                    ring.unlink()
+                    if response.response.HasField("ring"):
+                        placed = response.response.ring
+                        response.column_data = ring.views(placed.offsets, placed.lengths)
+                        response.release = releaser(placed.release)
                 received += len(response.response.probabilities)
                 # Top the credit back up to the budget once a quarter of it was used: requests
                 # stay few (one per response at most), and the server does not wait for credit
@@ -467,6 +493,8 @@ class Client:
         finally:
             requests.put(done)
             call.cancel()
+            if ring is not None:
+                ring.close()
 
     def _table_signature(self, table: str, timeout: Optional[float] = None):
         """The signature (native specs) of `table`, from the cached `server_info`.

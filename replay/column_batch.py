@@ -17,7 +17,8 @@ from replay.items import Item
 from replay.proto import replay_pb2
 from replay.validation import check_field_lengths
 
-def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Optional[int]:
+def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch,
+                   data_out: Optional[List[bytes]] = None) -> Optional[int]:
     """Writes the values of `items` column by column into an empty `batch` (one uncompressed
     byte string per column, items in order) and returns the bytes written; returns None and
     leaves `batch` untouched when the items do not allow it: a column spanning several chunk
@@ -26,11 +27,13 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
     faster path that also accepts delta-encoded columns; other items must not be delta-encoded.
 
     Step items sampled from long chunks then cost the receiver one `np.frombuffer` per column,
-    and only the steps the items reference cross the wire.
+    and only the steps the items reference cross the wire. Given `data_out`, the columns' bytes
+    are appended to it instead of `batch.data` (the server then places them in a reader's
+    shared-memory ring, `replay.shared_ring`).
     """
     if not items:
         return None
-    nbytes = _encode_record_columns(items, batch)
+    nbytes = _encode_record_columns(items, batch, data_out)
     if nbytes is not None:
         return nbytes
     layout = []
@@ -68,10 +71,11 @@ def encode_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Opti
             parts[c].append(raw if start == 0 and stop == len(raw) else raw[start:stop])
     return _fill_column_batch(batch, [(dtype, shape, length, squeeze, b"".join(column_parts))
                                       for (dtype, shape, length, squeeze, _), column_parts
-                                      in zip(layout, parts)])
+                                      in zip(layout, parts)], data_out)
 
 
-def _encode_record_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch) -> Optional[int]:
+def _encode_record_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch,
+                           data_out: Optional[List[bytes]] = None) -> Optional[int]:
     """`encode_columns` for items that each cover whole steps of one small chunk (`Item.span`),
     the layout of step and sequence items: one slice per item out of its chunk's decoded steps
     (`Chunk.step_records`), then one copy per column. None when an item has another layout, a
@@ -103,12 +107,13 @@ def _encode_record_columns(items: Sequence[Item], batch: replay_pb2.ColumnBatch)
         field = records_dtype.fields[name][0]
         columns.append((field.base.str, field.shape, length, bool(mask >> index & 1),
                         steps[name].tobytes()))
-    return _fill_column_batch(batch, columns)
+    return _fill_column_batch(batch, columns, data_out)
 
 
-def _fill_column_batch(batch: replay_pb2.ColumnBatch, columns) -> int:
-    """Writes (dtype, step shape, item length, squeeze, bytes) columns into `batch`; returns
-    the bytes written."""
+def _fill_column_batch(batch: replay_pb2.ColumnBatch, columns,
+                       data_out: Optional[List[bytes]] = None) -> int:
+    """Writes (dtype, step shape, item length, squeeze, bytes) columns into `batch` (their bytes
+    into `data_out` when given); returns the bytes written."""
     dims: List[int] = []
     ranks = []
     for _, shape, length, squeeze, _ in columns:
@@ -118,26 +123,33 @@ def _fill_column_batch(batch: replay_pb2.ColumnBatch, columns) -> int:
     batch.dtypes.extend([column[0] for column in columns])
     batch.ranks.extend(ranks)
     batch.shape_dims.extend(dims)
-    batch.data.extend([column[4] for column in columns])
+    if data_out is None:
+        batch.data.extend([column[4] for column in columns])
+    else:
+        data_out.extend([column[4] for column in columns])
     return sum(len(column[4]) for column in columns)
 
 
-def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int) -> List[np.ndarray]:
-    """The [num_items, ...] arrays of a `ColumnBatch` (read-only views into its bytes).
+def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int,
+                   data: Optional[Sequence] = None) -> List[np.ndarray]:
+    """The [num_items, ...] arrays of a `ColumnBatch` (read-only views into its bytes, or into
+    `data`, the columns' bytes when they came outside the message: `replay.shared_ring`).
 
     Raises:
       InvalidArgumentError: the batch's parallel fields disagree, a dtype is not one replay
         stores (`specs.parse_dtype`) or a shape cannot be decoded.
       DataLossError: a column's bytes do not fit num_items values of its shape and dtype.
     """
-    check_field_lengths("ColumnBatch", len(batch.dtypes), ranks=batch.ranks, data=batch.data)
+    if data is None:
+        data = batch.data
+    check_field_lengths("ColumnBatch", len(batch.dtypes), ranks=batch.ranks, data=data)
     dims = list(batch.shape_dims)
     if sum(batch.ranks) != len(dims) or any(r < 0 for r in batch.ranks):
         raise errors.InvalidArgumentError(
             f"ColumnBatch ranks {list(batch.ranks)} do not match its {len(dims)} shape dims")
     out = []
     position = 0
-    for c, (dtype_str, rank, data) in enumerate(zip(batch.dtypes, batch.ranks, batch.data)):
+    for c, (dtype_str, rank, column_data) in enumerate(zip(batch.dtypes, batch.ranks, data)):
         shape = tuple(dims[position:position + rank])
         position += rank
         dtype = specs.parse_dtype(dtype_str, f"column {c} has an unusable dtype:")
@@ -145,9 +157,9 @@ def decode_columns(batch: replay_pb2.ColumnBatch, num_items: int) -> List[np.nda
         expected = num_items * dtype.itemsize
         for d in shape:
             expected *= d
-        if len(data) != expected:
+        if len(column_data) != expected:
             raise errors.DataLossError(
-                f"column {c} holds {len(data)} bytes, which do not fit {num_items} values of shape "
+                f"column {c} holds {len(column_data)} bytes, which do not fit {num_items} values of shape "
                 f"{shape} and dtype {dtype.name}")
-        out.append(np.frombuffer(data, dtype=dtype).reshape((num_items,) + shape))
+        out.append(np.frombuffer(column_data, dtype=dtype).reshape((num_items,) + shape))
     return out

@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, heap_policy
+from replay import errors, heap_policy, shared_ring
 from replay.client import Client
 from replay.dataset_signature import SignatureCheck
 from replay.replay_sample import ReplaySample, SampleInfo
@@ -141,7 +141,7 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                      max_samples_per_stream: int, rate_limiter_timeout_ms: int,
                      metrics: StreamMetrics, closer: Closer,
                      client_options: Dict[str, Any], max_samples: int = -1,
-                     emit_timesteps: bool = False) -> tf.data.Dataset:
+                     emit_timesteps: bool = False, shared_memory: bool = False) -> tf.data.Dataset:
     """The block pipeline of a `ReplayDataset`: per-stream generators of blocks (each a
     ReplaySample of [N, ...] arrays, of items or with `emit_timesteps` of steps, `shapes` then
     being one step's), merged. The dataset unbatches it into single samples, or rebatches it
@@ -180,7 +180,7 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                            tolerate_failure, metrics, structure=dtypes, closer=closer,
                            columnar=columnar, client_options=client_options, max_samples=max_samples,
                            check_signature=check, item_shapes=item_shapes, step_ranks=step_ranks,
-                           larger_in_flight=larger_in_flight)
+                           larger_in_flight=larger_in_flight, shared_memory=shared_memory)
                for address in addresses for _ in range(workers)]
 
     def run_stream(index):
@@ -252,6 +252,10 @@ class ReplayDataset(tf.data.Dataset):
         memory for the next responses instead of faulting it in again: 38 against 70 us of CPU
         per 40 kB item). Process-wide (up to 256 MB of freed memory stays with the process);
         False leaves the allocator alone.
+      shared_memory: each stream offers its server a shared-memory ring (`replay.shared_ring`,
+        up to 96 MB of /dev/shm per stream while it is open); a server on this host then puts
+        the sampled items' bytes there instead of sending them over gRPC (two copies instead of
+        six). A server elsewhere ignores it. False keeps every byte on gRPC.
 
     When the table has a signature, each stream checks dtypes and shapes against it as it opens
     (an item may have the signature's shape or add a leading time dimension to it).
@@ -267,7 +271,8 @@ class ReplayDataset(tf.data.Dataset):
                  root_certificates: Optional[Union[bytes, str]] = None,
                  max_message_bytes: Optional[int] = None, max_samples: int = -1,
                  emit_timesteps: bool = False,
-                 keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY):
+                 keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY,
+                 shared_memory: bool = shared_ring.DEFAULT_SHARED_MEMORY):
         addresses = _as_addresses(server_address)
         client_options = _client_options(token, root_certificates, max_message_bytes)
         if max_samples == 0 or max_samples < -1:
@@ -285,7 +290,7 @@ class ReplayDataset(tf.data.Dataset):
         blocks = _sample_pipeline(
             addresses, table, dtypes, shapes, max_in_flight_samples_per_worker, num_workers_per_iterator,
             max_samples_per_stream, rate_limiter_timeout_ms, self._metrics, self._closer, client_options,
-            max_samples, emit_timesteps)
+            max_samples, emit_timesteps, shared_memory)
         # Blocks already have the element structure, so unbatching is the only per-item step.
         self._pipeline = blocks.unbatch()
         # `batch` rebatches the blocks directly; with max_samples the count of items is cut per

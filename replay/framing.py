@@ -40,13 +40,20 @@ class PackedSampleResponse:
     `parse_sample_response`, which leaves `column_data` as views into the received bytes: large
     payloads are then copied once, straight into the learner's arrays, instead of into the
     parsed message and out of it again. `response.chunks.column_data` is always empty here.
+
+    A response whose columns came through the reader's shared-memory ring (`replay.shared_ring`)
+    has them as views into the ring in `column_data` (a columnar response's too, in place of
+    `response.columns.data`), and `release`: call it once nothing reads those views any more,
+    after copying what is needed out of them (the server then writes over them). Otherwise
+    `release` is None.
     """
 
-    __slots__ = ("response", "column_data")
+    __slots__ = ("response", "column_data", "release")
 
-    def __init__(self, response: replay_pb2.SampleResponse, column_data: Sequence):
+    def __init__(self, response: replay_pb2.SampleResponse, column_data: Sequence, release=None):
         self.response = response
         self.column_data = column_data
+        self.release = release
 
 
 # Protobuf keys (field number << 3 | wire type 2, length-delimited) of InsertRequest.chunks (1),

@@ -106,9 +106,15 @@ def decode_block(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtyp
             f"sampled items have {sorted(set(items.num_columns))} columns but the dataset declares "
             f"{num_leaves} (dtypes/shapes); use ReplayDataset.from_table_signature or fix dtypes")
     if response.HasField("columns"):
-        out = column_batch.decode_columns(response.columns, num_items)
+        in_ring = packed.release is not None
+        out = column_batch.decode_columns(response.columns, num_items,
+                                          packed.column_data if in_ring else None)
         for leaf, (column, dtype) in enumerate(zip(out, flat_dtypes)):
             check_dtype(leaf, column.dtype, dtype)
+        if in_ring:
+            # Views into the shared-memory ring, which the server writes over once released:
+            # copied out, into aligned arrays that TensorFlow adopts without another copy.
+            out = [_copied(column, pool) for column in out]
         return sample_info(response), out
     if len(items.slice_chunk_keys) != num_items * num_leaves:
         return None  # some item column spans several chunks
@@ -188,6 +194,15 @@ def decode_block(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtyp
     return sample_info(response), out
 
 
+def _copied(column: np.ndarray, pool: Optional[BlockPool]) -> np.ndarray:
+    """A copy of `column`, in pooled memory when there is a pool."""
+    if pool is None:
+        return column.copy()
+    copy = pool.get(column.shape, column.dtype)
+    memoryview(copy.reshape(-1).view(np.uint8))[:] = memoryview(column.reshape(-1).view(np.uint8))
+    return copy
+
+
 def check_dtype(leaf: int, received: np.dtype, declared: np.dtype) -> None:
     """Raises InvalidArgumentError when column `leaf` of the sampled items is not `declared`."""
     if received != declared:
@@ -207,10 +222,14 @@ def sample_info(response) -> SampleInfo:
 
 
 def decode_items_one_by_one(packed: framing.PackedSampleResponse, flat_dtypes: List[np.dtype]):
-    """The general path: yields one-item blocks decoded through the replay data model."""
+    """The general path: yields one-item blocks decoded through the replay data model. Columns
+    in the shared-memory ring are copied out first (the items' arrays may be views of them)."""
     response = packed.response
+    column_data = packed.column_data
+    if packed.release is not None:
+        column_data = [bytes(c) for c in column_data]
     chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
-                                                   column_data=packed.column_data)}
+                                                   column_data=column_data)}
     pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
     cache: dict = {}
     for i, (_, item) in enumerate(pairs):

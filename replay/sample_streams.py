@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import tree
 
-from replay import errors, sample_blocks
+from replay import errors, sample_blocks, shared_ring
 from replay.client import Client
 from replay.replay_sample import ReplaySample
 from replay.table_info import TableInfo
@@ -218,6 +218,8 @@ class BlockStream:
         an unknown rank), for the empty blocks handed on while no response comes.
       step_ranks: given, each block is split into the steps of its items
         (`sample_blocks.split_steps`).
+      shared_memory: offer the server a shared-memory ring (`replay.shared_ring`), which a
+        server on this host uses instead of sending the items' bytes over gRPC.
     """
 
     def __init__(self, address: str, table: str, flat_dtypes: List[np.dtype], max_in_flight: int,
@@ -228,7 +230,7 @@ class BlockStream:
                  check_signature: Optional[Callable[[Optional[TableInfo]], None]] = None,
                  item_shapes: Optional[Sequence[Optional[tuple]]] = None,
                  step_ranks: Optional[Sequence[Optional[int]]] = None,
-                 larger_in_flight: Optional[int] = None):
+                 larger_in_flight: Optional[int] = None, shared_memory: bool = False):
         self.address = address
         self.check_signature = check_signature
         self.max_samples = max_samples
@@ -246,6 +248,11 @@ class BlockStream:
         self.tolerate_failure = tolerate_failure
         self.metrics = metrics
         self.step_ranks = None if step_ranks is None else list(step_ranks)
+        self.shared_memory = shared_memory
+        shapes = list(item_shapes or [None] * len(flat_dtypes))
+        self.item_bytes = (sum(int(np.prod(s, dtype=np.int64)) * d.itemsize for s, d in zip(shapes, flat_dtypes))
+                           if step_ranks is None and all(s is not None and None not in s for s in shapes)
+                           else None)
         # A block of no samples, handed on while no response comes: tf.data passes it on as
         # nothing (`unbatch`, `rebatch`).
         info, columns = sample_blocks.empty_block(item_shapes or [None] * len(flat_dtypes), flat_dtypes)
@@ -262,12 +269,17 @@ class BlockStream:
             return None
 
     def _blocks(self, packed, pool: sample_blocks.BlockPool):
-        """The blocks of one response: one, or one per item on the general path."""
-        block = sample_blocks.decode_block(packed, self.flat_dtypes, pool)
-        if block is not None:
-            yield block
-        else:
-            yield from sample_blocks.decode_items_one_by_one(packed, self.flat_dtypes)
+        """The blocks of one response: one, or one per item on the general path. A response
+        that came through the shared-memory ring is released as soon as it is decoded (the
+        blocks hold copies)."""
+        try:
+            block = sample_blocks.decode_block(packed, self.flat_dtypes, pool)
+            blocks = [block] if block is not None else list(
+                sample_blocks.decode_items_one_by_one(packed, self.flat_dtypes))
+        finally:
+            if packed.release is not None:
+                packed.release()
+        yield from blocks
 
     def __call__(self):
         client = Client(self.address, **self.client_options)
@@ -296,9 +308,12 @@ class BlockStream:
                         return
                     stream_samples = left if stream_samples < 0 else min(stream_samples, left)
                 try:
+                    ring_bytes = (shared_ring.stream_ring_bytes(in_flight, self.item_bytes)
+                                  if self.shared_memory else 0)
                     prefetcher = Prefetcher(client.sample_responses(
                         self.table, in_flight, self.rate_limiter_timeout_ms,
-                        stream_samples, columnar=self.columnar), closed=self.closed)
+                        stream_samples, columnar=self.columnar, ring_bytes=ring_bytes),
+                        closed=self.closed)
                     for response in prefetcher:
                         if response is None:
                             yield self.empty_block

@@ -42,13 +42,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import grpc
 
-from replay import codec, column_batch, errors, framing, heap_policy, protocol, validation
+from replay import codec, column_batch, errors, framing, heap_policy, protocol, shared_ring, validation
 from replay.chunk_store import ChunkStore
 from replay.disk_chunk_store import DiskChunkStore
 from replay.gc_freeze import GcFreezer
 from replay.insert_service import InsertService
 from replay.proto import replay_pb2, replay_pb2_grpc
-from replay.server_calls import check_request, end_failed_call, tolerant_deserializer
+from replay.server_calls import MalformedRequest, check_request, end_failed_call, tolerant_deserializer
 from replay.server_scheduling import RECHECK_SECONDS, InsertLine, TableSignals, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -185,10 +185,16 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
                 self.open_streams -= 1
 
     async def _produce_sample_responses(self, request_iterator, ready: "asyncio.Queue") -> None:
-        """SampleStream's producer: reads the requests (credit, settings), samples as the
-        credit allows and puts each response's wire bytes on `ready`, then None when the client
-        ends its requests, or the exception that ends the stream. It builds a response only
-        once the previous one was taken, so at most one waits besides the one being sent."""
+        """SampleStream's producer: takes the requests (credit, settings) as
+        `_read_sample_requests` hands them on, samples as the credit allows and puts each
+        response's wire bytes on `ready`, then None when the client ends its requests, or the
+        exception that ends the stream. It builds a response only once the previous one was
+        taken, so at most one waits besides the one being sent. A reader on this host that named
+        a shared-memory ring gets the responses' column bytes there (`replay.shared_ring`)."""
+        requests: "asyncio.Queue" = asyncio.Queue()
+        ring_holder: List[Optional[shared_ring.ServerRing]] = [None]
+        reader = asyncio.get_running_loop().create_task(
+            _read_sample_requests(request_iterator, requests, ring_holder))
         try:
             limit = self._server.max_sample_batch_size
             response_bytes = min(_SAMPLE_RESPONSE_BYTES, self._server.max_in_flight_bytes_per_stream)
@@ -196,14 +202,14 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
             budget = 0  # the most credit the stream had at once
             columnar = False
             item_bytes = 0  # running estimate of one item's chunk bytes, to size responses
-            requests = request_iterator.__aiter__()
             while True:
                 if credit <= 0:
-                    try:
-                        request = await requests.__anext__()
-                    except StopAsyncIteration:
+                    request = await requests.get()
+                    if request is None:
                         await ready.put(None)
                         return
+                    if isinstance(request, Exception):
+                        raise request
                     check_request(request)
                     if table is None or request.table:
                         table = self._table(request.table)
@@ -234,10 +240,14 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
                 if item_bytes:
                     want = max(1, min(want, response_bytes // item_bytes,
                                       max(budget // 4, _MIN_SPLIT_RESPONSE_BYTES // item_bytes)))
+                ring = ring_holder[0]
                 response, nbytes, count = await self._sample(table, want, timeout_ms, columnar,
-                                                             None if item_bytes else response_bytes)
+                                                             None if item_bytes else response_bytes,
+                                                             ring is not None)
                 credit -= count
                 item_bytes = max(1, nbytes // count)
+                if ring is not None:
+                    _place_in_ring(response, ring)
                 await ready.put(framing.serialize_sample_response(response))
                 response = None
                 await ready.join()
@@ -245,12 +255,17 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
             raise
         except Exception as e:  # noqa: BLE001 - handed to SampleStream, which ends the call with it
             await ready.put(e)
+        finally:
+            reader.cancel()
+            if ring_holder[0] is not None:
+                ring_holder[0].close()
 
     async def _sample(self, table, want: int, timeout_ms: int, columnar: bool,
-                      byte_budget: Optional[int] = None):
+                      byte_budget: Optional[int] = None, columns_outside: bool = False):
         """A response with up to `want` samples of `table` (and, given `byte_budget`, about
         that many chunk bytes at most; see `_take_samples`), once its rate limiter allows: the
-        response, its data bytes and its number of samples.
+        response, its data bytes and its number of samples. With `columns_outside` a columnar
+        response's column bytes are its `column_data` (see `_sample_response`).
 
         Raises:
           DeadlineExceededError: none within `timeout_ms` (< 0: waits until the call is cancelled).
@@ -261,7 +276,8 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
         deadline = None
         while True:
             event = signals.take("sample")
-            taken = await self._work.run(_take_samples, table, want, columnar, byte_budget)
+            taken = await self._work.run(_take_samples, table, want, columnar, byte_budget,
+                                         columns_outside)
             if taken is not None:
                 return taken
             wait = RECHECK_SECONDS
@@ -322,7 +338,8 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
             await end_failed_call(context, e, "Checkpoint")
 
 
-def _take_samples(table, want: int, columnar: bool, byte_budget: Optional[int] = None):
+def _take_samples(table, want: int, columnar: bool, byte_budget: Optional[int] = None,
+                  columns_outside: bool = False):
     """Samples up to `want` items of `table` without waiting and encodes them: (response, data
     bytes, number of samples), or None when the rate limiter allows none now. The samples are
     not kept: a cancelled stream holds no items.
@@ -338,26 +355,29 @@ def _take_samples(table, want: int, columnar: bool, byte_budget: Optional[int] =
         more = min(want, byte_budget // item_bytes) - 1
         if more > 0:
             sampled += table.try_sample(more)
-    response, nbytes = _sample_response(table.name, sampled, columnar)
+    response, nbytes = _sample_response(table.name, sampled, columnar, columns_outside)
     return response, nbytes, len(sampled)
 
 
-def _sample_response(table_name: str, sampled,
-                     columnar: bool = False) -> Tuple[framing.PackedSampleResponse, int]:
+def _sample_response(table_name: str, sampled, columnar: bool = False,
+                     columns_outside: bool = False) -> Tuple[framing.PackedSampleResponse, int]:
     """The response carrying `sampled` and the bytes of their data: columnar when asked for and
     the items allow it (`column_batch.encode_columns`), else with their chunks (chunk bytes outside the
-    message)."""
+    message). With `columns_outside` a columnar response's column bytes too are left out of
+    the message, as its `column_data` (for `_place_in_ring`, which puts them back when the ring
+    has no room)."""
     response = replay_pb2.SampleResponse()
     response.probabilities.extend([s.probability for s in sampled])
     response.table_sizes.extend([s.table_size for s in sampled])
     response.priorities.extend([s.priority for s in sampled])
     response.times_sampled.extend([s.times_sampled for s in sampled])
     if columnar:
-        nbytes = column_batch.encode_columns([s.item for s in sampled], response.columns)
+        column_bytes: Optional[List[bytes]] = [] if columns_outside else None
+        nbytes = column_batch.encode_columns([s.item for s in sampled], response.columns, column_bytes)
         if nbytes is not None:
             codec.encode_items([(table_name, s.item) for s in sampled], response.items,
                               with_slices=False)
-            return framing.PackedSampleResponse(response, []), nbytes
+            return framing.PackedSampleResponse(response, column_bytes or []), nbytes
     column_data: List[bytes] = []
     nbytes = codec.encode_span_sample(table_name, [s.item for s in sampled], response.items,
                                       response.chunks, column_data)
@@ -369,6 +389,50 @@ def _sample_response(table_name: str, sampled,
     codec.encode_items([(table_name, s.item) for s in sampled], response.items)
     codec.encode_chunks(chunks.values(), response.chunks, column_data)
     return framing.PackedSampleResponse(response, column_data), sum(c.nbytes for c in chunks.values())
+
+
+async def _read_sample_requests(request_iterator, requests: "asyncio.Queue",
+                                ring_holder: List[Optional[shared_ring.ServerRing]]) -> None:
+    """Reads a SampleStream's requests as they come, while its producer samples: a ring named in
+    the first request is opened into `ring_holder[0]`, ring releases are applied at once (a
+    producer with credit left reads no request, and would see the ring full), and every other
+    request is handed on through `requests`, then None at their end, or the exception that
+    ended them."""
+    try:
+        async for request in request_iterator:
+            if not isinstance(request, MalformedRequest):
+                if request.ring_name and ring_holder[0] is None:
+                    ring_holder[0] = shared_ring.ServerRing.open(request.ring_name, request.ring_nonce)
+                if request.ring_released:
+                    if ring_holder[0] is not None:
+                        ring_holder[0].release(request.ring_released)
+                    if not request.num_samples and not request.table:
+                        continue  # a release only
+            requests.put_nowait(request)
+        requests.put_nowait(None)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the producer ends the call with it
+        requests.put_nowait(e)
+
+
+def _place_in_ring(packed: framing.PackedSampleResponse, ring: shared_ring.ServerRing) -> None:
+    """Moves the column bytes of `packed` (chunk columns, or a columnar response's columns,
+    which `_sample_response` left outside the message) into the reader's ring and says where in
+    `response.ring`; when the ring has no room now, a columnar response's bytes go back into
+    the message and chunk columns stay inline."""
+    response = packed.response
+    placed = ring.place(packed.column_data) if packed.column_data else None
+    if placed is None:
+        if response.HasField("columns") and packed.column_data:
+            response.columns.data.extend(packed.column_data)
+            packed.column_data = []
+        return
+    offsets, lengths, release = placed
+    response.ring.offsets.extend(offsets)
+    response.ring.lengths.extend(lengths)
+    response.ring.release = release
+    packed.column_data = []
 
 
 def _already_serialized(data: bytes) -> bytes:

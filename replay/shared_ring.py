@@ -1,0 +1,229 @@
+"""The shared-memory ring of a sample stream whose reader is on the server's host.
+
+This sits under the sample path of `replay.client` (which creates a ring per stream and names it
+in its first `SampleRequest`) and `replay.server` (which opens it and writes responses' column
+bytes into it). Over gRPC a response's bytes are copied six times between the server's chunks
+and the reader's arrays (the server's serialization and gRPC's copy of it, the kernel's two,
+gRPC's two on receipt); through the ring twice: the server writes them into it, the reader
+copies them out into its arrays. Only the small protobuf message still travels over gRPC, with
+`RingData` saying where its columns are. Reverb cannot do this: its streams are gRPC only.
+
+Protocol. The client creates a file in /dev/shm (mode 0600, its pages reserved up front so that
+writing to it can never fault) holding a random nonce at its start, and sends its name and the
+nonce. A server that opens a file of that name holding the same nonce is on the same host, and
+uses it; any other server (another host, another /dev/shm) finds no such file or another nonce,
+and sends the bytes inline as always. The server allocates each response's columns in the ring
+in order (each 64-byte aligned, one response's columns contiguous, wrapping to the start when
+they do not fit before the end) and tells the client, in the response, the total to give back
+once it has read them (`RingData.release`); the client sends that total back
+(`SampleRequest.ring_released`) once it copied them out. The server never writes over bytes
+not yet given back: a response that finds no room goes inline, so a slow reader costs copies,
+never correctness. The client unlinks the file as soon as the server answered (the server then
+has it mapped, or never will), and in any case when the stream ends.
+
+Linux only (a /dev/shm tmpfs); elsewhere `ClientRing.create` returns None and streams stay on gRPC.
+"""
+from __future__ import annotations
+
+import hmac
+import logging
+import mmap
+import os
+import re
+import secrets
+import stat
+from typing import List, Optional, Sequence, Tuple
+
+from replay import errors
+
+log = logging.getLogger(__name__)
+
+SHM_DIR = "/dev/shm"
+DEFAULT_SHARED_MEMORY = True
+"""Whether a `ReplayDataset`'s streams offer their server a ring unless told otherwise."""
+DEFAULT_RING_BYTES = 64 * 1024 * 1024
+"""The size of a stream's ring when its items' size is not known: room for several of the
+server's largest responses (16 MB) between the server's writing and the reader's copying out."""
+_MIN_STREAM_RING_BYTES = 8 * 1024 * 1024
+_MAX_STREAM_RING_BYTES = 96 * 1024 * 1024
+_NAME_PREFIX = "replay-ring-"
+_NAME_PATTERN = re.compile(r"^replay-ring-[0-9a-f]{32}$")
+_NONCE_BYTES = 16
+_HEADER_BYTES = 64  # the nonce, then data from the first aligned offset
+_ALIGNMENT = 64
+_MIN_RING_BYTES = 1024 * 1024
+
+
+def _aligned(value: int) -> int:
+    return (value + _ALIGNMENT - 1) // _ALIGNMENT * _ALIGNMENT
+
+
+def stream_ring_bytes(max_in_flight: int, item_bytes: Optional[int]) -> int:
+    """The ring size of a stream that keeps `max_in_flight` items of `item_bytes` (None: not
+    known) requested: one and a half budgets' worth (the reader grants credit as responses
+    arrive, before it decoded them), within 8 and 96 MB. Its pages are reserved as long as the
+    stream is open."""
+    if not item_bytes:
+        return DEFAULT_RING_BYTES
+    return _aligned(min(_MAX_STREAM_RING_BYTES,
+                        max(_MIN_STREAM_RING_BYTES, max_in_flight * item_bytes * 3 // 2)))
+
+
+class ClientRing:
+    """The reader's side of a ring: creates the file, maps it, hands out views of responses'
+    columns. `close()` unmaps and unlinks it once no view is used any more (callers copy out
+    of the views before they release a response)."""
+
+    def __init__(self, path: str, nonce: bytes, memory: mmap.mmap):
+        self.path = path
+        self.name = os.path.basename(path)
+        self.nonce = nonce
+        self._memory = memory
+        self._view = memoryview(memory)
+
+    @classmethod
+    def create(cls, size: int = DEFAULT_RING_BYTES) -> Optional["ClientRing"]:
+        """A new ring of `size` bytes, or None where shared memory is not available (no
+        /dev/shm, or not enough room in it): the stream then stays on gRPC."""
+        if not os.path.isdir(SHM_DIR):
+            return None
+        size = _aligned(max(_MIN_RING_BYTES, int(size)))
+        path = os.path.join(SHM_DIR, _NAME_PREFIX + secrets.token_hex(16))
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except OSError as e:
+            log.debug("replay: no shared-memory ring (%s)", e)
+            return None
+        try:
+            # Reserved now, so that no write to the mapping can fail later (a tmpfs that runs
+            # full faults writes to pages not yet allocated with SIGBUS).
+            os.posix_fallocate(fd, 0, size)
+            memory = mmap.mmap(fd, size)
+        except (OSError, ValueError) as e:
+            os.close(fd)
+            _unlink(path)
+            log.debug("replay: no shared-memory ring of %d bytes (%s)", size, e)
+            return None
+        os.close(fd)
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        memory[:_NONCE_BYTES] = nonce
+        return cls(path, nonce, memory)
+
+    def unlink(self) -> None:
+        """Removes the file's name (the mappings stay valid); idempotent."""
+        _unlink(self.path)
+
+    def views(self, offsets: Sequence[int], lengths: Sequence[int]) -> List[memoryview]:
+        """Views of a response's columns.
+
+        Raises:
+          DataLossError: a column lies outside the ring's data area (a broken server).
+        """
+        size = len(self._view)
+        if len(offsets) != len(lengths):
+            raise errors.DataLossError(
+                f"a sample response's ring data names {len(offsets)} offsets but {len(lengths)} lengths")
+        out = []
+        for offset, length in zip(offsets, lengths):
+            if offset < _HEADER_BYTES or length < 0 or offset + length > size:
+                raise errors.DataLossError(
+                    f"a sample response's column at ring offset {offset} of {length} bytes lies outside "
+                    f"the ring's {size} bytes")
+            out.append(self._view[offset:offset + length])
+        return out
+
+    def close(self) -> None:
+        """Unlinks the file and unmaps the ring once the last view of it is gone."""
+        self.unlink()
+        self._view.release()
+        try:
+            self._memory.close()
+        except BufferError:
+            pass  # a view is still alive somewhere; the mapping goes with the last reference
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class ServerRing:
+    """The server's side of a client's ring: `place` writes a response's columns into free
+    space, `release` takes back what the client gave back."""
+
+    def __init__(self, memory: mmap.mmap):
+        self._memory = memory
+        self._view = memoryview(memory)
+        self._size = len(memory)
+        self._head = 0  # bytes handed out so far, padding at the ring's end included
+        self._released = 0
+
+    @classmethod
+    def open(cls, name: str, nonce: bytes) -> Optional["ServerRing"]:
+        """The client's ring `name`, or None when this process cannot use it: a name that is
+        not a ring's, no such file here (the client is on another host), another nonce, or a
+        file too small. Never raises: the stream then sends its bytes inline."""
+        if not _NAME_PATTERN.match(name or "") or len(nonce) != _NONCE_BYTES:
+            return None
+        path = os.path.join(SHM_DIR, name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        try:
+            status = os.fstat(fd)
+            if not stat.S_ISREG(status.st_mode) or status.st_size < _MIN_RING_BYTES:
+                return None
+            memory = mmap.mmap(fd, status.st_size)
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
+        if not hmac.compare_digest(bytes(memory[:_NONCE_BYTES]), nonce):
+            memory.close()
+            return None
+        return cls(memory)
+
+    def release(self, total: int) -> None:
+        """The client read every response's bytes up to `total` (SampleRequest.ring_released);
+        a total out of order or beyond what was handed out is ignored."""
+        if self._released < total <= self._head:
+            self._released = total
+
+    def place(self, columns: Sequence) -> Optional[Tuple[List[int], List[int], int]]:
+        """Writes `columns` (bytes-like) into free space of the ring: (offsets, lengths, the
+        total the client gives back once read), or None (nothing written) when they do not fit
+        now. Columns are 64-byte aligned and contiguous."""
+        lengths = [len(c) for c in columns]
+        span = 0
+        for length in lengths:
+            span = _aligned(span) + length
+        data_size = (self._size - _HEADER_BYTES) // _ALIGNMENT * _ALIGNMENT
+        if span == 0 or span > data_size // 2:
+            return None
+        start = self._head % data_size
+        skip = 0 if start + span <= data_size else data_size - start
+        if self._head + skip + span - self._released > data_size:
+            return None
+        self._head += skip
+        base = _HEADER_BYTES + (0 if skip else start)
+        view = self._view
+        offsets = []
+        position = 0
+        for column, length in zip(columns, lengths):
+            position = _aligned(position)
+            offset = base + position
+            view[offset:offset + length] = column
+            offsets.append(offset)
+            position += length
+        self._head += _aligned(span)
+        return offsets, lengths, self._head
+
+    def close(self) -> None:
+        self._view.release()
+        try:
+            self._memory.close()
+        except BufferError:
+            pass
