@@ -73,6 +73,10 @@ _DEFAULT_SAMPLE_BATCH = 512
 # tops its credit up once a quarter of it arrived, so quarters keep both sides busy. Small
 # items still come a whole budget to a response.
 _MIN_SPLIT_RESPONSE_BYTES = 1024 * 1024
+# A SampleStream's requests read ahead of its producer (credit top-ups; ring releases are applied
+# as they come and not queued): a client sends one top-up per response at most, so a few
+# suffice, and the bound keeps a client that floods requests from filling the server's memory.
+_QUEUED_SAMPLE_REQUESTS = 64
 
 
 class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
@@ -191,7 +195,7 @@ class _Servicer(InsertService, replay_pb2_grpc.ReplayServiceServicer):
         exception that ends the stream. It builds a response only once the previous one was
         taken, so at most one waits besides the one being sent. A reader on this host that named
         a shared-memory ring gets the responses' column bytes there (`replay.shared_ring`)."""
-        requests: "asyncio.Queue" = asyncio.Queue()
+        requests: "asyncio.Queue" = asyncio.Queue(_QUEUED_SAMPLE_REQUESTS)
         ring_holder: List[Optional[shared_ring.ServerRing]] = [None]
         reader = asyncio.get_running_loop().create_task(
             _read_sample_requests(request_iterator, requests, ring_holder))
@@ -408,12 +412,12 @@ async def _read_sample_requests(request_iterator, requests: "asyncio.Queue",
                         ring_holder[0].release(request.ring_released)
                     if not request.num_samples and not request.table:
                         continue  # a release only
-            requests.put_nowait(request)
-        requests.put_nowait(None)
+            await requests.put(request)
+        await requests.put(None)
     except asyncio.CancelledError:
         raise
     except Exception as e:  # noqa: BLE001 - the producer ends the call with it
-        requests.put_nowait(e)
+        await requests.put(e)
 
 
 def _place_in_ring(packed: framing.PackedSampleResponse, ring: shared_ring.ServerRing) -> None:
