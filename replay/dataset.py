@@ -252,8 +252,9 @@ class ReplayDataset(tf.data.Dataset):
         memory for the next responses instead of faulting it in again: 38 against 70 us of CPU
         per 40 kB item). Process-wide (up to 256 MB of freed memory stays with the process);
         False leaves the allocator alone.
-      shared_memory: each stream offers its server a shared-memory ring (`replay.shared_ring`,
-        up to 96 MB of /dev/shm per stream while it is open); a server on this host then puts
+      shared_memory: each stream of items of fixed shapes and a budget of at least 256 kB offers
+        its server a shared-memory ring (`replay.shared_ring`, 8 to 96 MB of /dev/shm per stream
+        while it is open); a server on this host then puts
         the sampled items' bytes there instead of sending them over gRPC (two copies instead of
         six). A server elsewhere ignores it. False keeps every byte on gRPC.
 

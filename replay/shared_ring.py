@@ -42,10 +42,11 @@ SHM_DIR = "/dev/shm"
 DEFAULT_SHARED_MEMORY = True
 """Whether a `ReplayDataset`'s streams offer their server a ring unless told otherwise."""
 DEFAULT_RING_BYTES = 64 * 1024 * 1024
-"""The size of a stream's ring when its items' size is not known: room for several of the
-server's largest responses (16 MB) between the server's writing and the reader's copying out."""
+"""The size of a ring `ClientRing.create` makes unless told: room for several of the server's
+largest responses (16 MB) between the server's writing and the reader's copying out."""
 _MIN_STREAM_RING_BYTES = 8 * 1024 * 1024
 _MAX_STREAM_RING_BYTES = 96 * 1024 * 1024
+_MIN_RING_BUDGET_BYTES = 256 * 1024
 _NAME_PREFIX = "replay-ring-"
 _NAME_PATTERN = re.compile(r"^replay-ring-[0-9a-f]{32}$")
 _NONCE_BYTES = 16
@@ -61,10 +62,12 @@ def _aligned(value: int) -> int:
 def stream_ring_bytes(max_in_flight: int, item_bytes: Optional[int]) -> int:
     """The ring size of a stream that keeps `max_in_flight` items of `item_bytes` (None: not
     known) requested: one and a half budgets' worth (the reader grants credit as responses
-    arrive, before it decoded them), within 8 and 96 MB. Its pages are reserved as long as the
-    stream is open."""
-    if not item_bytes:
-        return DEFAULT_RING_BYTES
+    arrive, before it decoded them), within 8 and 96 MB; 0 (no ring) when the items' size is
+    not known (they are decoded one by one, copies either way) or the budget is under 256 kB
+    (readers that open a stream per few samples would pay more for the ring than it saves).
+    Its pages are reserved as long as the stream is open."""
+    if not item_bytes or max_in_flight * item_bytes < _MIN_RING_BUDGET_BYTES:
+        return 0
     return _aligned(min(_MAX_STREAM_RING_BYTES,
                         max(_MIN_STREAM_RING_BYTES, max_in_flight * item_bytes * 3 // 2)))
 

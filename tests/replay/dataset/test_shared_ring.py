@@ -80,7 +80,8 @@ def test_stream_ring_sizes_follow_the_budget_within_bounds():
     assert shared_ring.stream_ring_bytes(512, 4000) == 8 * 1024 * 1024
     assert 8 << 20 <= shared_ring.stream_ring_bytes(1024, 40_000) <= 96 << 20
     assert shared_ring.stream_ring_bytes(1024, 400_000) == 96 * 1024 * 1024
-    assert shared_ring.stream_ring_bytes(64, None) == shared_ring.DEFAULT_RING_BYTES
+    assert shared_ring.stream_ring_bytes(64, None) == 0  # items of unknown size: no ring
+    assert shared_ring.stream_ring_bytes(1, 4000) == 0  # a budget of a few kB: no ring
 
 
 def _fill(client, table, steps):
