@@ -23,7 +23,6 @@ OPEN_DICT_KEYS = frozenset({"env_config", "custom_model_config", "custom_metrics
 # (and left out of it) so classic configs run: key -> why it changes nothing.
 CLASSIC_KEYS_WITHOUT_EFFECT = {
     "compress_observations": "replay and offline output compress by their own settings",
-    "simple_optimizer": "tfrl picks the optimizer from the algorithm and its settings",
     "log_sys_usage": "tfrl does not report system usage",
     "collect_metrics_timeout": "workers report their episodes with their samples",
     "memory": "Ray's memory reservations are not used",
@@ -57,7 +56,7 @@ def merge_config(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | Non
     for key, value in (overrides or {}).items():
         where = f"{path}{key}"
         if key not in merged:
-            if not path and key in CLASSIC_KEYS_WITHOUT_EFFECT:
+            if not path and not allow_new_keys and key in CLASSIC_KEYS_WITHOUT_EFFECT:
                 continue  # accepted for classic configs; see CLASSIC_KEYS_WITHOUT_EFFECT
             if not allow_new_keys:
                 raise errors.InvalidConfigError(

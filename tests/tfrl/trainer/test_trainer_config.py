@@ -65,8 +65,13 @@ def test_classic_keys_without_effect_are_accepted_and_left_out():
     from tfrl.errors import InvalidConfigError
 
     merged = merge_config(COMMON_CONFIG, {"compress_observations": True,
-                                          "simple_optimizer": True, "lr": 0.5})
+                                          "log_sys_usage": True, "lr": 0.5})
     assert merged["lr"] == 0.5
     assert not set(CLASSIC_KEYS_WITHOUT_EFFECT) & set(merged)
+    # an algorithm's defaults may declare such a key for itself
+    declared = merge_config(COMMON_CONFIG, {"compress_observations": 1}, allow_new_keys=True)
+    assert declared["compress_observations"] == 1
+    from tfrl.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
+    assert merge_config(PPO_CONFIG, {"simple_optimizer": True})["simple_optimizer"] is True
     with pytest.raises(InvalidConfigError, match="horizon"):  # it would change episodes
         merge_config(COMMON_CONFIG, {"horizon": 10})
