@@ -11,6 +11,10 @@ import dataclasses
 from typing import Any, Callable, Dict, Optional, Union
 
 from tfrl import errors
+from tfrl.utils.ray_registry import shared_through_ray
+
+# the category of envs in Ray Tune's registry (ray.tune.registry.ENV_CREATOR)
+_TUNE_ENV_CATEGORY = "env_creator"
 
 EnvCreator = Callable[[dict], Any]
 
@@ -41,19 +45,6 @@ def register_env(name: str, creator: EnvCreator) -> None:
             f"register_env({name!r}, ...): the creator must be callable as creator(env_config), "
             f"got {type(creator).__name__}")
     _REGISTRY[name] = creator
-
-
-def _registered_with_tune(name: str) -> Optional[EnvCreator]:
-    """The creator registered under `name` with Ray Tune's `register_env` (classic RLlib's
-    registry, which classic scripts use), or None: no Ray session, or no such name."""
-    try:
-        import ray
-        from ray.tune.registry import ENV_CREATOR, _global_registry
-    except ImportError:
-        return None
-    if not ray.is_initialized() or not _global_registry.contains(ENV_CREATOR, name):
-        return None
-    return _global_registry.get(ENV_CREATOR, name)
 
 
 def registered_envs() -> list:
@@ -102,7 +93,8 @@ def resolve_env_creator(env: Union[str, EnvCreator, ResolvedEnvCreator]) -> Reso
     if isinstance(env, str):
         if env in _REGISTRY:
             return ResolvedEnvCreator(env, _REGISTRY[env])
-        tune_creator = _registered_with_tune(env)
+        # an env registered with Ray Tune's register_env (classic RLlib's registry)
+        tune_creator = shared_through_ray(_TUNE_ENV_CATEGORY, env)
         if tune_creator is not None:
             return ResolvedEnvCreator(env, tune_creator)
         from tfrl.env.atari import AtariEnvCreator, atari_env_id

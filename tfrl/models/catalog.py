@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import pickle
 from typing import Dict
 
 import gymnasium as gym
@@ -25,6 +24,7 @@ from tfrl.models.preprocessors import Preprocessor, get_preprocessor
 from tfrl.models.recurrent import LSTMWrapper
 from tfrl.models.tf_model import TFModel
 from tfrl.models.visionnet import VisionNetwork
+from tfrl.utils.ray_registry import share_through_ray, shared_through_ray
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class ModelCatalog:
                 f"register_custom_model({name!r}, ...) needs a subclass of "
                 f"tfrl.models.TFModel, got {model_class!r}.")
         ModelCatalog._custom_models[name] = model_class
-        _share_through_ray("rllib_model", name, model_class)
+        share_through_ray("rllib_model", name, model_class)
 
     @staticmethod
     def custom_model_class(custom) -> type:
@@ -58,10 +58,7 @@ class ModelCatalog:
             InvalidConfigError: if it is not a TFModel subclass.
         """
         if isinstance(custom, str):
-            if custom not in ModelCatalog._custom_models:
-                shared = _shared_through_ray("rllib_model", custom)
-                if shared is not None:
-                    ModelCatalog._custom_models[custom] = shared
+            _fetch_shared(ModelCatalog._custom_models, "rllib_model", custom)
             if custom not in ModelCatalog._custom_models:
                 raise UnknownModelError(
                     f"custom_model {custom!r} is not registered in this process; call "
@@ -78,7 +75,7 @@ class ModelCatalog:
     def register_custom_action_dist(name: str, dist_class) -> None:
         """Make `dist_class` available as model config `custom_action_dist`."""
         ModelCatalog._custom_action_dists[name] = dist_class
-        _share_through_ray("rllib_action_dist", name, dist_class)
+        share_through_ray("rllib_action_dist", name, dist_class)
 
     @staticmethod
     def get_action_dist(action_space: gym.Space, config: Dict | None, dist_type=None):
@@ -96,10 +93,7 @@ class ModelCatalog:
         custom = config.get("custom_action_dist")
         if custom is not None:
             if isinstance(custom, str):
-                if custom not in ModelCatalog._custom_action_dists:
-                    shared = _shared_through_ray("rllib_action_dist", custom)
-                    if shared is not None:
-                        ModelCatalog._custom_action_dists[custom] = shared
+                _fetch_shared(ModelCatalog._custom_action_dists, "rllib_action_dist", custom)
                 if custom not in ModelCatalog._custom_action_dists:
                     raise UnknownModelError(
                         f"custom_action_dist {custom!r} is not registered; call "
@@ -172,28 +166,10 @@ def _build_custom_model(model_cls, obs_space, action_space, num_outputs, config,
     return model_cls(obs_space, action_space, num_outputs, config, name, **model_kwargs)
 
 
-def _share_through_ray(category: str, name: str, value) -> None:
-    """Also registers `value` in Ray Tune's registry (classic RLlib's), which reaches the other
-    processes of the Ray session (a Tune trial's trainer, remote rollout workers): a script
-    that registers a model and then calls `tune.run` works as with classic RLlib."""
-    try:
-        from ray.tune.registry import _global_registry
-    except ImportError:  # Ray not installed: registration stays per process
-        return
-    try:
-        _global_registry.register(category, name, value)
-    except (TypeError, AttributeError, pickle.PicklingError) as exc:  # not picklable
-        logger.warning("%s %r stays registered in this process only: %s", category, name, exc)
-
-
-def _shared_through_ray(category: str, name: str):
-    """The value registered under `name` in Ray Tune's registry by another process of this
-    Ray session, or None (no Ray session, or nothing registered)."""
-    try:
-        import ray
-        from ray.tune.registry import _global_registry
-    except ImportError:
-        return None
-    if not ray.is_initialized() or not _global_registry.contains(category, name):
-        return None
-    return _global_registry.get(category, name)
+def _fetch_shared(registry: dict, category: str, name: str) -> None:
+    """Adds to `registry` the value another process of the Ray session registered as `name`,
+    when this process has none."""
+    if name not in registry:
+        shared = shared_through_ray(category, name)
+        if shared is not None:
+            registry[name] = shared
