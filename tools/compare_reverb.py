@@ -31,10 +31,11 @@ Set up a Reverb Python once (outside the checkout):
 Then:
     python tools/compare_reverb.py --reverb-python V/bin/python [--sweep [--quick]] [--cases ...]
 
-With `--reverb-names` the other side is this project through `replay.reverb` (Reverb's names,
-the Reverb side's code, this Python, the project's server), so the ratio is what those names
-cost against the native API (`ours / reverb-names`; 1.05 means the names are 5% slower).
-`Client` is one class under both names, so its cases measure the same code twice.
+With `--reverb-names` a third side runs: this project through `replay.reverb` (Reverb's names,
+the Reverb side's code, this Python, the project's server). Each case then prints three ratios:
+ours / reverb, names / reverb (what a user who ported by the import line gets) and
+ours / names (what those names cost against the native API; 1.00 is no cost). Without
+`--reverb-python` only ours / names is printed.
 """
 from __future__ import annotations
 
@@ -175,6 +176,19 @@ def geometric_mean(values: List[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _pairs(reverb_names: bool, with_reverb: bool) -> List[Tuple[str, str]]:
+    """The (numerator, denominator) sides of each ratio printed: ours against Reverb; with
+    --reverb-names ours against Reverb's names; with both, also those names against Reverb."""
+    if not reverb_names:
+        return [("replay", "reverb")]
+    if not with_reverb:
+        return [("replay", "replay.reverb")]
+    return [("replay", "reverb"), ("replay.reverb", "reverb"), ("replay", "replay.reverb")]
+
+
+_SHORT = {"replay": "ours", "replay.reverb": "names", "reverb": "reverb"}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reverb-python", default=None,
@@ -193,7 +207,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="dataset cases read steps: ReplayDataset(emit_timesteps=True) against "
                              "Reverb's TimestepDataset")
     parser.add_argument("--reverb-names", action="store_true",
-                        help="compare with this project's replay.reverb instead of dm-reverb")
+                        help="also run this project through replay.reverb (Reverb's names); with "
+                             "--reverb-python three sides, without it instead of dm-reverb")
     parser.add_argument("--cpu", action="store_true",
                         help="also print each side's CPU microseconds per item: server / clients")
     args = parser.parse_args(argv)
@@ -205,27 +220,31 @@ def main(argv: Optional[List[str]] = None) -> int:
     seconds = args.seconds if args.seconds is not None else (2.0 if args.sweep or args.quick else 3.0)
     repeat = args.repeat if args.repeat is not None else (2 if args.sweep or args.quick else 1)
 
-    other = "replay.reverb" if args.reverb_names else "reverb"
-    unavailable = None if args.reverb_names else reverb_unavailable(args.reverb_python)
+    unavailable = reverb_unavailable(args.reverb_python)
+    if args.reverb_names and args.reverb_python is None:
+        unavailable = None
+    pairs = _pairs(args.reverb_names, args.reverb_python is not None)
+    sides = ["replay"] + [side for side in ("replay.reverb", "reverb") if any(side in pair for pair in pairs)]
     print(f"# {_load()}; {seconds:g} s per case and side, {repeat} run(s) of each side per case, "
           "the sides' order alternating", flush=True)
-    header = f"{'case':24s} {'ours':>10s} {other:>13s} {'ratio':>6s} {'runs':>11s}"
+    header = f"{'case':24s} " + " ".join(f"{side:>13s}" for side in sides)
+    header += " " + " ".join(f"{_SHORT[a] + '/' + _SHORT[b]:>12s}" for a, b in pairs) + f" {'runs':>11s}"
     if args.cpu:
-        header += f"  {'ours us/item srv/cli':>21s}  {other + ' us/item srv/cli':>23s}"
+        header += "  " + "  ".join(f"{_SHORT[side] + ' us/item srv/cli':>23s}" for side in sides)
     print(header, flush=True)
     order = 0
-    ratios: Dict[str, float] = {}
+    ratios: Dict[Tuple[str, str], Dict[str, float]] = {pair: {} for pair in pairs}
     for name in names:
         case = cases[name]
-        rates: Dict[str, List[float]] = {"replay": [], other: []}
-        cpu: Dict[str, Optional[Tuple[Optional[float], float]]] = {"replay": None, other: None}
+        rates: Dict[str, List[float]] = {side: [] for side in sides}
+        cpu: Dict[str, Optional[Tuple[Optional[float], float]]] = {side: None for side in sides}
         run_ratios: List[float] = []
         notes = []
         for _ in range(repeat):
-            sides = ["replay", other] if order % 2 == 0 else [other, "replay"]
+            turn = order % len(sides)
             order += 1
             this_run: Dict[str, Optional[float]] = {}
-            for backend in sides:
+            for backend in sides[turn:] + sides[:turn]:
                 if backend == "reverb" and unavailable:
                     this_run[backend] = None
                     continue
@@ -238,30 +257,36 @@ def main(argv: Optional[List[str]] = None) -> int:
                     cpu[backend] = cpu_us
                 if error:
                     notes.append(f"{backend}: {error}")
-            if this_run["replay"] and this_run[other]:
-                run_ratios.append(this_run["replay"] / this_run[other])
-        ours, theirs = _mean(rates["replay"]), _mean(rates[other])
-        ours_text = f"{ours:10.0f}" if ours is not None else f"{'failed':>10s}"
-        if unavailable:
-            line = f"{name:24s} {ours_text} reverb not available ({unavailable})"
+            first, second = pairs[0]
+            if this_run.get(first) and this_run.get(second):
+                run_ratios.append(this_run[first] / this_run[second])
+        means = {side: _mean(rates[side]) for side in sides}
+        line = f"{name:24s} " + " ".join(
+            f"{means[side]:13.0f}" if means[side] is not None else f"{'failed':>13s}" for side in sides)
+        if unavailable and "reverb" in sides:
+            ours = f"{means['replay']:13.0f}" if means["replay"] is not None else f"{'failed':>13s}"
+            line = f"{name:24s} {ours} reverb not available ({unavailable})"
         else:
-            theirs_text = f"{theirs:13.0f}" if theirs is not None else f"{'failed':>13s}"
-            ratio = f"{'-':>6s}"
-            if ours and theirs:
-                ratios[name] = ours / theirs
-                ratio = f"{ratios[name]:6.2f}"
-            spread = (f"{min(run_ratios):.2f}-{max(run_ratios):.2f}" if len(run_ratios) > 1
-                      else "-")
-            line = f"{name:24s} {ours_text} {theirs_text} {ratio} {spread:>11s}"
+            for pair in pairs:
+                a, b = means[pair[0]], means[pair[1]]
+                if a and b:
+                    ratios[pair][name] = a / b
+                    line += f" {ratios[pair][name]:12.2f}"
+                else:
+                    line += f" {'-':>12s}"
+            spread = (f"{min(run_ratios):.2f}-{max(run_ratios):.2f}" if len(run_ratios) > 1 else "-")
+            line += f" {spread:>11s}"
             if args.cpu:
-                line += f"  {_cpu_text(cpu['replay']):>21s}  {_cpu_text(cpu[other]):>23s}"
+                line += "  " + "  ".join(f"{_cpu_text(cpu[side]):>23s}" for side in sides)
         if notes:
             line += "  # " + "; ".join(notes)
         print(line, flush=True)
-    if ratios:
-        worst = min(ratios, key=ratios.get)
-        print(f"# {len(ratios)} of {len(names)} cases compared: geometric mean of the ratios "
-              f"{geometric_mean(list(ratios.values())):.2f}, minimum {ratios[worst]:.2f} ({worst})", flush=True)
+    for (a, b), values in ratios.items():
+        if values:
+            worst = min(values, key=values.get)
+            print(f"# {_SHORT[a]}/{_SHORT[b]}: {len(values)} of {len(names)} cases compared: geometric mean "
+                  f"of the ratios {geometric_mean(list(values.values())):.2f}, minimum {values[worst]:.2f} "
+                  f"({worst})", flush=True)
     print(f"# {_load()}", flush=True)
     return 0
 
