@@ -520,10 +520,11 @@ class Server:
     """Serves `tables` over gRPC.
 
     Args:
-      tables: the `Table`s to serve (names must be unique).
+      tables: the `Table`s to serve (at least one; names must be unique).
       port: the port to listen on; None picks a free one (read it from `.port`).
-      checkpointer: a `Checkpointer`; when given, the latest complete checkpoint in its
-        directory is loaded at start into the same-named `tables`, whose settings win
+      checkpointer: a `Checkpointer` (or Reverb's `checkpointers.DefaultCheckpointer`); when
+        given, the latest complete checkpoint in its directory is loaded at start into the
+        same-named `tables`, whose settings win
         (`replay.checkpoint.RESTORE_RULE`; tables only in the checkpoint are ignored with a
         warning), within the checkpointer's `restore_timeout`; `Client.checkpoint()` writes new ones.
       host: the interface to listen on; 127.0.0.1 unless you mean to serve other machines.
@@ -555,14 +556,14 @@ class Server:
 
     Raises:
       ChunkDirError: `chunk_dir` is not a writable directory.
-      InvalidArgumentError: duplicate table names, only one of certificate and key, a limit
+      InvalidArgumentError: no tables, duplicate table names, only one of certificate and key, a limit
         that is not a positive integer, or checkpoint items that do not fit a declared signature.
       UnavailableError: the port cannot be bound.
       CorruptCheckpointError, DeadlineExceededError: no checkpoint could be restored, or the
         restore ran past its timeout (nothing is served then; the checkpoints are unchanged).
     """
 
-    def __init__(self, tables: Sequence, port: Optional[int] = None, checkpointer=None,
+    def __init__(self, tables: Optional[Sequence] = None, port: Optional[int] = None, checkpointer=None,
                  host: str = "127.0.0.1", *, token: Optional[str] = None,
                  tls_certificate: Optional[bytes] = None, tls_private_key: Optional[bytes] = None,
                  max_workers: int = DEFAULT_MAX_WORKERS, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -578,6 +579,10 @@ class Server:
         self._freeze_gc = bool(freeze_gc)
         self._gc_freezer: Optional[GcFreezer] = None
         self._terminated = threading.Event()
+        if not tables:
+            raise errors.InvalidArgumentError("a server needs at least one table; pass tables=[Table(...)]")
+        if checkpointer is not None and hasattr(checkpointer, "internal_checkpointer"):
+            checkpointer = checkpointer.internal_checkpointer()  # Reverb's checkpointer classes
         names = [t.name for t in tables]
         if len(set(names)) != len(names):
             raise errors.InvalidArgumentError(f"table names must be unique, got {names}")
@@ -759,6 +764,9 @@ class Server:
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Blocks until the server stops (or `timeout` passes); True when it stopped."""
         return self._terminated.wait(timeout)
+
+    def __repr__(self) -> str:
+        return f"Server(port={self.port})"
 
     def __enter__(self):
         return self

@@ -119,6 +119,7 @@ class Table(TableWaiting, ItemValidation, ItemStorage, TableConfig, TableCheckpo
                     f"table {name!r}: extension {type(extension).__name__} already belongs to table "
                     f"{extension.table.name!r}; create one extension per table")
         try:
+            self._given_signature = signature  # what `info` shows, as Reverb's does
             self.signature = specs.as_signature(signature)
         except (TypeError, ValueError, AttributeError) as e:
             raise errors.InvalidArgumentError(
@@ -426,7 +427,8 @@ class Table(TableWaiting, ItemValidation, ItemStorage, TableConfig, TableCheckpo
     @property
     def info(self) -> TableInfo:
         """The table's configuration and counters now (a property, as Reverb's; `table.info()`
-        also works)."""
+        also works). The signature is the one the constructor was given (`self.signature` is
+        it as `replay.specs`)."""
         with self._lock:
             return TableInfo(
                 name=self.name,
@@ -436,7 +438,7 @@ class Table(TableWaiting, ItemValidation, ItemStorage, TableConfig, TableCheckpo
                 sampler_options=self._sampler.options(),
                 remover_options=self._remover.options(),
                 rate_limiter_info=self._rate_limiter.info(),
-                signature=self.signature,
+                signature=self._given_signature,
                 num_inserts=self._num_inserts,
                 num_samples=self._num_samples,
                 num_deletes=self._num_deletes,

@@ -1,12 +1,13 @@
 """A table's configuration as JSON-able data, and a table built from it.
 
 Part of `replay.table.Table` (a mixin; `Table` is the only class built on it). `config()` is
-what checkpoints, the ServerInfo message and `replay.reverb.Table.replace` read; `from_config`
-builds an empty table from it or from a replay server's YAML table entry (`replay.config`).
+what checkpoints, the ServerInfo message and `replace` read; `from_config` builds an empty table
+from it or from a replay server's YAML table entry (`replay.config`); `replace` is Reverb's
+`Table.replace`.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import tree
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from replay.table import Table
 
 _SPEC_KEYS = {"shape", "dtype", "name"}
+_UNSET = object()
 
 
 def _signature_to_config(signature):
@@ -43,7 +45,7 @@ def _signature_from_config(config):
 
 
 class TableConfig:
-    """`config` and `from_config` of a `replay.table.Table`."""
+    """`config`, `from_config` and `replace` of a `replay.table.Table`."""
 
     def config(self) -> dict:
         """The table's full configuration as JSON-able data (no items, no counters)."""
@@ -102,3 +104,25 @@ class TableConfig:
             extensions=[build("extensions", extension_from_config, e) for e in extensions_config],
             signature=build("signature", _signature_from_config, config.get("signature")),
         )
+
+    def replace(self, name: Optional[str] = None, sampler=None, remover=None, max_size: Optional[int] = None,
+                rate_limiter=None, max_times_sampled: Optional[int] = None, signature: Any = _UNSET,
+                extensions: Optional[Sequence] = None) -> "Table":
+        """A new, empty table with this one's configuration except the arguments given (Reverb's
+        `Table.replace`; the selectors and the rate limiter are new objects built from this
+        table's settings unless given, and extensions are not carried over unless given).
+
+        Raises:
+          InvalidArgumentError: as the constructor.
+        """
+        config = self.config()
+        return type(self)(
+            name=self.name if name is None else name,
+            sampler=sampler if sampler is not None else selector_from_options(config["sampler"]),
+            remover=remover if remover is not None else selector_from_options(config["remover"]),
+            max_size=self.max_size if max_size is None else max_size,
+            rate_limiter=(rate_limiter if rate_limiter is not None
+                          else rate_limiter_from_config(config["rate_limiter"])),
+            max_times_sampled=self.max_times_sampled if max_times_sampled is None else max_times_sampled,
+            extensions=() if extensions is None else extensions,
+            signature=self._given_signature if signature is _UNSET else signature)
