@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, heap_policy, shared_ring
+from replay import errors, heap_policy, op_errors, shared_ring
 from replay.client import Client
 from replay.dataset_signature import SignatureCheck
 from replay.replay_sample import ReplaySample, SampleInfo
@@ -183,24 +183,49 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
                            larger_in_flight=larger_in_flight, shared_memory=shared_memory)
                for address in addresses for _ in range(workers)]
 
+    # tf.data runs a generator through TensorFlow's PyFunc kernel, which reads most Python
+    # exceptions as UnknownError. Each block comes with a token instead: 0, or that of the
+    # error the stream failed with (`replay.op_errors`), raised with its own tf.errors code by a
+    # check op (a NotFoundError for a missing table, as Reverb's dataset op raises).
+    typed_errors = op_errors.typed_errors_available()
+    no_error = np.int64(0)
+    failed_block = tree.map_structure(_empty_block_array, signature)
+
     def run_stream(index):
-        return streams[int(index)]()
+        try:
+            for block in streams[int(index)]():
+                yield no_error, block
+        except Exception as exc:  # noqa: BLE001 - handed to the check op, or re-raised
+            token = op_errors.pend_error(exc)
+            if token is None:
+                raise
+            yield np.int64(token), failed_block
+
+    @tf.autograph.experimental.do_not_convert
+    def checked(token, block):
+        return op_errors.check_pending(token, block) if typed_errors else block
 
     def stream_dataset(index):
-        return tf.data.Dataset.from_generator(run_stream, args=(index,), output_signature=signature)
+        return tf.data.Dataset.from_generator(
+            run_stream, args=(index,), output_signature=(tf.TensorSpec([], tf.int64), signature))
 
     if len(streams) == 1:
         # Read one block ahead on a tf.data thread, as `prefetch(1)` would; but a cancelled
         # read (a TF1 session closed while `get_next` waits) ends with CancelledError here,
         # where through `prefetch` it would look like the end of the data.
-        blocks = stream_dataset(0).map(tf.autograph.experimental.do_not_convert(lambda block: block),
-                                       num_parallel_calls=1)
+        blocks = stream_dataset(0).map(checked, num_parallel_calls=1)
     else:
         # Each stream is pulled by its own tf.data thread; blocks come out as they are ready.
         blocks = tf.data.Dataset.range(len(streams)).interleave(
-            stream_dataset, cycle_length=len(streams), block_length=1,
+            lambda index: stream_dataset(index).map(checked), cycle_length=len(streams), block_length=1,
             num_parallel_calls=len(streams), deterministic=False)
     return blocks
+
+
+def _empty_block_array(spec: tf.TensorSpec) -> np.ndarray:
+    """An array of no items that fits `spec` (the block a failed stream yields with its token)."""
+    shape = [0] if spec.shape.rank is None else [0 if d is None else d for d in spec.shape.as_list()]
+    return np.zeros(shape, spec.dtype.as_numpy_dtype)
 
 
 class ReplayDataset(tf.data.Dataset):

@@ -162,6 +162,23 @@ def test_wrong_dtype_fails_the_iteration_with_a_clear_message(start_server, help
         _all_elements(dataset)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("in_graph", [False, True])
+def test_a_missing_table_fails_the_iteration_with_not_found_as_reverb(start_server, helpers, workers, in_graph):
+    # tf.data runs the streams' generators through TensorFlow's PyFunc kernel, which would read
+    # the error as UnknownError; Reverb's dataset op fails with the server's NOT_FOUND.
+    server = start_server([helpers.queue_table()])
+    dataset = ReplayDataset(server.localhost_client().address, "missing", tf.int64, [], 4,
+                            num_workers_per_iterator=workers, rate_limiter_timeout_ms=300)
+    if in_graph:
+        first = tf.function(lambda: next(iter(dataset)))
+    else:
+        def first():
+            return next(iter(dataset))
+    with pytest.raises(tf.errors.NotFoundError, match="missing"):
+        first()
+
+
 @pytest.mark.parametrize("change", ["dtype", "shape", "leaves"])
 def test_a_request_that_does_not_fit_the_table_signature_fails_at_once_even_on_an_empty_table(
         start_server, helpers, change):

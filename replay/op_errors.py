@@ -1,4 +1,5 @@
-"""Typed TensorFlow errors from ops whose work runs in Python (`replay.reverb.TFClient`'s ops).
+"""Typed TensorFlow errors from ops whose work runs in Python: `replay.reverb.TFClient`'s ops
+and the generators of `replay.ReplayDataset`.
 
 TensorFlow runs a `tf.numpy_function` in a graph (a `tf.function`, a TF1 session) through its
 PyFunc kernel, which turns every Python exception other than ValueError/TypeError,
@@ -10,9 +11,12 @@ unknown table, `tf.errors.InternalError` for a dtype mismatch).
 `numpy_function_with_codes` keeps the codes: in a graph, the Python function returns a token
 instead of raising, and a small kernel registered through TensorFlow's C API (`ctypes`, no
 compiled code of ours) fails with the code and message stored under that token; the outputs
-depend on that check. Eagerly, `tf.numpy_function` calls the function directly and its
-exceptions reach the caller as they are. Where the C API cannot be loaded (another platform's
-library name), it is `tf.numpy_function`, codes lost as before.
+depend on that check. `pend_error` and `check_pending` do the same for a
+`tf.data.Dataset.from_generator` whose generator yields a token beside each element (tf.data
+runs generators through the same PyFunc kernel, eagerly too). Eagerly, `tf.numpy_function`
+calls the function directly and its exceptions reach the caller as they are. Where the C API
+cannot be loaded (another platform's library name), it is `tf.numpy_function`, codes lost as
+before.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ import itertools
 import logging
 import os
 import threading
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -68,11 +72,9 @@ def numpy_function_with_codes(func: Callable, inp: Sequence, Tout: Sequence[tf.D
         try:
             outputs = func(*args)
         except Exception as exc:  # noqa: BLE001 - handed to the check op, or re-raised
-            code = error_code(exc)
-            if code is None:
+            token = pend_error(exc)
+            if token is None:
                 raise
-            token = next(_tokens)
-            _pending[token] = (int(code), str(exc.message if isinstance(exc, tf.errors.OpError) else exc))
             # Outputs of the right dtypes that nothing reads: the check op fails first.
             return [np.int64(token)] + [_placeholder(d) for d in Tout]
         outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
@@ -80,10 +82,35 @@ def numpy_function_with_codes(func: Callable, inp: Sequence, Tout: Sequence[tf.D
 
     token, *outputs = tf.numpy_function(call_keeping_code, inp, [tf.int64] + Tout, stateful=True,
                                         name=name)
+    return check_pending(token, outputs)
+
+
+def typed_errors_available() -> bool:
+    """Whether the check op is registered (registering it on the first call); where it is not,
+    `pend_error` stores nothing and the codes read as UnknownError in graphs."""
+    return _register()
+
+
+def pend_error(exc: BaseException) -> Optional[int]:
+    """Stores `exc`'s tf.errors code and message for a check op and returns its token (> 0);
+    None when `exc` stands for no code (see `error_code`) or the check op is not available:
+    then the caller re-raises it."""
+    code = error_code(exc)
+    if code is None or not _register():
+        return None
+    token = next(_tokens)
+    _pending[token] = (int(code), str(exc.message if isinstance(exc, tf.errors.OpError) else exc))
+    return token
+
+
+def check_pending(token: tf.Tensor, outputs: Any) -> Any:
+    """In a graph (a `tf.function`, a tf.data function): `outputs` (any nest of tensors) once a
+    check op has run that fails with the error `pend_error` stored under `token`, and passes
+    when `token` is 0."""
     with tf.device("/device:CPU:0"):
         check = tf.compat.v1.get_default_graph().create_op(_OP_NAME, [token], [], name="raise_pending_error")
     with tf.control_dependencies([check]):
-        return [tf.identity(o) for o in outputs]
+        return tf.nest.map_structure(tf.identity, outputs)
 
 
 def _placeholder(dtype: tf.DType):
