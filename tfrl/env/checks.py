@@ -18,7 +18,8 @@ from tfrl.env.multi_agent_env import MultiAgentEnv
 
 
 def check_env(env: Any, env_name: str) -> None:
-    """Checks that `env` looks like a gymnasium env or a `MultiAgentEnv` with gymnasium spaces.
+    """Checks that `env` looks like a gymnasium env or a `MultiAgentEnv` with gymnasium spaces
+    (a `MultiAgentEnv` may declare none: its policy specs then give them).
 
     Raises:
       InvalidEnvError: a method or a space is missing or of the wrong kind.
@@ -31,12 +32,13 @@ def check_env(env: Any, env_name: str) -> None:
                 f"env {env_name!r} ({type(env).__name__}) has no {method}() method; an env must be a "
                 "gymnasium.Env, a tfrl.env.MultiAgentEnv or a tfrl.env.ExternalEnv")
     if isinstance(env, MultiAgentEnv):
-        spaces = [("observation space", a, s) for a, s in env.observation_spaces.items()]
-        spaces += [("action space", a, s) for a, s in env.action_spaces.items()]
-        if not env.observation_spaces or not env.action_spaces:
-            raise errors.InvalidEnvError(
-                f"multi-agent env {env_name!r} declares no observation_spaces/action_spaces; set "
-                "both dicts (agent id -> gymnasium space) in its constructor")
+        # per-agent dicts, shared spaces (classic RLlib), or none: then the policy specs give
+        # them, and the worker names what is missing when it builds the policies
+        spaces = [(f"{kind} space", a, s) for kind in ("observation", "action")
+                  for a, s in (getattr(env, f"{kind}_spaces", None) or {}).items()]
+        spaces += [(f"shared {kind} space", None, getattr(env, f"{kind}_space"))
+                   for kind in ("observation", "action")
+                   if getattr(env, f"{kind}_space", None) is not None]
     else:
         spaces = [("observation space", None, getattr(env, "observation_space", None)),
                   ("action space", None, getattr(env, "action_space", None))]

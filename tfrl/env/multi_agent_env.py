@@ -22,6 +22,11 @@ class MultiAgentEnv:
 
     Subclasses set `possible_agents` (a list of agent ids), `observation_spaces` and
     `action_spaces` (dicts agent id -> gymnasium space) and implement `reset` and `step`.
+
+    Classic RLlib's form is accepted too: no dicts, but one `observation_space` /
+    `action_space` attribute that every agent shares, or no spaces at all when the policy specs
+    of `config["multiagent"]["policies"]` give them (a rollout worker takes a policy's spaces
+    from its spec, else from the agents mapped to it, else from these two attributes).
     """
 
     possible_agents: list = []
@@ -41,28 +46,34 @@ class MultiAgentEnv:
     def get_observation_space(self, agent_id: AgentID):
         """The observation space of `agent_id`.
 
+        The entry of `observation_spaces`, else the shared `observation_space`.
+
         Raises:
-          UnsupportedSpaceError: the env declares no observation space for that agent.
+          UnsupportedSpaceError: the env declares neither for that agent.
         """
-        try:
-            return self.observation_spaces[agent_id]
-        except KeyError:
-            raise errors.UnsupportedSpaceError(
-                f"{type(self).__name__} declares no observation space for agent {agent_id!r}; add "
-                f"it to observation_spaces (known agents: {list(self.observation_spaces)})") from None
+        return self._space_of(agent_id, "observation")
 
     def get_action_space(self, agent_id: AgentID):
         """The action space of `agent_id`.
 
+        The entry of `action_spaces`, else the shared `action_space`.
+
         Raises:
-          UnsupportedSpaceError: the env declares no action space for that agent.
+          UnsupportedSpaceError: the env declares neither for that agent.
         """
-        try:
-            return self.action_spaces[agent_id]
-        except KeyError:
-            raise errors.UnsupportedSpaceError(
-                f"{type(self).__name__} declares no action space for agent {agent_id!r}; add it to "
-                f"action_spaces (known agents: {list(self.action_spaces)})") from None
+        return self._space_of(agent_id, "action")
+
+    def _space_of(self, agent_id: AgentID, kind: str):
+        per_agent = getattr(self, f"{kind}_spaces", None) or {}
+        if agent_id in per_agent:
+            return per_agent[agent_id]
+        shared = getattr(self, f"{kind}_space", None)
+        if shared is not None:
+            return shared
+        raise errors.UnsupportedSpaceError(
+            f"{type(self).__name__} declares no {kind} space for agent {agent_id!r}: add it to "
+            f"{kind}_spaces (known agents: {list(per_agent)}) or set {kind}_space, the space "
+            "every agent shares")
 
 
 def make_multi_agent(env_creator: Callable[[dict], Any], num_agents: int = 2) -> type:

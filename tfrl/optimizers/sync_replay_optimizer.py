@@ -347,5 +347,5 @@ def _agents_of_policy(worker, policy_id: str) -> int:
     items one env step writes into that policy's table."""
     if not worker.multi_agent:
         return 1
-    agents = getattr(worker.env, "possible_agents", None) or list(worker.env.observation_spaces)
+    agents = worker.known_agent_ids()
     return max(sum(1 for agent in agents if worker.policy_mapping_fn(agent) == policy_id), 1)

@@ -59,6 +59,8 @@ class MultiAgentEnvRunner:
         self._finished_metrics: List[RolloutMetrics] = []
         self._states: List[_EnvState] = [None] * len(envs)
         self._agent_indices: Dict[Any, int] = {}  # agent id -> agent_index column, worker-wide
+        # every agent id met so far, in order (classic envs do not declare their agents)
+        self.seen_agent_ids: Dict[Any, None] = {}
         self.env_steps_sampled = 0
         self.perf = SamplerPerfStats()
         seeds = env_seeds or [None] * len(envs)
@@ -109,6 +111,7 @@ class MultiAgentEnvRunner:
                 raise errors.InvalidConfigError(
                     f"env {self.env_name!r}: policy_mapping_fn mapped agent {agent_id!r} to "
                     f"unknown policy {pid!r}; known policies: {list(self.policy_map)}")
+            self.seen_agent_ids.setdefault(agent_id, None)
             state.trajectories[agent_id] = Trajectory(state.episode, agent_id, pid, 0)
             state.states[agent_id] = list(self._initial_states[pid])
 

@@ -72,7 +72,8 @@ class RolloutWorker:
         env_creator(env_config) returning a gymnasium env or a MultiAgentEnv.
       policy_spec: a policy class (single policy "default_policy", spaces from the env), or a dict
         policy_id -> (policy_class, observation_space, action_space, config); a None class uses
-        `default_policy_class`, None spaces are taken from the env.
+        `default_policy_class`, None spaces are taken from the env (a multi-agent env's spaces
+        of an agent mapped to the policy, else its shared observation_space/action_space).
       config: worker and policy config (see the module docstring).
       worker_index: 0 for the local worker, 1..N for remote ones (changes the seeds).
       num_workers: how many remote workers the WorkerSet has (informational).
@@ -87,7 +88,8 @@ class RolloutWorker:
       InvalidEnvError: the env lacks reset/step or gymnasium spaces.
       UnsupportedSpaceError: the policy cannot handle the env's spaces, or a policy's declared
         spaces differ from the env's.
-      InvalidConfigError: a bad batch_mode, observation_filter, fragment length, or policy spec.
+      InvalidConfigError: a bad batch_mode, observation_filter, fragment length, or policy spec
+        (also one whose None space neither the spec nor the env gives).
       EnvCrashError: the env raised while being created or reset.
     """
 
@@ -206,20 +208,28 @@ class RolloutWorker:
         for pid, spec in specs.items():
             policy_cls, obs_space, act_space, policy_config = self._unpack_spec(pid, spec,
                                                                                 default_policy_class)
-            env_obs, env_act = self._env_spaces_for(pid)
+            env_obs, env_act, of_its_agents = self._env_spaces_for(pid)
             for what, declared, actual in (("observation", obs_space, env_obs),
                                            ("action", act_space, env_act)):
-                if declared is not None and actual is not None and declared != actual:
+                # a shared space of a classic multi-agent env only stands in for a spec's None
+                if of_its_agents and declared is not None and actual is not None \
+                        and declared != actual:
                     raise errors.UnsupportedSpaceError(
                         f"env {self.env_name!r}: policy {pid!r} declares the {what} space "
                         f"{declared}, but the env's agents mapped to it have {actual}; make the "
                         "policy spec match the env")
             obs_space = obs_space if obs_space is not None else env_obs
             act_space = act_space if act_space is not None else env_act
-            if obs_space is None or act_space is None:
+            missing = [what for what, space in (("observation", obs_space), ("action", act_space))
+                       if space is None]
+            if missing:
+                kinds = " and ".join(missing)
                 raise errors.InvalidConfigError(
-                    f"env {self.env_name!r}: no agent of the env maps to policy {pid!r}, so its "
-                    "spaces are unknown; give them in the policy spec")
+                    f"env {self.env_name!r}: the {kinds} space of policy {pid!r} is unknown: its "
+                    f"spec gives None, no agent in the env's {'/'.join(m + '_spaces' for m in missing)} "
+                    f"maps to it, and the env has no shared {'/'.join(m + '_space' for m in missing)}; "
+                    "give it in the policy spec (policy_class, observation_space, action_space, "
+                    "config)")
             merged = dict(self.config)
             merged.update(policy_config or {})
             merged.pop("callbacks", None)
@@ -249,13 +259,26 @@ class RolloutWorker:
         return policy_cls, obs_space, act_space, policy_config
 
     def _env_spaces_for(self, pid: str):
+        """(observation space, action space, whether they are the spaces of the agents mapped
+        to `pid`) the env declares for policy `pid`: a multi-agent env's per-agent spaces of
+        an agent mapped to it, else its shared spaces (classic RLlib's MultiAgentEnv), else
+        None."""
         if not self.multi_agent:
-            return self.env.observation_space, self.env.action_space
-        for agent_id in self.env.observation_spaces:
+            return self.env.observation_space, self.env.action_space, True
+        for agent_id in getattr(self.env, "observation_spaces", None) or {}:
             if self.policy_mapping_fn(agent_id) == pid:
                 return (self.env.get_observation_space(agent_id),
-                        self.env.get_action_space(agent_id))
-        return None, None
+                        self.env.get_action_space(agent_id), True)
+        return (getattr(self.env, "observation_space", None),
+                getattr(self.env, "action_space", None), False)
+
+    def known_agent_ids(self) -> list:
+        """The agent ids of a multi-agent env: its `possible_agents`, else the keys of its
+        `observation_spaces`, else (a classic env declares neither) the agents seen so far."""
+        env = self.env
+        declared = (getattr(env, "possible_agents", None)
+                    or list(getattr(env, "observation_spaces", None) or {}))
+        return list(declared) or list(getattr(self.runner, "seen_agent_ids", ()))
 
     def _make_runner(self):
         seeds = [self._env_seed(j) for j in range(len(self.envs))]
