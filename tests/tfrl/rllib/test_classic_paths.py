@@ -64,6 +64,11 @@ SAME_OBJECTS = [
     ("tfrl.rllib.utils.explained_variance", "explained_variance", "tfrl.utils.tf_ops",
      "explained_variance"),
     ("tfrl.rllib.utils.schedules", "PiecewiseSchedule", "tfrl.utils.schedules", "PiecewiseSchedule"),
+    ("tfrl.rllib.utils.spaces.repeated", "Repeated", "tfrl.spaces", "Repeated"),
+    ("tfrl.rllib.utils.spaces.simplex", "Simplex", "tfrl.spaces", "Simplex"),
+    ("tfrl.rllib.utils.spaces.flexdict", "FlexDict", "tfrl.spaces", "FlexDict"),
+    ("tfrl.rllib.utils.spaces.space_utils", "flatten_space", "tfrl.spaces", "flatten_space"),
+    ("tfrl.rllib.utils.spaces.space_utils", "unbatch", "tfrl.spaces.structure", "unbatch"),
 ]
 
 

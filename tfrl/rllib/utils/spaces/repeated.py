@@ -1,0 +1,4 @@
+"""Classic `ray.rllib.utils.spaces.repeated`."""
+from tfrl.spaces.repeated import Repeated
+
+__all__ = ["Repeated"]

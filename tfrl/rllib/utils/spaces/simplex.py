@@ -1,0 +1,4 @@
+"""Classic `ray.rllib.utils.spaces.simplex`."""
+from tfrl.spaces.simplex import Simplex
+
+__all__ = ["Simplex"]
