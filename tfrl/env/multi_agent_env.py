@@ -51,7 +51,7 @@ class MultiAgentEnv:
         Raises:
           UnsupportedSpaceError: the env declares neither for that agent.
         """
-        return self._space_of(agent_id, "observation")
+        return self._declared_space(agent_id, "observation")
 
     def get_action_space(self, agent_id: AgentID):
         """The action space of `agent_id`.
@@ -61,9 +61,9 @@ class MultiAgentEnv:
         Raises:
           UnsupportedSpaceError: the env declares neither for that agent.
         """
-        return self._space_of(agent_id, "action")
+        return self._declared_space(agent_id, "action")
 
-    def _space_of(self, agent_id: AgentID, kind: str):
+    def _declared_space(self, agent_id: AgentID, kind: str):
         per_agent = getattr(self, f"{kind}_spaces", None) or {}
         if agent_id in per_agent:
             return per_agent[agent_id]
