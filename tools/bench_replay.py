@@ -9,9 +9,10 @@ Modes:
 
   server-insert, server-sample, server-sample-stream
              the replay server in one process and N client processes on loopback (see
-             tools/bench_replay_server.py): one float32 tensor of random data per item (400 B, 4 kB,
-             40 kB, 400 kB), chunk length 1, sequence length 1, Uniform/Fifo table of 100k items,
-             MinSize(1); one line per case with items/s and MB/s.
+             tools/bench_replay_server.py, the workload of tools/replay_workload.py): one float32
+             tensor of random data per item (400 B, 4 kB, 40 kB, 400 kB), chunk length 1, sequence
+             length 1, Uniform/Fifo table of 100k items (200 MB of payload at most), MinSize(1);
+             one line per case with items/s and MB/s.
              Options: --clients 1 4 --payloads 400 4000 40000 400000 --duration 3
 
   dataset    (or --dataset) items/s through `ReplayDataset(...).batch(32)` from a server in another
@@ -349,16 +350,10 @@ def _extend_case(address: str, way: str, batches: list) -> tuple:
 
 
 def run_extend(args) -> None:
-    import multiprocessing as mp
+    from tools import replay_workload
 
-    import bench_replay_server
-
-    ctx = mp.get_context("spawn")
-    ports, stop = ctx.Queue(), ctx.Event()
-    process = ctx.Process(target=bench_replay_server._serve, args=(ports, stop), daemon=True)  # noqa: SLF001
-    process.start()
-    try:
-        address = f"localhost:{ports.get(timeout=120)}"
+    with replay_workload.server_process("replay", replay_workload.MAX_ITEMS) as server:
+        address = server.address
         rng = np.random.default_rng(0)
         batches = [rng.random((100, 100), dtype=np.float32) for _ in range(max(1, args.ops // 100))]
         _extend_case(address, "extend", batches[:10])  # warm-up: connection, first stream
@@ -382,9 +377,6 @@ def run_extend(args) -> None:
         ratios = [e / a for e, a in zip(best["extend"], best["append"])]
         print(f"writer_extend_over_append ratio={ratios[0]:.2f} cpu_ratio={ratios[1]:.2f} "
               f"writer_thread_cpu_ratio={ratios[2]:.2f}", flush=True)
-    finally:
-        stop.set()
-        process.join(timeout=30)
 
 
 def run_server(mode):
@@ -399,7 +391,7 @@ def run_server(mode):
 
 
 def run_dataset(args) -> None:
-    import bench_dataset
+    from tools import bench_dataset
 
     bench_dataset.run_dataset_mode(args.dataset_payloads, args.duration if args.duration != 3.0 else 10.0,
                                    args.dataset_workers)

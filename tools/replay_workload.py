@@ -24,10 +24,17 @@ Prints one JSON line: {"items": ..., "seconds": ..., "cpu": {"server": ..., "cli
 system, of the server process and of all client processes together over the timed window,
 null where /proc cannot tell), or {"error": "..."}. Only numpy, the backend and (for the dataset case)
 TensorFlow are imported, so the script runs under either Python.
+
+It is also the one implementation of these workloads for this project's own benchmarks:
+tools/bench_replay_server.py runs its cases with backend "replay" (plus `sample_stream`, the
+project's batched sampling path, which Reverb lacks), tools/bench_dataset.py reads its datasets
+through `dataset_loop`/`timed` from a server of `server_process`, and tools/bench_replay.py's
+extend mode writes to a `server_process`. Importing it imports nothing of `replay` or `tfrl`.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -35,7 +42,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Optional
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Tuple
 
 TABLE = "bench"
 MAX_ITEMS = 100_000
@@ -43,6 +50,9 @@ MAX_TABLE_BYTES = 200_000_000  # of payload: the table's max_size is the smaller
 SAMPLE_BATCH = 1000  # samples per Client.sample call, unless --num-samples says otherwise
 DATASET_BATCH = 32
 DATASET_IN_FLIGHT = 1024  # max_in_flight_samples_per_worker of both datasets, unless --in-flight
+DATASET_WARM_UP_BATCHES = 20
+STREAM_IN_FLIGHT, STREAM_MAX_SAMPLES = 512, 2000  # the sample_stream case's Client.sample_stream
+CASES = ("insert", "sample", "dataset")  # both backends; "sample_stream" is the replay backend's only
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,11 +73,13 @@ def _import_backend(backend: str):
     return reverb
 
 
-def _fill_count(payload_bytes: int) -> int:
+def fill_count(payload_bytes: int) -> int:
+    """Items written into the table before a sample or dataset case."""
     return 10_000 if payload_bytes <= 4_000 else 1_000 if payload_bytes <= 40_000 else 200
 
 
-def _max_size(payload_bytes: int) -> int:
+def max_size(payload_bytes: int) -> int:
+    """The table's max_size for items of `payload_bytes`."""
     return min(MAX_ITEMS, MAX_TABLE_BYTES // max(payload_bytes, 1))
 
 
@@ -81,27 +93,51 @@ def _payloads(payload_bytes: int, seed: int):
 # -- server ------------------------------------------------------------------------------------
 
 
-def _serve(backend: str, payload_bytes: int, port_queue, stop_event) -> None:
+def _serve(backend: str, size: int, port_queue, stop_event, signature=None) -> None:
     lib = _import_backend("replay" if backend == "replay.reverb" else backend)
-    max_size = _max_size(payload_bytes)
     if backend.startswith("replay"):
-        table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), max_size, lib.MinSize(1))
+        table = lib.Table(TABLE, lib.Uniform(), lib.Fifo(), size, lib.MinSize(1), signature=signature)
         server = lib.Server([table])
     else:
         table = lib.Table(TABLE, sampler=lib.selectors.Uniform(), remover=lib.selectors.Fifo(),
-                          max_size=max_size, rate_limiter=lib.rate_limiters.MinSize(1))
+                          max_size=size, rate_limiter=lib.rate_limiters.MinSize(1), signature=signature)
         server = lib.Server(tables=[table])
     port_queue.put(server.port)
     stop_event.wait()
     server.stop()
 
 
-def _client(lib, address: str):
-    return lib.Client(address)
+class Served(NamedTuple):
+    """A server process of `server_process`: its address and process id."""
+
+    address: str
+    pid: int
 
 
-def _writer(client):
-    return client.trajectory_writer(num_keep_alive_refs=1)
+@contextlib.contextmanager
+def server_process(backend: str, size: int, signature: Any = None) -> Iterator[Served]:
+    """A server on loopback in a spawned process with one Uniform/Fifo table `TABLE` of
+    max_size `size`, MinSize(1) and `signature` (a picklable nest of the backend's specs, or
+    None); stops it on exit.
+
+    Raises:
+      queue.Empty: the server did not give its port within two minutes.
+    """
+    ctx = mp.get_context("spawn")
+    port_queue, stop_event = ctx.Queue(), ctx.Event()
+    process = ctx.Process(target=_serve, args=(backend, size, port_queue, stop_event, signature), daemon=True)
+    process.start()
+    try:
+        yield Served(f"localhost:{port_queue.get(timeout=120)}", process.pid)
+    finally:
+        stop_event.set()
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
+
+
+def _writer(lib, address: str):
+    return lib.Client(address).trajectory_writer(num_keep_alive_refs=1)
 
 
 def _write(writer, data, count: int) -> None:
@@ -110,147 +146,227 @@ def _write(writer, data, count: int) -> None:
         writer.create_item(TABLE, 1.0, writer.history[-1])
 
 
-# -- client processes ------------------------------------------------------------------------
-
-
-def _insert_worker(backend, address, payload_bytes, seconds, barrier, results, seed) -> None:
-    try:
-        lib = _import_backend(backend)
-        data = _payloads(payload_bytes, seed)
-        writer = _writer(_client(lib, address))
-        _write(writer, data, 1)  # opens the stream outside the timing
-        writer.flush()
-        barrier.wait()
-        cpu_start, start = time.process_time(), time.perf_counter()
-        count = 0
-        while True:
-            for array in data:
-                writer.append(array)
-                writer.create_item(TABLE, 1.0, writer.history[-1])
-            count += len(data)
-            if time.perf_counter() - start >= seconds:
-                break
-        writer.flush()
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-        writer.close()
-        results.put((count, elapsed, cpu, None))
-    except BaseException:  # noqa: BLE001 - reported by the parent
-        results.put((0, 0.0, 0.0, traceback.format_exc()))
-        barrier.abort()
-
-
-def _sample_worker(backend, address, seconds, barrier, results, in_flight, num_samples) -> None:
-    try:
-        lib = _import_backend(backend)
-        client = _client(lib, address)
-        if backend == "replay" and in_flight is not None:
-            def sample(n):
-                return client.sample(TABLE, n, max_in_flight_samples=in_flight)
-        else:
-            def sample(n):
-                return client.sample(TABLE, n)
-        for _ in sample(1):  # connects (and reads the signature) outside the timing
-            pass
-        barrier.wait()
-        cpu_start, start = time.process_time(), time.perf_counter()
-        count = 0
-        while time.perf_counter() - start < seconds:
-            for _ in sample(num_samples):
-                count += 1
-        results.put((count, time.perf_counter() - start, time.process_time() - cpu_start, None))
-    except BaseException:  # noqa: BLE001 - reported by the parent
-        results.put((0, 0.0, 0.0, traceback.format_exc()))
-        barrier.abort()
-
-
-def _dataset_worker(backend, address, payload_bytes, seconds, barrier, results, in_flight,
-                    timesteps) -> None:
-    try:
-        import tensorflow as tf
-
-        lib = _import_backend(backend)
-        shape = [payload_bytes // 4]
-        if backend == "replay":
-            from replay.dataset import ReplayDataset
-
-            dataset = ReplayDataset(address, TABLE, dtypes=tf.float32, shapes=shape,
-                                    max_in_flight_samples_per_worker=in_flight, emit_timesteps=timesteps)
-        else:
-            kind = lib.TimestepDataset if timesteps else lib.TrajectoryDataset
-            dataset = kind(address, TABLE, dtypes=tf.float32, shapes=tf.TensorShape(shape),
-                           max_in_flight_samples_per_worker=in_flight)
-        iterator = iter(dataset.batch(DATASET_BATCH))
-        for _ in range(20):  # streams open and tf.data threads start outside the timing
-            next(iterator)
-        barrier.wait()
-        cpu_start, start = time.process_time(), time.perf_counter()
-        count = 0
-        while time.perf_counter() - start < seconds:
-            count += int(next(iterator).info.key.shape[0])
-        results.put((count, time.perf_counter() - start, time.process_time() - cpu_start, None))
-    except BaseException:  # noqa: BLE001 - reported by the parent
-        results.put((0, 0.0, 0.0, traceback.format_exc()))
-        barrier.abort()
-
-
-def _fill(backend, address, payload_bytes, done) -> None:
-    lib = _import_backend(backend)
-    writer = _writer(_client(lib, address))
-    _write(writer, _payloads(payload_bytes, 0), _fill_count(payload_bytes))
+def _fill(backend, address, payload_bytes, count, done) -> None:
+    writer = _writer(_import_backend(backend), address)
+    _write(writer, _payloads(payload_bytes, 0), count)
     writer.flush()
     writer.close()
     done.put(True)
 
 
+def fill(backend: str, address: str, payload_bytes: int, count: Optional[int] = None) -> None:
+    """Writes `count` items (default `fill_count(payload_bytes)`) from a fresh process, as the
+    insert case writes them, and returns when they are in the table.
+
+    Raises:
+      queue.Empty: the items were not written within five minutes (the filler failed).
+    """
+    ctx = mp.get_context("spawn")
+    done = ctx.Queue()
+    count = fill_count(payload_bytes) if count is None else count
+    filler = ctx.Process(target=_fill, args=(backend, address, payload_bytes, count, done), daemon=True)
+    filler.start()
+    try:
+        done.get(timeout=300)
+    finally:
+        filler.join(timeout=60)
+        if filler.is_alive():
+            filler.kill()
+
+
+# -- the timed loops -------------------------------------------------------------------------------
+
+
+def _nothing() -> None:
+    pass
+
+
+class Loop(NamedTuple):
+    """One client's workload, ready to time: `step()` does one round and returns the items it
+    handled, `finish()` ends the work within the timing (a flush), `close()` after it."""
+
+    step: Callable[[], int]
+    finish: Callable[[], None] = _nothing
+    close: Callable[[], None] = _nothing
+
+
+def timed(loop: Loop, seconds: float) -> Tuple[int, float, float]:
+    """Runs `loop.step` until `seconds` have passed (at least once), then `loop.finish`:
+    (items, wall seconds, CPU seconds of this process, user plus system, all threads). Then
+    `loop.close`, outside the timing."""
+    cpu_start, start = time.process_time(), time.perf_counter()
+    count = 0
+    while True:
+        count += loop.step()
+        if time.perf_counter() - start >= seconds:
+            break
+    loop.finish()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    loop.close()
+    return count, elapsed, cpu
+
+
+def insert_loop(backend: str, address: str, payload_bytes: int, seed: int, legacy_writer: bool = False) -> Loop:
+    """The insert case's writer, its stream already open: each step writes 16 items. With
+    `legacy_writer`, the legacy `Client.writer(1, chunk_length=1)` and `create_item(TABLE, 1,
+    1.0)` instead of the trajectory writer."""
+    data = _payloads(payload_bytes, seed)
+    lib = _import_backend(backend)
+    if legacy_writer:
+        writer = lib.Client(address).writer(1, chunk_length=1)
+
+        def write(count: int) -> None:
+            for i in range(count):
+                writer.append(data[i % len(data)])
+                writer.create_item(TABLE, 1, 1.0)
+    else:
+        writer = _writer(lib, address)
+
+        def write(count: int) -> None:
+            _write(writer, data, count)
+
+    write(1)  # opens the stream outside the timing
+    writer.flush()
+
+    def step() -> int:
+        write(len(data))
+        return len(data)
+
+    return Loop(step, writer.flush, writer.close)
+
+
+def sample_loop(backend: str, address: str, num_samples: int = SAMPLE_BATCH,
+                in_flight: Optional[int] = None, whole_items: bool = False) -> Loop:
+    """The sample case's client, connected: each step is one `Client.sample(TABLE,
+    num_samples)` read to its end (with the replay backend and `in_flight`, that many samples
+    requested ahead; with `whole_items`, `emit_timesteps=False, unpack_as_table_signature=True`:
+    each sample one item rather than the list of its steps)."""
+    client = _import_backend(backend).Client(address)
+    options = {"max_in_flight_samples": in_flight} if backend == "replay" and in_flight is not None else {}
+    if whole_items:
+        options.update(emit_timesteps=False, unpack_as_table_signature=True)
+
+    def step(n: int = num_samples) -> int:
+        return sum(1 for _ in client.sample(TABLE, n, **options))
+
+    step(1)  # connects (and reads the signature) outside the timing
+    return Loop(step)
+
+
+def sample_stream_loop(backend: str, address: str) -> Loop:
+    """The replay backend's batched sampling path: each step is one `Client.sample_stream` of
+    STREAM_MAX_SAMPLES samples with STREAM_IN_FLIGHT in flight.
+
+    Raises:
+      ValueError: `backend` is not "replay".
+    """
+    if backend != "replay":
+        raise ValueError(f"the sample_stream case is the replay backend's only, not {backend!r}'s")
+    client = _import_backend(backend).Client(address)
+    for _ in client.sample(TABLE, 1):  # connects outside the timing
+        pass
+
+    def step() -> int:
+        return sum(len(infos["key"]) for infos, _ in client.sample_stream(
+            TABLE, max_in_flight_samples=STREAM_IN_FLIGHT, max_samples=STREAM_MAX_SAMPLES))
+
+    return Loop(step)
+
+
+def batches_loop(dataset) -> Loop:
+    """Reads a batched dataset of samples, past a warm-up (streams open, tf.data threads
+    start): each step is one batch and counts its items."""
+    iterator = iter(dataset)
+    for _ in range(DATASET_WARM_UP_BATCHES):
+        next(iterator)
+    return Loop(lambda: int(next(iterator).info.key.shape[0]))
+
+
+def dataset_loop(backend: str, address: str, payload_bytes: int, in_flight: int = DATASET_IN_FLIGHT,
+                 timesteps: bool = False, batch_size: int = DATASET_BATCH,
+                 num_workers: Optional[int] = None) -> Loop:
+    """The dataset case's reader: this project's `ReplayDataset` (Reverb's `TrajectoryDataset`,
+    or with `timesteps` `ReplayDataset(emit_timesteps=True)` / `TimestepDataset`) of TABLE's
+    float32 items, `.batch(batch_size)`, with `max_in_flight_samples_per_worker=in_flight`
+    and, where given, `num_workers_per_iterator=num_workers`."""
+    import tensorflow as tf
+
+    lib = _import_backend(backend)
+    shape = [payload_bytes // 4]
+    options = {} if num_workers is None else {"num_workers_per_iterator": num_workers}
+    if backend == "replay":
+        from replay.dataset import ReplayDataset
+
+        dataset = ReplayDataset(address, TABLE, dtypes=tf.float32, shapes=shape,
+                                max_in_flight_samples_per_worker=in_flight, emit_timesteps=timesteps,
+                                **options)
+    else:
+        kind = lib.TimestepDataset if timesteps else lib.TrajectoryDataset
+        dataset = kind(address, TABLE, dtypes=tf.float32, shapes=tf.TensorShape(shape),
+                       max_in_flight_samples_per_worker=in_flight, **options)
+    return batches_loop(dataset.batch(batch_size))
+
+
+_LOOPS = {"insert": insert_loop, "sample": sample_loop, "sample_stream": sample_stream_loop,
+          "dataset": dataset_loop}
+
+
+# -- client processes ------------------------------------------------------------------------
+
+
+def _client_process(case, args, seconds, barrier, results) -> None:
+    try:
+        loop = _LOOPS[case](*args)
+        barrier.wait()
+        results.put((*timed(loop, seconds), None))
+    except BaseException:  # noqa: BLE001 - reported by the parent
+        results.put((0, 0.0, 0.0, traceback.format_exc()))
+        barrier.abort()
+
+
 def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: float,
         sample_in_flight: Optional[int] = None, num_samples: int = SAMPLE_BATCH,
-        in_flight: int = DATASET_IN_FLIGHT, timesteps: bool = False) -> dict:
-    """Runs one case in fresh processes: {"items", "seconds"} or {"error"}."""
+        in_flight: int = DATASET_IN_FLIGHT, timesteps: bool = False, *, legacy_writer: bool = False,
+        whole_items: bool = False) -> dict:
+    """Runs one case (CASES, or "sample_stream" with backend "replay") in fresh processes:
+    {"items", "seconds", "cpu"} or {"error"}. `legacy_writer` (insert) and `whole_items`
+    (sample) as `insert_loop` and `sample_loop` take them.
+
+    Raises:
+      ValueError: an unknown case.
+    """
+    if case not in _LOOPS:
+        raise ValueError(f"unknown case {case!r}: one of {sorted(_LOOPS)}")
     ctx = mp.get_context("spawn")
-    port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=_serve, args=(backend, payload_bytes, port_queue, stop_event), daemon=True)
-    server.start()
     processes = []
-    try:
-        address = f"localhost:{port_queue.get(timeout=120)}"
-        if case != "insert":
-            done = ctx.Queue()
-            filler = ctx.Process(target=_fill, args=(backend, address, payload_bytes, done), daemon=True)
-            filler.start()
-            done.get(timeout=300)
-            filler.join(timeout=60)
-        # this process passes the barrier with the clients, to read the server's CPU time then
-        barrier, results = ctx.Barrier(num_clients + 1), ctx.Queue()
-        for i in range(num_clients):
-            if case == "insert":
-                args = (backend, address, payload_bytes, seconds, barrier, results, i + 1)
-                target = _insert_worker
-            elif case == "sample":
-                args = (backend, address, seconds, barrier, results, sample_in_flight, num_samples)
-                target = _sample_worker
-            else:
-                args = (backend, address, payload_bytes, seconds, barrier, results, in_flight, timesteps)
-                target = _dataset_worker
-            processes.append(ctx.Process(target=target, args=args, daemon=True))
-        for p in processes:
-            p.start()
+    with server_process(backend, max_size(payload_bytes)) as server:
         try:
-            barrier.wait(timeout=seconds * 10 + 300)
-        except threading.BrokenBarrierError:
-            pass  # a client failed: its error comes with the results
-        server_cpu_start = _cpu_seconds(server.pid)
-        outcomes = [results.get(timeout=seconds * 10 + 300) for _ in processes]
-        server_cpu_end = _cpu_seconds(server.pid)
-        for p in processes:
-            p.join(timeout=60)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-        stop_event.set()
-        server.join(timeout=30)
-        if server.is_alive():
-            server.kill()
+            if case != "insert":
+                fill(backend, server.address, payload_bytes)
+            # this process passes the barrier with the clients, to read the server's CPU time then
+            barrier, results = ctx.Barrier(num_clients + 1), ctx.Queue()
+            for i in range(num_clients):
+                args = {"insert": (backend, server.address, payload_bytes, i + 1, legacy_writer),
+                        "sample": (backend, server.address, num_samples, sample_in_flight, whole_items),
+                        "sample_stream": (backend, server.address),
+                        "dataset": (backend, server.address, payload_bytes, in_flight, timesteps)}[case]
+                processes.append(ctx.Process(target=_client_process, args=(case, args, seconds, barrier, results),
+                                             daemon=True))
+            for p in processes:
+                p.start()
+            try:
+                barrier.wait(timeout=seconds * 10 + 300)
+            except threading.BrokenBarrierError:
+                pass  # a client failed: its error comes with the results
+            server_cpu_start = cpu_seconds(server.pid)
+            outcomes = [results.get(timeout=seconds * 10 + 300) for _ in processes]
+            server_cpu_end = cpu_seconds(server.pid)
+            for p in processes:
+                p.join(timeout=60)
+        finally:
+            for p in processes:
+                if p.is_alive():
+                    p.kill()
     failures = [error for _, _, _, error in outcomes if error]
     if failures:
         return {"error": failures[0]}
@@ -260,7 +376,7 @@ def run(backend: str, case: str, payload_bytes: int, num_clients: int, seconds: 
             "cpu": {"server": server_cpu, "clients": sum(cpu for _, _, cpu, _ in outcomes)}}
 
 
-def _cpu_seconds(pid: int):
+def cpu_seconds(pid: int) -> Optional[float]:
     """User plus system CPU seconds of process `pid` so far (all its threads), from /proc; None
     where there is no /proc."""
     try:
@@ -274,7 +390,7 @@ def _cpu_seconds(pid: int):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=["replay", "reverb", "replay.reverb"], required=True)
-    parser.add_argument("--case", choices=["insert", "sample", "dataset"], required=True)
+    parser.add_argument("--case", choices=list(CASES), required=True)
     parser.add_argument("--payload", type=int, required=True, help="bytes per item")
     parser.add_argument("--clients", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=3.0)
