@@ -181,11 +181,9 @@ def build_q_models(policy, observation_space, action_space, config):
     custom = config["model"].get("custom_model")
     custom_cls = ModelCatalog.custom_model_class(custom) if custom else None
     q_options = {"q_hiddens": list(config["hiddens"]), "dueling": bool(config["dueling"]),
-                 "num_atoms": int(config.get("num_atoms", 1)),
-                 "use_noisy": bool(config.get("noisy", False)),
-                 "v_min": float(config.get("v_min", -10.0)),
-                 "v_max": float(config.get("v_max", 10.0)),
-                 "sigma0": float(config.get("sigma0", 0.5))}
+                 "num_atoms": int(config["num_atoms"]), "use_noisy": bool(config["noisy"]),
+                 "v_min": float(config["v_min"]), "v_max": float(config["v_max"]),
+                 "sigma0": float(config["sigma0"])}
     if custom_cls is not None and issubclass(custom_cls, DistributionalQTFModel):
         outputs = feature_size(config["model"], config["hiddens"], num_actions,
                                q_options["num_atoms"])
