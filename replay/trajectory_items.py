@@ -44,7 +44,7 @@ class _ItemCreation:
             self._check_open()
         leaf_type = type(trajectory)
         if leaf_type is TrajectoryColumn and trajectory.is_squeezed:
-            cell = trajectory._data_references[0]  # noqa: SLF001 - same module
+            cell = trajectory._data_references[0]  # noqa: SLF001 - the writer's own references
         elif leaf_type is CellRef:
             cell = trajectory
         else:
@@ -58,7 +58,7 @@ class _ItemCreation:
             validation.check_priority(key, priority)
             if self._validate_items:
                 self._check_signature(table, ((cell,),), (True,))
-            builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
+            builder = cell._builder  # noqa: SLF001 - the writer's own references
             if self._chunk_length is None and builder is self._open:
                 self._finalize(builder, send=False)
             builder.pending_items += 1
@@ -77,7 +77,7 @@ class _ItemCreation:
         for index, leaf in enumerate(leaves):
             leaf_type = type(leaf)
             if leaf_type is TrajectoryColumn:
-                run = leaf._run  # noqa: SLF001 - same module
+                run = leaf._run  # noqa: SLF001 - the writer's own references
                 if run is not None:
                     # one chunk's cells of consecutive steps, the first the oldest; its CellRefs
                     # are not needed (the column itself stands for them below)
@@ -91,7 +91,7 @@ class _ItemCreation:
                     if builder not in builders:
                         builders.append(builder)
                     continue
-                cells = leaf._data_references  # noqa: SLF001 - same module
+                cells = leaf._data_references  # noqa: SLF001 - the writer's own references
                 columns.append((cells, leaf.is_squeezed))
             elif leaf_type is CellRef:
                 cells = (leaf,)
@@ -106,7 +106,7 @@ class _ItemCreation:
                     continue
                 multi = True
             for cell in cells:
-                builder = cell._builder  # noqa: SLF001 - same module
+                builder = cell._builder  # noqa: SLF001 - the writer's own references
                 if builder.released or builder.start_serial + cell.offset < floor:
                     expired = index if expired is None else expired
                 if builder not in builders:
@@ -213,7 +213,7 @@ class _ItemCreation:
         floor = self._serial - self._keep  # the first kept-alive step (see _kept_alive)
         for cells, _ in columns:
             for cell in cells:
-                builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
+                builder = cell._builder  # noqa: SLF001 - the writer's own references
                 if builder.released or builder.start_serial + cell.offset < floor:
                     raise errors.InvalidArgumentError("Column contains expired CellRef.")
                 if builder not in builders:
@@ -226,6 +226,6 @@ class _ItemCreation:
         self._send_ready()
 
     def _kept_alive(self, cell: CellRef) -> bool:
-        builder = cell._builder  # noqa: SLF001 - CellRef belongs to this module
+        builder = cell._builder  # noqa: SLF001 - the writer's own references
         return not builder.released and builder.start_serial + cell.offset >= self._serial - self._keep
 

@@ -119,12 +119,13 @@ class _ChunkSending:
         builder.steps = builder.columns = None
 
     def _close_referenced_chunks(self) -> None:
+        """Sends every created item (closing the open chunk if items wait for it) and the
+        deferred releases: what `flush`, `end_episode` and `close` start with."""
         if self._open is not None and self._open.pending_items > 0:
             self._finalize(self._open)
         elif self._pending:
             self._send_ready()
         self._send_releases()
-
 
 
 class _StreamOnFirstUse:

@@ -140,7 +140,7 @@ class TrajectoryWriter(_StepAppending, _BatchAppending, _ItemCreation, _ChunkSen
         self._zeros: List[np.ndarray] = []  # slot -> the value of a step without it
         self._compress_hints: List[list] = []
         # The fast path's state: set while every column has a slot in column order and steps
-        # are whole; a flat dict of plain leaves skips dm-tree (see _step_leaves).
+        # are whole; a flat dict of plain leaves skips dm-tree (see _StepAppending._step_leaves).
         self._dense = False
         self._one_leaf = False  # the steps are one array, not a nest
         self._dict_keys: Optional[List[Any]] = None
