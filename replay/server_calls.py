@@ -2,8 +2,8 @@
 exception raised while serving a call, become the call's gRPC status.
 
 Part of the replay server (replay/server.py): its handlers (the unary calls there, InsertStream
-in replay/insert_service.py, SampleStream) end a failed call with `end_failed_call`. A
-`ReplayError` travels as its status code with its class name in the trailing metadata (the
+in replay/insert_service.py, SampleStream in replay/sample_service.py) end a failed call with
+`end_failed_call`. A `ReplayError` travels as its status code with its class name in the trailing metadata (the
 client raises the same class); anything else is a bug, logged with its traceback and sent as
 INTERNAL, rather than a call left hanging.
 """

@@ -1,12 +1,13 @@
 """The shared-memory ring of a sample stream whose reader is on the server's host.
 
 This sits under the sample path of `replay.client` (which creates a ring per stream and names it
-in its first `SampleRequest`) and `replay.server` (which opens it and writes responses' column
-bytes into it). Over gRPC a response's bytes are copied six times between the server's chunks
-and the reader's arrays (the server's serialization and gRPC's copy of it, the kernel's two,
-gRPC's two on receipt); through the ring twice: the server writes them into it, the reader
-copies them out into its arrays. Only the small protobuf message still travels over gRPC, with
-`RingData` saying where its columns are. Reverb cannot do this: its streams are gRPC only.
+in its first `SampleRequest`) and the server's SampleStream, `replay.sample_service` (which
+opens it and writes responses' column bytes into it). Over gRPC a response's bytes are copied
+six times between the server's chunks and the reader's arrays (the server's serialization and
+gRPC's copy of it, the kernel's two, gRPC's two on receipt); through the ring twice: the server
+writes them into it, the reader copies them out into its arrays. Only the small protobuf
+message still travels over gRPC, with `RingData` saying where its columns are. Reverb cannot
+do this: its streams are gRPC only.
 
 Protocol. The client creates a file in /dev/shm (mode 0600, its pages reserved up front so that
 writing to it can never fault) holding a random nonce at its start, and sends its name and the
