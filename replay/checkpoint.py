@@ -5,21 +5,10 @@ snapshots every table (`Table.checkpoint()`: config, items in insertion order wi
 times_sampled and inserted_at, counters including the rate limiter's) and the chunks the items
 reference; `load_latest()` rebuilds the tables with `Table.from_checkpoint` (which documents the
 rate-limiter restore rule: a restored table never leaves samplers blocked forever).
-See docs/architecture.md, "Checkpoints".
+See docs/architecture.md, "Checkpoints"; the layout of one checkpoint's files is
+`replay.checkpoint_files`'s.
 
-Layout of one checkpoint (no pickle anywhere; data records are the service's own protobufs):
-
-    <root>/ckpt-<UTC time>-<nanoseconds>/
-        manifest.json   format name and version; the size and SHA-256 of chunks.bin and
-                        items.bin; per table: config, counters, item count
-        chunks.bin      records of replay.ChunkBatch (each an 8-byte little-endian length, then
-                        the message), every referenced chunk once, still compressed
-        items.bin       records of replay.ItemBatch with times_sampled and inserted_at
-        DONE            written last: the SHA-256 of manifest.json, in `sha256sum` format (so
-                        `sha256sum -c DONE` run in the directory checks it); a checkpoint
-                        without it is incomplete and ignored
-
-It is written under <root>/.tmp-<random>, renamed into place, then DONE is created, so a crash
+A checkpoint is written under <root>/.tmp-<random>, renamed into place, then DONE is created, so a crash
 at any point leaves either a complete checkpoint or one that is ignored. Each table's snapshot
 is consistent; tables are snapshotted one after another.
 
@@ -38,39 +27,23 @@ the checkpoint as it was and builds nothing that is served.
 """
 from __future__ import annotations
 
-import contextlib
 import datetime
-import hashlib
-import json
 import logging
 import math
 import os
 import shutil
-import struct
 import time
 import uuid
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from replay import codec, errors, protocol
+from replay.checkpoint_files import (DATA_FILES, DONE_MARKER, FORMAT, FORMAT_VERSION, MANIFEST, fsync_dir,
+                                     manifest_digest_line, parse_manifest, read_as_corrupt, read_data_file,
+                                     read_file, read_records, verify_manifest, write_data_files)
 from replay.proto import replay_pb2
 
 log = logging.getLogger(__name__)
 
-FORMAT = "replay-checkpoint"
-FORMAT_VERSION = 2
-# Written before checkpoints carried checksums: loaded with a warning that they are unverified.
-_UNVERIFIED_VERSIONS = (1,)
-DONE_MARKER = "DONE"
-MANIFEST = "manifest.json"
-DATA_FILES = ("chunks.bin", "items.bin")
-_TABLE_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates",
-                   "num_unique_samples", "num_deleted_episodes")
-_RECORD_HEADER = struct.Struct("<Q")
-_CHUNKS_PER_RECORD = 512
-_ITEMS_PER_RECORD = 4096
-# Data files are read and hashed in blocks of this size, so a restore's timeout and progress are
-# looked at between blocks, not once per multi-gigabyte file.
-_READ_BLOCK_BYTES = 16 << 20
 # Seconds between a restore's progress lines in the log (besides its first and last line).
 PROGRESS_EVERY_S = 5.0
 # The settings a declared table keeps when a checkpoint is restored into it (`RESTORE_RULE`).
@@ -109,23 +82,6 @@ what the change did to the items (evicted, deleted) and the rate limiter's rebas
 """
 
 
-def _write_records(path: str, messages) -> dict:
-    """Writes the records and returns {"size", "sha256"} of the file."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "wb") as f:
-        for message in messages:
-            data = message.SerializeToString()
-            header = _RECORD_HEADER.pack(len(data))
-            for part in (header, data):
-                f.write(part)
-                digest.update(part)
-            size += len(header) + len(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return {"size": size, "sha256": digest.hexdigest()}
-
-
 class _RestoreClock:
     """The deadline and progress log of one restore (shared by the checkpoints it tries)."""
 
@@ -148,221 +104,6 @@ class _RestoreClock:
         if force or now - self._last_report >= PROGRESS_EVERY_S:
             self._last_report = now
             log.info("restoring checkpoint %s: %s (%.1f s)", path, message, now - self.started)
-
-
-@contextlib.contextmanager
-def _read_as_corrupt(where: str):
-    """Turns a replay error raised while reading `where` into CorruptCheckpointError (a
-    corrupt checkpoint and a restore past its deadline pass through as they are)."""
-    try:
-        yield
-    except (errors.CorruptCheckpointError, errors.DeadlineExceededError):
-        raise
-    except errors.ReplayError as e:
-        raise errors.CorruptCheckpointError(f"{where}: {e}") from e
-
-
-def _records(data: bytes, where: str, message_type, on_record=None):
-    """The records of a data file; `on_record()` runs before each (deadline and progress)."""
-    offset = 0
-    while offset < len(data):
-        if on_record is not None:
-            on_record()
-        if offset + _RECORD_HEADER.size > len(data):
-            raise errors.CorruptCheckpointError(f"{where}: truncated record header at byte {offset}")
-        (size,) = _RECORD_HEADER.unpack_from(data, offset)
-        offset += _RECORD_HEADER.size
-        if offset + size > len(data):
-            raise errors.CorruptCheckpointError(
-                f"{where}: truncated record at byte {offset} ({size} bytes announced)")
-        message = message_type()
-        try:
-            message.ParseFromString(data[offset:offset + size])
-        except Exception as e:
-            raise errors.CorruptCheckpointError(f"{where}: corrupt record at byte {offset}: {e}") from e
-        offset += size
-        yield message
-
-
-def _read(path: str, name: str) -> bytes:
-    try:
-        with open(os.path.join(path, name), "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise errors.CorruptCheckpointError(f"checkpoint {path}: cannot read {name}: {e}") from e
-
-
-class _Fields:
-    """Reads typed fields of a checkpoint's manifest, naming the file and the field's path in
-    every error."""
-
-    def __init__(self, checkpoint: str, file: str = MANIFEST):
-        self.where = f"checkpoint {checkpoint}: {file}"
-
-    def fail(self, field: str, problem: str):
-        raise errors.CorruptCheckpointError(
-            f"{self.where}: field {field} {problem}; the checkpoint is corrupt or was not written by "
-            "replay (use an older checkpoint, or start without one)")
-
-    def get(self, obj: dict, key: str, field: str, kind: str, optional: bool = False) -> Any:
-        """obj[key] checked to be of `kind`: 'count' (int >= 0), 'number', 'str', 'dict', 'list'."""
-        if key not in obj:
-            if optional:
-                return None
-            self.fail(field, "is missing")
-        value = obj[key]
-        ok = {
-            "count": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-            "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-            "str": lambda v: isinstance(v, str),
-            "dict": lambda v: isinstance(v, dict),
-            "list": lambda v: isinstance(v, list),
-        }[kind](value)
-        if not ok:
-            expected = {"count": "an integer >= 0", "number": "a number", "str": "a string",
-                        "dict": "an object", "list": "a list"}[kind]
-            self.fail(field, f"must be {expected}, got {value!r:.80}")
-        return value
-
-
-def _parse_manifest(path: str, raw: bytes) -> dict:
-    """The manifest with every field checked (types, required fields, unique table names).
-
-    Raises:
-      CorruptCheckpointError: a field is missing or malformed (the message names it).
-      InvalidArgumentError: another format, or a version this replay cannot read.
-    """
-    fields = _Fields(path)
-    try:
-        manifest = json.loads(raw)
-    except ValueError as e:
-        raise errors.CorruptCheckpointError(f"checkpoint {path}: {MANIFEST} is not JSON: {e}") from e
-    if not isinstance(manifest, dict):
-        fields.fail("(top level)", "must be an object")
-    fmt = fields.get(manifest, "format", "format", "str")
-    version = fields.get(manifest, "version", "version", "count")
-    if fmt != FORMAT or (version != FORMAT_VERSION and version not in _UNVERIFIED_VERSIONS):
-        raise errors.InvalidArgumentError(
-            f"checkpoint {path}: format {fmt!r} version {version!r} is not {FORMAT!r} version "
-            f"{FORMAT_VERSION}; load it with the replay version that wrote it")
-    fields.get(manifest, "created", "created", "number", optional=True)
-    fields.get(manifest, "num_chunks", "num_chunks", "count")
-    if version == FORMAT_VERSION:
-        files = fields.get(manifest, "files", "files", "dict")
-        for name in DATA_FILES:
-            entry = fields.get(files, name, f"files.{name}", "dict")
-            fields.get(entry, "size", f"files.{name}.size", "count")
-            digest = fields.get(entry, "sha256", f"files.{name}.sha256", "str")
-            if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-                fields.fail(f"files.{name}.sha256", f"must be 64 lowercase hex digits, got {digest!r:.80}")
-    tables = fields.get(manifest, "tables", "tables", "list")
-    names = set()
-    for i, entry in enumerate(tables):
-        label = f"tables[{i}]"
-        if not isinstance(entry, dict):
-            fields.fail(label, f"must be an object, got {entry!r:.80}")
-        config = fields.get(entry, "config", f"{label}.config", "dict")
-        name = fields.get(config, "name", f"{label}.config.name", "str")
-        if name in names:
-            fields.fail(f"{label}.config.name", f"repeats table name {name!r}")
-        names.add(name)
-        fields.get(entry, "num_items", f"{label}.num_items", "count")
-        counters = fields.get(entry, "counters", f"{label}.counters", "dict")
-        for counter in _TABLE_COUNTERS:
-            fields.get(counters, counter, f"{label}.counters.{counter}", "count", optional=True)
-        limiter = fields.get(counters, "rate_limiter", f"{label}.counters.rate_limiter", "dict", optional=True)
-        for counter in ("insert_count", "sample_count", "delete_count"):
-            if limiter is not None:
-                fields.get(limiter, counter, f"{label}.counters.rate_limiter.{counter}", "number",
-                           optional=True)
-        fields.get(counters, "extensions", f"{label}.counters.extensions", "list", optional=True)
-    return manifest
-
-
-def _manifest_digest_line(manifest_bytes: bytes) -> str:
-    """The DONE marker's content: `sha256sum` output for manifest.json."""
-    return f"{hashlib.sha256(manifest_bytes).hexdigest()}  {MANIFEST}\n"
-
-
-def _verify_manifest(path: str, manifest_bytes: bytes) -> bool:
-    """Checks manifest.json against the digest in DONE; False for an empty DONE (a checkpoint
-    written before checksums existed).
-
-    Raises:
-      CorruptCheckpointError: DONE is unreadable or malformed, or the digest differs.
-    """
-    done = _read(path, DONE_MARKER)
-    if not done:
-        return False
-    try:
-        text = done.decode("ascii")
-    except UnicodeDecodeError:
-        text = ""
-    if text != _manifest_digest_line(manifest_bytes):
-        digest, _, name = text.strip().partition("  ")
-        if name != MANIFEST or len(digest) != 64:
-            raise errors.CorruptCheckpointError(
-                f"checkpoint {path}: {DONE_MARKER} does not hold the SHA-256 of {MANIFEST} "
-                f"({done[:100]!r}); the checkpoint is corrupt")
-        raise errors.CorruptCheckpointError(
-            f"checkpoint {path}: {MANIFEST} does not match the SHA-256 in {DONE_MARKER} (the file "
-            "changed after it was written); the checkpoint is corrupt")
-    return True
-
-
-def _read_data_file(path: str, name: str, expected: Optional[dict], clock: _RestoreClock) -> bytes:
-    """A data file, read and hashed block by block (checking the deadline between blocks) and
-    verified against `expected` ({"size", "sha256"}; None for an unverified checkpoint).
-
-    Raises:
-      CorruptCheckpointError: the file cannot be read, or its size or digest differ.
-      DeadlineExceededError: the restore's timeout passed.
-    """
-    digest = hashlib.sha256()
-    blocks = []
-    read = 0
-    try:
-        with open(os.path.join(path, name), "rb") as f:
-            total = os.fstat(f.fileno()).st_size
-            while True:
-                clock.check(path, f"reading {name} ({read >> 20} of {total >> 20} MB read)")
-                block = f.read(_READ_BLOCK_BYTES)
-                if not block:
-                    break
-                digest.update(block)
-                blocks.append(block)
-                read += len(block)
-                clock.progress(path, f"{name}: {read >> 20} of {total >> 20} MB read and hashed")
-    except OSError as e:
-        raise errors.CorruptCheckpointError(f"checkpoint {path}: cannot read {name}: {e}") from e
-    data = b"".join(blocks)
-    if expected is not None:
-        _verify_file(path, name, data, expected, digest.hexdigest())
-    return data
-
-
-def _verify_file(path: str, name: str, data: bytes, expected: dict, sha256: Optional[str] = None) -> None:
-    if len(data) != expected["size"]:
-        raise errors.CorruptCheckpointError(
-            f"checkpoint {path}: {name} holds {len(data)} bytes but {MANIFEST} says {expected['size']} "
-            "(truncated or replaced); the checkpoint is corrupt")
-    if (sha256 or hashlib.sha256(data).hexdigest()) != expected["sha256"]:
-        raise errors.CorruptCheckpointError(
-            f"checkpoint {path}: {name} does not match its SHA-256 in {MANIFEST} (corrupt file); the "
-            "checkpoint is corrupt")
-
-
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class Checkpointer:
@@ -408,23 +149,7 @@ class Checkpointer:
         os.makedirs(tmp)
         try:
             chunk_list = list(chunks.values())
-
-            def chunk_batches():
-                for start in range(0, len(chunk_list), _CHUNKS_PER_RECORD):
-                    batch = replay_pb2.ChunkBatch()
-                    codec.encode_chunks(chunk_list[start:start + _CHUNKS_PER_RECORD], batch)
-                    yield batch
-
-            def item_batches():
-                for (config, items, _) in snapshots:
-                    for start in range(0, len(items), _ITEMS_PER_RECORD):
-                        batch = replay_pb2.ItemBatch()
-                        codec.encode_items([(config["name"], i) for i in items[start:start + _ITEMS_PER_RECORD]],
-                                          batch, with_state=True)
-                        yield batch
-
-            files = {"chunks.bin": _write_records(os.path.join(tmp, "chunks.bin"), chunk_batches()),
-                     "items.bin": _write_records(os.path.join(tmp, "items.bin"), item_batches())}
+            files = write_data_files(tmp, chunk_list, snapshots)
             manifest = {"format": FORMAT, "version": FORMAT_VERSION, "created": time.time(),
                         "num_chunks": len(chunk_list), "files": files, "tables": manifest_tables}
             manifest_bytes = protocol.json_dumps(manifest).encode()
@@ -438,12 +163,12 @@ class Checkpointer:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         with open(os.path.join(final, DONE_MARKER), "w") as f:
-            f.write(_manifest_digest_line(manifest_bytes))
+            f.write(manifest_digest_line(manifest_bytes))
             f.flush()
             os.fsync(f.fileno())
-        _fsync_dir(final)
+        fsync_dir(final)
         self._prune()
         return final
 
@@ -544,9 +269,9 @@ class Checkpointer:
 
 def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreClock) -> list:
     """`Checkpointer.load` under a restore clock shared by the checkpoints one restore tries."""
-    manifest_bytes = _read(path, MANIFEST)
-    verified = _verify_manifest(path, manifest_bytes)
-    manifest = _parse_manifest(path, manifest_bytes)
+    manifest_bytes = read_file(path, MANIFEST)
+    verified = verify_manifest(path, manifest_bytes)
+    manifest = parse_manifest(path, manifest_bytes)
     if manifest["version"] == FORMAT_VERSION and not verified:
         raise errors.CorruptCheckpointError(
             f"checkpoint {path}: {DONE_MARKER} is empty but a version {FORMAT_VERSION} checkpoint "
@@ -561,7 +286,7 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
                          f"{[t['config']['name'] for t in manifest['tables']]} to load", force=True)
     data = {}
     for name in DATA_FILES:
-        data[name] = _read_data_file(path, name, manifest["files"][name] if verified else None, clock)
+        data[name] = read_data_file(path, name, manifest["files"][name] if verified else None, clock)
     where = f"checkpoint {path}: chunks.bin"
     chunks = {}
 
@@ -569,8 +294,8 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
         clock.check(path, f"loading chunks ({len(chunks)} of {num_chunks} loaded)")
         clock.progress(path, f"{len(chunks)} of {num_chunks} chunks loaded")
 
-    with _read_as_corrupt(where):
-        for batch in _records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch, before_chunk_record):
+    with read_as_corrupt(where):
+        for batch in read_records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch, before_chunk_record):
             for chunk in codec.decode_chunks(batch):
                 if chunk.key in chunks:
                     raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
@@ -587,8 +312,8 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
         clock.check(path, f"loading items ({loaded[0]} of {num_items} loaded)")
         clock.progress(path, f"{loaded[0]} of {num_items} items loaded")
 
-    with _read_as_corrupt(where):
-        for batch in _records(data.pop("items.bin"), where, replay_pb2.ItemBatch, before_item_record):
+    with read_as_corrupt(where):
+        for batch in read_records(data.pop("items.bin"), where, replay_pb2.ItemBatch, before_item_record):
             for name, item in codec.decode_items(batch, resolve, with_state=True):
                 table_items = items_by_table.get(name)
                 if table_items is None:

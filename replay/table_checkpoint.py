@@ -2,7 +2,8 @@
 (new or in place) rebuilt from one, with the rule that rebases its rate limiter.
 
 Part of `replay.table.Table` (a mixin; `Table` is the only class built on it). The checkpoint
-file format around these snapshots is `replay.checkpoint`'s.
+file format around these snapshots is `replay.checkpoint_files`'s, written and loaded by
+`replay.checkpoint`.
 """
 from __future__ import annotations
 
