@@ -105,7 +105,11 @@ def read_as_corrupt(where: str):
 
 
 def read_records(data: bytes, where: str, message_type, on_record=None):
-    """The records of a data file; `on_record()` runs before each (deadline and progress)."""
+    """The records of a data file; `on_record()` runs before each (deadline and progress).
+
+    Raises:
+      CorruptCheckpointError: a truncated or unparsable record (naming `where` and the byte).
+    """
     offset = 0
     while offset < len(data):
         if on_record is not None:
@@ -127,6 +131,11 @@ def read_records(data: bytes, where: str, message_type, on_record=None):
 
 
 def read_file(path: str, name: str) -> bytes:
+    """The whole file `name` of the checkpoint at `path` (the manifest, DONE).
+
+    Raises:
+      CorruptCheckpointError: the file cannot be read.
+    """
     try:
         with open(os.path.join(path, name), "rb") as f:
             return f.read()
@@ -297,6 +306,8 @@ def _verify_file(path: str, name: str, data: bytes, expected: dict, sha256: Opti
 
 
 def fsync_dir(path: str) -> None:
+    """Flushes the directory's entries (a rename or a new file in it) to disk, as far as the
+    platform allows; never raises."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
