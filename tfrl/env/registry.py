@@ -54,7 +54,11 @@ def registered_envs() -> list:
 
 @dataclasses.dataclass(frozen=True)
 class ResolvedEnvCreator:
-    """A picklable env creator with a name used in error messages."""
+    """A picklable env creator with a name used in error messages.
+
+    An env with classic gym's API (`reset()` without `seed`, 4-value `step`) that a callable or
+    registered creator returns is wrapped in an adapter with gymnasium's (tfrl.env.classic_api).
+    """
 
     name: str
     creator: Optional[EnvCreator] = None  # None: a gymnasium id, made with gymnasium.make
@@ -63,7 +67,10 @@ class ResolvedEnvCreator:
         if env_config is None:
             env_config = EnvContext()
         if self.creator is not None:
-            return self.creator(env_config)
+            from tfrl.env.classic_api import adapt_classic_env
+
+            # classic gym / classic RLlib envs get gymnasium's API here, once, at creation
+            return adapt_classic_env(self.creator(env_config), self.name)
         import gymnasium
 
         try:
