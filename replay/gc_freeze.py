@@ -35,9 +35,14 @@ Cyclic garbage that another thread makes while a message is inserted is frozen w
 waits for the full pass; the server's own threads make little (its inserts and samples run on
 its event loop).
 
-The policy changes the collector of the whole process, so the server uses it only when asked
-(`Server(freeze_gc=True)`, the default of the `replay-server` command, whose process is the
-server's own).
+The policy changes the collector of the whole process: cyclic garbage that other code of the
+process makes may wait up to a full pass (a minute) to be freed, and the collector runs no
+automatic full collection while a server runs. Since it is how a server inserts fast, a server
+runs it by default (`DEFAULT_FREEZE_GC`; the `replay-server` command too), as it keeps freed heap
+memory by default (`replay.heap_policy`); `Server(freeze_gc=False)` leaves the collector alone,
+for a process whose other work makes much cyclic garbage (tfrl's trainer does so for the server
+it embeds in its driver). The thresholds in force before the first server started come back
+when the last one stops.
 """
 from __future__ import annotations
 
@@ -46,6 +51,8 @@ import gc
 import threading
 from typing import Optional
 
+DEFAULT_FREEZE_GC = True
+"""Whether a `Server` runs the policy unless told otherwise."""
 DEFAULT_INTERVAL_SECONDS = 1.0
 DEFAULT_FULL_COLLECTION_SECONDS = 60.0
 # gc.set_threshold's (young, middle, full) while a freezer runs: the third is so high that only

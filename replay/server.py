@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence
 
 import grpc
 
-from replay import errors, heap_policy, protocol, validation
+from replay import errors, gc_freeze, heap_policy, protocol, validation
 from replay.chunk_store import ChunkStore
 from replay.disk_chunk_store import DiskChunkStore
 from replay.gc_freeze import GcFreezer
@@ -288,9 +288,10 @@ class Server:
       freeze_gc: run the garbage-collection policy of `replay.gc_freeze` (every second and after
         every insert message, the objects alive leave the collector's view; no automatic full
         collections, one full collection once a minute). It spares the server the collector's
-        walks over every stored item, a large share of its CPU time under fast inserts, but it
-        changes the collector of the whole process: use it when the server has its process to
-        itself (the `replay-server` command does).
+        walks over every stored item, a quarter to a half of its CPU time under fast inserts of
+        small items. It changes the collector of the whole process (cyclic garbage of other
+        code may wait up to a minute to be freed); False leaves the collector alone, for a
+        process whose other work makes much cyclic garbage.
       keep_freed_heap_memory: apply `replay.heap_policy` to this process (the megabyte sample
         responses reuse freed memory instead of faulting it in again); process-wide too (up to
         256 MB of freed memory stays with the process); False leaves the allocator alone.
@@ -314,7 +315,7 @@ class Server:
                  max_sample_batch_size: int = DEFAULT_MAX_SAMPLE_BATCH_SIZE,
                  max_concurrent_streams: int = DEFAULT_MAX_CONCURRENT_STREAMS,
                  max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
-                 freeze_gc: bool = False,
+                 freeze_gc: bool = gc_freeze.DEFAULT_FREEZE_GC,
                  keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY,
                  chunk_dir: Optional[str] = None):
         if keep_freed_heap_memory:

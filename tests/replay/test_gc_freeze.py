@@ -137,11 +137,19 @@ def test_items_a_freeze_gc_server_inserts_are_frozen_with_their_message():
     assert gc.get_freeze_count() == 0
 
 
-def test_server_leaves_the_collector_alone_by_default():
+def test_a_server_runs_the_policy_by_default_and_leaves_the_collector_alone_when_told():
     gc.unfreeze()
+    thresholds = gc.get_threshold()
+    server = Server([Table("t", Uniform(), Fifo(), 10, MinSize(1))], freeze_gc=False)
+    try:
+        time.sleep(1.3)
+        assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
+    finally:
+        server.stop()
     server = Server([Table("t", Uniform(), Fifo(), 10, MinSize(1))])
     try:
         time.sleep(1.3)
-        assert gc.get_freeze_count() == 0
+        assert gc.get_freeze_count() > 0 and gc.get_threshold() != thresholds
     finally:
         server.stop()
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds

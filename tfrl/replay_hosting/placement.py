@@ -129,11 +129,13 @@ class ReplayHosting:
                 "tls_private_key": self.tls_private_key}
 
     def start_embedded(self, tables: List[Any]) -> Tuple[Any, str]:
-        """Starts a `replay.Server` in this process; returns (server, address clients use)."""
+        """Starts a `replay.Server` in this process; returns (server, address clients use).
+        The trainer's driver makes much cyclic garbage (TensorFlow's), so the server leaves
+        its collector alone (`replay.gc_freeze`)."""
         from replay import Server
 
         listen, advertised = listen_and_advertised(self.bind_address)
-        server = Server(tables, port=None, host=listen, **self.server_kwargs())
+        server = Server(tables, port=None, host=listen, freeze_gc=False, **self.server_kwargs())
         return server, f"{advertised}:{server.port}"
 
     def start_actors(self, num_servers: int, table_configs: List[dict],
