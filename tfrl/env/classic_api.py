@@ -75,6 +75,22 @@ def _split_done(done: Any, info: Any) -> tuple:
     return bool(done) and not truncated, truncated
 
 
+def _looks_like_obs_and_info(value: Any, space: Any) -> bool:
+    """Whether a classic reset's observation is really gymnasium's `(obs, info)` pair."""
+    import gymnasium
+
+    return (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict)
+            and not isinstance(space, gymnasium.spaces.Tuple))
+
+
+def _mixed_reset_error(env_name: str, who: str) -> errors.InvalidEnvError:
+    return errors.InvalidEnvError(
+        f"env {env_name!r}: its reset() takes no seed (classic gym's API), but {who} an "
+        "(obs, info) pair, gymnasium's reset result (a classic env stepping gymnasium envs "
+        "inside?). Give the env one API: gymnasium's (reset(seed=None, options=None) -> "
+        "(obs, info), 5-value step) or classic gym's (reset() -> obs, 4-value step)")
+
+
 def _four_values(result: Any, env_name: str, what: str) -> tuple:
     if not isinstance(result, tuple) or len(result) != 4:
         got = f"{len(result)} values" if isinstance(result, tuple) else type(result).__name__
@@ -99,8 +115,16 @@ class ClassicEnvAdapter:
         self.action_space = getattr(env, "action_space", None)
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+        """The wrapped env's observation and an empty info.
+
+        Raises:
+          InvalidEnvError: the classic reset returned gymnasium's (obs, info) pair.
+        """
         _seed_classic(self.unwrapped_classic, seed)
-        return self.unwrapped_classic.reset(), {}
+        obs = self.unwrapped_classic.reset()
+        if _looks_like_obs_and_info(obs, self.observation_space):
+            raise _mixed_reset_error(self.env_name, "it returned")
+        return obs, {}
 
     def step(self, action: Any):
         """gymnasium's `(obs, reward, terminated, truncated, info)` of the classic 4-value step.
@@ -151,7 +175,8 @@ class ClassicMultiAgentEnvAdapter(MultiAgentEnv):
         """The wrapped env's observation dict and empty infos.
 
         Raises:
-          InvalidEnvError: the env's reset returned no dict.
+          InvalidEnvError: the env's reset returned no dict, or gymnasium's (obs, info) pair as
+            an agent's observation.
         """
         _seed_classic(self.unwrapped_classic, seed)
         obs = self.unwrapped_classic.reset()
@@ -159,7 +184,16 @@ class ClassicMultiAgentEnvAdapter(MultiAgentEnv):
             raise errors.InvalidEnvError(
                 f"env {self.env_name!r}: a classic MultiAgentEnv's reset() must return a dict "
                 f"agent id -> observation, but it returned {type(obs).__name__}: {obs!r:.200}")
+        for agent, value in obs.items():
+            if _looks_like_obs_and_info(value, self._space_or_none(agent)):
+                raise _mixed_reset_error(self.env_name, f"its observation of agent {agent!r} is")
         return obs, {}
+
+    def _space_or_none(self, agent_id):
+        try:
+            return self.get_observation_space(agent_id)
+        except errors.TfrlError:
+            return None
 
     def step(self, action_dict):
         """tfrl's `(obs, rewards, terminateds, truncateds, infos)` of the classic 4-dict step.

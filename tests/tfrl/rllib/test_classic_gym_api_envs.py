@@ -177,7 +177,21 @@ class ArrayReset(ClassicGame):
         return OBS.low
 
 
+class WrapsGymnasiumEnvs(ClassicGame):
+    """Classic outside, gymnasium inside (make_multiagent's MultiEnv over gymnasium.make)."""
+
+    def reset(self):
+        return {"x": (OBS.low, {}), "y": (OBS.low, {})}
+
+
+class ReturnsObsAndInfo(ClassicCorridor):
+    def reset(self):
+        return super().reset(), {}
+
+
 @pytest.mark.parametrize("env_cls, call, match", [
+    (WrapsGymnasiumEnvs, lambda env: env.reset(), "observation of agent 'x' is an \\(obs, info\\) pair"),
+    (ReturnsObsAndInfo, lambda env: env.reset(), "it returned an \\(obs, info\\) pair"),
     (FiveValueClassicReset, lambda env: env.reset() and env.step(0),
      "must return 4 values .* returned 5 values"),
     (NoAllDones, lambda env: env.reset() and env.step({"x": 0, "y": 0}),
