@@ -185,6 +185,9 @@ def compare_sequence(sequence, reverb_observations, our_observations) -> List[Di
     # Per writer, the history lengths Reverb reported last (after an append or end_episode):
     # a divergence may depend on them (divergences.py), so each difference carries them.
     histories: Dict[Any, Dict[str, int]] = {}
+    # Per writer, the appends Reverb refused so far (a refused append may still have effects
+    # there, which divergences.py matches).
+    refused: Dict[Any, List[Dict[str, Any]]] = {}
     for index, op in enumerate(sequence["ops"]):
         reverb = reverb_observations[index] if index < len(reverb_observations) else {"missing": True}
         ours = our_observations[index] if index < len(our_observations) else {"missing": True}
@@ -192,9 +195,13 @@ def compare_sequence(sequence, reverb_observations, our_observations) -> List[Di
         _compare_op(sequence, index, op, reverb, ours, differences)
         for difference in differences[differences_before:]:
             difference["history"] = dict(histories.get(op.get("w", 0), {}))
+            difference["refused_appends"] = list(refused.get(op.get("w", 0), []))
         writer = op.get("w", 0)
+        if op["op"] == "append" and "error" in reverb:
+            refused.setdefault(writer, []).append(op)
         if op["op"] == "tw_open":
             histories[writer] = {}
+            refused[writer] = []
         elif op["op"] in ("append", "end_episode") and isinstance(reverb.get("ok"), dict):
             lengths = reverb["ok"].get("history")
             if isinstance(lengths, dict) and not _is_error(lengths):

@@ -117,13 +117,24 @@ def _repeated_step_unsampleable(sequence, difference) -> bool:
 
 
 def _failed_append_defined_column(sequence, difference) -> bool:
+    """Reverb refuses what replay takes after an append Reverb refused (both do, for a cast or
+    mismatched column): a later append of a column that refused append carried (Reverb fixed
+    its dtype then), or an item of a kept step (Reverb's refused append kept its other fields'
+    cells, which took keep-alive slots, so an older step's cells expired)."""
     reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
-    match = re.search(r"wrong dtype provided for column \('([^']+)',\)", reverb.get("message", ""))
-    if difference["op"]["op"] != "append" or not match or "ok" not in ours:
+    if "ok" not in ours:
         return False
-    column = match.group(1)
-    return any(op["op"] == "append" and column in op.get("cast", {}) and column in op["step"]
-               for op in sequence["ops"][:difference["index"]])
+    message = reverb.get("message", "")
+    writer = difference["op"].get("w", 0)
+    earlier = [op for op in sequence["ops"][:difference["index"]]
+               if op["op"] == "append" and op.get("cast") and op.get("w", 0) == writer]
+    refused = difference.get("refused_appends", [])
+    match = re.search(r"wrong dtype provided for column \('([^']+)',\)", message)
+    if difference["op"]["op"] == "append" and match:
+        return any(match.group(1) in op["step"] for op in earlier + refused)
+    if difference["op"]["op"] == "item" and "expired CellRef" in message:
+        return any(len(op["step"]) > 1 for op in refused)
+    return False
 
 
 def _append_after_clearing_open_step(sequence, difference) -> bool:
@@ -170,10 +181,13 @@ DIVERGENCES: List[Divergence] = [
     Divergence(
         name="refused_append_defines_columns",
         status="kept",
-        reason="An append Reverb refuses for one column's dtype still fixes the dtypes of the new columns it "
-               "carried (append({'c': uint8}), end_episode(), append({'b': int32, 'c': float32}) -> ValueError "
-               "for c, then append({'b': uint8}) -> ValueError 'expected int32'); replay's refused append "
-               "changes nothing, so the later append is taken.",
+        reason="An append Reverb refuses for one column's dtype or shape still has effects: it fixes the "
+               "dtypes of the new columns it carried (append({'c': uint8}), end_episode(), append({'b': int32, "
+               "'c': float32}) -> ValueError for c, then append({'b': uint8}) -> ValueError 'expected int32'), "
+               "and a refused append keeps the cells of its other fields, which take keep-alive slots "
+               "(num_keep_alive_refs=2, two appends, append({'a': 3, 'b': [3, 3, 3]}, partial_step=True) -> "
+               "ValueError for b, append({'a': 4}), then an item of history['a'][-2] -> ValueError 'expired "
+               "CellRef'); replay's refused append changes nothing, so the later call is taken.",
         matches=_failed_append_defined_column, cascades=True),
     Divergence(
         name="open_step_cleared_by_end_episode",
