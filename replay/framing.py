@@ -5,7 +5,8 @@ those into a protobuf message and out again costs two copies of every payload, s
 `PackedInsertRequest`s and the server sends `PackedSampleResponse`s: the message, then the
 column bytes appended as one more occurrence of its `chunks` field (protobuf parsers merge
 repeated occurrences, so any parser reads the plain message). `parse_sample_response` reads
-such bytes back with the column data as views into the received buffer. The gRPC serializers
+such bytes back with the column data as views into the received buffer, and
+`parse_insert_request` with each large column copied once out of it. The gRPC serializers
 of `Client` and `Server` are the functions here; the messages are built by `replay.codec`.
 """
 from __future__ import annotations
@@ -171,6 +172,33 @@ def _column_views(view: memoryview, position: int) -> Optional[List[memoryview]]
 
 # Below this mean column size, parsing the whole message in C beats walking its columns in Python.
 _MIN_VIEWED_COLUMN_BYTES = 2048
+
+
+def parse_insert_request(data: bytes) -> PackedInsertRequest:
+    """Reads InsertStream request bytes (the server's request deserializer of InsertStream).
+
+    Bytes in the layout `serialize_insert_request` writes have their large columns copied once,
+    each into a bytes object of its own (so a stored chunk keeps only its own bytes alive),
+    instead of into the parsed message and out of it again; small columns and any other valid
+    encoding are parsed whole. `request.chunks.column_data` is always empty in the result.
+
+    Raises:
+      google.protobuf.message.DecodeError: the bytes are not an InsertRequest.
+    """
+    view = memoryview(data)
+    trailer = _trailer_bounds(view, _KEY_INSERT_REQUEST_CHUNKS[0])
+    if trailer is not None:
+        request = replay_pb2.InsertRequest.FromString(view[:trailer[0]])
+        num_columns = len(request.chunks.flags)
+        if (not request.chunks.column_data and num_columns
+                and len(view) - trailer[1] >= num_columns * _MIN_VIEWED_COLUMN_BYTES):
+            columns = _column_views(view, trailer[1])
+            if columns is not None:
+                return PackedInsertRequest(request, [bytes(column) for column in columns])
+    request = replay_pb2.InsertRequest.FromString(data)
+    column_data = list(request.chunks.column_data)
+    request.chunks.ClearField("column_data")
+    return PackedInsertRequest(request, column_data)
 
 
 def parse_sample_response(data: bytes) -> PackedSampleResponse:

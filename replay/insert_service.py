@@ -80,8 +80,8 @@ class InsertService:
                         break
                     check_request(request)
                     chunks = None
-                    # read once: every read of a repeated bytes field copies each of its entries
-                    column_data = list(request.chunks.column_data)
+                    # the chunk bytes come apart from the message (framing.parse_insert_request)
+                    request, column_data = request.request, request.column_data
                     if sum(map(len, column_data)) > _DECODE_IN_POOL_BYTES:
                         chunks = await asyncio.get_running_loop().run_in_executor(
                             self._server._executor, codec.decode_chunks, request.chunks, True,  # noqa: SLF001

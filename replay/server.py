@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence
 
 import grpc
 
-from replay import errors, gc_freeze, heap_policy, protocol, validation
+from replay import errors, framing, gc_freeze, heap_policy, protocol, validation
 from replay.chunk_store import ChunkStore
 from replay.disk_chunk_store import DiskChunkStore
 from replay.gc_freeze import GcFreezer
@@ -192,7 +192,8 @@ def _already_serialized(data: bytes) -> bytes:
 def _method_handlers(servicer: "_Servicer") -> dict:
     """The service's generated method handlers, with SampleStream sending the bytes its
     producer serialized (`framing.serialize_sample_response`: chunk bytes are never copied into
-    a protobuf object)."""
+    a protobuf object) and InsertStream reading its chunk bytes apart from the message
+    (`framing.parse_insert_request`)."""
 
     class _Recorder:
         def __init__(self):
@@ -213,6 +214,8 @@ def _method_handlers(servicer: "_Servicer") -> dict:
     recorder.handlers["SampleStream"] = grpc.stream_stream_rpc_method_handler(
         servicer.SampleStream, request_deserializer=replay_pb2.SampleRequest.FromString,
         response_serializer=_already_serialized)
+    recorder.handlers["InsertStream"] = recorder.handlers["InsertStream"]._replace(
+        request_deserializer=framing.parse_insert_request)
     return {name: handler._replace(request_deserializer=tolerant_deserializer(
                 name, handler.request_deserializer))
             for name, handler in recorder.handlers.items()}

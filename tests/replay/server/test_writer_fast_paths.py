@@ -61,6 +61,30 @@ def test_packed_requests_carry_columns_of_every_size_exactly():
     assert list(parsed.release_chunk_keys) == [3]
 
 
+@pytest.mark.parametrize("size", [100, 40_000])
+def test_the_server_reads_a_packed_insert_request_as_the_plain_message(size):
+    """framing.parse_insert_request (the server's deserializer): the message without its column
+    bytes, and each column as bytes of its own, whether the columns are large enough to be
+    copied out of the received bytes or small enough to be parsed whole; a plain encoding
+    reads the same, and bytes that are no InsertRequest raise DecodeError."""
+    rng = np.random.default_rng(2)
+    column_data = [rng.bytes(size) for _ in range(6)]
+    head = replay_pb2.InsertRequest(release_chunk_keys=[3])
+    head.chunks.keys.extend([1, 2, 3])
+    head.chunks.flags.extend([0] * 6)
+    wire = framing.serialize_insert_request(framing.PackedInsertRequest(head, column_data))
+    plain = replay_pb2.InsertRequest()
+    plain.CopyFrom(head)
+    plain.chunks.column_data.extend(column_data)
+    for data in (wire, plain.SerializeToString()):
+        parsed = framing.parse_insert_request(data)
+        assert parsed.request == head and not parsed.request.chunks.column_data
+        assert parsed.column_data == column_data
+        assert all(type(column) is bytes for column in parsed.column_data)
+    with pytest.raises(DecodeError):
+        framing.parse_insert_request(b"\x0a\xff\xff\xff")
+
+
 def _sample_response(chunks, column_data):
     response = replay_pb2.SampleResponse(probabilities=[0.5, 0.25], table_sizes=[2, 2],
                                          priorities=[1.0, 3.0], times_sampled=[1, 4])
