@@ -53,6 +53,20 @@ def _legacy_writer_dtype(sequence, difference) -> bool:
 
 
 
+def _legacy_item_reverb_cannot_sample(sequence, difference) -> bool:
+    """Reverb's legacy Writer, after a flush in the episode: its sampler fails on an item its
+    writer made (ValueError 'Cannot slice (-k, n) ...'), or its writer takes an item of more
+    timesteps than the episode holds, which replay refuses."""
+    reverb, ours = difference["reverb"] or {}, difference["ours"] or {}
+    op = difference["op"]["op"]
+    flushed = any(o["op"] == "w_flush" for o in sequence["ops"][:difference["index"]])
+    if op == "drain":
+        return re.match(r"Cannot slice \(-\d+, ", reverb.get("message", "")) is not None and "ok" in ours
+    if op == "w_item":
+        return flushed and "ok" in reverb and "larger than number of buffered timesteps" in ours.get("message", "")
+    return False
+
+
 def _close_waited(_sequence, difference) -> bool:
     return difference["op"]["op"] == "tw_close" and difference["paths"] == [".ok.waited"]
 
@@ -237,6 +251,16 @@ DIVERGENCES: List[Divergence] = [
                "(InvalidArgumentError); Reverb takes it, then fails when the chunk is built, loses the chunk's "
                "items or hangs in close (so the generator no longer draws such steps).",
         matches=_legacy_writer_dtype, cascades=True),
+    Divergence(
+        name="legacy_writer_items_reverb_cannot_sample",
+        status="kept",
+        reason="Reverb's legacy Writer after a flush within an episode (max_sequence_length=3: four appends, "
+               "create_item(num_timesteps=1), append, flush, create_item(num_timesteps=3), close) makes items "
+               "its own sampler cannot read (ValueError 'Cannot slice (-1, 2) out of tensor with shape [2,2]' "
+               "when the item is sampled; replay samples the item's three steps), and takes "
+               "create_item(num_timesteps=2) when the episode holds one step (its count is of whole chunks), an "
+               "item that fails the same way; replay refuses it at create_item (InvalidArgumentError).",
+        matches=_legacy_item_reverb_cannot_sample, cascades=True),
 ]
 
 
