@@ -174,6 +174,30 @@ def _column_views(view: memoryview, position: int) -> Optional[List[memoryview]]
 _MIN_VIEWED_COLUMN_BYTES = 2048
 
 
+def _parse_with_trailing_columns(data: bytes, message_type, chunks_key: bytes):
+    """(message, column data) of bytes a `_serialize_with_trailing_columns` layout may hold: the
+    columns as views into `data` when they are large enough for that to pay, else the message
+    parsed whole and its columns taken out of it (the message's `column_data` is then empty).
+
+    Raises:
+      google.protobuf.message.DecodeError: the bytes are not a `message_type`.
+    """
+    view = memoryview(data)
+    trailer = _trailer_bounds(view, chunks_key[0])
+    if trailer is not None:
+        message = message_type.FromString(view[:trailer[0]])
+        num_columns = len(message.chunks.flags)
+        if (not message.chunks.column_data and num_columns
+                and len(view) - trailer[1] >= num_columns * _MIN_VIEWED_COLUMN_BYTES):
+            columns = _column_views(view, trailer[1])
+            if columns is not None:
+                return message, columns
+    message = message_type.FromString(data)
+    column_data = list(message.chunks.column_data)
+    message.chunks.ClearField("column_data")
+    return message, column_data
+
+
 def parse_insert_request(data: bytes) -> PackedInsertRequest:
     """Reads InsertStream request bytes (the server's request deserializer of InsertStream).
 
@@ -185,43 +209,19 @@ def parse_insert_request(data: bytes) -> PackedInsertRequest:
     Raises:
       google.protobuf.message.DecodeError: the bytes are not an InsertRequest.
     """
-    view = memoryview(data)
-    trailer = _trailer_bounds(view, _KEY_INSERT_REQUEST_CHUNKS[0])
-    if trailer is not None:
-        request = replay_pb2.InsertRequest.FromString(view[:trailer[0]])
-        num_columns = len(request.chunks.flags)
-        if (not request.chunks.column_data and num_columns
-                and len(view) - trailer[1] >= num_columns * _MIN_VIEWED_COLUMN_BYTES):
-            columns = _column_views(view, trailer[1])
-            if columns is not None:
-                return PackedInsertRequest(request, [bytes(column) for column in columns])
-    request = replay_pb2.InsertRequest.FromString(data)
-    column_data = list(request.chunks.column_data)
-    request.chunks.ClearField("column_data")
-    return PackedInsertRequest(request, column_data)
+    request, columns = _parse_with_trailing_columns(data, replay_pb2.InsertRequest, _KEY_INSERT_REQUEST_CHUNKS)
+    return PackedInsertRequest(request, [column if type(column) is bytes else bytes(column) for column in columns])
 
 
 def parse_sample_response(data: bytes) -> PackedSampleResponse:
     """Reads SampleStream response bytes (the gRPC response deserializer of SampleStream).
 
-    Bytes in the layout `serialize_sample_response` writes keep their column data as views
-    into `data` when the columns are large enough for that to pay; small columns and any other
-    valid encoding are parsed whole (column data is then copied out of the message).
+    Bytes in the layout `serialize_sample_response` writes keep their column data as views into
+    `data` when the columns are large enough for that to pay; small columns and any other valid
+    encoding are parsed whole (column data is then copied out of the message).
 
     Raises:
       google.protobuf.message.DecodeError: the bytes are not a SampleResponse.
     """
-    view = memoryview(data)
-    trailer = _trailer_bounds(view, _KEY_SAMPLE_RESPONSE_CHUNKS[0])
-    if trailer is not None:
-        response = replay_pb2.SampleResponse.FromString(view[:trailer[0]])
-        num_columns = len(response.chunks.flags)
-        if (not response.chunks.column_data and num_columns
-                and len(view) - trailer[1] >= num_columns * _MIN_VIEWED_COLUMN_BYTES):
-            columns = _column_views(view, trailer[1])
-            if columns is not None:
-                return PackedSampleResponse(response, columns)
-    response = replay_pb2.SampleResponse.FromString(data)
-    column_data = list(response.chunks.column_data)
-    response.chunks.ClearField("column_data")
-    return PackedSampleResponse(response, column_data)
+    response, columns = _parse_with_trailing_columns(data, replay_pb2.SampleResponse, _KEY_SAMPLE_RESPONSE_CHUNKS)
+    return PackedSampleResponse(response, columns)
