@@ -272,7 +272,7 @@ class Trainer:
         local = self.workers.local_worker()
         evaluation = self.evaluation_workers
         evaluation_local = evaluation.local_worker()
-        weights = local.get_weights()
+        weights = local.get_movable_weights()
         filters = local.get_filters()
         evaluation_local.set_weights(weights, dict(local.global_vars))
         evaluation_local.set_filters(filters)

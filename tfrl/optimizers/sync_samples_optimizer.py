@@ -130,8 +130,10 @@ class SyncSamplesOptimizer(PolicyOptimizer):
     def step(self) -> dict:
         self.activate()
         with self.timer("sync_weights"):
-            # not waited for: each worker sets the weights before its sample call runs
+            # not waited for: each worker sets the weights before its sample call runs. Only
+            # the trained policies' weights change here (classic RLlib's TrainOneStep)
             weights_set = self.workers.sync_weights(
+                self.workers.local_worker().policies_to_train,
                 global_vars={"timestep": self.num_steps_sampled}, wait=False)
         with self.timer("sample"):
             steps, items = 0, {}

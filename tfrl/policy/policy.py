@@ -88,6 +88,25 @@ class Policy:
 
         raise NotSupportedError(f"{type(self).__name__} has no action likelihoods")
 
+    def _create_exploration(self):
+        """The Exploration object of `config["exploration_config"]` (classic RLlib; default
+        StochasticSampling), for the policy's action space, `model` and `framework` if it has
+        them; the existing `self.exploration` if there is one. Hand-coded policies call it in
+        `__init__`.
+
+        Raises:
+            InvalidConfigError: a malformed exploration_config (see exploration.py).
+        """
+        from tfrl.policy.exploration import exploration_from_config
+
+        if getattr(self, "exploration", None) is not None:
+            return self.exploration
+        return exploration_from_config(
+            self.config.get("exploration_config"), self.action_space, policy_config=self.config,
+            model=getattr(self, "model", None), num_workers=self.config.get("num_workers", 0),
+            worker_index=self.config.get("worker_index", 0),
+            framework=getattr(self, "framework", "tf"))
+
     # ----- learning ----------------------------------------------------------------------
     def learn_on_batch(self, samples: SampleBatch) -> Dict:
         """One gradient step on `samples`; returns stats."""
@@ -181,6 +200,12 @@ class Policy:
         except (ValueError, TypeError) as exc:
             raise CheckpointError(f"Checkpoint in {import_dir!r} is inconsistent: {exc}") from exc
         self.set_state(state)
+
+
+def has_weights(policy) -> bool:
+    """False for a policy whose class leaves `get_weights` to the abstract `Policy` (a
+    hand-coded one such as classic RLlib's RandomPolicy): it has no weights to move."""
+    return getattr(type(policy), "get_weights", None) is not Policy.get_weights
 
 
 def _to_jsonable(structure):

@@ -474,6 +474,15 @@ class RolloutWorker:
         return {pid: p.get_weights() for pid, p in self.policy_map.items()
                 if policies is None or pid in policies}
 
+    def get_movable_weights(self, policies: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """{policy_id: weights} of `policies` (default: all) that have weights to move: unlike
+        `get_weights`, a hand-coded policy leaving `get_weights` unimplemented (`has_weights`)
+        is left out instead of asked. What weight syncs send."""
+        from tfrl.policy.policy import has_weights
+
+        return {pid: p.get_weights() for pid, p in self.policy_map.items()
+                if (policies is None or pid in policies) and has_weights(p)}
+
     def set_weights(self, weights: Dict[str, Any], global_vars: Optional[dict] = None) -> None:
         """Sets the weights of the policies in `weights`; then `set_global_vars(global_vars)`.
 

@@ -192,7 +192,7 @@ class WorkerSet:
         """Starts giving new actors the local worker's weights and filters; returns the refs."""
         import ray
 
-        weights = ray.put(self._local.get_weights())
+        weights = ray.put(self._local.get_movable_weights())
         filters = ray.put(self._local.get_filters())
         global_vars = dict(self._local.global_vars)
         return ([a.set_weights.remote(weights, global_vars) for a in actors]
@@ -343,8 +343,9 @@ class WorkerSet:
     # --- synchronisation ----------------------------------------------------------------
     def sync_weights(self, policies: Optional[Sequence[str]] = None,
                      global_vars: Optional[dict] = None, wait: bool = True) -> List[tuple]:
-        """Sends the local worker's weights (one ray.put for all) and global vars to every
-        remote worker, and waits until they are set.
+        """Sends the local worker's weights of `policies` (default: all; either way only
+        policies that have weights, see `RolloutWorker.get_movable_weights`), one ray.put for
+        all, and global vars to every remote worker, and waits until they are set.
 
         With `wait=False` the calls are only sent and their (worker, ref) pairs returned, for
         `gather` later: a call made to a worker afterwards (say `sample`) still runs after its
@@ -358,7 +359,7 @@ class WorkerSet:
         self.wait_until_started()
         if not self._remote:
             return []
-        weights = ray.put(self._local.get_weights(policies))
+        weights = ray.put(self._local.get_movable_weights(policies))
         pending = [(w, w.set_weights.remote(weights, global_vars)) for w in self._remote]
         if not wait:
             return pending
