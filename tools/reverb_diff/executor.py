@@ -386,9 +386,17 @@ class SequenceRun:
         except Exception as e:  # noqa: BLE001 - re-raised unless it is a timeout to look at
             if "DeadlineExceeded" not in type(e).__name__:
                 raise
-            if any(not self.table(name).can_insert(1) for name in self.pending.get(writer_id, {})):
+            if any(self._refuses(name, count) for name, count in self.pending.get(writer_id, {}).items()):
                 raise
             call(LONG_TIMEOUT_MS)
+
+    def _refuses(self, name, pending):
+        """Whether table `name`'s limiter holds back items of the `pending` a writer holds for it:
+        it refuses an insert and they have not all landed (an item that lands just after a
+        timeout can itself fill the table)."""
+        table = self.table(name)
+        landed = int(table.info.rate_limiter_info.insert_stats.completed) >= self.expected[name] + pending
+        return not landed and not table.can_insert(1)
 
     def op_flush(self, op):
         writer_id = op.get("w", 0)
