@@ -104,12 +104,21 @@ def pend_error(exc: BaseException) -> Optional[int]:
 
 
 def check_pending(token: tf.Tensor, outputs: Any) -> Any:
-    """In a graph (a `tf.function`, a tf.data function): `outputs` (any nest of tensors) once a
-    check op has run that fails with the error `pend_error` stored under `token`, and passes
-    when `token` is 0."""
-    with tf.device("/device:CPU:0"):
-        check = tf.compat.v1.get_default_graph().create_op(_OP_NAME, [token], [], name="raise_pending_error")
-    with tf.control_dependencies([check]):
+    """In a graph (a `tf.function`, a tf.data function): `outputs` (any nest of tensors), after
+    a check that fails with the error `pend_error` stored under `token` when `token` is not 0.
+
+    The check op runs only then (in a `tf.cond` branch): its kernel is a Python function, which
+    TensorFlow's threads must not call while the interpreter exits (a dataset still streaming
+    at exit would otherwise crash the process)."""
+
+    def fail():
+        with tf.device("/device:CPU:0"):
+            check = tf.compat.v1.get_default_graph().create_op(_OP_NAME, [token], [], name="raise_pending_error")
+        with tf.control_dependencies([check]):
+            return tf.identity(token)
+
+    checked = tf.cond(token > 0, fail, lambda: tf.identity(token))
+    with tf.control_dependencies([checked]):
         return tf.nest.map_structure(tf.identity, outputs)
 
 
@@ -136,9 +145,7 @@ def _register_op() -> bool:
     lib = ctypes.CDLL(os.path.join(tf.sysconfig.get_lib(), "libtensorflow_framework.so.2"))
     vp = ctypes.c_void_p
     shape_fn_type = ctypes.CFUNCTYPE(None, vp, vp)
-    create_type = ctypes.CFUNCTYPE(vp, vp)
     compute_type = ctypes.CFUNCTYPE(None, vp, vp)
-    delete_type = ctypes.CFUNCTYPE(None, vp)
     for fn, argtypes, restype in (
             (lib.TF_NewStatus, [], vp),
             (lib.TF_DeleteStatus, [vp], None),
@@ -150,8 +157,9 @@ def _register_op() -> bool:
             (lib.TF_OpDefinitionBuilderSetIsStateful, [vp, ctypes.c_bool], None),
             (lib.TF_OpDefinitionBuilderSetShapeInferenceFunction, [vp, shape_fn_type], None),
             (lib.TF_RegisterOpDefinition, [vp, vp], None),
-            (lib.TF_NewKernelBuilder, [ctypes.c_char_p, ctypes.c_char_p, create_type, compute_type,
-                                       delete_type], vp),
+            # no create or delete function (NULL): TensorFlow builds and destroys the kernel
+            # without calling Python, also while the interpreter exits
+            (lib.TF_NewKernelBuilder, [ctypes.c_char_p, ctypes.c_char_p, vp, compute_type, vp], vp),
             (lib.TF_RegisterKernelBuilder, [ctypes.c_char_p, vp, vp], None),
             (lib.TF_GetInput, [vp, ctypes.c_int, ctypes.POINTER(vp), vp], None),
             (lib.TF_TensorData, [vp], vp),
@@ -178,10 +186,8 @@ def _register_op() -> bool:
             lib.TF_DeleteStatus(status)
 
     shape_fn = shape_fn_type(lambda _context, _status: None)  # no outputs to shape
-    create = create_type(lambda _construction: None)
     compute_fn = compute_type(compute)
-    delete = delete_type(lambda _state: None)
-    _callbacks.extend([shape_fn, create, compute_fn, delete])
+    _callbacks.extend([shape_fn, compute_fn])
 
     status = lib.TF_NewStatus()
     try:
@@ -192,7 +198,7 @@ def _register_op() -> bool:
         lib.TF_RegisterOpDefinition(builder, status)
         if lib.TF_GetCode(status) != 0:
             raise OSError(f"registering {_OP_NAME}: {lib.TF_Message(status).decode()}")
-        kernel = lib.TF_NewKernelBuilder(_OP_NAME.encode(), b"CPU", create, compute_fn, delete)
+        kernel = lib.TF_NewKernelBuilder(_OP_NAME.encode(), b"CPU", None, compute_fn, None)
         lib.TF_RegisterKernelBuilder(f"{_OP_NAME}_CPU".encode(), kernel, status)
         if lib.TF_GetCode(status) != 0:
             raise OSError(f"registering the kernel of {_OP_NAME}: {lib.TF_Message(status).decode()}")
