@@ -34,7 +34,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import errors, heap_policy, op_errors, shared_ring
+from replay import dataset_errors, errors, heap_policy, shared_ring
 from replay.client import Client
 from replay.dataset_signature import SignatureCheck
 from replay.replay_sample import ReplaySample, SampleInfo
@@ -185,9 +185,9 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
 
     # tf.data runs a generator through TensorFlow's PyFunc kernel, which reads most Python
     # exceptions as UnknownError. Each block comes with a token instead: 0, or that of the
-    # error the stream failed with (`replay.op_errors`), raised with its own tf.errors code by a
+    # error the stream failed with (`replay.dataset_errors`), raised with its own tf.errors code by a
     # check op (a NotFoundError for a missing table, as Reverb's dataset op raises).
-    typed_errors = op_errors.typed_errors_available()
+    typed_errors = dataset_errors.typed_errors_available()
     no_error = np.int64(0)
     failed_block = tree.map_structure(_empty_block_array, signature)
 
@@ -196,14 +196,14 @@ def _sample_pipeline(addresses: List[str], table: str, dtypes: Any, shapes: Any,
             for block in streams[int(index)]():
                 yield no_error, block
         except Exception as exc:  # noqa: BLE001 - handed to the check op, or re-raised
-            token = op_errors.pend_error(exc)
+            token = dataset_errors.pend_error(exc)
             if token is None:
                 raise
             yield np.int64(token), failed_block
 
     @tf.autograph.experimental.do_not_convert
     def checked(token, block):
-        return op_errors.check_pending(token, block) if typed_errors else block
+        return dataset_errors.check_pending(token, block) if typed_errors else block
 
     def stream_dataset(index):
         return tf.data.Dataset.from_generator(

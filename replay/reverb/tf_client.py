@@ -3,7 +3,7 @@
 The ops run the `replay.reverb.Client` calls through `tf.numpy_function`, so they work eagerly,
 inside `tf.function` and in graph mode (TF1 sessions); they are not serializable into a
 SavedModel graph (the call needs the Python client). They fail with the tf.errors class of the
-server's status code, as Reverb's C++ ops do, in graphs too (`replay.op_errors`).
+server's status code, as Reverb's C++ ops do, in graphs too (`replay.dataset_errors`).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tensorflow as tf
 import tree
 
 from replay import errors
-from replay.op_errors import numpy_function_with_codes
+from replay.dataset_errors import numpy_function_with_codes
 from replay.replay_sample import ReplaySample, SampleInfo
 
 

@@ -1,5 +1,7 @@
-"""Typed TensorFlow errors from ops whose work runs in Python: `replay.reverb.TFClient`'s ops
-and the generators of `replay.ReplayDataset`.
+"""Typed TensorFlow errors from ops whose work runs in Python: the stream generators of
+`replay.ReplayDataset` (this is part of the dataset's TensorFlow side, beside
+`replay.dataset_signature`; the rest of the replay core needs no TensorFlow) and
+`replay.reverb.TFClient`'s ops, which share it.
 
 TensorFlow runs a `tf.numpy_function` in a graph (a `tf.function`, a TF1 session) through its
 PyFunc kernel, which turns every Python exception other than ValueError/TypeError,
