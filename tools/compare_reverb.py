@@ -220,9 +220,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     seconds = args.seconds if args.seconds is not None else (2.0 if args.sweep or args.quick else 3.0)
     repeat = args.repeat if args.repeat is not None else (2 if args.sweep or args.quick else 1)
 
-    unavailable = reverb_unavailable(args.reverb_python)
-    if args.reverb_names and args.reverb_python is None:
-        unavailable = None
+    # with --reverb-names alone, Reverb's side is not run, so its absence is not reported
+    unavailable = None if args.reverb_names and args.reverb_python is None else reverb_unavailable(args.reverb_python)
     pairs = _pairs(args.reverb_names, args.reverb_python is not None)
     sides = ["replay"] + [side for side in ("replay.reverb", "reverb") if any(side in pair for pair in pairs)]
     print(f"# {_load()}; {seconds:g} s per case and side, {repeat} run(s) of each side per case, "
