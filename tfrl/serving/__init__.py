@@ -1,7 +1,8 @@
 """The serving bridge: an application that owns its environment trains and uses a tfrl policy.
 
-`PolicyServer` (an ExternalEnv served over gRPC, policy_server.py) runs inside the trainer;
-`PolicyClient` (policy_client.py) is the application's side, asking for actions remotely or
+`PolicyServer` (an ExternalEnv served over gRPC, policy_server.py; the gRPC service in front
+of it is policy_service.py) runs inside the trainer; `PolicyClient` (policy_client.py) is the
+application's side, asking for actions remotely (on one action stream, action_stream.py) or
 acting with a local copy of the policy (in numpy where it can: tfrl/policy/numpy_actor.py).
 `MultiAgentPolicyServer` / `MultiAgentPolicyClient` are the same for multi-agent envs, and
 `PolicyServerPerWorker` (worker_servers.py) puts a server on every remote rollout worker. The wire

@@ -10,9 +10,9 @@ makes the ExternalEnv calls against a remote `PolicyServer` (policy_server.py):
     client.end_episode(episode_id, observation)
 
 inference_mode "remote" (the default) asks the server for every action, on one long-lived
-stream (`GetActionStream`; a client used from several threads at once sends the calls that find
-the stream busy as plain `GetAction` calls): one round trip each, and the trainer's current
-policy answers. "local" builds a copy of the server's policy in this
+stream (`GetActionStream`, action_stream.py; a client used from several threads at once sends the
+calls that find the stream busy as plain `GetAction` calls): one round trip each, and the
+trainer's current policy answers. "local" builds a copy of the server's policy in this
 process (its class, spaces and config from the server's `PolicyInfo`; the class must come from
 the tfrl package unless `policy_class` is given), acts with it (through its numpy copy,
 `NumpyActor`, where the policy has one), pulls fresh weights every
@@ -30,7 +30,6 @@ next flush.
 """
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import threading
@@ -46,8 +45,8 @@ from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.trajectory import LoggedSteps
-from tfrl.serving.policy_server import (DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME,
-                                        TOKEN_METADATA_KEY)
+from tfrl.serving.action_stream import ActionStream
+from tfrl.serving.policy_service import DEFAULT_MAX_MESSAGE_BYTES, SERVICE_NAME, TOKEN_METADATA_KEY
 from tfrl.serving.settings import ServingSettings
 from tfrl.serving.proto import policy_service_pb2 as pb
 from tfrl.serving.proto import policy_service_pb2_grpc as pb_grpc
@@ -112,7 +111,7 @@ class PolicyClient:
         self._calls: List[Union[pb.Call, LoggedSteps]] = []
         self._open_steps: Dict[str, LoggedSteps] = {}
         self._buffered_steps = 0
-        self._stream: Optional[_ActionStream] = None
+        self._stream: Optional[ActionStream] = None
         self._stream_lock = threading.Lock()
         self._stream_supported = True
         self._report_in_flight = None  # a Report sent without waiting (local mode)
@@ -274,7 +273,7 @@ class PolicyClient:
             return self._call("GetAction", request, self._get_action_bytes)
         try:
             if self._stream is None:
-                self._stream = _ActionStream(self._open_stream_channel, self._metadata)
+                self._stream = ActionStream(self._open_stream_channel, self._metadata)
             try:
                 return self._stream.call(request)
             except grpc.RpcError as exc:
@@ -351,113 +350,6 @@ def _log_actions_call(steps: LoggedSteps) -> pb.Call:
     return pb.Call(log_actions=pb.LogActionsRequest(
         episode_id=steps.episode_id, observations=values.encode_value(observations),
         actions=values.encode_value(actions), rewards=rewards if any(rewards) else ()))
-
-
-class _ActionStream:
-    """One GetActionStream call: each request written is answered by the next response.
-
-    It runs on gRPC's asyncio API, driven from the calling thread: a round trip is one
-    `run_until_complete` of a write and a read on the stream's own event loop, so no other
-    Python thread stands between the caller and the wire (the blocking API's stream hands each
-    request to a thread of its own, a hand-off that cost about a tenth of a round trip). One
-    thread uses it at a time (the client's stream lock); `close` may come from any thread.
-
-    A call waits for its answer as long as the server lets it (the server's `action_timeout_s`
-    ends a wait for the trainer with DEADLINE_EXCEEDED)."""
-
-    def __init__(self, open_channel: Callable[[], Any], metadata):
-        self._loop = asyncio.new_event_loop()
-        self._state_lock = threading.Lock()
-        self._busy = self._closing = False
-        self._channel, self._call = self._loop.run_until_complete(
-            self._open(open_channel, metadata))
-
-    @staticmethod
-    async def _open(open_channel, metadata):
-        channel = open_channel()  # made here: an asyncio channel belongs to the running loop
-        # answers stay bytes: the client parses each distinct one once
-        call = channel.stream_stream(
-            f"/{SERVICE_NAME}/GetActionStream",
-            request_serializer=pb.GetActionRequest.SerializeToString,
-            response_deserializer=None)(metadata=metadata)
-        return channel, call
-
-    def call(self, request: pb.GetActionRequest) -> bytes:
-        """The serialized answer to `request`.
-
-        Raises:
-          grpc.RpcError: the stream ended (the status says why; CANCELLED when the server or
-            `close` cancelled it).
-        """
-        with self._state_lock:
-            if self._closing:
-                raise _StreamEnded()
-            self._busy = True
-        try:
-            return self._loop.run_until_complete(self._round_trip(request))
-        finally:
-            with self._state_lock:
-                self._busy = False
-                shut_down = self._closing
-            if shut_down:
-                self._shut_down()
-
-    async def _round_trip(self, request: pb.GetActionRequest) -> bytes:
-        try:
-            try:
-                await self._call.write(request)
-            except grpc.RpcError as exc:
-                # gRPC's asyncio API fails a write to a stream the server has ended (a server
-                # stopping) with INTERNAL; the request never left
-                if exc.code() == grpc.StatusCode.INTERNAL:
-                    raise _StreamEnded() from None
-                raise
-            answer = await self._call.read()
-        except asyncio.CancelledError:  # how gRPC's asyncio API reports a cancelled call
-            raise _StreamCancelled() from None
-        except asyncio.InvalidStateError:  # written after the stream ended
-            raise _StreamEnded() from None
-        if answer is grpc.aio.EOF:
-            raise _StreamEnded()
-        return answer
-
-    def close(self) -> None:
-        """Ends the stream; a call waiting on it from another thread ends with CANCELLED, and
-        that thread releases the rest."""
-        with self._state_lock:
-            if self._closing:
-                return
-            self._closing = True
-            busy = self._busy
-        if busy:
-            self._loop.call_soon_threadsafe(self._call.cancel)
-        else:
-            self._shut_down()
-
-    def _shut_down(self) -> None:
-        self._call.cancel()
-        self._loop.run_until_complete(self._channel.close())
-        self._loop.close()
-
-
-class _StreamCancelled(grpc.RpcError):
-    """The action stream was cancelled: by the server, or by the client's own `close`."""
-
-    def code(self):
-        return grpc.StatusCode.CANCELLED
-
-    def details(self):
-        return "the action stream was cancelled"
-
-
-class _StreamEnded(grpc.RpcError):
-    """The server closed the action stream without a status (it is shutting down)."""
-
-    def code(self):
-        return grpc.StatusCode.UNAVAILABLE
-
-    def details(self):
-        return "the server ended the action stream"
 
 
 class MultiAgentPolicyClient(PolicyClient):

@@ -4,9 +4,10 @@ RLlib classic's PolicyServerInput, on the project's gRPC with its own .proto
 (tfrl/serving/proto/policy_service.proto, compilable for any language): a trainer samples a
 PolicyServer like any ExternalEnv (tfrl/env/external_env.py), and each call a remote
 `PolicyClient` makes (start_episode, get_action, log_action, log_returns, end_episode, or a
-batch of them from a local-inference client) becomes the same ExternalEnv call. It also serves
-what a local-inference client needs: the policy's class, spaces and config (`PolicyInfo`) and its
-current weights (`GetWeights`).
+batch of them from a local-inference client) becomes the same ExternalEnv call (the gRPC service
+that turns them into these calls is policy_service.py). It also serves what a local-inference
+client needs: the policy's class, spaces and config (`PolicyInfo`) and its current weights
+(`GetWeights`).
 
 Use it as the trainer's env, served by the trainer's own worker:
 
@@ -46,7 +47,7 @@ import logging
 import math
 import operator
 import threading
-from typing import Any, Callable, Dict, Hashable, Optional, Union
+from typing import Any, Dict, Hashable, Optional, Union
 
 import grpc
 import gymnasium.spaces as gym_spaces
@@ -59,30 +60,21 @@ from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.serving import values
 from tfrl.policy.numpy_actor import NumpyActor
 from tfrl.rollout.trajectory import LoggedSteps
+from tfrl.serving.policy_service import (DEFAULT_MAX_MESSAGE_BYTES, TOKEN_METADATA_KEY,
+                                         policy_service_handler)
 from tfrl.serving.settings import ServingSettings
 from tfrl.serving.proto import policy_service_pb2 as pb
-from google.protobuf.message import DecodeError
 
 logger = logging.getLogger(__name__)
 
-TOKEN_METADATA_KEY = "tfrl-policy-token"
 # inline-answered steps of one episode queued for the worker together: one event and one batched
 # policy call for their likelihoods instead of one event and one row of Python per step
 INLINE_BLOCK_ROWS = 64
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # up to this many dimensions an inline-answered observation's bounds are checked as Python floats
 # (fewer calls than numpy's four); beyond it numpy's vectorised comparison is the faster
 MAX_FLOAT_COMPARED_OBSERVATION = 64
 # how long close() lets calls in flight finish before gRPC cancels them
 SHUTDOWN_GRACE_SECONDS = 0.25
-
-_STATUS = {
-    errors.ActionTimeoutError: grpc.StatusCode.DEADLINE_EXCEEDED,
-    errors.ExternalEnvError: grpc.StatusCode.INVALID_ARGUMENT,
-    errors.InvalidObservationError: grpc.StatusCode.INVALID_ARGUMENT,
-    errors.ActionOutOfSpaceError: grpc.StatusCode.INVALID_ARGUMENT,
-    errors.NotSupportedError: grpc.StatusCode.FAILED_PRECONDITION,
-}
 
 
 class PolicyServer(ExternalEnv):
@@ -151,7 +143,7 @@ class PolicyServer(ExternalEnv):
             options=[("grpc.max_receive_message_length", max_message_bytes),
                      ("grpc.max_send_message_length", max_message_bytes),
                      ("grpc.so_reuseport", 0)])
-        self._server.add_generic_rpc_handlers((_method_handlers(_Servicer(self)),))
+        self._server.add_generic_rpc_handlers((policy_service_handler(self),))
         address = f"{host}:{int(port)}"
         try:
             if tls_certificate is not None:
@@ -463,174 +455,6 @@ class MultiAgentPolicyServer(PolicyServer, ExternalMultiAgentEnv):
             decoded[agent] = values.decode_value(message, spaces[agent],
                                                  f"{what} of agent {key!r}")
         return decoded
-
-
-SERVICE_NAME = "tfrl.serving.PolicyService"
-# method -> (request message, response message)
-METHODS = {
-    "StartEpisode": (pb.StartEpisodeRequest, pb.StartEpisodeResponse),
-    "GetAction": (pb.GetActionRequest, pb.GetActionResponse),
-    "LogAction": (pb.LogActionRequest, pb.Empty),
-    "LogReturns": (pb.LogReturnsRequest, pb.Empty),
-    "EndEpisode": (pb.EndEpisodeRequest, pb.Empty),
-    "Report": (pb.ReportRequest, pb.ReportResponse),
-    "PolicyInfo": (pb.PolicyInfoRequest, pb.PolicyInfoResponse),
-    "GetWeights": (pb.WeightsRequest, pb.WeightsResponse),
-}
-
-
-def _method_handlers(servicer: "_Servicer"):
-    """The service's handlers, taking raw bytes: a request that does not parse is answered with
-    INVALID_ARGUMENT (gRPC's own deserialisation would answer INTERNAL)."""
-    def handler(name: str, request_class):
-        method = getattr(servicer, name)
-
-        def handle(raw: bytes, context):
-            return method(_parsed(name, request_class, raw, context), context)
-
-        return grpc.unary_unary_rpc_method_handler(
-            handle, request_deserializer=None, response_serializer=_serialized)
-
-    handlers = {name: handler(name, request) for name, (request, _) in METHODS.items()}
-    handlers["GetActionStream"] = grpc.stream_stream_rpc_method_handler(
-        servicer.GetActionStream, request_deserializer=None, response_serializer=_serialized)
-    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
-
-
-def _serialized(message) -> bytes:
-    return message if type(message) is bytes else message.SerializeToString()
-
-
-def _parsed(name: str, request_class, raw: bytes, context):
-    """The request message in `raw`; a request that does not parse ends the call with
-    INVALID_ARGUMENT."""
-    request = request_class()
-    try:
-        request.ParseFromString(raw)
-    except DecodeError as exc:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                      f"{name}: the request is not a {request_class.DESCRIPTOR.full_name} "
-                      f"message ({exc}); build it from policy_service.proto")
-    return request
-
-
-class _Servicer:
-    """Each RPC as the ExternalEnv call of the same name, errors as status codes."""
-
-    def __init__(self, server: PolicyServer):
-        self.server = server
-
-    def _serve(self, context, call: Callable[[], Any]) -> Any:
-        self.server.check_token(context)
-        try:
-            return call()
-        except errors.TfrlError as exc:
-            self._abort(context, exc)
-
-    def _abort(self, context, exc: errors.TfrlError) -> None:
-        code = _STATUS.get(type(exc), grpc.StatusCode.INVALID_ARGUMENT)
-        if self.server.closed:
-            code = grpc.StatusCode.UNAVAILABLE
-        context.abort(code, str(exc))
-
-    def GetActionStream(self, raw_requests, context):
-        self.server.check_token(context)
-        for raw in raw_requests:
-            request = _parsed("GetActionStream", pb.GetActionRequest, raw, context)
-            try:
-                answer = self._action(request)
-            except errors.TfrlError as exc:
-                self._abort(context, exc)
-            yield answer
-
-    def StartEpisode(self, request, context):
-        env = self.server
-        return self._serve(context, lambda: pb.StartEpisodeResponse(episode_id=env.start_episode(
-            request.episode_id or None, training_enabled=not request.training_disabled)))
-
-    def GetAction(self, request, context):
-        return self._serve(context, lambda: self._action(request))
-
-    def _action(self, request) -> Union[pb.GetActionResponse, bytes]:
-        """The answer to a GetAction request: inline in one step where it is the common case,
-        else through `get_action`."""
-        env = self.server
-        answer = env.inline_answer(request)
-        if answer is not None:
-            return answer
-        observation = env.decode_observation(request)
-        action = env.get_action(request.episode_id, observation, env.decode_reward(request))
-        return env.action_response(action)
-
-    def LogAction(self, request, context):
-        return self._serve(context, lambda: _log_action(self.server, request) or pb.Empty())
-
-    def LogReturns(self, request, context):
-        return self._serve(context, lambda: self.server.log_returns(
-            request.episode_id, self.server.decode_reward(request)) or pb.Empty())
-
-    def EndEpisode(self, request, context):
-        return self._serve(context, lambda: _end_episode(self.server, request) or pb.Empty())
-
-    def Report(self, request, context):
-        env = self.server
-
-        def apply_all():
-            for index, call in enumerate(request.calls):
-                try:
-                    _apply(env, call)
-                except errors.TfrlError as exc:
-                    raise type(exc)(f"call {index} of {len(request.calls)} in the report "
-                                    f"({call.WhichOneof('call')}): {exc}; the calls before it "
-                                    "were applied") from exc
-            return pb.ReportResponse(applied=len(request.calls))
-
-        return self._serve(context, apply_all)
-
-    def PolicyInfo(self, request, context):
-        return self._serve(context, self.server.policy_info)
-
-    def GetWeights(self, request, context):
-        return self._serve(context, self.server.weights)
-
-
-def _log_action(env: PolicyServer, request) -> None:
-    observation = env.decode_observation(request)
-    action = env.decode_action(request)
-    env.log_action(request.episode_id, observation, action, env.decode_reward(request))
-
-
-def _end_episode(env: PolicyServer, request) -> None:
-    observation = env.decode_observation(request)
-    env.end_episode(request.episode_id, observation, bool(request.truncated),
-                    env.decode_reward(request))
-
-
-def _apply(env: PolicyServer, call) -> None:
-    kind = call.WhichOneof("call")
-    if kind == "start_episode":
-        if not call.start_episode.episode_id:
-            raise errors.ExternalEnvError("a reported start_episode must name its episode id")
-        env.start_episode(call.start_episode.episode_id,
-                          training_enabled=not call.start_episode.training_disabled)
-    elif kind == "log_action":
-        _log_action(env, call.log_action)
-    elif kind == "log_returns":
-        env.log_returns(call.log_returns.episode_id, env.decode_reward(call.log_returns))
-    elif kind == "end_episode":
-        _end_episode(env, call.end_episode)
-    elif kind == "log_actions":
-        if env.multi_agent:
-            raise errors.ExternalEnvError(
-                "this policy server is multi-agent: log each step with log_action (agent_* fields)")
-        steps = call.log_actions
-        env.log_actions(steps.episode_id,
-                        values.decode_value(steps.observations, env.observation_space,
-                                            "observations"),
-                        values.decode_value(steps.actions, env.action_space, "actions"),
-                        np.array(steps.rewards, np.float64))
-    else:
-        raise errors.ExternalEnvError("an empty call in the report")
 
 
 def _as_bytes(value: Union[bytes, str]) -> bytes:
