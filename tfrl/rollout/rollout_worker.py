@@ -1,13 +1,14 @@
 """RolloutWorker: envs plus policies that produce experience (RLlib's classic policy evaluator).
 
 A worker owns a list of environments, the policies acting in them (a policy map keyed by policy
-id), one observation filter per policy and the env runner that samples (sampler.py). It runs in
-the driver as the local worker or inside a Ray actor (`RolloutWorker.as_remote()`), where
-WorkerSet (worker_set.py) manages many of them. `sample()` returns a postprocessed SampleBatch
-(MultiAgentBatch for multi-agent envs); given a replay output (replay_output.py) it writes the
-postprocessed rows straight into a replay table and returns only counts, so bulk experience
-never passes through the driver. Its batches come from an InputReader (the envs, or recorded
-files with `input`) and with `output` it records them to files (tfrl/offline/).
+id, built from its policy specs by policy_specs.py), one observation filter per policy and the
+env runner that samples (sampler.py). It runs in the driver as the local worker or inside a Ray
+actor (`RolloutWorker.as_remote()`), where WorkerSet (worker_set.py) manages many of them.
+`sample()` returns a postprocessed SampleBatch (MultiAgentBatch for multi-agent envs); given a
+replay output (replay_output.py) it writes the postprocessed rows straight into a replay table
+and returns only counts, so bulk experience never passes through the driver. Its batches come
+from an InputReader (the envs, or recorded files with `input`) and with `output` it records them
+to files (tfrl/offline/).
 
 Config keys (RLlib classic names; unknown keys are ignored here, the trainer validates them):
 num_envs_per_worker, rollout_fragment_length, batch_mode ("truncate_episodes" |
@@ -36,12 +37,12 @@ from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.callbacks import make_callbacks
 from tfrl.rollout.filters import Filter, filter_from_state, make_filter
 from tfrl.rollout.metrics import RolloutMetrics
+from tfrl.rollout.policy_specs import DEFAULT_POLICY_ID, build_policy_map
 from tfrl.rollout.settings import WorkerSettings
 from tfrl.runtime import configure_tf_threads
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_POLICY_ID = "default_policy"
 # seed offset between the envs of one worker: seeds of different workers and envs never collide
 ENV_SEED_STRIDE = 10_000
 
@@ -137,10 +138,10 @@ class RolloutWorker:
 
         # a partial multiagent dict is allowed: see WorkerSettings.multiagent
         multiagent = dict(settings.multiagent or {})
-        if isinstance(policy_spec, dict) and not policy_spec and multiagent.get("policies"):
-            policy_spec = multiagent["policies"]
-        self.policy_map: Dict[str, Any] = {}
-        self._build_policies(policy_spec, default_policy_class, multiagent, policy_mapping_fn)
+        self.policy_map, self.policy_mapping_fn = build_policy_map(
+            policy_spec, env=self.env, env_name=self.env_name, multi_agent=self.multi_agent,
+            config=self.config, multiagent=multiagent, worker_seed=self.worker_seed,
+            policy_mapping_fn=policy_mapping_fn, default_policy_class=default_policy_class)
         to_train = policies_to_train if policies_to_train is not None else multiagent.get(
             "policies_to_train")
         self.policies_to_train = list(to_train) if to_train else list(self.policy_map)
@@ -186,91 +187,6 @@ class RolloutWorker:
         if seed is not None and hasattr(env, "action_space") and hasattr(env.action_space, "seed"):
             env.action_space.seed(seed)
         return env
-
-    def _build_policies(self, policy_spec, default_policy_class, multiagent, policy_mapping_fn):
-        if isinstance(policy_spec, dict):
-            specs = dict(policy_spec)
-        else:
-            specs = {DEFAULT_POLICY_ID: (policy_spec, None, None, {})}
-        if not specs:
-            raise errors.InvalidConfigError(
-                f"env {self.env_name!r}: no policies given; pass a policy class or a dict "
-                "policy_id -> (policy_class, observation_space, action_space, config)")
-        mapping_fn = policy_mapping_fn or multiagent.get("policy_mapping_fn")
-        if mapping_fn is None:
-            if len(specs) > 1:
-                raise errors.InvalidConfigError(
-                    f"env {self.env_name!r}: {len(specs)} policies but no policy_mapping_fn; set "
-                    "config['multiagent']['policy_mapping_fn'] (agent_id -> policy_id)")
-            only = next(iter(specs))
-            mapping_fn = lambda agent_id: only  # noqa: E731
-        self.policy_mapping_fn = mapping_fn
-        for pid, spec in specs.items():
-            policy_cls, obs_space, act_space, policy_config = self._unpack_spec(pid, spec,
-                                                                                default_policy_class)
-            env_obs, env_act, of_its_agents = self._env_spaces_for(pid)
-            for what, declared, actual in (("observation", obs_space, env_obs),
-                                           ("action", act_space, env_act)):
-                # a shared space of a classic multi-agent env only stands in for a spec's None
-                if of_its_agents and declared is not None and actual is not None \
-                        and declared != actual:
-                    raise errors.UnsupportedSpaceError(
-                        f"env {self.env_name!r}: policy {pid!r} declares the {what} space "
-                        f"{declared}, but the env's agents mapped to it have {actual}; make the "
-                        "policy spec match the env")
-            obs_space = obs_space if obs_space is not None else env_obs
-            act_space = act_space if act_space is not None else env_act
-            missing = [what for what, space in (("observation", obs_space), ("action", act_space))
-                       if space is None]
-            if missing:
-                kinds = " and ".join(missing)
-                raise errors.InvalidConfigError(
-                    f"env {self.env_name!r}: the {kinds} space of policy {pid!r} is unknown: its "
-                    f"spec gives None, no agent in the env's {'/'.join(m + '_spaces' for m in missing)} "
-                    f"maps to it, and the env has no shared {'/'.join(m + '_space' for m in missing)}; "
-                    "give it in the policy spec (policy_class, observation_space, action_space, "
-                    "config)")
-            merged = dict(self.config)
-            merged.update(policy_config or {})
-            merged.pop("callbacks", None)
-            merged.pop("multiagent", None)
-            if self.worker_seed is not None:
-                merged["seed"] = self.worker_seed  # distinct action-sampling seeds per worker
-            try:
-                self.policy_map[pid] = policy_cls(obs_space, act_space, merged)
-            except errors.UnsupportedSpaceError as exc:
-                raise errors.UnsupportedSpaceError(
-                    f"env {self.env_name!r}: policy {pid!r} ({getattr(policy_cls, '__name__', policy_cls)}) "
-                    f"cannot handle observation space {obs_space} / action space {act_space}: "
-                    f"{exc}") from exc
-
-    def _unpack_spec(self, pid, spec, default_policy_class):
-        if isinstance(spec, type) or callable(spec) and not isinstance(spec, (tuple, list)):
-            return spec, None, None, {}
-        if not isinstance(spec, (tuple, list)) or len(spec) != 4:
-            raise errors.InvalidConfigError(
-                f"policy spec of {pid!r} must be (policy_class, observation_space, action_space, "
-                f"config), got {spec!r}")
-        policy_cls, obs_space, act_space, policy_config = spec
-        policy_cls = policy_cls or default_policy_class
-        if policy_cls is None:
-            raise errors.InvalidConfigError(
-                f"policy spec of {pid!r} has no policy class and there is no default one")
-        return policy_cls, obs_space, act_space, policy_config
-
-    def _env_spaces_for(self, pid: str):
-        """(observation space, action space, whether they are the spaces of the agents mapped
-        to `pid`) the env declares for policy `pid`: a multi-agent env's per-agent spaces of
-        an agent mapped to it, else its shared spaces (classic RLlib's MultiAgentEnv), else
-        None."""
-        if not self.multi_agent:
-            return self.env.observation_space, self.env.action_space, True
-        for agent_id in getattr(self.env, "observation_spaces", None) or {}:
-            if self.policy_mapping_fn(agent_id) == pid:
-                return (self.env.get_observation_space(agent_id),
-                        self.env.get_action_space(agent_id), True)
-        return (getattr(self.env, "observation_space", None),
-                getattr(self.env, "action_space", None), False)
 
     def known_agent_ids(self) -> list:
         """The agent ids of a multi-agent env: its `possible_agents`, else the keys of its
