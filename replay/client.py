@@ -131,7 +131,7 @@ class Client:
         self._lock = threading.Lock()
         self._channel = None
         self._stub = None
-        self._insert_stream = self._sample_stream = None
+        self._insert_stream = self._sample_stream = self._sample_once = None
         self._signatures: Dict[str, Any] = {}
         metadata = [(protocol.PROTOCOL_METADATA_KEY, str(protocol.PROTOCOL_VERSION))]
         if token is not None:
@@ -184,6 +184,12 @@ class Client:
                         SAMPLE_STREAM_METHOD,
                         request_serializer=replay_pb2.SampleRequest.SerializeToString,
                         response_deserializer=framing.parse_sample_response)
+                    # The same method with one request, its credit the whole call's: no request
+                    # iterator (gRPC starts a thread per call to drain one).
+                    self._sample_once = self._channel.unary_stream(
+                        SAMPLE_STREAM_METHOD,
+                        request_serializer=replay_pb2.SampleRequest.SerializeToString,
+                        response_deserializer=framing.parse_sample_response)
         return self._stub
 
     @property
@@ -198,7 +204,7 @@ class Client:
         with self._lock:
             if self._channel is not None:
                 self._channel.close()
-            self._channel = self._stub = self._insert_stream = self._sample_stream = None
+            self._channel = self._stub = self._insert_stream = self._sample_stream = self._sample_once = None
 
     def _call(self, method: str, request, what: str, timeout: Optional[float] = None):
         try:
@@ -453,7 +459,11 @@ class Client:
 
         try:
             self.stub  # noqa: B018 - opens the channel
-            call = self._sample_stream(request_iterator(), metadata=self.metadata, timeout=timeout)
+            if ring is None and 0 <= max_samples <= granted:
+                # the first request grants every sample the call wants: nothing follows it
+                call = self._sample_once(requests.get(), metadata=self.metadata, timeout=timeout)
+            else:
+                call = self._sample_stream(request_iterator(), metadata=self.metadata, timeout=timeout)
         except BaseException:
             if ring is not None:
                 ring.close()
@@ -602,11 +612,14 @@ def _timesteps(info: SampleInfo, columns: List[np.ndarray], unflatten) -> List[R
         raise errors.InvalidArgumentError(
             "Can't split non timestep trajectory into timesteps: the columns have shapes "
             f"{[column.shape for column in columns]} (sample with emit_timesteps=False)")
-    steps = []
-    for t in range(len(columns[0])):
-        step = [column[t, ...] for column in columns]
-        steps.append(ReplaySample(info, step if unflatten is None else unflatten(step)))
-    return steps
+    # Each column cut into its steps in one pass (a row view each; a 0-d view of a 1-D column's
+    # element, as Reverb's np.asarray(col[i]) gives), then the steps zipped across columns.
+    length = len(columns[0])
+    per_column = [list(column) if column.ndim > 1 else [column[t, ...] for t in range(length)]
+                  for column in columns]
+    if unflatten is None:
+        return [ReplaySample(info, list(step)) for step in zip(*per_column)]
+    return [ReplaySample(info, unflatten(list(step))) for step in zip(*per_column)]
 
 
 def table_info_from_proto(proto: replay_pb2.TableInfo) -> TableInfo:
