@@ -12,11 +12,11 @@ message's real ack. See `replay.insert_stream` for the writer's side.
 from __future__ import annotations
 
 import asyncio
-from typing import Dict
+from typing import Dict, List, Optional, Tuple
 
 import grpc
 
-from replay import codec, errors
+from replay import codec, errors, shared_ring
 from replay.proto import replay_pb2
 from replay.server_calls import check_request, end_failed_call
 from replay.server_scheduling import RECHECK_SECONDS, Turn
@@ -53,6 +53,8 @@ class InsertService:
     async def InsertStream(self, request_iterator, context):
         keep_alive: Dict[int, object] = {}
         opened = False
+        ring: Optional[shared_ring.ServerRing] = None
+        announce_ring = False  # the next response tells the writer its ring was opened
         try:
             self._check_call(context)
             self._open_stream()
@@ -82,10 +84,16 @@ class InsertService:
                     chunks = None
                     # the chunk bytes come apart from the message (framing.parse_insert_request)
                     request, column_data = request.request, request.column_data
+                    if request.ring_name and ring is None:
+                        ring = shared_ring.ServerRing.open(request.ring_name, request.ring_nonce)
+                        announce_ring = ring is not None
+                    if request.HasField("ring"):
+                        column_data = _ring_views(ring, request.ring)
                     if sum(map(len, column_data)) > _DECODE_IN_POOL_BYTES:
-                        chunks = await asyncio.get_running_loop().run_in_executor(
-                            self._server._executor, codec.decode_chunks, request.chunks, True,  # noqa: SLF001
-                            column_data)
+                        column_data, chunks = await asyncio.get_running_loop().run_in_executor(
+                            self._server._executor, _decode, request.chunks, column_data)  # noqa: SLF001
+                    elif request.HasField("ring"):
+                        column_data = list(map(bytes, column_data))
                     step = (self._take_message, request, chunks, column_data, keep_alive, held, limit,
                             resolve)
                     freezer = self._server._gc_freezer  # noqa: SLF001 - same module
@@ -99,10 +107,15 @@ class InsertService:
                     if pending:
                         # An ack without keys tells the writer that its message waits for a
                         # rate limiter, so it stops sending more than a few items ahead.
-                        yield _WAITING_FOR_RATE_LIMITER
+                        if announce_ring:
+                            announce_ring = False
+                            yield replay_pb2.InsertResponse(ring_opened=True)
+                        else:
+                            yield _WAITING_FOR_RATE_LIMITER
                         await self._insert_waiting(pending, context)
                     pending = None
-                    yield replay_pb2.InsertResponse(item_keys=request.items.keys)
+                    yield replay_pb2.InsertResponse(item_keys=request.items.keys, ring_opened=announce_ring)
+                    announce_ring = False
                 held -= self._release(keep_alive, request.release_chunk_keys)
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
@@ -110,6 +123,8 @@ class InsertService:
             await end_failed_call(context, e, "InsertStream")
         finally:
             keep_alive.clear()
+            if ring is not None:
+                ring.close()
             if opened:
                 self.open_streams -= 1
 
@@ -234,3 +249,27 @@ class InsertService:
                     waited = True
             finally:
                 line.leave(turn)
+
+
+def _ring_views(ring: Optional[shared_ring.ServerRing], placed) -> List[memoryview]:
+    """Views of a message's chunk bytes in its writer's ring (`placed`: its RingData).
+
+    Raises:
+      InvalidArgumentError: the stream has no ring open (its first message named none, or one
+        this server could not open).
+      DataLossError: the columns lie outside the ring.
+    """
+    if ring is None:
+        raise errors.InvalidArgumentError(
+            "an insert message placed its chunk bytes in a shared-memory ring, but the stream has "
+            "none open (the first message must name one, and the server must have said it opened "
+            "it); send the bytes in the message")
+    return ring.views(placed.offsets, placed.lengths, "an insert message")
+
+
+def _decode(chunks, column_data: List) -> Tuple[List[bytes], list]:
+    """(the message's chunk bytes as bytes, its decoded chunks): the thread pool's part of a
+    large message. Bytes in the writer's ring are copied out before they are checked, so that
+    the writer cannot change them afterwards."""
+    column_data = [column if type(column) is bytes else bytes(column) for column in column_data]
+    return column_data, codec.decode_chunks(chunks, True, column_data)

@@ -16,6 +16,11 @@ without keys), it drops to _RATE_LIMITED_WINDOW_ITEMS. A writer that a rate limi
 so stays only a few items ahead of what the limiter admits, however large its budget, and its
 `flush` returns soon after the limiter reopens.
 
+A writer on the server's host whose chunks are large sends their bytes through a shared-memory
+ring instead of the message (`replay.shared_ring`; the message says where they are): the kernel's
+and gRPC's copies on both sides become one copy into the ring and one out of it (one writer of
+40 kB steps: 70-80% more items/s; 400 kB: about 40%).
+
 What is queued is already packed: `send` appends each chunk's and item's fields to the lists of
 the message being filled (`codec.ChunkBatchBuilder`, `codec.ItemBatchBuilder`). Queued
 chunks and items used to wait as objects (a chunk, its columns, an item's column tuples, the
@@ -32,7 +37,7 @@ from typing import Deque, List, Optional, Sequence, Union
 
 import grpc
 
-from replay import codec, errors, framing
+from replay import codec, errors, framing, shared_ring
 from replay.chunks import Chunk
 from replay.proto import replay_pb2
 
@@ -62,6 +67,13 @@ _MESSAGE_OVERHEAD_BYTES = 64 * 1024
 _START_WINDOW_ITEMS = 256
 _RATE_LIMITED_WINDOW_ITEMS = 32
 _MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024
+# A writer whose first chunks hold at least this many bytes each on average offers the server
+# a shared-memory ring (`replay.shared_ring`) of one and a half times the bytes it may keep
+# unacked (its item budget in chunks like the first, at most _MAX_IN_FLIGHT_BYTES) and two
+# messages more, so a message finds room unless acks lag (a placement takes at most half a
+# ring). Below it the bytes are few next to the per-message work (one
+# writer of 4 kB steps: 8% fewer server CPU seconds per item with the ring; 40 kB: 28%).
+_MIN_RING_CHUNK_BYTES = 2048
 
 
 class _Message:
@@ -107,8 +119,19 @@ class InsertStream:
     Writers own one each; programs write through a writer, not through this class.
     """
 
-    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None):
+    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None,
+                 shared_memory: bool = shared_ring.DEFAULT_SHARED_MEMORY):
         self._client = client
+        self._shared_memory = shared_memory
+        # The writer's ring, when it offered one (see `_offer_ring`); the server said it opened
+        # it; each sent message with items, the ring total its ack gives back (in order).
+        self._ring: Optional[shared_ring.ClientRing] = None
+        self._ring_considered = False  # at the first send with chunks
+        self._ring_to_name = False  # the next message names the ring
+        self._ring_opened = False
+        self._ring_marks: Deque[int] = collections.deque()
+        self._ring_mark = 0
+        self._ring_messages = 0
         self._max_in_flight = int(max_in_flight_items)
         self._timeout = timeout  # the call's gRPC deadline, in seconds from its start
         # `with self._lock` where a condition's lock is wanted: Condition.__enter__ is a Python
@@ -164,6 +187,11 @@ class InsertStream:
         return self._unacked_bytes
 
     @property
+    def messages_in_ring(self) -> int:
+        """Messages whose chunk bytes went through the shared-memory ring."""
+        return self._ring_messages
+
+    @property
     def window(self) -> int:
         """Unacknowledged items beyond which `send` blocks now (see the module docstring)."""
         return self._window
@@ -206,6 +234,8 @@ class InsertStream:
                 raise errors.FailedPreconditionError("the writer is closed; create a new writer")
             if self._call is None:
                 self._start()
+            if chunks and not self._ring_considered:
+                self._offer_ring(chunks)
             was_empty = self._iterator_waiting and not self._has_data()
             bytes_before = self._filling.chunks.nbytes
             full_before = len(self._full)
@@ -229,6 +259,45 @@ class InsertStream:
     def _target_items(self) -> int:
         """Queued items at which the request iterator sends without lingering."""
         return min(_TARGET_BATCH_ITEMS, self._batch_items)
+
+    def _offer_ring(self, chunks: Sequence[Union[Chunk, codec.ChunkRow]]) -> None:
+        """Creates the ring the next message offers the server, when the writer's first chunks
+        are large enough for it to pay (see _MIN_RING_CHUNK_BYTES) and shared memory is there
+        (call with the lock held)."""
+        self._ring_considered = True
+        if not self._shared_memory:
+            return
+        chunk_bytes = sum(chunk.nbytes for chunk in chunks) / len(chunks)
+        if chunk_bytes >= _MIN_RING_CHUNK_BYTES:
+            unacked_bytes = min(_MAX_IN_FLIGHT_BYTES, self._max_in_flight * chunk_bytes)
+            message_bytes = min(_MAX_BATCH_BYTES, self._batch_items * chunk_bytes)
+            self._ring = shared_ring.ClientRing.create(int(unacked_bytes * 3 // 2 + 2 * message_bytes))
+            self._ring_to_name = self._ring is not None
+
+    def _in_ring(self, packed: framing.PackedInsertRequest, has_items: bool, name_ring: bool
+                 ) -> framing.PackedInsertRequest:
+        """`packed` with its chunk bytes moved into the ring where the server opened it and it
+        has room (else as it was), or naming the ring (`name_ring`); notes the ring total the
+        message's ack gives back (every message with items has one, 0 before the ring)."""
+        ring = self._ring
+        if ring is not None and name_ring:
+            packed.request.ring_name = ring.name
+            packed.request.ring_nonce = ring.nonce
+        elif ring is not None and self._ring_opened and packed.column_data:
+            try:
+                placed = ring.place(packed.column_data)
+            except ValueError:  # the stream ended meanwhile and closed the ring
+                placed = None
+            if placed is not None:
+                offsets, lengths, self._ring_mark = placed
+                self._ring_messages += 1
+                packed.request.ring.offsets.extend(offsets)
+                packed.request.ring.lengths.extend(lengths)
+                packed = framing.PackedInsertRequest(packed.request, [])
+        if has_items:
+            with self._lock:
+                self._ring_marks.append(self._ring_mark)
+        return packed
 
     def _has_data(self) -> bool:
         return bool(self._full) or bool(self._filling)
@@ -339,12 +408,17 @@ class InsertStream:
                 if not self._has_data():
                     self._urgent = False
                 self._messages_sent += 1
-            yield message.request()
+                name_ring, self._ring_to_name = self._ring_to_name, False
+            yield self._in_ring(message.request(), bool(len(message.items)), name_ring)
 
     def _read_acks(self) -> None:
         error = None
         try:
             for response in self._call:
+                ring = self._ring
+                if response.ring_opened and ring is not None and not self._ring_opened:
+                    ring.unlink()  # the server has it mapped: its name can go
+                    self._ring_opened = True
                 with self._lock:
                     acked = len(response.item_keys)
                     if not acked:  # the server reports the oldest unacked message waiting
@@ -357,6 +431,11 @@ class InsertStream:
                     self._last_ack_time = time.monotonic()
                     if self._sent_bytes:
                         self._unacked_bytes -= self._sent_bytes.popleft()
+                    if self._ring_marks:
+                        # the server copied this message's ring bytes, and every earlier one's
+                        mark = self._ring_marks.popleft()
+                        if ring is not None:
+                            ring.release(mark)
                     if self._message_waited:
                         self._message_waited = False
                     elif self._window < self._max_in_flight:
@@ -375,6 +454,8 @@ class InsertStream:
             self._closing = True
             self._acked.notify_all()
             self._data_ready.notify_all()
+        if self._ring is not None:
+            self._ring.close()
 
 
 def _batch_items(max_in_flight_items: int) -> int:

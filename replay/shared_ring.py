@@ -1,26 +1,33 @@
-"""The shared-memory ring of a sample stream whose reader is on the server's host.
+"""Shared-memory rings between a client and a server on the same host: a sample stream's
+responses and a writer's chunks travel through one instead of through gRPC.
 
-This sits under the sample path of `replay.client` (which creates a ring per stream and names it
-in its first `SampleRequest`) and the server's SampleStream, `replay.sample_service` (which
-opens it and writes responses' column bytes into it). Over gRPC a response's bytes are copied
-six times between the server's chunks and the reader's arrays (the server's serialization and
-gRPC's copy of it, the kernel's two, gRPC's two on receipt); through the ring twice: the server
-writes them into it, the reader copies them out into its arrays. Only the small protobuf
-message still travels over gRPC, with `RingData` saying where its columns are. Reverb cannot
-do this: its streams are gRPC only.
+Sample streams: `replay.client` creates a ring per stream and names it in its first
+`SampleRequest`; the server's SampleStream, `replay.sample_service`, opens it and writes
+responses' column bytes into it. Over gRPC a response's bytes are copied six times between the
+server's chunks and the reader's arrays (the server's serialization and gRPC's copy of it, the
+kernel's two, gRPC's two on receipt); through the ring twice: the server writes them into it,
+the reader copies them out into its arrays. Only the small protobuf message still travels over
+gRPC, with `RingData` saying where its columns are.
+
+Writers: `replay.insert_stream` creates a ring per InsertStream whose chunks are large (the
+writer places its messages' chunk bytes), names it in a message, and places bytes there once
+the server's InsertStream (`replay.insert_service`) answered that it opened it; the server
+copies each message's bytes out before it answers the message, so the message's ack gives
+their room back. Reverb cannot do either: its streams are gRPC only.
 
 Protocol. The client creates a file in /dev/shm (mode 0600, its pages reserved up front so that
 writing to it can never fault) holding a random nonce at its start, and sends its name and the
 nonce. A server that opens a file of that name holding the same nonce is on the same host, and
 uses it; any other server (another host, another /dev/shm) finds no such file or another nonce,
-and sends the bytes inline as always. The server allocates each response's columns in the ring
-in order (each 64-byte aligned, one response's columns contiguous, wrapping to the start when
-they do not fit before the end) and tells the client, in the response, the total to give back
-once it has read them (`RingData.release`); the client sends that total back
-(`SampleRequest.ring_released`) once it copied them out. The server never writes over bytes
-not yet given back: a response that finds no room goes inline, so a slow reader costs copies,
-never correctness. The client unlinks the file as soon as the server answered (the server then
-has it mapped, or never will), and in any case when the stream ends.
+and the bytes travel inline as always. The writing side allocates each message's columns in the
+ring in order (each 64-byte aligned, one message's columns contiguous, wrapping to the start
+when they do not fit before the end) and never writes over bytes the reading side has not given
+back: a message that finds no room goes inline, so a slow reader costs copies, never
+correctness. For sample streams the server tells the client, in the response, the total to give
+back once it has read them (`RingData.release`), and the client sends that total back
+(`SampleRequest.ring_released`) once it copied them out; for writers an ack gives back every
+placement up to its message. The client unlinks the file as soon as the server has it mapped
+(or never will), and in any case when the stream ends.
 
 Linux only (a /dev/shm tmpfs); elsewhere `ClientRing.create` returns None and streams stay on gRPC.
 """
@@ -73,17 +80,93 @@ def stream_ring_bytes(max_in_flight: int, item_bytes: Optional[int]) -> int:
                         max(_MIN_STREAM_RING_BYTES, max_in_flight * item_bytes * 3 // 2)))
 
 
-class ClientRing:
-    """The reader's side of a ring: creates the file, maps it, hands out views of responses'
-    columns. `close()` unmaps and unlinks it once no view is used any more (callers copy out
-    of the views before they release a response)."""
+class _MappedRing:
+    """A mapped ring, either side's: the side that writes places columns into free space
+    (`place`) and takes room back as the other side gives it back (`release`); the side that
+    reads takes views of placed columns (`views`)."""
+
+    def __init__(self, memory: mmap.mmap):
+        self._memory = memory
+        self._view = memoryview(memory)
+        self._size = len(memory)
+        self._head = 0  # bytes handed out so far, padding at the ring's end included
+        self._released = 0
+
+    def views(self, offsets: Sequence[int], lengths: Sequence[int], what: str = "a sample response"
+              ) -> List[memoryview]:
+        """Views of the columns of one message (`what`, for errors) placed in the ring.
+
+        Raises:
+          DataLossError: a column lies outside the ring's data area (a broken peer).
+        """
+        size = len(self._view)
+        if len(offsets) != len(lengths):
+            raise errors.DataLossError(
+                f"{what}'s ring data names {len(offsets)} offsets but {len(lengths)} lengths")
+        out = []
+        for offset, length in zip(offsets, lengths):
+            if offset < _HEADER_BYTES or length < 0 or offset + length > size:
+                raise errors.DataLossError(
+                    f"{what}'s column at ring offset {offset} of {length} bytes lies outside "
+                    f"the ring's {size} bytes")
+            out.append(self._view[offset:offset + length])
+        return out
+
+    def release(self, total: int) -> None:
+        """The reader is done with every placement up to `total` (`place`'s third value); a
+        total out of order or beyond what was handed out is ignored."""
+        if self._released < total <= self._head:
+            self._released = total
+
+    def place(self, columns: Sequence) -> Optional[Tuple[List[int], List[int], int]]:
+        """Writes `columns` (bytes-like) into free space of the ring: (offsets, lengths, the
+        total to release once the reader is done with them), or None (nothing written) when
+        they do not fit now. Columns are 64-byte aligned and contiguous."""
+        lengths = [len(c) for c in columns]
+        span = 0
+        for length in lengths:
+            span = _aligned(span) + length
+        data_size = (self._size - _HEADER_BYTES) // _ALIGNMENT * _ALIGNMENT
+        if span == 0 or span > data_size // 2:
+            return None
+        start = self._head % data_size
+        skip = 0 if start + span <= data_size else data_size - start
+        if self._head + skip + span - self._released > data_size:
+            return None
+        self._head += skip
+        base = _HEADER_BYTES + (0 if skip else start)
+        view = self._view
+        offsets = []
+        position = 0
+        for column, length in zip(columns, lengths):
+            position = _aligned(position)
+            offset = base + position
+            view[offset:offset + length] = column
+            offsets.append(offset)
+            position += length
+        self._head += _aligned(span)
+        return offsets, lengths, self._head
+
+    def close(self) -> None:
+        """Unmaps the ring once the last view of it is gone."""
+        try:
+            self._view.release()
+            self._memory.close()
+        except BufferError:
+            pass  # a view is still alive somewhere; the mapping goes with the last reference
+
+
+class ClientRing(_MappedRing):
+    """The client's side of a ring: creates the file and maps it. A sample stream's reader
+    takes views of the server's responses in it; a writer places its messages' chunk bytes in
+    it. `close()` unmaps and unlinks it once no view is used any more (callers copy out of the
+    views before they release a response)."""
 
     def __init__(self, path: str, nonce: bytes, memory: mmap.mmap):
+        super().__init__(memory)
         self.path = path
         self.name = os.path.basename(path)
         self.nonce = nonce
-        self._memory = memory
-        self._view = memoryview(memory)
 
     @classmethod
     def create(cls, size: int = DEFAULT_RING_BYTES) -> Optional["ClientRing"]:
@@ -117,33 +200,10 @@ class ClientRing:
         """Removes the file's name (the mappings stay valid); idempotent."""
         _unlink(self.path)
 
-    def views(self, offsets: Sequence[int], lengths: Sequence[int]) -> List[memoryview]:
-        """Views of a response's columns.
-
-        Raises:
-          DataLossError: a column lies outside the ring's data area (a broken server).
-        """
-        size = len(self._view)
-        if len(offsets) != len(lengths):
-            raise errors.DataLossError(
-                f"a sample response's ring data names {len(offsets)} offsets but {len(lengths)} lengths")
-        out = []
-        for offset, length in zip(offsets, lengths):
-            if offset < _HEADER_BYTES or length < 0 or offset + length > size:
-                raise errors.DataLossError(
-                    f"a sample response's column at ring offset {offset} of {length} bytes lies outside "
-                    f"the ring's {size} bytes")
-            out.append(self._view[offset:offset + length])
-        return out
-
     def close(self) -> None:
         """Unlinks the file and unmaps the ring once the last view of it is gone."""
         self.unlink()
-        self._view.release()
-        try:
-            self._memory.close()
-        except BufferError:
-            pass  # a view is still alive somewhere; the mapping goes with the last reference
+        super().close()
 
 
 def _unlink(path: str) -> None:
@@ -153,16 +213,10 @@ def _unlink(path: str) -> None:
         pass
 
 
-class ServerRing:
-    """The server's side of a client's ring: `place` writes a response's columns into free
-    space, `release` takes back what the client gave back."""
-
-    def __init__(self, memory: mmap.mmap):
-        self._memory = memory
-        self._view = memoryview(memory)
-        self._size = len(memory)
-        self._head = 0  # bytes handed out so far, padding at the ring's end included
-        self._released = 0
+class ServerRing(_MappedRing):
+    """The server's side of a client's ring: a sample stream places responses' columns in it
+    and takes back what the client gave back; an insert stream takes views of the writer's
+    chunk bytes."""
 
     @classmethod
     def open(cls, name: str, nonce: bytes) -> Optional["ServerRing"]:
@@ -189,45 +243,3 @@ class ServerRing:
             memory.close()
             return None
         return cls(memory)
-
-    def release(self, total: int) -> None:
-        """The client read every response's bytes up to `total` (SampleRequest.ring_released);
-        a total out of order or beyond what was handed out is ignored."""
-        if self._released < total <= self._head:
-            self._released = total
-
-    def place(self, columns: Sequence) -> Optional[Tuple[List[int], List[int], int]]:
-        """Writes `columns` (bytes-like) into free space of the ring: (offsets, lengths, the
-        total the client gives back once read), or None (nothing written) when they do not fit
-        now. Columns are 64-byte aligned and contiguous."""
-        lengths = [len(c) for c in columns]
-        span = 0
-        for length in lengths:
-            span = _aligned(span) + length
-        data_size = (self._size - _HEADER_BYTES) // _ALIGNMENT * _ALIGNMENT
-        if span == 0 or span > data_size // 2:
-            return None
-        start = self._head % data_size
-        skip = 0 if start + span <= data_size else data_size - start
-        if self._head + skip + span - self._released > data_size:
-            return None
-        self._head += skip
-        base = _HEADER_BYTES + (0 if skip else start)
-        view = self._view
-        offsets = []
-        position = 0
-        for column, length in zip(columns, lengths):
-            position = _aligned(position)
-            offset = base + position
-            view[offset:offset + length] = column
-            offsets.append(offset)
-            position += length
-        self._head += _aligned(span)
-        return offsets, lengths, self._head
-
-    def close(self) -> None:
-        self._view.release()
-        try:
-            self._memory.close()
-        except BufferError:
-            pass

@@ -39,6 +39,18 @@ def _status(stub, requests, metadata=GOOD_METADATA):
     return caught.value.code(), caught.value.details()
 
 
+def _ring_placed(offset=64, ring=None):
+    """A request whose chunk bytes are said to be in the writer's shared-memory ring (at
+    `offset`), after a first message naming `ring` (None: no ring was ever named)."""
+    request = _request()
+    request.chunks.ClearField("column_data")
+    request.ring.offsets.append(offset)
+    request.ring.lengths.append(12)
+    if ring is None:
+        return [request]
+    return [replay_pb2.InsertRequest(ring_name=ring.name, ring_nonce=ring.nonce), request]
+
+
 def _flipped(column):
     return column._replace(data=bytes([column.data[0] ^ 1]) + column.data[1:])
 
@@ -55,6 +67,7 @@ CASES = {
     "chunk never sent": (lambda: [_request(send_chunk=False, chunk_key=777)], grpc.StatusCode.NOT_FOUND, "777"),
     "corrupt chunk": (lambda: [_request(corrupt=_flipped)], grpc.StatusCode.DATA_LOSS, "checksum"),
     "truncated chunk": (lambda: [_request(corrupt=_truncated)], grpc.StatusCode.DATA_LOSS, "chunk 100"),
+    "ring data without a ring": (_ring_placed, grpc.StatusCode.INVALID_ARGUMENT, "shared-memory ring"),
 }
 
 
@@ -70,6 +83,24 @@ def test_bad_insert_gets_its_status_and_nothing_stored_changes(server, stub, cas
     acks = _insert(stub, [_request(key=2, chunk_key=2, value=5.0)])
     assert [list(a.item_keys) for a in acks] == [[2]]
     assert np.all(server.tables["uniform"].get(2).decode()[0] == 5.0)
+
+
+def test_insert_columns_outside_the_writers_ring_are_data_loss(server, stub):
+    from replay import shared_ring
+
+    ring = shared_ring.ClientRing.create(1 << 20)
+    if ring is None:
+        pytest.skip("no shared memory here")
+    try:
+        _insert(stub, [_request(key=1, chunk_key=1)])
+        for offset in (8, 1 << 21):  # inside the ring's header; past its end
+            code, details = _status(stub, _ring_placed(offset, ring))
+            assert code == grpc.StatusCode.DATA_LOSS
+            assert "outside" in details
+        assert server.tables["uniform"].keys() == [1]
+        assert [list(a.item_keys) for a in _insert(stub, [_request(key=2, chunk_key=2)])] == [[2]]
+    finally:
+        ring.close()
 
 
 def test_malformed_batch_is_invalid_argument(stub):
