@@ -255,14 +255,14 @@ def _ring_views(ring: Optional[shared_ring.ServerRing], placed) -> List[memoryvi
     """Views of a message's chunk bytes in its writer's ring (`placed`: its RingData).
 
     Raises:
-      InvalidArgumentError: the stream has no ring open (its first message named none, or one
-        this server could not open).
+      InvalidArgumentError: the stream has no ring open (no earlier message named one, or it
+        named one this server could not open).
       DataLossError: the columns lie outside the ring.
     """
     if ring is None:
         raise errors.InvalidArgumentError(
             "an insert message placed its chunk bytes in a shared-memory ring, but the stream has "
-            "none open (the first message must name one, and the server must have said it opened "
+            "none open (an earlier message must name one, and the server must have said it opened "
             "it); send the bytes in the message")
     return ring.views(placed.offsets, placed.lengths, "an insert message")
 
