@@ -11,13 +11,13 @@ truncated or corrupt chunks without decompressing them.
 from __future__ import annotations
 
 import functools
-import zlib
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import lz4.block
 import numpy as np
 
 from replay import errors, specs
+from replay.checksum import crc32
 
 # Columns smaller than this are stored raw: the few bytes lz4 could save cost a decompression
 # at every sample of every item that references the column (step items of a 16-step chunk
@@ -101,7 +101,7 @@ def encode_column(column: np.ndarray, delta_encode: bool = False, compress: bool
         data=data,
         compressed=compressed,
         delta_encoded=delta,
-        crc32=zlib.crc32(data),
+        crc32=crc32(data),
     )
 
 
@@ -113,7 +113,7 @@ def encode_raw_step(step: np.ndarray, dtype_str: Optional[str] = None) -> Column
     caller keeps it (numpy builds that string on every access)."""
     raw = step.tobytes()
     return tuple.__new__(ColumnData, (dtype_str or step.dtype.str, step.shape, raw, False, False,
-                                      zlib.crc32(raw)))
+                                      crc32(raw)))
 
 
 def decode_column(column: ColumnData, length: int) -> np.ndarray:
@@ -179,7 +179,7 @@ def validate_column(column: ColumnData, length: int, what: str = "column") -> No
     except errors.InvalidArgumentError as e:
         raise errors.InvalidArgumentError(f"{what}: {e}") from None
     data = column.data
-    if zlib.crc32(data) != column.crc32:
+    if crc32(data) != column.crc32:
         raise errors.DataLossError(
             f"{what}: stored bytes do not match their checksum (truncated or corrupt); resend the chunk")
     expected = step_bytes * length

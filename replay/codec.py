@@ -12,10 +12,10 @@ corrupting stored data.
 from __future__ import annotations
 
 import time
-import zlib
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from replay import errors
+from replay.checksum import crc32
 from replay.chunks import (Chunk, ColumnData, built_chunks, column_step_bytes, one_column_chunks,
                            one_column_layout)
 from replay.items import Item, TrajectoryColumn, span_fields, span_items
@@ -201,7 +201,7 @@ def _decode_uniform_chunks(keys, num_columns, episode_ids, start_indices, length
         dim += rank
     sizes = list(map(len, blobs))
     if validate:
-        if min(lengths) <= 0 or list(map(zlib.crc32, blobs)) != crcs:
+        if min(lengths) <= 0 or list(map(crc32, blobs)) != crcs:
             return None
         for j in range(c):
             try:
