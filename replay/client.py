@@ -114,11 +114,15 @@ class Client:
       root_certificates: PEM bytes of the CA (or self-signed certificate) to trust; given, the
         client connects over TLS.
       max_message_bytes: the largest message sent or accepted.
+      shared_memory: whether this client's writers offer a server on the same host a
+        shared-memory ring for their chunk bytes (`replay.shared_ring`; writers of large steps
+        only, and only where the server can open it). False sends every byte in the messages.
     """
 
     def __init__(self, server_address: str, *, token: Optional[str] = None,
                  root_certificates: Optional[Union[bytes, str]] = None,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES):
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 shared_memory: bool = shared_ring.DEFAULT_SHARED_MEMORY):
         if not isinstance(server_address, str) or _several_addresses(server_address):
             raise errors.InvalidArgumentError(
                 f"Client takes one server address (\"host:port\"), got {server_address!r}; for several "
@@ -128,6 +132,7 @@ class Client:
         self._root_certificates = (root_certificates.encode() if isinstance(root_certificates, str)
                                    else root_certificates)
         self.max_message_bytes = int(max_message_bytes)
+        self.shared_memory = bool(shared_memory)
         self._lock = threading.Lock()
         self._channel = None
         self._stub = None
@@ -141,7 +146,8 @@ class Client:
     # -- pickling by address -------------------------------------------------------------
 
     def __reduce__(self):
-        return (_rebuild_client, (self.address, self._token, self._root_certificates, self.max_message_bytes))
+        return (_rebuild_client, (self.address, self._token, self._root_certificates, self.max_message_bytes,
+                                  self.shared_memory))
 
     def __repr__(self) -> str:
         return f"Client, server_address={self.address}"
@@ -592,9 +598,10 @@ class Client:
         return self._call("Checkpoint", replay_pb2.CheckpointRequest(), "checkpoint", timeout).path
 
 
-def _rebuild_client(address, token, root_certificates, max_message_bytes) -> Client:
+def _rebuild_client(address, token, root_certificates, max_message_bytes,
+                    shared_memory=shared_ring.DEFAULT_SHARED_MEMORY) -> Client:
     return Client(address, token=token, root_certificates=root_certificates,
-                  max_message_bytes=max_message_bytes)
+                  max_message_bytes=max_message_bytes, shared_memory=shared_memory)
 
 
 def _as_reverb_column(column: np.ndarray) -> np.ndarray:

@@ -75,6 +75,19 @@ def test_a_server_that_cannot_open_the_ring_gets_the_bytes_inline(server, monkey
     client.close()
 
 
+def test_a_client_without_shared_memory_sends_every_byte_inline_and_keeps_the_setting_when_pickled(server):
+    import pickle
+
+    before = _ring_files()
+    client = pickle.loads(pickle.dumps(server.localhost_client(shared_memory=False)))
+    assert client.shared_memory is False
+    stream = _write(client, 300)
+    assert stream.messages_in_ring == 0
+    assert _stored_values(server.tables["t"]) == [float(i) for i in range(300)]
+    assert _ring_files() == before
+    client.close()
+
+
 def test_small_steps_offer_no_ring(server):
     client = server.localhost_client()
     with client.trajectory_writer(num_keep_alive_refs=1) as writer:
