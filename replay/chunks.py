@@ -116,6 +116,15 @@ def encode_raw_step(step: np.ndarray, dtype_str: Optional[str] = None) -> Column
                                       crc32(raw)))
 
 
+def encode_raw_rows(rows: np.ndarray, dtype_str: Optional[str] = None) -> ColumnData:
+    """`encode_column(rows, compress=False)` for a column of steps (shape (K, *step_shape))
+    whose dtype and step shape a writer has checked against its first step's (as
+    `encode_raw_step`): a batch's column (`TrajectoryWriter.extend`) encoded without the checks
+    and conversions. `dtype_str`: `rows.dtype.str`, where the caller keeps it."""
+    raw = rows.tobytes()  # C order, whatever the array's layout
+    return tuple.__new__(ColumnData, (dtype_str or rows.dtype.str, rows.shape[1:], raw, False, False, crc32(raw)))
+
+
 def decode_column(column: ColumnData, length: int) -> np.ndarray:
     """Decodes a column into a read-only array of shape (length, *step_shape).
 

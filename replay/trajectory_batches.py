@@ -52,14 +52,20 @@ class _BatchAppending:
             except (ValueError, TypeError) as e:
                 raise errors.InvalidArgumentError(
                     f"extend needs steps of one structure and leaves of one shape and dtype: {e}") from None
+        elif type(steps) is np.ndarray and steps.ndim > 0 and self._one_leaf and self._dense:
+            # the steps of a one-array writer, known columns: no structure to walk
+            structure, leaves = steps, [steps]
         else:
             structure = steps
             leaves = self._batch_leaves(steps, "extend")
         n = leaves[0].shape[0]
         if n == 0:
             return
-        first_step = tree.unflatten_as(structure, [leaf[0] for leaf in leaves]) if tree.is_nested(
-            structure) else leaves[0][0]
+        if structure is steps and type(steps) is np.ndarray:
+            first_step = steps[0]
+        else:
+            first_step = tree.unflatten_as(structure, [leaf[0] for leaf in leaves]) if tree.is_nested(
+                structure) else leaves[0][0]
         self._check_rows(first_step, leaves, "extend")
         if self._open is not None:
             self._finalize(self._open, send=False)
@@ -197,10 +203,15 @@ class _BatchAppending:
         # since at most num_keep_alive_refs steps enter).
         leaving = len(window) + sum(count for _, count in entering) - keep
         if leaving > 0:
-            left = collections.Counter(itertools.islice(window, leaving))
-            staying = list(itertools.islice(window, leaving, None))
-            window.clear()
-            window.extend(staying)
+            oldest = window[0]
+            if leaving == len(window) and type(oldest) is not tuple and window.count(oldest) == leaving:
+                left = {oldest: leaving}  # the usual batch: all of the window, one chunk's steps
+                window.clear()
+            else:
+                left = collections.Counter(itertools.islice(window, leaving))
+                staying = list(itertools.islice(window, leaving, None))
+                window.clear()
+                window.extend(staying)
             for old, count in left.items():
                 for b in (old if type(old) is tuple else (old,)):
                     b.live_steps -= count

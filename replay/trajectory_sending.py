@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from replay.chunks import encode_column, encode_raw_step
+from replay.chunks import encode_column, encode_raw_rows, encode_raw_step
 from replay.codec import ChunkRow
 from replay.insert_stream import InsertStream
 from replay.trajectory_chunks import (
@@ -81,6 +81,8 @@ class _ChunkSending:
                 hint[0] -= 1
                 if one_step is not None and not self._delta:
                     data = encode_raw_step(one_step[leaf], self._leaf_dtype_strs[leaf])  # append checked it
+                elif builder.steps is None and not self._delta:  # a batch's rows (extend checked them)
+                    data = encode_raw_rows(columns[leaf], self._leaf_dtype_strs[leaf])
                 else:
                     column = columns[leaf] if one_step is None else one_step[leaf][np.newaxis]
                     data = encode_column(column, self._delta, compress=False)

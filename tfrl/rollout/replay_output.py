@@ -402,15 +402,18 @@ class ReplayOutput:
         names = list(columns)
         nested = any(tree.is_nested(columns[c]) for c in names)
         n = len(order)
-        for t in range(n):
+        # One `extend` per item: its `length` steps in one call and one chunk (chunk_length is
+        # item_length), and the item the history's last `length` steps of every column, which
+        # the writer sends as one slice per column without a reference per step.
+        for start in range(0, n, length):
+            end = start + length
             if nested:
-                step = {c: tree.map_structure(lambda a: a[t], columns[c]) for c in names}
+                steps = {c: tree.map_structure(lambda a: a[start:end], columns[c]) for c in names}
             else:
-                step = {c: columns[c][t] for c in names}
-            writer.append(step)
-            if (t + 1) % length == 0:
-                priority = 1.0 if priorities is None else float(priorities[t + 1 - length:t + 1].max())
-                writer.create_item_from_last_steps(table, priority, length)
+                steps = {c: columns[c][start:end] for c in names}
+            writer.extend(steps)
+            priority = 1.0 if priorities is None else float(priorities[start:end].max())
+            writer.create_item(table, priority, tree.map_structure(lambda h: h[-length:], writer.history))
         return n // length
 
     def _drop_shard_writers(self) -> None:

@@ -435,6 +435,36 @@ def test_extend_keeps_and_releases_the_same_steps_as_an_append_loop(server, clie
     assert held_extended <= keep and held_appended <= keep
 
 
+def test_extend_stores_strided_and_string_batches_as_an_append_loop_does(server, client):
+    """A batch's columns are encoded without a copy per step: a strided view (a transposed
+    array) and byte-string rows of another width than the first batch's reach the server with
+    the values an append loop stores."""
+    table = server.tables["fifo_once"]
+
+    def write(way):
+        writer = client.trajectory_writer(num_keep_alive_refs=4)
+        batches = [{"x": np.arange(12, dtype=np.float32).reshape(3, 4).T,  # 4 rows, not C-contiguous
+                    "s": np.array([b"a", b"bb", b"c", b"dd"])},
+                   {"x": np.full((4, 3), 7, np.float32), "s": np.array([b"eee", b"f", b"g", b"h"])}]
+        for batch in batches:
+            if way == "extend":
+                writer.extend(batch)
+            else:
+                for t in range(4):
+                    writer.append({k: v[t] for k, v in batch.items()})
+            writer.create_item("fifo_once", 1.0, {k: h[-4:] for k, h in writer.history.items()})
+        writer.close(flush=True)
+        out = []
+        while table.size:
+            out += [[c.tolist() for c in s.data] for s in client.sample(
+                "fifo_once", table.size, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)]
+        return out
+
+    extended = write("extend")
+    assert extended == write("append")
+    assert extended[0][1] == [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]]
+
+
 def test_a_history_slice_of_one_chunk_is_checked_for_expiry_as_a_whole(client):
     writer = client.trajectory_writer(num_keep_alive_refs=3)
     writer.extend(np.arange(3, dtype=np.float32))
