@@ -67,6 +67,10 @@ class ChunkStore:
                 self._sweep_locked()
         return stored
 
+    def note_read(self, nbytes: int) -> None:
+        """Says that the server read `nbytes` of chunk data; nothing for chunks in memory (the
+        disk-backed store bounds its mapped pages with it: `replay.disk_chunk_store`)."""
+
     def _sweep_locked(self) -> None:
         live = {key: entry for key, entry in self._chunks.items() if entry() is not None}
         self._chunks = live

@@ -14,6 +14,18 @@ while items or writers' keep-alive lists reference it, as in memory). A segment 
 long-lived chunk keeps its whole size on disk: with a FIFO remover (the default), chunks die
 roughly in the order they were written and segments are freed one after the other.
 
+With a memory bound (`cache_bytes`; `Server(chunk_cache_bytes=...)`, `replay-server
+--chunk-cache-mb`), a thread of the store reads the process's mapped file pages (RssFile of
+/proc/self/status) every `_TRIM_POLL_SECONDS`; once they grew by more than half the bound since
+the last trim, it drops every segment's pages from the process (madvise MADV_DONTNEED): the
+chunks' views stay valid, the page cache keeps the pages for the kernel to reclaim, and the next
+read of a chunk maps its pages again (a minor fault while the page cache still holds them). The
+other half of the bound is for what the server reads between two polls, so the chunk bytes
+resident in the process stay within the bound unless one poll interval reads more than half of
+it (one sample response of more than that, or sampling faster than 50x the bound per second).
+Pages of other files mapped since the last trim count as chunk pages until the next one, which
+makes the bound tighter, never looser.
+
 Used by `replay.Server(..., chunk_dir=PATH)` and `replay-server --chunk-dir PATH`.
 """
 from __future__ import annotations
@@ -22,7 +34,8 @@ import mmap
 import os
 import tempfile
 import threading
-from typing import Iterable, List, Optional
+import weakref
+from typing import Iterable, Iterator, List, Optional
 
 from replay import errors
 from replay.chunk_store import ChunkStore
@@ -32,12 +45,26 @@ DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
 # Buffers per pwritev call (Linux's IOV_MAX is 1024).
 _MAX_BUFFERS_PER_WRITE = 1024
+# A store with a memory bound writes at most this many bytes per call: the page cache holds a
+# write's bytes in folios sized by the write, and a read through the mapping maps a whole folio,
+# so reading a 100 kB chunk written in one 64 MB write mapped 6.5x its bytes, against 1.5x
+# (the kernel's 64 kB fault-around) after writes of 64 kB (Linux 6.18, ext4).
+_BOUNDED_WRITE_BYTES = 64 * 1024
+
+# How often a store with a memory bound reads the process's mapped file pages (reading
+# /proc/self/status costs about 30 us).
+_TRIM_POLL_SECONDS = 0.01
+# ... and after every 1/_CHECK_READ_FRACTION of the bound that sample responses read: a read
+# maps more than the bytes read (at least the kernel's 64 kB fault-around window; 16x the bytes
+# of 4 kB chunks read at random places), so the checks must come well before half the bound
+# is read.
+_CHECK_READ_FRACTION = 64
 
 
 class _Segment:
     """One unlinked file being appended to, and a read-only view of all of it."""
 
-    __slots__ = ("file", "view", "size", "offset")
+    __slots__ = ("file", "mapping", "view", "size", "offset")
 
     def __init__(self, directory: str, size: int):
         fd, path = tempfile.mkstemp(prefix="chunks-", suffix=".segment", dir=directory)
@@ -49,6 +76,7 @@ class _Segment:
             os.close(fd)
             raise
         self.file = os.fdopen(fd, "r+b", buffering=0)  # closes fd when the segment is dropped
+        self.mapping = mapping
         # Slices of this view keep the mapping (and with it the file's disk space) alive.
         self.view = memoryview(mapping)
         self.size = size
@@ -59,20 +87,27 @@ class DiskChunkStore(ChunkStore):
     """A `ChunkStore` whose chunks keep their column bytes in memory-mapped segment files
     under `chunk_dir`. Thread-safe."""
 
-    def __init__(self, chunk_dir, segment_bytes: Optional[int] = None):
+    def __init__(self, chunk_dir, segment_bytes: Optional[int] = None, cache_bytes: Optional[int] = None):
         """`segment_bytes`: the size of each segment file (None: `DEFAULT_SEGMENT_BYTES`); a
-        chunk larger than that gets a segment of its own size.
+        chunk larger than that gets a segment of its own size. `cache_bytes`: the most chunk
+        bytes the process keeps mapped in memory (see the module docstring); None: no bound of
+        its own (the kernel's page cache decides). Call `close` to stop the bound's thread.
 
         Raises:
           ChunkDirError: `chunk_dir` is missing, not a directory, or no file can be created,
             sized and mapped in it.
-          InvalidArgumentError: `segment_bytes` is not positive.
+          InvalidArgumentError: `segment_bytes` or `cache_bytes` is not positive.
         """
         super().__init__()
         if segment_bytes is None:
             segment_bytes = DEFAULT_SEGMENT_BYTES
         if int(segment_bytes) <= 0:
             raise errors.InvalidArgumentError(f"segment_bytes must be positive, got {segment_bytes}")
+        if cache_bytes is not None and int(cache_bytes) <= 0:
+            raise errors.InvalidArgumentError(f"cache_bytes must be positive or None, got {cache_bytes}")
+        self.cache_bytes = None if cache_bytes is None else int(cache_bytes)
+        self.trims = 0  # times the bound dropped the segments' pages
+        self._mappings: List[weakref.ref] = []  # every segment's mapping, while chunks use it
         self.chunk_dir = os.path.abspath(os.fspath(chunk_dir))
         self.segment_bytes = int(segment_bytes)
         if not os.path.isdir(self.chunk_dir):
@@ -86,6 +121,51 @@ class DiskChunkStore(ChunkStore):
             raise errors.ChunkDirError(
                 f"cannot create a {self.segment_bytes}-byte segment file in the chunk directory "
                 f"{self.chunk_dir}: {e}; pass a writable directory on local disk") from None
+        self._mappings.append(weakref.ref(self._segment.mapping))
+        self._closed = threading.Event()
+        self._bound_lock = threading.Lock()
+        self._read_since_check = 0
+        if self.cache_bytes is not None:
+            self._baseline_kb = _mapped_file_kb()
+            threading.Thread(target=_bound_resident_pages, args=(weakref.ref(self), self._closed),
+                             name="replay-chunk-cache-bound", daemon=True).start()
+
+    def close(self) -> None:
+        """Stops the memory bound's thread (the chunks stay readable). Idempotent."""
+        self._closed.set()
+
+    def note_read(self, nbytes: int) -> None:
+        """Says that the server read `nbytes` of chunk data (a sample response): with a memory
+        bound, every `_CHECK_READ_FRACTION` of the bound read checks the resident pages at once
+        instead of at the next poll, so fast sampling cannot outrun the bound's thread."""
+        if self.cache_bytes is None:
+            return
+        self._read_since_check += nbytes
+        if self._read_since_check * _CHECK_READ_FRACTION >= self.cache_bytes:
+            self._read_since_check = 0
+            self.check_resident_pages()
+
+    def check_resident_pages(self) -> None:
+        """With a memory bound: drops the segments' pages once the process's mapped file pages
+        grew by more than half the bound since the last drop (see the module docstring)."""
+        with self._bound_lock:
+            if _mapped_file_kb() - self._baseline_kb <= self.cache_bytes >> 11:  # half, in kB
+                return
+            self.drop_resident_pages()
+            self._baseline_kb = _mapped_file_kb()  # other files' pages; this store's at about none
+
+    def drop_resident_pages(self) -> None:
+        """Drops every segment's pages from the process's memory (they stay in the page cache
+        until the kernel needs the memory; the next read maps them again)."""
+        with self._disk_lock:
+            live = [m for m in (ref() for ref in self._mappings) if m is not None]
+            self._mappings = [weakref.ref(m) for m in live]
+        for mapping in live:
+            try:
+                mapping.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError):  # closed meanwhile: nothing of it is resident
+                pass
+        self.trims += 1
 
     def insert(self, chunks: Iterable[Chunk]) -> List[Chunk]:
         """As `ChunkStore.insert`, with the chunks' column bytes moved to disk first.
@@ -127,6 +207,7 @@ class DiskChunkStore(ChunkStore):
                         group_blobs, group_start = [], None
                         self._segment = None  # drop the full one first: its file closes now
                         segment = self._segment = _Segment(self.chunk_dir, max(self.segment_bytes, size))
+                        self._mappings.append(weakref.ref(segment.mapping))
                     if group_start is None:
                         group_start = segment.offset
                     views = []
@@ -153,8 +234,10 @@ class DiskChunkStore(ChunkStore):
             return
         fd = self._segment.file.fileno()
         position = start
-        for first in range(0, len(blobs), _MAX_BUFFERS_PER_WRITE):
-            group = blobs[first:first + _MAX_BUFFERS_PER_WRITE]
+        groups = ((blobs[first:first + _MAX_BUFFERS_PER_WRITE]
+                   for first in range(0, len(blobs), _MAX_BUFFERS_PER_WRITE))
+                  if self.cache_bytes is None else _small_writes(blobs))
+        for group in groups:
             expected = sum(map(len, group))
             written = os.pwritev(fd, group, position)
             while written < expected:  # a short write (a signal, a nearly full disk): write the rest
@@ -164,6 +247,42 @@ class DiskChunkStore(ChunkStore):
                     raise OSError(f"wrote {written} of {expected} bytes")
                 written += more
             position += expected
+
+
+def _small_writes(blobs: list) -> Iterator[list]:
+    """`blobs` as groups of buffers of at most `_BOUNDED_WRITE_BYTES` each (large blobs split)."""
+    group, size = [], 0
+    for blob in blobs:
+        view = memoryview(blob).cast("B")
+        for offset in range(0, len(view), _BOUNDED_WRITE_BYTES):
+            piece = view[offset:offset + _BOUNDED_WRITE_BYTES]
+            if size + len(piece) > _BOUNDED_WRITE_BYTES or len(group) == _MAX_BUFFERS_PER_WRITE:
+                yield group
+                group, size = [], 0
+            group.append(piece)
+            size += len(piece)
+    if group:
+        yield group
+
+
+def _mapped_file_kb() -> int:
+    """The process's resident pages of mapped files (RssFile), in kB."""
+    with open("/proc/self/status", "rb") as f:
+        status = f.read()
+    start = status.index(b"RssFile:") + 8
+    return int(status[start:status.index(b"kB", start)])
+
+
+def _bound_resident_pages(store_ref: "weakref.ref", closed: threading.Event) -> None:
+    """The memory bound's thread: checks the store's resident pages every
+    `_TRIM_POLL_SECONDS` (`DiskChunkStore.check_resident_pages`). Ends with the store or its
+    `close`."""
+    while not closed.wait(_TRIM_POLL_SECONDS):
+        store = store_ref()
+        if store is None:  # (a server that failed to start, never stopped)
+            return
+        store.check_resident_pages()
+        del store
 
 
 def _on_disk(blob) -> bool:

@@ -143,6 +143,7 @@ class SampleService:
                 if ring is not None:
                     _place_in_ring(response, ring)
                 await ready.put(framing.serialize_sample_response(response))
+                self._server.chunk_store.note_read(nbytes)
                 response = None
                 await ready.join()
         except asyncio.CancelledError:

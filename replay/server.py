@@ -301,11 +301,15 @@ class Server:
       chunk_dir: a directory on local disk for the chunk data (`replay.disk_chunk_store`): the
         tables may then hold many times the server's memory, the page cache keeping the hot
         chunks; None keeps chunks in memory.
+      chunk_cache_bytes: with `chunk_dir`, the most chunk bytes the server process keeps mapped
+        in its memory (the store drops its files' pages once they grew past it; see
+        `replay.disk_chunk_store`); None: the kernel's page cache alone decides.
 
     Raises:
       ChunkDirError: `chunk_dir` is not a writable directory.
       InvalidArgumentError: no tables, duplicate table names, only one of certificate and key, a limit
-        that is not a positive integer, or checkpoint items that do not fit a declared signature.
+        that is not a positive integer, `chunk_cache_bytes` without `chunk_dir`, or checkpoint
+        items that do not fit a declared signature.
       UnavailableError: the port cannot be bound.
       CorruptCheckpointError, DeadlineExceededError: no checkpoint could be restored, or the
         restore ran past its timeout (nothing is served then; the checkpoints are unchanged).
@@ -320,7 +324,7 @@ class Server:
                  max_in_flight_bytes_per_stream: int = DEFAULT_MAX_IN_FLIGHT_BYTES_PER_STREAM,
                  freeze_gc: bool = gc_freeze.DEFAULT_FREEZE_GC,
                  keep_freed_heap_memory: bool = heap_policy.DEFAULT_KEEP_FREED_HEAP_MEMORY,
-                 chunk_dir: Optional[str] = None):
+                 chunk_dir: Optional[str] = None, chunk_cache_bytes: Optional[int] = None):
         if keep_freed_heap_memory:
             heap_policy.keep_freed_heap_memory()
         self._stopped = threading.Event()
@@ -343,7 +347,13 @@ class Server:
             "max_in_flight_bytes_per_stream", max_in_flight_bytes_per_stream)
         max_workers = _positive_limit("max_workers", max_workers)
         self.tables = {t.name: t for t in tables}
-        self.chunk_store = ChunkStore() if chunk_dir is None else DiskChunkStore(chunk_dir)
+        if chunk_cache_bytes is not None:
+            if chunk_dir is None:
+                raise errors.InvalidArgumentError(
+                    "chunk_cache_bytes bounds the memory of disk-backed chunks; pass chunk_dir too")
+            chunk_cache_bytes = _positive_limit("chunk_cache_bytes", chunk_cache_bytes)
+        self.chunk_store = (ChunkStore() if chunk_dir is None
+                            else DiskChunkStore(chunk_dir, cache_bytes=chunk_cache_bytes))
         self.checkpointer = checkpointer
         self.host = host
         self._token = token
@@ -501,6 +511,8 @@ class Server:
             pass
         self._thread.join(timeout=30.0)
         self._executor.shutdown(wait=False)
+        if isinstance(self.chunk_store, DiskChunkStore):
+            self.chunk_store.close()
 
     async def _unwatch_all(self) -> None:
         if self._gc_freezer is not None:

@@ -5,7 +5,7 @@
                   [--token-file F] [--tls-cert C --tls-key K]
                   [--max-message-bytes N] [--max-sample-batch-size N]
                   [--max-concurrent-streams N] [--max-in-flight-bytes-per-stream N]
-                  [--chunk-dir D]
+                  [--chunk-dir D [--chunk-cache-mb M]]
 
 Prints the address and one line per table, then serves. With a checkpoint directory the
 server starts from the latest complete checkpoint there (into the tables the YAML file declares,
@@ -14,7 +14,8 @@ seconds when asked, and writes a final one on shutdown. Exits 0 after a clean sh
 bad command line or config, or when no checkpoint can be restored (corrupt, not fitting the
 declared tables, or past `--restore-timeout`; the checkpoints are left as they were).
 With a chunk directory the chunks' data lives in files there instead of the server's memory
-(`replay.disk_chunk_store`), so tables may hold many times the memory.
+(`replay.disk_chunk_store`), so tables may hold many times the memory; `--chunk-cache-mb` bounds
+the chunk bytes the process keeps mapped (by default the kernel's page cache alone decides).
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-dir", default=None,
                         help="directory on local disk for the chunk data (default: chunks in memory); "
                              "its files are unlinked once opened, so it looks empty")
+    parser.add_argument("--chunk-cache-mb", type=float, default=None,
+                        help="with --chunk-dir: the most chunk data (MB) the server keeps mapped in "
+                             "its memory; the rest stays on disk and in the kernel's page cache")
     parser.add_argument("--token-file", default=None, help="file holding the shared access token")
     parser.add_argument("--tls-cert", default=None, help="PEM certificate (with --tls-key)")
     parser.add_argument("--tls-key", default=None, help="PEM private key (with --tls-cert)")
@@ -101,6 +105,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         if args.checkpoint_dir else None)
         if args.restore_timeout is not None and checkpointer is None:
             raise errors.InvalidArgumentError("--restore-timeout needs --checkpoint-dir")
+        if args.chunk_cache_mb is not None and (args.chunk_dir is None or not args.chunk_cache_mb > 0):
+            raise errors.InvalidArgumentError("--chunk-cache-mb needs --chunk-dir and a positive number of MB")
     except errors.ReplayError as e:
         print(f"replay-server: {e}", file=sys.stderr)
         return 2
@@ -113,7 +119,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         max_in_flight_bytes_per_stream=args.max_in_flight_bytes_per_stream,
                         freeze_gc=args.freeze_gc,
                         keep_freed_heap_memory=args.keep_freed_heap_memory,
-                        chunk_dir=args.chunk_dir)
+                        chunk_dir=args.chunk_dir,
+                        chunk_cache_bytes=(None if args.chunk_cache_mb is None
+                                           else max(1, int(args.chunk_cache_mb * 1024 * 1024))))
     except (errors.DataLossError, errors.DeadlineExceededError) as e:
         print(f"replay-server: cannot restore the checkpoint: {e}", file=sys.stderr)
         return 2
@@ -140,7 +148,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if checkpointer is not None:
         print(f"  checkpoints in {checkpointer.path}", flush=True)
     if args.chunk_dir is not None:
-        print(f"  chunk data in {server.chunk_store.chunk_dir}", flush=True)
+        bound = ("" if args.chunk_cache_mb is None
+                 else f", at most {args.chunk_cache_mb:g} MB of it mapped in memory")
+        print(f"  chunk data in {server.chunk_store.chunk_dir}{bound}", flush=True)
 
     period = args.checkpoint_every if checkpointer is not None and args.checkpoint_every > 0 else None
     next_checkpoint = time.monotonic() + period if period else None

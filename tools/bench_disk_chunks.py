@@ -1,17 +1,20 @@
 """Disk-backed chunks against in-memory ones: inserts/s, samples/s and the server's peak memory.
 
 For each store (`memory`: chunks on the heap; `disk`: `Server(chunk_dir=...)`, see
-replay.disk_chunk_store) a replay server runs in its own process with one Uniform/Fifo table
+replay.disk_chunk_store; `bounded`: the same with `chunk_cache_bytes` of --chunk-cache-mb, the
+most chunk bytes the server keeps mapped) a replay server runs in its own process with one Uniform/Fifo table
 big enough for every item, MinSize(1). This process writes --table-mb of items of --item-bytes
 random bytes each (one step per item, incompressible, so the stored chunk bytes equal the
 payload) with one `Client.writer`, then samples single items for --sample-seconds with
 `Client.sample` (uniform over the whole table: with the disk store, every sample reads a chunk
 through the page cache). While both phases run it polls the server's /proc status every 50 ms
-and reports the peak RssAnon (the heap: what the disk store bounds) and RssFile (mapped
-segment pages, the kernel's to reclaim), and the table bytes over the peak RssAnon.
+and reports the peak RssAnon (the heap: what the disk store bounds), RssFile (mapped segment
+pages: the kernel's to reclaim; what the bounded store keeps within --chunk-cache-mb) and their
+sum, and the table bytes over the peak RssAnon and over the peak sum.
 
 Usage: python -m tools bench_disk_chunks [--table-mb 2000] [--item-bytes 40000]
-       [--sample-seconds 10] [--chunk-dir DIR] [--stores memory disk]
+       [--sample-seconds 10] [--chunk-dir DIR] [--stores memory disk bounded]
+       [--chunk-cache-mb 64]
 The chunk directory (default: a new temporary directory) must be on a disk, not a tmpfs.
 """
 from __future__ import annotations
@@ -31,13 +34,14 @@ TABLE = "bench"
 _POLL_SECONDS = 0.05
 
 
-def _serve(port_queue, stop_event, max_size: int, chunk_dir: Optional[str]) -> None:
+def _serve(port_queue, stop_event, max_size: int, chunk_dir: Optional[str],
+           chunk_cache_bytes: Optional[int]) -> None:
     from replay import rate_limiters, selectors
     from replay.server import Server
     from replay.table import Table
 
     table = Table(TABLE, selectors.Uniform(seed=0), selectors.Fifo(), max_size, rate_limiters.MinSize(1))
-    server = Server([table], chunk_dir=chunk_dir)
+    server = Server([table], chunk_dir=chunk_dir, chunk_cache_bytes=chunk_cache_bytes)
     port_queue.put(server.port)
     stop_event.wait()
     server.stop(grace=None)
@@ -58,15 +62,17 @@ class _PeakMemory:
 
     def __init__(self, pid: int):
         self.pid = pid
-        self.peak = {"RssAnon": 0, "RssFile": 0, "RssShmem": 0}
+        self.peak = {"RssAnon": 0, "RssFile": 0, "RssShmem": 0, "sum": 0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for name, value in _memory_kb(self.pid).items():
+            now = _memory_kb(self.pid)
+            for name, value in now.items():
                 self.peak[name] = max(self.peak[name], value)
+            self.peak["sum"] = max(self.peak["sum"], now["RssAnon"] + now["RssFile"])
             self._stop.wait(_POLL_SECONDS)
 
     def stop(self) -> Dict[str, int]:
@@ -76,7 +82,7 @@ class _PeakMemory:
 
 
 def run_case(store: str, table_bytes: int, item_bytes: int, sample_seconds: float,
-             chunk_dir: Optional[str]) -> str:
+             chunk_dir: Optional[str], chunk_cache_mb: float = 64.0) -> str:
     """One store's figures as a result line."""
     import numpy as np
 
@@ -85,13 +91,15 @@ def run_case(store: str, table_bytes: int, item_bytes: int, sample_seconds: floa
     num_items = max(1, table_bytes // item_bytes)
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
+    cache_bytes = int(chunk_cache_mb * 2**20) if store == "bounded" else None
     process = ctx.Process(target=_serve, args=(port_queue, stop_event, num_items,
-                                               chunk_dir if store == "disk" else None))
+                                               None if store == "memory" else chunk_dir, cache_bytes))
     process.start()
     try:
         port = port_queue.get(timeout=120)
         idle = _memory_kb(process.pid)
         peak = _PeakMemory(process.pid)
+        idle_sum = idle["RssAnon"] + idle["RssFile"]
         rng = np.random.default_rng(0)
         payloads = [rng.integers(0, 256, item_bytes, dtype=np.uint8) for _ in range(16)]
         client = Client(f"localhost:{port}")
@@ -124,7 +132,10 @@ def run_case(store: str, table_bytes: int, item_bytes: int, sample_seconds: floa
             f"samples_per_s={samples / sample_seconds:.0f} "
             f"rss_anon_mb_idle={idle['RssAnon'] / mb:.0f} rss_anon_mb_after_insert={after_insert['RssAnon'] / mb:.0f} "
             f"peak_rss_anon_mb={peaks['RssAnon'] / mb:.0f} peak_rss_file_mb={peaks['RssFile'] / mb:.0f} "
-            f"table_over_peak_anon={size * item_bytes / (peaks['RssAnon'] * 1024):.1f}")
+            f"peak_rss_anon_plus_file_mb={peaks['sum'] / mb:.0f} (idle {idle_sum / mb:.0f}) "
+            + (f"chunk_cache_mb={chunk_cache_mb:g} " if cache_bytes else "")
+            + f"table_over_peak_anon={size * item_bytes / (peaks['RssAnon'] * 1024):.1f} "
+            f"table_over_peak_anon_plus_file={size * item_bytes / (peaks['sum'] * 1024):.1f}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -134,12 +145,15 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--sample-seconds", type=float, default=10.0, help="seconds of sampling")
     parser.add_argument("--chunk-dir", default=None,
                         help="directory for the disk store's segments (default: a temporary one)")
-    parser.add_argument("--stores", nargs="+", choices=("memory", "disk"), default=["memory", "disk"])
+    parser.add_argument("--stores", nargs="+", choices=("memory", "disk", "bounded"),
+                        default=["memory", "disk", "bounded"])
+    parser.add_argument("--chunk-cache-mb", type=float, default=64.0,
+                        help="the bounded store's chunk_cache_bytes, in MB")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-chunks-", dir=args.chunk_dir) as chunk_dir:
         for store in args.stores:
-            print(run_case(store, int(args.table_mb * 1e6), args.item_bytes, args.sample_seconds, chunk_dir),
-                  flush=True)
+            print(run_case(store, int(args.table_mb * 1e6), args.item_bytes, args.sample_seconds, chunk_dir,
+                           args.chunk_cache_mb), flush=True)
     print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
 
 

@@ -276,3 +276,155 @@ def _write_queue(client):
     with client.trajectory_writer(1) as writer:
         for t in range(5):
             writer.create_item("queue", 1.0, writer.append(np.full(300, t, np.int32)))
+
+
+BOUND_MB = 16
+BOUNDED_ITEM_BYTES = 100_000
+BOUNDED_ITEMS = 1600  # 160 MB of incompressible chunk data: 10x the bound
+BOUNDED_TABLES_YAML = "tables:\n" + "".join(
+    f"  - {{name: {name}, sampler: {{kind: {kind}}}, remover: {{kind: Fifo}}, max_size: 10000, "
+    "rate_limiter: {kind: MinSize, min_size_to_sample: 1}}\n"
+    for name, kind in [("uniform", "Uniform"), ("fifo", "Fifo"), ("lifo", "Lifo"),
+                       ("prioritized", "Prioritized, priority_exponent: 0.8"), ("max_heap", "MaxHeap"),
+                       ("min_heap", "MinHeap")])
+
+
+def _bounded_step(i):
+    """Item i's step: incompressible bytes that start with i (int64)."""
+    step = np.random.default_rng(i).integers(0, 256, BOUNDED_ITEM_BYTES, dtype=np.uint8)
+    step[:8] = np.frombuffer(np.int64(i).tobytes(), np.uint8)
+    return step
+
+
+def _check_bounded_step(data):
+    data = np.asarray(data)
+    i = int(data[:8].view(np.int64)[0])
+    np.testing.assert_array_equal(data, _bounded_step(i))
+    return i
+
+
+class _ServerMemory:
+    """Polls a process's RssAnon and RssFile (MB) every 10 ms and keeps the peaks."""
+
+    def __init__(self, pid):
+        import threading
+
+        self.pid = pid
+        self.idle = self.read()
+        self.peak = dict(self.idle, total=self.idle["RssAnon"] + self.idle["RssFile"])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def read(self):
+        fields = {}
+        with open(f"/proc/{self.pid}/status") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name in ("RssAnon", "RssFile"):
+                    fields[name] = int(value.split()[0]) / 1024
+        return fields
+
+    def _run(self):
+        while not self._stop.wait(0.01):
+            now = self.read()
+            for name, value in now.items():
+                self.peak[name] = max(self.peak[name], value)
+            self.peak["total"] = max(self.peak["total"], now["RssAnon"] + now["RssFile"])
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def test_a_chunk_cache_bound_serves_a_table_of_ten_times_its_size(tmp_path, server_process_factory):
+    """`replay-server --chunk-dir D --chunk-cache-mb 16` holds 160 MB of chunk data in tables of
+    every selector and serves inserts, samples and a dataset from it with the chunk pages it
+    maps (RssFile) within the bound, and RssAnon+RssFile within the idle process's plus the
+    bound plus 48 MB (items, messages, the heap the server keeps for its responses)."""
+    from replay.client import Client
+
+    config = tmp_path / "tables.yaml"
+    config.write_text(BOUNDED_TABLES_YAML)
+    chunk_dir = tmp_path / "chunks"
+    chunk_dir.mkdir()
+    process = server_process_factory(config, "--chunk-dir", chunk_dir, "--chunk-cache-mb", BOUND_MB)
+    memory = _ServerMemory(process.proc.pid)
+    client = Client(process.address)
+    names = ["uniform", "fifo", "lifo", "prioritized", "max_heap", "min_heap"]
+    try:
+        with client.trajectory_writer(1) as writer:
+            for i in range(BOUNDED_ITEMS):
+                ref = writer.append(_bounded_step(i))
+                for name in names:
+                    writer.create_item(name, float(i % 13 + 1), ref)
+        info = client.server_info()
+        assert all(info[name].current_size == BOUNDED_ITEMS for name in names)
+        for name in names:
+            seen = [_check_bounded_step(s.data[0]) for _ in range(10)
+                    for s in client.sample(name, 20, emit_timesteps=False, timeout=10)]
+            assert len(seen) == 200
+            if name == "fifo":
+                assert seen[0] == 0
+            elif name == "lifo":
+                assert seen[0] == BOUNDED_ITEMS - 1
+            elif name == "max_heap":
+                assert all(i % 13 == 12 for i in seen)  # the highest priority, never sampled out
+        with ReplayDataset(process.address, "uniform", (tf.uint8,), ([BOUNDED_ITEM_BYTES],),
+                           max_in_flight_samples_per_worker=8, num_workers_per_iterator=1,
+                           max_samples=300) as dataset:
+            read = [_check_bounded_step(e.data[0].numpy()) for e in dataset]
+        assert len(read) == 300 and len(set(read)) > 200  # uniform over 1600 items
+        with client.trajectory_writer(1) as writer:  # inserts go on into the full-size tables
+            for i in range(BOUNDED_ITEMS, BOUNDED_ITEMS + 100):
+                writer.create_item("fifo", 1.0, writer.append(_bounded_step(i)))
+        assert client.server_info()["fifo"].current_size == BOUNDED_ITEMS + 100
+    finally:
+        client.close()
+        peak = memory.stop()
+    idle = memory.idle
+    table_mb = BOUNDED_ITEMS * BOUNDED_ITEM_BYTES / 2**20
+    assert table_mb >= 9.5 * BOUND_MB
+    assert peak["RssFile"] - idle["RssFile"] <= BOUND_MB + 2, (idle, peak)
+    assert peak["total"] <= idle["RssAnon"] + idle["RssFile"] + BOUND_MB + 48, (idle, peak)
+    process.terminate()
+    code, _ = process.read_until_exit()
+    assert code == 0
+    assert any(f"at most {BOUND_MB} MB of it mapped in memory" in line for line in process.lines)
+
+
+def test_the_chunk_cache_bound_is_checked(tmp_path, tables_yaml):
+    from tests.replay.server.conftest import REPO_ROOT
+
+    with pytest.raises(errors.InvalidArgumentError, match="pass chunk_dir too"):
+        Server(_tables(), chunk_cache_bytes=1 << 20)
+    with pytest.raises(errors.InvalidArgumentError, match="chunk_cache_bytes must be a positive integer"):
+        Server(_tables(), chunk_dir=str(tmp_path), chunk_cache_bytes=0)
+    with pytest.raises(errors.InvalidArgumentError, match="cache_bytes must be positive"):
+        DiskChunkStore(str(tmp_path), cache_bytes=-1)
+    for args in (["--chunk-cache-mb", "8"], ["--chunk-dir", str(tmp_path), "--chunk-cache-mb", "0"]):
+        result = subprocess.run([sys.executable, "-m", "replay.server_main", "--config", str(tables_yaml), *args],
+                                capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
+                                env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+        assert result.returncode == 2
+        assert "--chunk-cache-mb needs --chunk-dir and a positive number of MB" in result.stderr
+
+
+def test_dropped_pages_are_read_again_with_the_same_bytes(tmp_path):
+    """A store that dropped its pages from memory reads every chunk's bytes as written."""
+    server = Server([Table("fifo", selectors.Fifo(), selectors.Fifo(), 100, rate_limiters.MinSize(1),
+                           max_times_sampled=1)],
+                    chunk_dir=str(tmp_path), chunk_cache_bytes=1 << 20)
+    client = server.localhost_client()
+    try:
+        with client.trajectory_writer(1) as writer:
+            for i in range(20):
+                writer.create_item("fifo", 1.0, writer.append(_bounded_step(i)))
+        server.chunk_store.drop_resident_pages()
+        got = [_check_bounded_step(s.data[0]) for s in client.sample("fifo", 20, emit_timesteps=False, timeout=10)]
+        assert got == list(range(20))
+        assert server.chunk_store.trims >= 1
+    finally:
+        client.close()
+        server.stop(grace=None)
