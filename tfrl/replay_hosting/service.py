@@ -217,14 +217,20 @@ class ReplayService:
 
     def load_checkpoint(self, directory: str) -> None:
         """Reloads the embedded server's tables from a `save_checkpoint` directory, in place:
-        open writers and sample streams keep working and see the restored items.
+        open writers and sample streams keep working and see the restored items. The tables keep
+        the settings this trainer declares, as a `replay-server` restoring into its declared
+        tables does (`replay.checkpoint.RESTORE_RULE`): the checkpoint supplies the contents, items
+        sampled `max_times_sampled` times are deleted, the excess over `max_size` is evicted, the
+        rate limiter is rebased, and the log names each setting that changed.
 
         Raises:
           CheckpointError: no complete checkpoint there, an unreadable one, a table this server
-            does not serve, or an external server (it loads its own checkpoints when it starts).
+            does not serve, items that do not fit a table's signature, or an external server (it
+            loads its own checkpoints when it starts).
         """
         from replay import errors as replay_errors
         from replay.checkpoint import Checkpointer
+        from replay.checkpoint_files import MANIFEST, parse_manifest, read_file
 
         if not self.embedded:
             raise errors.CheckpointError(
@@ -235,14 +241,18 @@ class ReplayService:
         if latest is None:
             raise errors.CheckpointError(f"no complete replay checkpoint under {directory!r}")
         try:
-            loaded = Checkpointer.load(latest)
+            saved = [entry["config"]["name"] for entry in parse_manifest(latest, read_file(latest, MANIFEST))["tables"]]
         except replay_errors.ReplayError as exc:
             raise errors.CheckpointError(f"cannot read replay checkpoint {latest!r}: {exc}") from exc
-        unknown = sorted(t.name for t in loaded if t.name not in server.tables)
+        unknown = sorted(name for name in saved if name not in server.tables)
         if unknown:
             raise errors.CheckpointError(
                 f"replay checkpoint {latest!r} holds tables {unknown} that this trainer does not "
                 f"use (it has {sorted(server.tables)}); restore it into the same algorithm")
+        try:
+            loaded = Checkpointer.load(latest, declared={name: server.tables[name].config() for name in saved})
+        except replay_errors.ReplayError as exc:
+            raise errors.CheckpointError(f"cannot read replay checkpoint {latest!r}: {exc}") from exc
         for table in loaded:
             _, items, counters = table.checkpoint()
             try:
