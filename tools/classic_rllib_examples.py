@@ -7,7 +7,9 @@ folder, with its default arguments (so to its own stop criterion) under a time l
 rewritten folder is importable as `tfrl.rllib.examples` (the scripts import their helper models
 and envs from `ray.rllib.examples.models` / `.env`), and `import ray.rllib` is blocked, so
 nothing falls back to the RLlib inside the installed `ray` wheel; Ray's workers get the same
-import rules.
+import rules. The helper modules tfrl itself ships under `tfrl/rllib/examples` (classic library
+code ported to gymnasium's API, e.g. `env.multi_agent`) are imported instead of the release's
+copies, as a tfrl user's script importing them would get them.
 
     python -m tools classic_rllib_examples --examples /tmp/ray-1.0.0/ray/rllib/examples \
         --limit 300 [--gym-from-imports] [script.py ...]
@@ -31,9 +33,12 @@ from pathlib import Path
 SITECUSTOMIZE = '''"""Import rules of the classic example runs (tools/classic_rllib_examples.py)."""
 import importlib.abc
 import importlib.util
+import os
 import sys
 
 EXAMPLES = {examples!r}
+TFRL_EXAMPLES = {tfrl_examples!r}
+PACKAGE = "tfrl.rllib.examples"
 
 
 class _ClassicExamples(importlib.abc.MetaPathFinder):
@@ -42,14 +47,28 @@ class _ClassicExamples(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(
                 f"No module named {{fullname!r}} (blocked: the examples must run on tfrl)",
                 name=fullname)
-        if fullname == "tfrl.rllib.examples":
+        if fullname != PACKAGE and not fullname.startswith(PACKAGE + "."):
+            return None
+        # tfrl's own helper modules first, then the release's (rewritten) ones
+        parts = fullname.split(".")[3:]
+        roots = [os.path.join(root, *parts) for root in (TFRL_EXAMPLES, EXAMPLES)]
+        folders = [d for d in roots if os.path.isdir(d)]
+        if folders:
+            inits = [os.path.join(d, "__init__.py") for d in folders]
+            init = next((i for i in inits if os.path.isfile(i)), inits[-1])
             return importlib.util.spec_from_file_location(
-                fullname, EXAMPLES + "/__init__.py", submodule_search_locations=[EXAMPLES])
+                fullname, init, submodule_search_locations=folders)
+        for module in (r + ".py" for r in roots):
+            if os.path.isfile(module):
+                return importlib.util.spec_from_file_location(fullname, module)
         return None
 
 
 sys.meta_path.insert(0, _ClassicExamples())
 '''
+
+# helper modules tfrl ships under tfrl.rllib.examples: imported instead of the release's
+TFRL_EXAMPLES = Path(__file__).resolve().parent.parent / "tfrl" / "rllib" / "examples"
 
 ERROR_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception|Exit)\b|^[A-Za-z_.]+Error: ")
 
@@ -72,7 +91,8 @@ def prepare(examples: Path, work: Path, gym_from_imports: bool = False) -> Path:
     (target / "__init__.py").touch()
     site = work / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(examples=str(target)))
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE.format(
+        examples=str(target), tfrl_examples=str(TFRL_EXAMPLES)))
     return target
 
 

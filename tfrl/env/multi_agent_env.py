@@ -76,47 +76,58 @@ class MultiAgentEnv:
             "every agent shares")
 
 
-def make_multi_agent(env_creator: Callable[[dict], Any], num_agents: int = 2) -> type:
-    """Returns a `MultiAgentEnv` class running `num_agents` independent copies of a gymnasium env.
+class IndependentCopiesEnv(MultiAgentEnv):
+    """`num_agents` independent copies of one single-agent env, agent `i` stepping copy `i`.
 
-    Agent `i` steps copy `i`; an agent that terminates or truncates stops acting; the episode
-    ends when every copy has ended. `env_creator` is a gymnasium id or a callable(env_config).
+    An agent that terminates or truncates stops acting; the episode ends when every copy has
+    ended (a truncation of `"__all__"` when any copy was truncated and none terminated since).
+    `env_creator` is called once per copy with `env_config`; the copies must have gymnasium's API
+    (a ResolvedEnvCreator adapts classic ones).
     """
+
+    def __init__(self, env_creator: Callable[[Any], Any], num_agents: int,
+                 env_config: Optional[dict] = None):
+        self.envs = [env_creator(env_config) for _ in range(num_agents)]
+        self.possible_agents = list(range(num_agents))
+        self.observation_spaces = {i: e.observation_space for i, e in enumerate(self.envs)}
+        self.action_spaces = {i: e.action_space for i, e in enumerate(self.envs)}
+        self._done = set()
+        self._truncated = set()
+
+    def reset(self, *, seed=None, options=None):
+        self._done = set()
+        self._truncated = set()
+        obs, infos = {}, {}
+        for i, env in enumerate(self.envs):
+            obs[i], infos[i] = env.reset(seed=None if seed is None else seed + i, options=options)
+        return obs, infos
+
+    def step(self, action_dict):
+        obs, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
+        for i, action in action_dict.items():
+            obs[i], rewards[i], terminateds[i], truncateds[i], infos[i] = self.envs[i].step(action)
+            if terminateds[i] or truncateds[i]:
+                self._done.add(i)
+            if truncateds[i] and not terminateds[i]:
+                self._truncated.add(i)
+        all_done = len(self._done) == len(self.envs)
+        truncateds[ALL_AGENTS] = all_done and bool(self._truncated)
+        terminateds[ALL_AGENTS] = all_done and not truncateds[ALL_AGENTS]
+        return obs, rewards, terminateds, truncateds, infos
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+def make_multi_agent(env_creator: Callable[[dict], Any], num_agents: int = 2) -> type:
+    """Returns a `MultiAgentEnv` class running `num_agents` independent copies of a gymnasium env
+    (an `IndependentCopiesEnv`). `env_creator` is a gymnasium id or a callable(env_config)."""
     creator = resolve_env_creator(env_creator)
 
-    class IndependentCopies(MultiAgentEnv):
+    class IndependentCopies(IndependentCopiesEnv):
         def __init__(self, env_config: Optional[dict] = None):
-            self.envs = [creator(env_config) for _ in range(num_agents)]
-            self.possible_agents = list(range(num_agents))
-            self.observation_spaces = {i: e.observation_space for i, e in enumerate(self.envs)}
-            self.action_spaces = {i: e.action_space for i, e in enumerate(self.envs)}
-            self._done = set()
-            self._truncated = set()
-
-        def reset(self, *, seed=None, options=None):
-            self._done = set()
-            self._truncated = set()
-            obs, infos = {}, {}
-            for i, env in enumerate(self.envs):
-                obs[i], infos[i] = env.reset(seed=None if seed is None else seed + i, options=options)
-            return obs, infos
-
-        def step(self, action_dict):
-            obs, rewards, terminateds, truncateds, infos = {}, {}, {}, {}, {}
-            for i, action in action_dict.items():
-                obs[i], rewards[i], terminateds[i], truncateds[i], infos[i] = self.envs[i].step(action)
-                if terminateds[i] or truncateds[i]:
-                    self._done.add(i)
-                if truncateds[i] and not terminateds[i]:
-                    self._truncated.add(i)
-            all_done = len(self._done) == len(self.envs)
-            truncateds[ALL_AGENTS] = all_done and bool(self._truncated)
-            terminateds[ALL_AGENTS] = all_done and not truncateds[ALL_AGENTS]
-            return obs, rewards, terminateds, truncateds, infos
-
-        def close(self):
-            for env in self.envs:
-                env.close()
+            super().__init__(creator, num_agents, env_config)
 
     IndependentCopies.__name__ = f"MultiAgent{num_agents}x{creator.name}"
     IndependentCopies.__qualname__ = IndependentCopies.__name__

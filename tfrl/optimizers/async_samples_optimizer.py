@@ -41,6 +41,7 @@ from tfrl.config import merge_model_config
 from tfrl.learner.learner_thread import LearnerThread
 from tfrl.learner.minibatch_sgd import MinibatchSGD, flatten_sequences
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
+from tfrl.optimizers.rollout_replay import numeric_columns
 from tfrl.optimizers.settings import AsyncSamplesSettings
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.settings import WorkerSettings
@@ -293,24 +294,6 @@ def check_fragment_config(config: dict, whole_fragments: bool = True) -> None:
         raise errors.InvalidConfigError(
             "model.use_lstm: AsyncSamplesOptimizer learns feed-forward policies only; set "
             "use_lstm to False")
-
-
-def numeric_columns(batch) -> List[str]:
-    """The columns of `batch` that replay can hold (`canonical_dtype` takes every leaf); a
-    policy's free-form extras, such as strings, stay on the worker."""
-    import tree
-
-    from tfrl.rollout.replay_output import canonical_dtype
-
-    def storable(value) -> bool:
-        try:
-            for leaf in tree.flatten(value):
-                canonical_dtype(np.asarray(leaf).dtype)
-        except errors.UnsupportedSpaceError:
-            return False
-        return True
-
-    return [name for name, value in batch.items() if storable(value)]
 
 
 class PolicyRowsLearner:

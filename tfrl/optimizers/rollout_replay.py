@@ -26,22 +26,46 @@ def replay_table_name(base: str, policy_id: str) -> str:
 
 
 def declare_replay_tables(workers, worker_settings, replay, make_table: Callable, base: str,
-                          policy_ids: Sequence[str]) -> Tuple[str, PolicyTables]:
+                          policy_ids: Sequence[str],
+                          columns: Optional[Dict[str, Sequence[str]]] = None
+                          ) -> Tuple[str, PolicyTables]:
     """Declares one table `make_table(name, signature, policy_id)` per policy id on `replay`,
     each signature derived from the local worker's policy (and the observation filter of
-    `worker_settings`, a WorkerSettings), and starts the service. Returns
+    `worker_settings`, a WorkerSettings), with the policy's `columns` where given (else its
+    default replay columns), and starts the service. Returns
     (address, {policy_id: (table name, signature)})."""
     from tfrl.rollout import replay_signature
 
     local = workers.local_worker()
+    columns = columns or {}
     tables = {}
     for pid in policy_ids:
-        signature = replay_signature(local.get_policy(pid),
+        signature = replay_signature(local.get_policy(pid), columns.get(pid),
                                      observation_filter=worker_settings.observation_filter)
         table = make_table(replay_table_name(base, pid), signature, pid)
         replay.add_table(table)
         tables[pid] = (table.name, signature)
     return replay.start(), tables
+
+
+def numeric_columns(batch) -> List[str]:
+    """The columns of `batch` that replay can hold (`canonical_dtype` takes every leaf); a
+    policy's free-form extras, such as strings, stay on the worker."""
+    import numpy as np
+    import tree
+
+    from tfrl import errors
+    from tfrl.rollout.replay_output import canonical_dtype
+
+    def storable(value) -> bool:
+        try:
+            for leaf in tree.flatten(value):
+                canonical_dtype(np.asarray(leaf).dtype)
+        except errors.UnsupportedSpaceError:
+            return False
+        return True
+
+    return [name for name, value in batch.items() if storable(value)]
 
 
 def point_workers_at_replay(workers, worker_settings, address: str, tables: PolicyTables,

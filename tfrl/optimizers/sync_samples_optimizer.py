@@ -7,14 +7,18 @@ until at least `train_batch_size` env steps are in), read exactly the items writ
 `ReplayDataset` as one train batch per policy, and run `num_sgd_iter` epochs of
 `sgd_minibatch_size` minibatches on it with that policy's own learner. The bulk data goes
 worker -> replay server -> learner; the driver only sees counts and metrics. Policies outside
-`policies_to_train` get no table and no learner: their weights never change.
+`policies_to_train` get no table and no learner: their weights never change. A trained policy
+that declares no loss but has its own `learn_on_batch` (classic RLlib's hand-written policies)
+gets its train batch once per step, every numeric postprocessed column in it, through that
+method, as classic RLlib's SyncSamplesOptimizer handed it (`num_sgd_iter` and minibatches are
+for declared losses).
 
 A recurrent policy's items are padded sequences (see tfrl/rollout/replay_output.py), so its
 train batch holds whole sequences with their initial states and `seq_lens`.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
@@ -22,9 +26,12 @@ from tfrl import errors
 from tfrl.learner.minibatch_sgd import MinibatchSGD
 from tfrl.learner.row_reader import RowReader
 from tfrl.optimizers.policy_optimizer import PolicyOptimizer
-from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers_at_replay,
-                                             sample_round)
+from tfrl.optimizers.rollout_replay import (declare_replay_tables, numeric_columns,
+                                             point_workers_at_replay, sample_round)
 from tfrl.optimizers.settings import SyncSamplesSettings
+from tfrl.policy.policy import Policy
+from tfrl.policy.sample_batch import SampleBatch
+from tfrl.rollout.replay_output import dummy_trajectory
 from tfrl.rollout.settings import WorkerSettings
 
 ROLLOUTS_TABLE = "rollouts"
@@ -53,11 +60,15 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         local = workers.local_worker()
         self.policy_ids = list(local.policies_to_train)
         self.policies = {pid: self._learner_policy(pid) for pid in self.policy_ids}
+        # policies with their own learn_on_batch: every numeric postprocessed column travels
+        own_columns = {pid: numeric_columns(dummy_trajectory(
+            policy, self.worker_settings.observation_filter))
+            for pid, policy in self.policies.items() if not _declares_loss(policy)}
         queue_size = 4 * self.train_batch_size + 20_000
         self.address, self.tables = declare_replay_tables(
             workers, self.worker_settings, replay,
             lambda name, signature, _pid: Table.queue(name, queue_size, signature=signature),
-            ROLLOUTS_TABLE, self.policy_ids)
+            ROLLOUTS_TABLE, self.policy_ids, columns=own_columns)
         self.readers: Dict[str, RowReader] = {}
         self.sgds: Dict[str, MinibatchSGD] = {}
         for pid in self.policy_ids:
@@ -66,6 +77,8 @@ class SyncSamplesOptimizer(PolicyOptimizer):
                 num_workers_per_iterator=1)
             self.readers[pid] = RowReader(dataset, block_rows=self._rows_per_fragment(pid),
                                           select=lambda sample: sample.data)
+            if pid in own_columns:
+                continue
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
                                           self.settings.num_sgd_iter, self.settings.minibatch_size)
             # while the remote workers are still starting (pointing them at replay waits for them)
@@ -77,7 +90,7 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         self.policy_id = self.policy_ids[0]
         self.policy = self.policies[self.policy_id]
         self.table = self.tables[self.policy_id][0]
-        self.sgd = self.sgds[self.policy_id]
+        self.sgd = self.sgds.get(self.policy_id)  # None: a policy with its own learn_on_batch
         self.reader = self.readers[self.policy_id]
 
     def _rows_per_fragment(self, policy_id: str):
@@ -96,17 +109,28 @@ class SyncSamplesOptimizer(PolicyOptimizer):
         """The policy that learns: the local worker's own, or (under a strategy other than the
         default) a copy built inside the strategy's scope that replaces it in the local worker.
 
+        A policy that declares no loss is its own learner (its `learn_on_batch`).
+
         Raises:
-          NotSupportedError: the policy declares no loss (its own learn_on_batch).
+          NotSupportedError: the policy declares no loss and implements no `learn_on_batch`,
+            or it is a recurrent one (its items would be padded sequences, not rows).
         """
         local = self.workers.local_worker()
         policy = local.get_policy(policy_id)
-        if not hasattr(policy, "loss_input_signature"):
-            raise errors.NotSupportedError(
-                f"SyncSamplesOptimizer runs minibatch SGD on a declared loss (build_tf_policy or "
-                f"a TFPolicy subclass); {type(policy).__name__} (policy {policy_id!r}) has its "
-                "own learn_on_batch: drive it with AsyncSamplesOptimizer, which hands it every "
-                "sampled fragment, or with your own loop over workers.local_worker().sample()")
+        if not _declares_loss(policy):
+            if type(policy).learn_on_batch is Policy.learn_on_batch:
+                raise errors.NotSupportedError(
+                    f"policy {policy_id!r} ({type(policy).__name__}) is in policies_to_train but "
+                    "declares no loss (build_tf_policy or a TFPolicy subclass) and implements "
+                    "no learn_on_batch: implement learn_on_batch(samples) (return {} to learn "
+                    "nothing), or leave the policy out of multiagent.policies_to_train")
+            if policy.is_recurrent():
+                raise errors.NotSupportedError(
+                    f"policy {policy_id!r} ({type(policy).__name__}) has its own "
+                    "learn_on_batch and is recurrent: SyncSamplesOptimizer hands such policies "
+                    "rows of feed-forward steps only; declare its loss (build_tf_policy) or "
+                    "drive it with your own loop over workers.local_worker().sample()")
+            return policy
         if self.strategy is tf.distribute.get_strategy():
             return policy
         with self.strategy.scope():
@@ -154,9 +178,12 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             if n < self.strategy.num_replicas_in_sync:
                 continue  # too few items to give every replica one; read so the queue drains
             with self.timer("learn"):
-                stats[pid] = self.sgds[pid].learn_on_batch(batch)
+                if pid in self.sgds:
+                    stats[pid] = self.sgds[pid].learn_on_batch(batch)
+                else:
+                    stats[pid] = _own_learn_on_batch(self.policies[pid], batch)
         self.num_steps_sampled += steps
-        self.num_steps_trained += steps * self.sgd.num_sgd_iter
+        self.num_steps_trained += steps * self.settings.num_sgd_iter
         for policy in self.policies.values():
             policy.on_global_var_update({"timestep": self.num_steps_sampled})
         self.learner_stats = stats
@@ -165,3 +192,19 @@ class SyncSamplesOptimizer(PolicyOptimizer):
     def stop(self) -> None:
         self.replay.close_datasets()
         super().stop()
+
+
+def _declares_loss(policy) -> bool:
+    """Whether `policy` declares a loss that minibatch SGD runs (build_tf_policy, TFPolicy)."""
+    return hasattr(policy, "loss_input_signature")
+
+
+def _own_learn_on_batch(policy, columns: Dict[str, Any]) -> dict:
+    """The learner stats of `policy.learn_on_batch` on the rows read (a SampleBatch of numpy
+    columns): its `learner_stats` entry when it returns classic RLlib's nesting, else all."""
+    import numpy as np
+    import tree
+
+    result = policy.learn_on_batch(SampleBatch(tree.map_structure(np.asarray, dict(columns))))
+    result = result or {}
+    return dict(result.get("learner_stats", result)) if isinstance(result, dict) else {}

@@ -1,5 +1,6 @@
 """Classic RLlib trainer code runs on tfrl's core: build_trainer's classic hook forms, the
 document's update_kl hook, classic config keys, and trainer classes run by `tune.run`."""
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -144,14 +145,26 @@ def test_a_column_the_postprocessing_adds_reaches_the_loss_undeclared(ray_sessio
 
 
 class OwnLearnerPolicy(Policy):
-    """A from-scratch policy: its own learn_on_batch, no declared loss."""
+    """A from-scratch policy: its own learn_on_batch, no declared loss. It counts the rows it
+    was handed and checks the column its postprocessing adds came along."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.rows_learned = 0
 
     def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
                         prev_reward_batch=None, info_batch=None, episodes=None, **kwargs):
         return [self.action_space.sample() for _ in obs_batch], [], {}
 
+    def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
+        sample_batch["doubled_rewards"] = 2.0 * np.asarray(sample_batch[SampleBatch.REWARDS])
+        return sample_batch
+
     def learn_on_batch(self, samples):
-        return {}
+        rewards = np.asarray(samples[SampleBatch.REWARDS])
+        assert np.array_equal(np.asarray(samples["doubled_rewards"]), 2.0 * rewards)
+        self.rows_learned += len(rewards)
+        return {"learner_stats": {"rows": float(len(rewards))}}
 
     def get_weights(self):
         return {}
@@ -160,8 +173,25 @@ class OwnLearnerPolicy(Policy):
         pass
 
 
-def test_minibatch_sgd_refuses_a_policy_without_a_declared_loss_by_name(ray_session):
+class NoLearnerPolicy(OwnLearnerPolicy):
+    learn_on_batch = Policy.learn_on_batch
+
+
+def test_minibatch_sgd_hands_a_policy_without_a_declared_loss_to_its_learn_on_batch(ray_session):
     trainer_cls = build_trainer(name="OwnLearner", default_policy=OwnLearnerPolicy)
-    with pytest.raises(NotSupportedError, match="OwnLearnerPolicy .* has its own learn_on_batch: "
-                                                "drive it with AsyncSamplesOptimizer"):
+    with trainer_cls(config=SMALL) as trainer:
+        first = trainer.train()
+        second = trainer.train()
+        policy = trainer.get_policy()
+    # classic RLlib's SyncSamplesOptimizer: the whole train batch once per step, every
+    # postprocessed column in it
+    assert policy.rows_learned == 64
+    assert first["info"]["learner"]["default_policy"]["rows"] == 32.0
+    assert second["timesteps_total"] == 64
+
+
+def test_minibatch_sgd_refuses_a_policy_with_neither_loss_nor_learn_on_batch(ray_session):
+    trainer_cls = build_trainer(name="NoLearner", default_policy=NoLearnerPolicy)
+    with pytest.raises(NotSupportedError, match="NoLearnerPolicy.* declares no loss .* and "
+                                                "implements no learn_on_batch"):
         trainer_cls(config=SMALL)
