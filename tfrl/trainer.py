@@ -25,7 +25,7 @@ import copy
 import logging
 import os
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 
@@ -297,6 +297,22 @@ class Trainer:
 
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID):
         return self.workers.local_worker().get_policy(policy_id)
+
+    def get_weights(self, policies: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """{policy_id: weights} (numpy) of `policies` (default: all), from the local worker,
+        whose policies are the ones that learn (classic RLlib's `Trainer.get_weights`)."""
+        return self.workers.local_worker().get_weights(policies)
+
+    def set_weights(self, weights: Dict[str, Any]) -> None:
+        """Sets the weights of the policies in `weights` (as `get_weights` returns them) on the
+        local worker and sends them to the remote workers, so the next samples use them
+        (classic RLlib's `Trainer.set_weights` set only the local worker's).
+
+        Raises:
+          InvalidConfigError: a policy id in `weights` that this trainer does not have.
+        """
+        self.workers.local_worker().set_weights(weights)
+        self.workers.sync_weights(list(weights))
 
     def compute_action(self, observation, policy_id: str = DEFAULT_POLICY_ID, explore: bool = False):
         """The action the policy takes for one raw observation: the observation goes through the

@@ -195,3 +195,23 @@ def test_minibatch_sgd_refuses_a_policy_with_neither_loss_nor_learn_on_batch(ray
     with pytest.raises(NotSupportedError, match="NoLearnerPolicy.* declares no loss .* and "
                                                 "implements no learn_on_batch"):
         trainer_cls(config=SMALL)
+
+
+def test_weights_move_between_trainers_and_reach_their_remote_workers(ray_session):
+    # multi_agent_two_trainers.py's swap: one trainer's policy weights set into another's
+    config = dict(SMALL, num_workers=1)
+    with PGTrainer(config=config) as source, PGTrainer(config=config) as target:
+        source.train()
+        weights = source.get_weights(["default_policy"])
+        assert list(weights) == ["default_policy"]
+        before = target.get_weights()["default_policy"]
+        assert any(not np.array_equal(a, b) for a, b in zip(weights["default_policy"], before))
+        target.set_weights(weights)
+        local = target.get_weights()["default_policy"]
+        remote = target.workers.foreach_worker(lambda w: w.get_weights()["default_policy"],
+                                               local_worker=False)[0]
+        for expected, got_local, got_remote in zip(weights["default_policy"], local, remote):
+            assert np.array_equal(expected, got_local)
+            assert np.array_equal(expected, got_remote)
+        with pytest.raises(InvalidConfigError, match="no_such_policy"):
+            target.set_weights({"no_such_policy": []})
