@@ -35,6 +35,12 @@ class Policy:
         global_timestep: environment steps seen so far (driven by `on_global_var_update`).
     """
 
+    # Whether the policy turns raw observations into its inputs itself (TFPolicy: inside its
+    # traced functions). A hand-written policy does not: as classic RLlib's workers did, the
+    # rollout worker builds it with the flat preprocessed space and hands it one-hot Discrete
+    # and flattened Dict / Tuple observations (tfrl/rollout/classic_preprocessing.py).
+    preprocesses_observations = False
+
     def __init__(self, observation_space, action_space, config: Dict):
         self.observation_space = observation_space
         self.action_space = action_space

@@ -138,6 +138,8 @@ def _check_shape(array, template, what: str) -> None:
 class TFPolicy(Policy):
     """TensorFlow 2 policy; see the module docstring for the construction order."""
 
+    preprocesses_observations = True  # raw observations, preprocessed in its traced functions
+
     @classmethod
     def get_default_config(cls) -> Dict:
         return copy.deepcopy(TFPOLICY_DEFAULT_CONFIG)

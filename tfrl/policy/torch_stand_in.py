@@ -16,6 +16,7 @@ class TorchPolicyStandIn(Policy):
     """A classic torch policy class that tfrl cannot construct (module docstring)."""
 
     framework = "torch"
+    preprocesses_observations = True  # never built: the worker leaves its spaces as they are
     tf_counterpart = "its TensorFlow policy"
 
     def __init__(self, *args, **kwargs):

@@ -7,12 +7,17 @@ None class takes the trainer's default policy class, a None space the env's (a m
 spaces of an agent mapped to the policy, else its shared observation_space/action_space), and
 each policy's config is the worker's config with the spec's config over it and the worker's
 seed. It also settles the agent -> policy mapping function (the only policy when there is one).
+A hand-written policy class (one that does not preprocess observations itself) on a Discrete,
+Dict or Tuple space is built with classic RLlib's flat preprocessed space instead
+(classic_preprocessing.py).
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from tfrl import errors
+from tfrl.rollout.classic_preprocessing import (classic_observation_space,
+                                               needs_classic_preprocessing)
 
 DEFAULT_POLICY_ID = "default_policy"
 
@@ -94,6 +99,8 @@ def build_policy_map(policy_spec: Any, *, env: Any, env_name: str, multi_agent: 
         if worker_seed is not None:
             merged["seed"] = worker_seed  # distinct action-sampling seeds per worker
         try:
+            if needs_classic_preprocessing(policy_cls, obs_space):
+                obs_space = classic_observation_space(obs_space)  # a hand-written policy
             policy_map[pid] = policy_cls(obs_space, act_space, merged)
         except errors.UnsupportedSpaceError as exc:
             raise errors.UnsupportedSpaceError(

@@ -35,6 +35,7 @@ from tfrl.env.multi_agent_env import MultiAgentEnv
 from tfrl.env.registry import EnvContext, resolve_env_creator
 from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.callbacks import make_callbacks
+from tfrl.rollout.classic_preprocessing import ClassicPreprocessingFilter, preprocesses_for
 from tfrl.rollout.filters import Filter, filter_from_state, make_filter
 from tfrl.rollout.metrics import RolloutMetrics
 from tfrl.rollout.policy_specs import DEFAULT_POLICY_ID, build_policy_map
@@ -145,8 +146,9 @@ class RolloutWorker:
         to_train = policies_to_train if policies_to_train is not None else multiagent.get(
             "policies_to_train")
         self.policies_to_train = list(to_train) if to_train else list(self.policy_map)
-        self.filters = {pid: make_filter(settings.observation_filter, policy.observation_space)
-                        for pid, policy in self.policy_map.items()}
+        self.filters = {pid: self._with_preprocessing(
+            pid, make_filter(settings.observation_filter, policy.observation_space))
+            for pid, policy in self.policy_map.items()}
         self.runner = self._make_runner()
         if (settings.jit_compile_actions == "auto" and worker_index > 0 and not self.multi_agent
                 and not getattr(self.runner, "uses_numpy_actions", False)):
@@ -482,10 +484,19 @@ class RolloutWorker:
         for pid, state in policy_states.items():
             self.policy_map[pid].set_state(state)
         for pid, f in filters.items():
-            self.filters[pid] = f.copy()
+            self.filters[pid] = self._with_preprocessing(pid, _unwrapped_filter(f).copy())
             self.filters[pid].clear_buffer()
         self.runner.set_filters(self.filters)
         self.num_steps_sampled = int(data.get("num_steps_sampled", self.num_steps_sampled))
+
+    def _with_preprocessing(self, policy_id: str, observation_filter: Filter) -> Filter:
+        """`observation_filter`, behind classic preprocessing for a hand-written policy built
+        with classic RLlib's preprocessed space (classic_preprocessing.py)."""
+        policy = self.policy_map[policy_id]
+        if not preprocesses_for(policy):
+            return observation_filter
+        return ClassicPreprocessingFilter(policy.observation_space.original_space,
+                                          observation_filter)
 
     # --- helpers for WorkerSet ----------------------------------------------------------
     def for_policy(self, func: Callable[[Any], Any], policy_id: str = DEFAULT_POLICY_ID) -> Any:
@@ -558,3 +569,10 @@ class RolloutWorker:
         return (f"RolloutWorker(env={getattr(self, 'env_name', None)!r}, "
                 f"worker_index={getattr(self, 'worker_index', None)}, "
                 f"policies={list(getattr(self, 'policy_map', {}))})")
+
+
+def _unwrapped_filter(observation_filter: Filter) -> Filter:
+    """The observation filter behind classic preprocessing (the one whose state is saved)."""
+    if isinstance(observation_filter, ClassicPreprocessingFilter):
+        return observation_filter.inner
+    return observation_filter

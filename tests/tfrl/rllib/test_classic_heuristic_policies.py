@@ -110,3 +110,95 @@ def test_a_trainer_with_an_untrained_heuristic_policy_without_weights_trains(ray
         assert all(np.array_equal(a, r) for a, r in zip(after, remote))
     assert result["timesteps_total"] >= 12
     assert set(result["policy_reward_mean"]) <= {"px", "py"}
+
+
+DISCRETE = gym.spaces.Discrete(3)
+NESTED = gym.spaces.Dict({"a": gym.spaces.Discrete(2), "b": gym.spaces.Box(-1.0, 1.0, (2,))})
+
+
+class DiscreteGame(SharedSpacesGame):
+    """SharedSpacesGame with `Discrete(3)` observations (the step) for "x" and a `Dict` one for
+    "y" ({"a": step parity, "b": [step, -step] / 2}), as RockPaperScissors' raw integers."""
+
+    observation_spaces = {"x": DISCRETE, "y": NESTED}
+    action_spaces = {"x": ACT, "y": ACT}
+    possible_agents = ["x", "y"]
+
+    def _obs(self):
+        t = min(self.t, 2)
+        return {"x": t, "y": {"a": t % 2, "b": np.array([t, -t], np.float32) / 2}}
+
+    def step(self, action_dict):
+        obs, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        return self._obs(), rewards, terminateds, truncateds, infos
+
+
+class RecordingHeuristic(RandomHeuristic):
+    """Records every observation batch it is handed (BeatLastHeuristic reads one-hot rows)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+
+    def compute_actions(self, obs_batch, *args, **kwargs):
+        self.seen.append(np.array(obs_batch))
+        return super().compute_actions(obs_batch, *args, **kwargs)
+
+
+def _worker(policies, observation_filter="NoFilter"):
+    return RolloutWorker(DiscreteGame, policies,
+                         {"rollout_fragment_length": 6, "model": MODEL,
+                          "observation_filter": observation_filter},
+                         policy_mapping_fn=by_agent)
+
+
+def test_a_hand_written_policy_gets_classic_preprocessed_observations():
+    worker = _worker({"px": (RecordingHeuristic, DISCRETE, ACT, {}),
+                      "py": (RecordingHeuristic, NESTED, ACT, {})})
+    batch = worker.sample()
+    px, py = worker.get_policy("px"), worker.get_policy("py")
+    # classic RLlib built it with the preprocessor's flat Box, the env's space its original
+    assert px.observation_space.shape == (3,) and px.observation_space.original_space == DISCRETE
+    assert py.observation_space.shape == (4,) and py.observation_space.original_space == NESTED
+    seen_x = np.concatenate(px.seen)
+    assert seen_x.shape[1:] == (3,) and seen_x.dtype == np.float32
+    assert np.array_equal(seen_x[:3], np.eye(3, dtype=np.float32))  # steps 0, 1, 2: one-hot
+    # Dict: its parts in sorted key order, "a" one-hot then "b" as it is
+    seen_y = np.concatenate(py.seen)
+    assert np.allclose(seen_y[:3], [[1, 0, 0, 0], [0, 1, 0.5, -0.5], [1, 0, 1, -1]])
+    # the batch holds what the policy saw
+    obs_x = batch.policy_batches["px"]["obs"] if hasattr(batch, "policy_batches") else None
+    assert obs_x is not None and np.asarray(obs_x).shape[1:] == (3,)
+
+
+def test_a_tf_policy_keeps_raw_observations_next_to_a_hand_written_one():
+    worker = _worker({"px": (PGTFPolicy, DISCRETE, ACT, {}),
+                      "py": (RecordingHeuristic, NESTED, ACT, {})})
+    batch = worker.sample()
+    assert worker.get_policy("px").observation_space == DISCRETE
+    obs_x = np.asarray(batch.policy_batches["px"]["obs"])
+    assert obs_x.ndim == 1 and set(obs_x.tolist()) <= {0, 1, 2}
+
+
+class SavableRecorder(RecordingHeuristic):
+    def get_weights(self):
+        return {}
+
+    def set_weights(self, weights):
+        pass
+
+
+def test_classic_preprocessing_survives_a_worker_restore_and_feeds_the_filter():
+    worker = _worker({"px": (SavableRecorder, DISCRETE, ACT, {}),
+                      "py": (SavableRecorder, NESTED, ACT, {})}, "MeanStdFilter")
+    worker.sample()
+    saved = worker.save()
+    # the filter's statistics are over the preprocessed rows
+    assert saved["filters"]["px"]["shape"] == [3]
+    assert saved["filters"]["py"]["shape"] == [4]
+    worker.restore(saved)
+    px = worker.get_policy("px")
+    px.seen.clear()
+    worker.sample()
+    assert np.concatenate(px.seen).shape[1:] == (3,)
+    assert worker.filter_observation(2, "px").shape == (3,)

@@ -1,0 +1,104 @@
+"""Classic RLlib's observation preprocessing, for hand-written policies.
+
+tfrl's TF policies take raw observations and preprocess them inside their traced functions
+(tfrl/models/preprocessors.py). Classic RLlib preprocessed on the rollout worker instead: every
+policy was built with the preprocessor's flat `Box` space (its `original_space` the env's) and
+handed preprocessed observations, so a hand-written `Policy` (its own `compute_actions`, no
+model) reads a `Discrete` observation as a one-hot vector and a `Dict` / `Tuple` one as the
+flat concatenation of its parts (classic RLlib's OneHot / Dict / Tuple flattening
+preprocessors; other spaces passed unchanged). A policy class declares which it is with
+`preprocesses_observations` (tfrl's `Policy`: False; `TFPolicy`: True); for one that does not,
+the worker builds it with `classic_observation_space` and preprocesses its observations with a
+`ClassicPreprocessingFilter` in front of its observation filter.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from tfrl.rollout.filters import Filter
+from tfrl.utils.rows import row_of
+
+# the spaces classic RLlib's preprocessors changed (OneHot, DictFlattening, TupleFlattening)
+CLASSIC_PREPROCESSED_SPACES = (gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple)
+
+
+def needs_classic_preprocessing(policy_cls: Any, space: Any) -> bool:
+    """Whether a policy of `policy_cls` on `space` gets classic preprocessed observations: the
+    class does not preprocess itself and classic RLlib's preprocessor changed that space."""
+    return (not getattr(policy_cls, "preprocesses_observations", True)
+            and isinstance(space, CLASSIC_PREPROCESSED_SPACES))
+
+
+def classic_observation_space(space: gym.Space) -> gym.spaces.Box:
+    """The flat float32 `Box` of `space`'s preprocessed observations, `original_space` set.
+
+    Raises:
+      UnsupportedSpaceError: a part of `space` that no preprocessor handles.
+    """
+    from tfrl.models.preprocessors import get_preprocessor
+
+    box = get_preprocessor(space)(space).observation_space
+    box.original_space = space
+    return box
+
+
+def preprocesses_for(policy: Any) -> bool:
+    """Whether the worker preprocesses `policy`'s observations (it was built by the worker
+    with `classic_observation_space`)."""
+    return (not getattr(policy, "preprocesses_observations", True)
+            and getattr(policy.observation_space, "original_space", None) is not None)
+
+
+class ClassicPreprocessingFilter(Filter):
+    """Preprocesses a batch of raw observations of `original_space` (one row at a time, as
+    classic RLlib's worker did), then applies `inner`, the policy's observation filter, whose
+    statistics are the ones synchronised, saved and restored."""
+
+    def __init__(self, original_space: gym.Space, inner: Filter):
+        from tfrl.models.preprocessors import get_preprocessor
+
+        self.original_space = original_space
+        self.preprocessor = get_preprocessor(original_space)(original_space)
+        self.inner = inner
+
+    @property
+    def stateless(self) -> bool:
+        return self.inner.stateless
+
+    def __call__(self, obs_batch: Any, update: bool = True) -> np.ndarray:
+        rows = len(obs_batch) if isinstance(obs_batch, (np.ndarray, list)) else \
+            len(next(iter(_leaves(obs_batch))))
+        flat = np.stack([self.preprocessor.transform(row_of(obs_batch, i)) for i in range(rows)]) \
+            if rows else np.zeros((0, *self.preprocessor.shape), np.float32)
+        return self.inner(flat, update)
+
+    def apply_changes(self, other: Filter) -> None:
+        self.inner.apply_changes(_inner(other))
+
+    def sync(self, other: Filter) -> None:
+        self.inner.sync(_inner(other))
+
+    def clear_buffer(self) -> None:
+        self.inner.clear_buffer()
+
+    def get_state(self) -> dict:
+        return self.inner.get_state()
+
+    def serving_parameters(self):
+        return self.inner.serving_parameters()
+
+    def __repr__(self):
+        return f"ClassicPreprocessingFilter({self.original_space}, {self.inner!r})"
+
+
+def _inner(other: Filter) -> Filter:
+    return other.inner if isinstance(other, ClassicPreprocessingFilter) else other
+
+
+def _leaves(batch: Any):
+    import tree
+
+    return tree.flatten(batch)
