@@ -32,6 +32,11 @@ CLASSIC_KEYS_WITHOUT_EFFECT = {
     "tf_session_args": "TensorFlow 2 has no sessions",
     "local_tf_session_args": "TensorFlow 2 has no sessions",
     "_use_trajectory_view_api": "tfrl's loss reads the columns it needs",
+    "num_data_loader_buffers": "IMPALA's learner reads its batches from the replay service",
+    "num_aggregation_workers": "IMPALA's learner reads its batches from the replay service, "
+                               "with no aggregation actors",
+    "fake_sampler": "workers always step their envs (classic RLlib's fake sampler repeated the "
+                    "first batch, for speed tests)",
 }
 
 

@@ -20,6 +20,9 @@ from tfrl.rollout.settings import WorkerSettings
 
 logger = logging.getLogger(__name__)
 
+# seconds of waiting for new remote workers before a warning says they have no room to start
+WORKER_START_WARNING_S = 60.0
+
 
 def is_worker_failure(exc: BaseException) -> bool:
     """True when `exc` (from ray.get on a worker call) means the worker must be replaced: its
@@ -203,10 +206,22 @@ class WorkerSet:
         self._await_initialisation(self._initialisation_calls(actors))
 
     def _await_initialisation(self, refs: List[Any]) -> None:
-        """ray.get of initialisation calls; an actor that died starting is a WorkerCrashedError."""
+        """ray.get of initialisation calls; an actor that died starting is a WorkerCrashedError.
+        Workers still not started after WORKER_START_WARNING_S (Ray has no room for them:
+        another trainer's workers may hold the CPUs) are named in a warning, then waited for."""
         import ray
 
         try:
+            _, pending = ray.wait(refs, num_returns=len(refs), timeout=WORKER_START_WARNING_S)
+            if pending:
+                logger.warning(
+                    "rollout workers for env %r have not started after %.0f s; each asks Ray "
+                    "for %g CPU(s) (num_cpus_per_worker) and %g GPU(s), and Ray has %g of %g "
+                    "CPUs free (another trainer's workers may hold them). Still waiting: lower "
+                    "num_workers (0 samples in this process) or give Ray more CPUs",
+                    self.env_creator.name, WORKER_START_WARNING_S,
+                    self.settings.num_cpus_per_worker, self.settings.num_gpus_per_worker,
+                    ray.available_resources().get("CPU", 0), ray.cluster_resources().get("CPU", 0))
             ray.get(refs)
         except ray.exceptions.RayActorError as exc:
             raise errors.WorkerCrashedError(

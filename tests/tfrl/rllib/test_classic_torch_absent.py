@@ -75,3 +75,26 @@ def test_normc_initializer_gives_columns_of_norm_std_in_a_keras_layer():
     np.random.seed(3)
     np.testing.assert_array_equal(normc_initializer(0.5)((40, 5)).numpy(), kernel)  # seeded
     assert flatten(tf.zeros([2, 3, 4])).shape == (2, 12)
+
+
+def test_a_torch_recurrent_model_overriding_forward_rnn_is_defined_at_import_time():
+    # examples/models/rnn_model.py defines TorchRNNModel next to its TF model
+    from tfrl.rllib.models.modelv2 import ModelV2
+    from tfrl.rllib.models.torch.recurrent_net import RecurrentNetwork as TorchRNN
+    from tfrl.rllib.utils.annotations import override
+    from tfrl.rllib.utils.framework import try_import_torch
+
+    _, nn = try_import_torch()
+
+    class TorchRNNModel(TorchRNN, nn.Module):
+        @override(ModelV2)
+        def get_initial_state(self):
+            return []
+
+        @override(TorchRNN)
+        def forward_rnn(self, inputs, state, seq_lens):
+            return inputs, state
+
+    env = gym.make("CartPole-v1")
+    with pytest.raises(ImportError, match="torch"):
+        TorchRNNModel(env.observation_space, env.action_space, 2, {}, "rnn")

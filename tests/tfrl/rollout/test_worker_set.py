@@ -177,3 +177,40 @@ def test_trainer_config_is_rllibs_name_of_the_worker_config(ray_session):
 
     with pytest.raises(InvalidConfigError, match="both config and trainer_config"):
         WorkerSet("CartPole-v1", PGPolicy, BASE, trainer_config=BASE)
+
+
+def test_workers_without_room_to_start_are_named_in_a_warning(ray_session, monkeypatch, caplog):
+    # two trainers on a small machine: the first one's workers hold every CPU
+    import ray
+
+    from tfrl.rollout import worker_set
+
+    monkeypatch.setattr(worker_set, "WORKER_START_WARNING_S", 1.0)
+
+    @ray.remote
+    class Holder:
+        def ready(self):
+            return True
+
+    free = ray.available_resources().get("CPU", 0)
+    holder = Holder.options(num_cpus=free).remote()
+    ray.get(holder.ready.remote())
+    ws = WorkerSet("CartPole-v1", PGPolicy, dict(BASE, num_cpus_per_worker=1), num_workers=1)
+    waiter = threading.Thread(target=ws.wait_until_started)
+    try:
+        with caplog.at_level("WARNING", logger="tfrl.rollout.worker_set"):
+            waiter.start()
+            deadline = time.monotonic() + 60
+            while "have not started" not in caplog.text and time.monotonic() < deadline:
+                time.sleep(0.2)
+        assert "rollout workers for env 'CartPole-v1' have not started after 1 s" in caplog.text
+        assert "1 CPU(s) (num_cpus_per_worker)" in caplog.text
+        assert waiter.is_alive()  # still waiting, not failed
+        ray.kill(holder)
+        waiter.join(120)
+        assert not waiter.is_alive()
+        assert ws.foreach_worker(lambda w: w.sample().count, local_worker=False) == [20]
+    finally:
+        ray.kill(holder)
+        waiter.join(120)
+        ws.stop()

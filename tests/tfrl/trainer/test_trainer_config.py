@@ -66,6 +66,11 @@ def test_classic_keys_without_effect_are_accepted_and_left_out():
 
     merged = merge_config(COMMON_CONFIG, {"compress_observations": True,
                                           "log_sys_usage": True, "lr": 0.5})
+    # custom_fast_model.py's IMPALA keys
+    from tfrl.agents.impala import DEFAULT_CONFIG as IMPALA_CONFIG
+    impala = merge_config(IMPALA_CONFIG, {"num_data_loader_buffers": 1,
+                                          "num_aggregation_workers": 1, "fake_sampler": True})
+    assert not {"num_data_loader_buffers", "num_aggregation_workers", "fake_sampler"} & set(impala)
     assert merged["lr"] == 0.5
     assert not set(CLASSIC_KEYS_WITHOUT_EFFECT) & set(merged)
     # an algorithm's defaults may declare such a key for itself
