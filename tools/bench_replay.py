@@ -43,7 +43,8 @@ Modes:
              and the time includes the final flush. One line per way with steps/s (the items of
              the steps written) of wall time, of the process's CPU time (the writer's and its
              stream's threads; steadier on a loaded machine) and of the writer's thread's CPU
-             time (the writer's own work), and the ratios extend/append (best of 3 runs each,
+             time (the writer's own work), the server process's CPU microseconds per step
+             (least of the 3 runs), and the ratios extend/append (best of 3 runs each,
              alternating). With --profile, prints cProfile's top functions of
              one extend run (the writer's thread CPU time) instead.
              Options: --ops (steps)
@@ -54,9 +55,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import pathlib
 import sys
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -325,13 +328,22 @@ def run_insert_path(args) -> None:
           flush=True)
 
 
-def _extend_case(address: str, way: str, batches: list) -> tuple:
-    """(steps/s of wall time, of the process's CPU time, of the writer's thread's CPU time) of
-    one writer writing `batches` (each [100, 100] float32) by `way`."""
+def _process_cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process `pid` so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _extend_case(address: str, way: str, batches: list, server_pid: Optional[int] = None) -> tuple:
+    """(steps/s of wall time, of the process's CPU time, of the writer's thread's CPU time, and
+    the server's CPU microseconds per step when `server_pid` is given) of one writer writing
+    `batches` (each [100, 100] float32) by `way`."""
     from replay.client import Client
 
     client = Client(address)
     writer = client.trajectory_writer(num_keep_alive_refs=100)
+    server_start = _process_cpu_seconds(server_pid) if server_pid else 0.0
     start, start_cpu, start_thread = time.perf_counter(), time.process_time(), time.thread_time()
     for batch in batches:
         if way == "extend":
@@ -343,10 +355,11 @@ def _extend_case(address: str, way: str, batches: list) -> tuple:
     writer.flush()
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
     thread_seconds = time.thread_time() - start_thread
+    server_seconds = _process_cpu_seconds(server_pid) - server_start if server_pid else 0.0
     writer.close()
     client.close()
     steps = sum(len(b) for b in batches)
-    return steps / seconds, steps / cpu_seconds, steps / thread_seconds
+    return steps / seconds, steps / cpu_seconds, steps / thread_seconds, server_seconds / steps * 1e6
 
 
 def run_extend(args) -> None:
@@ -368,12 +381,16 @@ def run_extend(args) -> None:
             pstats.Stats(profile).sort_stats("tottime").print_stats(25)
             return
         best = {"append": (0.0, 0.0, 0.0), "extend": (0.0, 0.0, 0.0)}
+        server_us = {"append": [], "extend": []}
         for _ in range(3):
             for way in best:
-                best[way] = tuple(map(max, best[way], _extend_case(address, way, batches)))
+                *rates, server_us_per_step = _extend_case(address, way, batches, server.pid)
+                best[way] = tuple(map(max, best[way], rates))
+                server_us[way].append(server_us_per_step)
         for way, (wall, cpu, thread) in best.items():
             print(f"writer_{way} steps=400B batch=100 keep=100 steps_per_s={wall:.0f} "
-                  f"steps_per_cpu_s={cpu:.0f} steps_per_writer_thread_cpu_s={thread:.0f}", flush=True)
+                  f"steps_per_cpu_s={cpu:.0f} steps_per_writer_thread_cpu_s={thread:.0f} "
+                  f"server_cpu_us_per_step={min(server_us[way]):.2f}", flush=True)
         ratios = [e / a for e, a in zip(best["extend"], best["append"])]
         print(f"writer_extend_over_append ratio={ratios[0]:.2f} cpu_ratio={ratios[1]:.2f} "
               f"writer_thread_cpu_ratio={ratios[2]:.2f}", flush=True)
