@@ -15,16 +15,18 @@ long-lived chunk keeps its whole size on disk: with a FIFO remover (the default)
 roughly in the order they were written and segments are freed one after the other.
 
 With a memory bound (`cache_bytes`; `Server(chunk_cache_bytes=...)`, `replay-server
---chunk-cache-mb`), a thread of the store reads the process's mapped file pages (RssFile of
-/proc/self/status) every `_TRIM_POLL_SECONDS`; once they grew by more than half the bound since
-the last trim, it drops every segment's pages from the process (madvise MADV_DONTNEED): the
-chunks' views stay valid, the page cache keeps the pages for the kernel to reclaim, and the next
-read of a chunk maps its pages again (a minor fault while the page cache still holds them). The
-other half of the bound is for what the server reads between two polls, so the chunk bytes
-resident in the process stay within the bound unless one poll interval reads more than half of
-it (one sample response of more than that, or sampling faster than 50x the bound per second).
-Pages of other files mapped since the last trim count as chunk pages until the next one, which
-makes the bound tighter, never looser.
+--chunk-cache-mb`), the store reads the process's mapped file pages (RssFile of
+/proc/self/status) from a thread every `_TRIM_POLL_SECONDS` and after every
+1/`_CHECK_READ_FRACTION` of the bound that sample responses read (`note_read`); once they grew
+by more than half the bound since the last trim, it drops every segment's pages from the process
+(madvise MADV_DONTNEED): the chunks' views stay valid, the page cache keeps the pages for the
+kernel to reclaim, and the next read of a chunk maps its pages again (a minor fault while the
+page cache still holds them). The other half of the bound is for what is read between two
+checks, so the chunk bytes resident in the process stay within the bound unless that is more
+than half of it (a single sample response mapping that much). A bounded store writes in pieces
+of `_BOUNDED_WRITE_BYTES` so that a read maps little more than it reads. Pages of other files
+mapped since the last trim count as chunk pages until the next one, which makes the bound
+tighter, never looser.
 
 Used by `replay.Server(..., chunk_dir=PATH)` and `replay-server --chunk-dir PATH`.
 """
@@ -96,7 +98,8 @@ class DiskChunkStore(ChunkStore):
         Raises:
           ChunkDirError: `chunk_dir` is missing, not a directory, or no file can be created,
             sized and mapped in it.
-          InvalidArgumentError: `segment_bytes` or `cache_bytes` is not positive.
+          InvalidArgumentError: `segment_bytes` or `cache_bytes` is not positive, or a bound
+            where /proc/self/status cannot be read.
         """
         super().__init__()
         if segment_bytes is None:
@@ -126,7 +129,12 @@ class DiskChunkStore(ChunkStore):
         self._bound_lock = threading.Lock()
         self._read_since_check = 0
         if self.cache_bytes is not None:
-            self._baseline_kb = _mapped_file_kb()
+            try:
+                self._baseline_kb = _mapped_file_kb()
+            except (OSError, ValueError) as e:
+                raise errors.InvalidArgumentError(
+                    f"a chunk cache bound reads the process's mapped file pages from /proc/self/status, "
+                    f"which cannot be read here ({e}); run without the bound") from None
             threading.Thread(target=_bound_resident_pages, args=(weakref.ref(self), self._closed),
                              name="replay-chunk-cache-bound", daemon=True).start()
 
@@ -149,10 +157,17 @@ class DiskChunkStore(ChunkStore):
         """With a memory bound: drops the segments' pages once the process's mapped file pages
         grew by more than half the bound since the last drop (see the module docstring)."""
         with self._bound_lock:
-            if _mapped_file_kb() - self._baseline_kb <= self.cache_bytes >> 11:  # half, in kB
+            try:
+                resident_kb = _mapped_file_kb()
+            except (OSError, ValueError):  # (read at start, so not expected): checked again later
+                return
+            if resident_kb - self._baseline_kb <= self.cache_bytes >> 11:  # half, in kB
                 return
             self.drop_resident_pages()
-            self._baseline_kb = _mapped_file_kb()  # other files' pages; this store's at about none
+            try:
+                self._baseline_kb = _mapped_file_kb()  # other files' pages; this store's at about none
+            except (OSError, ValueError):
+                pass
 
     def drop_resident_pages(self) -> None:
         """Drops every segment's pages from the process's memory (they stay in the page cache
