@@ -221,3 +221,22 @@ def test_noise_scale_follows_its_schedule_to_zero():
     policy.on_global_var_update({"timestep": 100})  # what workers get with the weights
     assert float(policy.noise_scale.numpy()) == 0.0
     np.testing.assert_allclose(policy.compute_actions(obs)[0], greedy, rtol=1e-6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT_CONFIG, TD3_CONFIG], ids=["ddpg", "td3"])
+def test_ddpg_and_td3_act_through_xla_by_default_with_the_graphs_actions(config):
+    exploration = dict(config["exploration_config"], random_timesteps=0)
+    xla = DDPGTFPolicy(OBS_SPACE, ACTION_SPACE, trainer_config(
+        config, actor_hiddens=[8], critic_hiddens=[8], exploration_config=exploration))
+    graph = DDPGTFPolicy(OBS_SPACE, ACTION_SPACE, trainer_config(
+        config, actor_hiddens=[8], critic_hiddens=[8], exploration_config=exploration,
+        jit_compile_actions=False))
+    graph.set_weights(xla.get_weights())
+    assert xla.actions_compiled_with_xla and not graph.actions_compiled_with_xla
+    obs = np.random.default_rng(5).normal(scale=3.0, size=(64, 2)).astype(np.float32)
+    deterministic = xla.compute_actions(obs, explore=False)[0]
+    np.testing.assert_allclose(deterministic, graph.compute_actions(obs, explore=False)[0],
+                               rtol=1e-5, atol=1e-5)
+    noisy = xla.compute_actions(obs)[0]
+    assert np.all(noisy >= ACTION_SPACE.low) and np.all(noisy <= ACTION_SPACE.high)
+    assert not np.allclose(noisy, deterministic)

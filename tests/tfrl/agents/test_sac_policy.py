@@ -152,6 +152,19 @@ def test_actions_stay_within_bounds_and_explore_false_takes_the_mode():
     assert not np.allclose(sampled, mode)
 
 
+def test_sac_acts_through_xla_by_default_with_the_graphs_actions():
+    xla = sac_policy(exploration_config={"random_timesteps": 0})
+    graph = sac_policy(exploration_config={"random_timesteps": 0}, jit_compile_actions=False)
+    graph.set_weights(xla.get_weights())
+    assert xla.actions_compiled_with_xla and not graph.actions_compiled_with_xla
+    obs = np.random.default_rng(4).normal(scale=3.0, size=(64, 2)).astype(np.float32)
+    np.testing.assert_allclose(xla.compute_actions(obs, explore=False)[0],
+                               graph.compute_actions(obs, explore=False)[0], rtol=1e-5, atol=1e-5)
+    sampled = xla.compute_actions(obs)[0]
+    assert np.all(sampled >= ACTION_SPACE.low) and np.all(sampled <= ACTION_SPACE.high)
+    assert not np.allclose(sampled, xla.compute_actions(obs, explore=False)[0])
+
+
 def test_squashed_gaussian_sample_and_logp_is_exact_where_tanh_saturates():
     # u = 10: 1 - tanh(u)^2 is about 8e-9, below float32's resolution of 1 - tanh^2; the old
     # epsilon-guarded formula gave log(1e-6) there instead of about -18.7

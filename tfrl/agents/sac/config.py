@@ -55,6 +55,10 @@ DEFAULT_CONFIG = with_common_config({
     "grad_clip": None,
     "train_batch_size": 256,
     # === Rollouts ===
+    # Act through XLA also in the driver (COMMON_CONFIG's "auto" does it in remote workers
+    # only): the actor's one-row call there costs a fraction of the plain graph's wall clock,
+    # most of all on a loaded machine (docs/benchmarks.md, issue 60).
+    "jit_compile_actions": True,
     "num_workers": 0,
     "rollout_fragment_length": 1,
     "batch_mode": "truncate_episodes",
