@@ -10,6 +10,8 @@ into this layout by tfrl/policy/rnn_sequencing.py.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 import tf_keras as keras
@@ -70,18 +72,61 @@ class LSTMWrapper(TFModel):
 class RecurrentNetwork(TFModel):
     """The base of a custom recurrent model: a subclass implements
     `forward_rnn(inputs [B, T, ...], state, seq_lens) -> (outputs [B, T, num_outputs], state)`
-    and `get_initial_state()`; `forward` gives it the flat observations with the time dimension
-    added (seq_lens ones when acting) and flattens its outputs back to rows."""
+    and `get_initial_state()`; `forward` gives it the flat observations (one flat row per
+    observation, images too, as classic RLlib's `obs_flat`) with the time dimension added
+    (seq_lens ones when acting) and flattens its outputs back to rows.
+
+    tfrl pads every sequence of a train batch to `max_seq_len`; classic RLlib padded them to the
+    batch's longest sequence, and classic models rely on it (a Keras LSTM masked with
+    `tf.sequence_mask(seq_lens)`, whose length is the longest sequence). So `forward_rnn` gets
+    the batch cut to its longest sequence, and its outputs, and the rows of the subclass's
+    `value_function()`, are padded back to `max_seq_len` steps with zeros (steps the loss
+    masks out).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "value_function" in cls.__dict__:
+            cls.value_function = _padded_back(cls.__dict__["value_function"])
 
     def forward(self, input_dict, state, seq_lens):
         inputs = input_dict["obs_flat"]
+        if inputs.shape.rank is not None and inputs.shape.rank > 2:
+            inputs = tf.reshape(inputs, [tf.shape(inputs)[0], -1])
         if seq_lens is None:
             seq_lens = tf.ones(tf.shape(inputs)[:1], tf.int32)
         seq_lens = tf.cast(seq_lens, tf.int32)
-        outputs, new_state = self.forward_rnn(add_time_dimension(inputs, seq_lens), state,
-                                              seq_lens)
+        padded = add_time_dimension(inputs, seq_lens)
+        batch, time = tf.shape(padded)[0], tf.shape(padded)[1]
+        longest = tf.clip_by_value(tf.reduce_max(seq_lens), 1, time)
+        outputs, new_state = self.forward_rnn(padded[:, :longest], state, seq_lens)
+        self._time_padding = (batch, time, longest)
+        outputs = tf.reshape(outputs, [batch, longest, self.num_outputs])
+        outputs = tf.pad(outputs, [[0, 0], [0, time - longest], [0, 0]])
         return tf.reshape(outputs, [-1, self.num_outputs]), new_state
 
     def forward_rnn(self, inputs, state, seq_lens):
         """Outputs [B, T, num_outputs] and the new state for inputs [B, T, ...]."""
         raise NotImplementedError
+
+
+def _padded_back(value_function):
+    """`value_function` whose B * longest rows (the cut batch's) come back as B * max_seq_len
+    rows, zeros at the padded steps; rows already of that count are returned as they are."""
+
+    @functools.wraps(value_function)
+    def padded(self):
+        values = value_function(self)
+        padding = getattr(self, "_time_padding", None)
+        if padding is None:
+            return values
+        batch, time, longest = padding
+        rows = tf.shape(values)[0]
+
+        def pad():
+            cut = tf.reshape(values, [batch, longest])
+            return tf.reshape(tf.pad(cut, [[0, 0], [0, time - longest]]), [-1])
+
+        return tf.cond(tf.equal(rows, batch * longest), pad, lambda: tf.reshape(values, [-1]))
+
+    return padded

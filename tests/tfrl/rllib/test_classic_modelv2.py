@@ -220,3 +220,87 @@ def test_a_custom_recurrent_network_samples_and_learns():
     stats = policy.learn_on_batch(batch)
     assert np.isfinite(stats["total_loss"])
     assert any(not np.allclose(a, b) for a, b in zip(before, policy.get_weights()))
+
+
+class ClassicMaskRNNModel(RNNModel):
+    """rnn_model.py's RNNModel as classic RLlib wrote it: the LSTM's mask is
+    `tf.sequence_mask(seq_in)`, as long as the batch's longest sequence."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name, cell_size=4):
+        RecurrentNetwork.__init__(self, obs_space, action_space, num_outputs, model_config, name)
+        self.cell_size = cell_size
+        input_layer = tf.keras.layers.Input(shape=(None, obs_space.shape[0]), name="inputs")
+        state_in_h = tf.keras.layers.Input(shape=(cell_size,), name="h")
+        state_in_c = tf.keras.layers.Input(shape=(cell_size,), name="c")
+        seq_in = tf.keras.layers.Input(shape=(), name="seq_in", dtype=tf.int32)
+        lstm_out, state_h, state_c = tf.keras.layers.LSTM(
+            cell_size, return_sequences=True, return_state=True)(
+                inputs=input_layer, mask=tf.sequence_mask(seq_in),
+                initial_state=[state_in_h, state_in_c])
+        logits = tf.keras.layers.Dense(self.num_outputs)(lstm_out)
+        values = tf.keras.layers.Dense(1)(lstm_out)
+        self.rnn_model = tf.keras.Model(
+            inputs=[input_layer, seq_in, state_in_h, state_in_c],
+            outputs=[logits, values, state_h, state_c])
+        self.register_variables(self.rnn_model.variables)
+
+    def value_function(self):
+        return tf.reshape(self._value_out, [-1])
+
+
+def test_forward_rnn_sees_the_batch_cut_to_its_longest_sequence_and_rows_come_back_padded():
+    obs_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    model = ClassicMaskRNNModel(obs_space, gym.spaces.Discrete(2), 2, {"max_seq_len": 5}, "rnn")
+    rows = np.random.default_rng(0).uniform(-1, 1, (10, 3)).astype(np.float32)
+    seq_lens = np.array([2, 3], np.int32)  # two sequences padded to 5 steps, the longest 3
+    zeros = [np.zeros((2, 4), np.float32)] * 2
+    outputs, state = model({"obs": rows}, zeros, seq_lens)
+    values = model.value_function()
+    assert outputs.shape == (10, 2) and values.shape == (10,)
+    beyond_the_longest = [3, 4, 8, 9]  # steps 3 and 4 of both sequences
+    assert np.all(outputs.numpy()[beyond_the_longest] == 0)
+    assert np.all(values.numpy()[beyond_the_longest] == 0)
+    # each sequence alone gives the same outputs, values and final state
+    for b, length in enumerate(seq_lens):
+        alone, alone_state = model({"obs": rows[5 * b:5 * b + length]},
+                                   [z[:1] for z in zeros], np.array([length], np.int32))
+        np.testing.assert_allclose(outputs.numpy()[5 * b:5 * b + length], alone.numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(values.numpy()[5 * b:5 * b + length],
+                                   model.value_function().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state[0].numpy()[b], alone_state[0].numpy()[0],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_a_classic_masked_recurrent_network_learns_through_a_stock_policy():
+    from tfrl.rllib.evaluation import RolloutWorker
+
+    ModelCatalog.register_custom_model("classic_mask_rnn", ClassicMaskRNNModel)
+    config = {"model": {"custom_model": "classic_mask_rnn", "max_seq_len": 20},
+              "rollout_fragment_length": 40, "sgd_minibatch_size": 40, "num_sgd_iter": 1}
+    worker = RolloutWorker(lambda _: gym.make("CartPole-v1"), PPOTFPolicy, config)
+    policy = worker.get_policy()
+    batch = worker.sample()
+    before = [w.copy() for w in policy.get_weights()]
+    stats = policy.learn_on_batch(batch)
+    assert np.isfinite(stats["total_loss"])
+    assert any(not np.allclose(a, b) for a, b in zip(before, policy.get_weights()))
+
+
+class ImageRNN(RecurrentNetwork):
+    """Records the inputs forward_rnn is given (mobilenet_v2_with_lstm's model reads flat
+    image rows: Input(shape=(None, 4 * 4 * 3)))."""
+
+    def forward_rnn(self, inputs, state, seq_lens):
+        self.seen_shape = tuple(inputs.shape)
+        return tf.zeros([tf.shape(inputs)[0], tf.shape(inputs)[1], self.num_outputs]), state
+
+    def get_initial_state(self):
+        return []
+
+
+def test_image_observations_reach_forward_rnn_as_flat_rows():
+    model = ImageRNN(gym.spaces.Box(0.0, 1.0, (4, 4, 3), np.float32), gym.spaces.Discrete(2), 2,
+                     {}, "image_rnn")
+    outputs, _ = model({"obs": np.zeros((6, 4, 4, 3), np.float32)}, [], np.array([3, 3]))
+    assert model.seen_shape == (2, 3, 48) and outputs.shape == (6, 2)
