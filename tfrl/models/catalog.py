@@ -20,7 +20,8 @@ from tfrl.errors import InvalidConfigError, UnknownModelError, UnsupportedSpaceE
 from tfrl.models import distributions
 from tfrl.models.fcnet import FullyConnectedNetwork
 from tfrl.config.model import MODEL_DEFAULTS, merge_model_config  # noqa: F401 - re-exported
-from tfrl.models.preprocessors import Preprocessor, get_preprocessor
+from tfrl.models.preprocessors import (CLASSIC_PREPROCESSED_SPACES, Preprocessor,
+                                       classic_observation_space, get_preprocessor)
 from tfrl.models.recurrent import LSTMWrapper
 from tfrl.models.tf_model import TFModel
 from tfrl.models.visionnet import VisionNetwork
@@ -152,7 +153,22 @@ class ModelCatalog:
 
 def _build_custom_model(model_cls, obs_space, action_space, num_outputs, config, name, *,
                         model_kwargs) -> TFModel:
-    """The custom model, its options passed as keywords where its constructor takes them."""
+    """The custom model, its options passed as keywords where its constructor takes them.
+
+    On a Discrete, Dict or Tuple observation space it is built, as classic RLlib built it, with
+    the flat preprocessed space (`original_space` the env's) and reads classic inputs
+    (`TFModel.use_classic_inputs`); the policy still hands it raw observations."""
+    classic = isinstance(obs_space, CLASSIC_PREPROCESSED_SPACES)
+    model_space = classic_observation_space(obs_space) if classic else obs_space
+    model = _construct_custom_model(model_cls, model_space, action_space, num_outputs, config,
+                                    name, model_kwargs)
+    if classic:
+        model.use_classic_inputs(obs_space)
+    return model
+
+
+def _construct_custom_model(model_cls, obs_space, action_space, num_outputs, config, name,
+                            model_kwargs) -> TFModel:
     options = dict(config.get("custom_options") or {})
     options.update(config.get("custom_model_config") or {})
     try:

@@ -166,3 +166,34 @@ def get_preprocessor(space: gym.Space) -> type:
     for leaf in tree.flatten(_space_structure(space)):
         _leaf_size(leaf)
     return FlatteningPreprocessor
+
+
+# the spaces classic RLlib's preprocessors changed (OneHot, DictFlattening, TupleFlattening)
+CLASSIC_PREPROCESSED_SPACES = (gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple)
+
+
+def classic_observation_space(space: gym.Space) -> gym.spaces.Box:
+    """Classic RLlib's preprocessed space of `space`: the flat float32 `Box` of its preprocessed
+    observations, with `original_space` set to `space`.
+
+    Raises:
+        UnsupportedSpaceError: a part of `space` that no preprocessor handles.
+    """
+    box = get_preprocessor(space)(space).observation_space
+    box.original_space = space
+    return box
+
+
+def classic_restored_obs(space: gym.Space, obs_batch):
+    """A batch of raw observations as classic RLlib's models saw `input_dict["obs"]`: one-hot
+    Discrete parts, MultiDiscrete parts one-hot and concatenated, the rest as float32 arrays of
+    their own shapes, in the structure of `space` (classic `restore_original_dimensions`)."""
+    def leaf(part_space, x):
+        if isinstance(part_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+            return _leaf_tf(part_space, x)
+        return tf.cast(x, tf.float32)
+
+    structure = _space_structure(space)
+    if isinstance(structure, gym.Space):
+        return leaf(structure, obs_batch)
+    return tree.map_structure_up_to(structure, leaf, structure, obs_batch)

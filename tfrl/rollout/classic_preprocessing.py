@@ -8,8 +8,9 @@ model) reads a `Discrete` observation as a one-hot vector and a `Dict` / `Tuple`
 flat concatenation of its parts (classic RLlib's OneHot / Dict / Tuple flattening
 preprocessors; other spaces passed unchanged). A policy class declares which it is with
 `preprocesses_observations` (tfrl's `Policy`: False; `TFPolicy`: True); for one that does not,
-the worker builds it with `classic_observation_space` and preprocesses its observations with a
-`ClassicPreprocessingFilter` in front of its observation filter.
+the worker builds it with `classic_observation_space` (tfrl/models/preprocessors.py) and
+preprocesses its observations with a `ClassicPreprocessingFilter` in front of its observation
+filter.
 """
 from __future__ import annotations
 
@@ -18,11 +19,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from tfrl.models.preprocessors import CLASSIC_PREPROCESSED_SPACES
 from tfrl.rollout.filters import Filter
 from tfrl.utils.rows import row_of
-
-# the spaces classic RLlib's preprocessors changed (OneHot, DictFlattening, TupleFlattening)
-CLASSIC_PREPROCESSED_SPACES = (gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple)
 
 
 def needs_classic_preprocessing(policy_cls: Any, space: Any) -> bool:
@@ -30,19 +29,6 @@ def needs_classic_preprocessing(policy_cls: Any, space: Any) -> bool:
     class does not preprocess itself and classic RLlib's preprocessor changed that space."""
     return (not getattr(policy_cls, "preprocesses_observations", True)
             and isinstance(space, CLASSIC_PREPROCESSED_SPACES))
-
-
-def classic_observation_space(space: gym.Space) -> gym.spaces.Box:
-    """The flat float32 `Box` of `space`'s preprocessed observations, `original_space` set.
-
-    Raises:
-      UnsupportedSpaceError: a part of `space` that no preprocessor handles.
-    """
-    from tfrl.models.preprocessors import get_preprocessor
-
-    box = get_preprocessor(space)(space).observation_space
-    box.original_space = space
-    return box
 
 
 def preprocesses_for(policy: Any) -> bool:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from tfrl import errors
-from tfrl.rollout.classic_preprocessing import (classic_observation_space,
-                                               needs_classic_preprocessing)
+from tfrl.models.preprocessors import classic_observation_space
+from tfrl.rollout.classic_preprocessing import needs_classic_preprocessing
 
 DEFAULT_POLICY_ID = "default_policy"
 

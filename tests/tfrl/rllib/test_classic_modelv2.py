@@ -304,3 +304,49 @@ def test_image_observations_reach_forward_rnn_as_flat_rows():
                      {}, "image_rnn")
     outputs, _ = model({"obs": np.zeros((6, 4, 4, 3), np.float32)}, [], np.array([3, 3]))
     assert model.seen_shape == (2, 3, 48) and outputs.shape == (6, 2)
+
+
+class SeesClassicInputs(TFModelV2):
+    """Builds on obs_space.shape[0] (rnn_model.py's RNNModel on RepeatAfterMeEnv's Discrete(2))
+    and records the inputs it is called with."""
+
+    def __init__(self, obs_space, action_space, num_outputs, model_config, name):
+        super().__init__(obs_space, action_space, num_outputs, model_config, name)
+        inputs = tf.keras.layers.Input(shape=(obs_space.shape[0],))
+        self.base = tf.keras.Model(inputs, [tf.keras.layers.Dense(num_outputs)(inputs),
+                                            tf.keras.layers.Dense(1)(inputs)])
+        self.register_variables(self.base.variables)
+
+    def forward(self, input_dict, state, seq_lens):
+        self.seen_obs = input_dict["obs"]
+        logits, self._value = self.base(input_dict["obs_flat"])
+        return logits, state
+
+    def value_function(self):
+        return tf.reshape(self._value, [-1])
+
+
+@pytest.mark.parametrize("space, raw, flat, restored", [
+    (gym.spaces.Discrete(3), np.array([2, 0]), [[0, 0, 1], [1, 0, 0]],
+     np.array([[0, 0, 1], [1, 0, 0]])),
+    (gym.spaces.Dict({"b": gym.spaces.Box(-1.0, 1.0, (2,)), "a": gym.spaces.Discrete(2)}),
+     {"a": np.array([1]), "b": np.array([[0.5, -0.5]], np.float32)}, [[0, 1, 0.5, -0.5]],
+     {"a": np.array([[0, 1]]), "b": np.array([[0.5, -0.5]])}),
+])
+def test_a_custom_model_gets_classic_rllibs_preprocessed_space_and_inputs(space, raw, flat,
+                                                                          restored):
+    ModelCatalog.register_custom_model("sees_classic_inputs", SeesClassicInputs)
+    model = ModelCatalog.get_model(space, gym.spaces.Discrete(2), 2,
+                                   {"custom_model": "sees_classic_inputs"})
+    assert model.obs_space.shape == (len(flat[0]),) and model.obs_space.original_space == space
+    logits, _ = model({"obs": raw})
+    assert logits.shape == (len(flat), 2)
+    tf.nest.map_structure(lambda want, got: np.testing.assert_allclose(got.numpy(), want),
+                          restored, model.seen_obs)
+    # a stock policy hands it raw observations and learns
+    policy = PPOTFPolicy(space, gym.spaces.Discrete(2),
+                         {"model": {"custom_model": "sees_classic_inputs"},
+                          "sgd_minibatch_size": 4, "num_sgd_iter": 1, "train_batch_size": 4})
+    assert policy.model.obs_space.original_space == space
+    actions, _, _ = policy.compute_actions(raw)
+    assert len(actions) == len(flat)
