@@ -15,10 +15,11 @@ both are traced in the learn step.
 
 Calling the model (`model(input_dict, state, seq_lens)`) adds `input_dict["obs_flat"]`, the
 preprocessed float observations (see preprocessors.py), and calls forward. `input_dict["obs"]`
-keeps the raw observations. Models are built by the ModelCatalog (catalog.py); custom models
-subclass TFModel and are registered there. Create all variables in `__init__` (build keras
-models with `keras.Input`), so that a policy constructed inside a `tf.distribute` strategy
-scope gets mirrored variables.
+keeps the raw observations, except for a custom model on a Discrete, Dict or Tuple space, which
+reads them as classic RLlib's models did (`use_classic_inputs`). Models are built by the
+ModelCatalog (catalog.py); custom models subclass TFModel and are registered there. Create all
+variables in `__init__` (build keras models with `keras.Input`), so that a policy constructed
+inside a `tf.distribute` strategy scope gets mirrored variables.
 """
 from __future__ import annotations
 
