@@ -302,6 +302,10 @@ class TFPolicy(Policy):
         loss = self.loss(self.model, self.dist_class, train_batch)
         # classic ModelV2's hooks: the model may change the loss and report its own metrics
         loss = self.model.custom_loss(loss, train_batch)
+        if isinstance(loss, tf.Tensor) and loss.shape.rank not in (0, None):
+            # a loss of several values (a per-row term left unreduced): classic RLlib's TF1
+            # optimizers minimised it through the gradients of its sum
+            loss = tf.reduce_sum(loss)
         stats = dict(self.stats(train_batch))
         per_sample = dict(self.extra_learn_fetches())
         stats.setdefault("total_loss", loss)

@@ -56,3 +56,30 @@ def test_learn_steps_lower_the_loss_on_the_batch(pg_policy):
     after, _, _ = loss_outputs(pg_policy, batch)
     # returns are all positive: a descent step must make the taken actions more likely overall
     assert after < before
+
+
+def test_a_replaced_loss_learns_without_setting_pgs_stats():
+    # rock_paper_scissors_multiagent.py's entropy loss: PGTFPolicy.with_updates(loss_fn=...)
+    import tensorflow as tf
+
+    def entropy_policy_gradient_loss(policy, model, dist_class, train_batch):
+        logits, _ = model.from_batch(train_batch)
+        action_dist = dist_class(logits, model)
+        return (-0.1 * action_dist.entropy() - tf.reduce_mean(
+            action_dist.logp(train_batch["actions"]) * train_batch["advantages"]))
+
+    EntropyPolicy = PGTFPolicy.with_updates(loss_fn=entropy_policy_gradient_loss)
+    obs_space, act_space = cartpole_spaces()
+    policy = EntropyPolicy(obs_space, act_space, trainer_config(DEFAULT_CONFIG, seed=3))
+    batch = policy.postprocess_trajectory(two_episode_batch())
+    loss, _, _ = loss_outputs(policy, batch)
+    logits, _ = model_outputs(policy, batch[SampleBatch.OBS])
+    rows = -0.1 * categorical_entropy(logits) - np.mean(
+        categorical_logp(logits, batch[SampleBatch.ACTIONS]) * batch[SampleBatch.ADVANTAGES])
+    assert loss == pytest.approx(np.sum(rows), rel=1e-5)
+    stats = policy.learn_on_batch(batch)
+    assert "policy_loss" not in stats and "policy_entropy" not in stats
+    assert stats["cur_lr"] == pytest.approx(DEFAULT_CONFIG["lr"])
+    # its loss has a value per row (the entropy term is not reduced): minimised as their sum,
+    # as classic RLlib's TF1 optimizers did
+    assert np.isfinite(stats["total_loss"])

@@ -47,8 +47,13 @@ def pg_tf_loss(policy, model, dist_class, train_batch):
 
 
 def pg_loss_stats(policy, train_batch):
-    return {"policy_loss": policy.policy_loss, "policy_entropy": policy.policy_entropy,
-            "cur_lr": tf.cast(policy.optimizer.learning_rate, tf.float32)}
+    """The learning rate, and the policy loss and entropy where the loss set them: a loss that
+    replaces pg_tf_loss (`PGTFPolicy.with_updates(loss_fn=...)`) need not, as classic RLlib's
+    PG reported no stats."""
+    stats = {name: getattr(policy, name) for name in ("policy_loss", "policy_entropy")
+             if getattr(policy, name, None) is not None}
+    stats["cur_lr"] = tf.cast(policy.optimizer.learning_rate, tf.float32)
+    return stats
 
 
 PGTFPolicy = build_tf_policy(
