@@ -226,6 +226,9 @@ class NumpyStandIn:
     and keep their numpy form of the weights in `_load_weights`."""
 
     acts_in_numpy = True  # read by the env runner: no TF call per fragment either
+    # it stands in for a TFPolicy, which preprocesses its raw observations itself (a lookup
+    # falling through to __getattr__ would build the TF policy the stand-in exists to avoid)
+    preprocesses_observations = True
 
     def __init__(self, spec: NumpyStandInSpec, observation_space, action_space,
                  config: Optional[dict] = None):

@@ -19,7 +19,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from tfrl.models.preprocessors import CLASSIC_PREPROCESSED_SPACES
 from tfrl.rollout.filters import Filter
 from tfrl.utils.rows import row_of
 
@@ -27,8 +26,13 @@ from tfrl.utils.rows import row_of
 def needs_classic_preprocessing(policy_cls: Any, space: Any) -> bool:
     """Whether a policy of `policy_cls` on `space` gets classic preprocessed observations: the
     class does not preprocess itself and classic RLlib's preprocessor changed that space."""
-    return (not getattr(policy_cls, "preprocesses_observations", True)
-            and isinstance(space, CLASSIC_PREPROCESSED_SPACES))
+    if getattr(policy_cls, "preprocesses_observations", True):
+        return False
+    # imported here: the preprocessors module imports TensorFlow, which workers of numpy
+    # stand-ins must never load
+    from tfrl.models.preprocessors import CLASSIC_PREPROCESSED_SPACES
+
+    return isinstance(space, CLASSIC_PREPROCESSED_SPACES)
 
 
 def preprocesses_for(policy: Any) -> bool:

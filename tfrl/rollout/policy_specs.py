@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from tfrl import errors
-from tfrl.models.preprocessors import classic_observation_space
 from tfrl.rollout.classic_preprocessing import needs_classic_preprocessing
 
 DEFAULT_POLICY_ID = "default_policy"
@@ -100,6 +99,9 @@ def build_policy_map(policy_spec: Any, *, env: Any, env_name: str, multi_agent: 
             merged["seed"] = worker_seed  # distinct action-sampling seeds per worker
         try:
             if needs_classic_preprocessing(policy_cls, obs_space):
+                # imported here: it imports TensorFlow, which numpy stand-ins' workers never load
+                from tfrl.models.preprocessors import classic_observation_space
+
                 obs_space = classic_observation_space(obs_space)  # a hand-written policy
             policy_map[pid] = policy_cls(obs_space, act_space, merged)
         except errors.UnsupportedSpaceError as exc:
