@@ -71,6 +71,10 @@ class ChunkStore:
         """Says that the server read `nbytes` of chunk data; nothing for chunks in memory (the
         disk-backed store bounds its mapped pages with it: `replay.disk_chunk_store`)."""
 
+    def close(self) -> None:
+        """Stops whatever the store runs besides its callers (nothing for chunks in memory; the
+        disk-backed store's memory bound has a thread). The chunks stay readable. Idempotent."""
+
     def _sweep_locked(self) -> None:
         live = {key: entry for key, entry in self._chunks.items() if entry() is not None}
         self._chunks = live

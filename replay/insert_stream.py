@@ -119,12 +119,11 @@ class InsertStream:
     Writers own one each; programs write through a writer, not through this class.
     """
 
-    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None,
-                 shared_memory: Optional[bool] = None):
+    def __init__(self, client, max_in_flight_items: int, timeout: Optional[float] = None):
         self._client = client
-        # None: the client's setting (a writer built around anything client-like offers the ring)
-        self._shared_memory = (getattr(client, "shared_memory", shared_ring.DEFAULT_SHARED_MEMORY)
-                               if shared_memory is None else shared_memory)
+        # the client's setting (`Client(shared_memory=)`); a writer built around anything
+        # client-like offers the ring
+        self._shared_memory = getattr(client, "shared_memory", shared_ring.DEFAULT_SHARED_MEMORY)
         # The writer's ring, when it offered one (see `_offer_ring`); the server said it opened
         # it; each sent message with items, the ring total its ack gives back (in order).
         self._ring: Optional[shared_ring.ClientRing] = None

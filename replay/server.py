@@ -511,8 +511,7 @@ class Server:
             pass
         self._thread.join(timeout=30.0)
         self._executor.shutdown(wait=False)
-        if isinstance(self.chunk_store, DiskChunkStore):
-            self.chunk_store.close()
+        self.chunk_store.close()
 
     async def _unwatch_all(self) -> None:
         if self._gc_freezer is not None:

@@ -61,11 +61,8 @@ class _BatchAppending:
         n = leaves[0].shape[0]
         if n == 0:
             return
-        if structure is steps and type(steps) is np.ndarray:
-            first_step = steps[0]
-        else:
-            first_step = tree.unflatten_as(structure, [leaf[0] for leaf in leaves]) if tree.is_nested(
-                structure) else leaves[0][0]
+        first_step = tree.unflatten_as(structure, [leaf[0] for leaf in leaves]) if tree.is_nested(
+            structure) else leaves[0][0]
         self._check_rows(first_step, leaves, "extend")
         if self._open is not None:
             self._finalize(self._open, send=False)
