@@ -18,6 +18,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import tree
 
 from tfrl.rollout.filters import Filter
 from tfrl.utils.rows import row_of
@@ -60,16 +61,16 @@ class ClassicPreprocessingFilter(Filter):
 
     def __call__(self, obs_batch: Any, update: bool = True) -> np.ndarray:
         rows = len(obs_batch) if isinstance(obs_batch, (np.ndarray, list)) else \
-            len(next(iter(_leaves(obs_batch))))
+            len(tree.flatten(obs_batch)[0])
         flat = np.stack([self.preprocessor.transform(row_of(obs_batch, i)) for i in range(rows)]) \
             if rows else np.zeros((0, *self.preprocessor.shape), np.float32)
         return self.inner(flat, update)
 
     def apply_changes(self, other: Filter) -> None:
-        self.inner.apply_changes(_inner(other))
+        self.inner.apply_changes(unwrapped_filter(other))
 
     def sync(self, other: Filter) -> None:
-        self.inner.sync(_inner(other))
+        self.inner.sync(unwrapped_filter(other))
 
     def clear_buffer(self) -> None:
         self.inner.clear_buffer()
@@ -84,11 +85,9 @@ class ClassicPreprocessingFilter(Filter):
         return f"ClassicPreprocessingFilter({self.original_space}, {self.inner!r})"
 
 
-def _inner(other: Filter) -> Filter:
-    return other.inner if isinstance(other, ClassicPreprocessingFilter) else other
-
-
-def _leaves(batch: Any):
-    import tree
-
-    return tree.flatten(batch)
+def unwrapped_filter(observation_filter: Filter) -> Filter:
+    """The observation filter behind classic preprocessing (the one whose state is saved and
+    synchronised); any other filter as it is."""
+    if isinstance(observation_filter, ClassicPreprocessingFilter):
+        return observation_filter.inner
+    return observation_filter

@@ -35,7 +35,7 @@ from tfrl.env.multi_agent_env import MultiAgentEnv
 from tfrl.env.registry import EnvContext, resolve_env_creator
 from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.callbacks import make_callbacks
-from tfrl.rollout.classic_preprocessing import ClassicPreprocessingFilter, preprocesses_for
+from tfrl.rollout.classic_preprocessing import ClassicPreprocessingFilter, preprocesses_for, unwrapped_filter
 from tfrl.rollout.filters import Filter, filter_from_state, make_filter
 from tfrl.rollout.metrics import RolloutMetrics
 from tfrl.rollout.policy_specs import DEFAULT_POLICY_ID, build_policy_map
@@ -484,7 +484,7 @@ class RolloutWorker:
         for pid, state in policy_states.items():
             self.policy_map[pid].set_state(state)
         for pid, f in filters.items():
-            self.filters[pid] = self._with_preprocessing(pid, _unwrapped_filter(f).copy())
+            self.filters[pid] = self._with_preprocessing(pid, unwrapped_filter(f).copy())
             self.filters[pid].clear_buffer()
         self.runner.set_filters(self.filters)
         self.num_steps_sampled = int(data.get("num_steps_sampled", self.num_steps_sampled))
@@ -569,10 +569,3 @@ class RolloutWorker:
         return (f"RolloutWorker(env={getattr(self, 'env_name', None)!r}, "
                 f"worker_index={getattr(self, 'worker_index', None)}, "
                 f"policies={list(getattr(self, 'policy_map', {}))})")
-
-
-def _unwrapped_filter(observation_filter: Filter) -> Filter:
-    """The observation filter behind classic preprocessing (the one whose state is saved)."""
-    if isinstance(observation_filter, ClassicPreprocessingFilter):
-        return observation_filter.inner
-    return observation_filter

@@ -205,21 +205,30 @@ class RNNModel(RecurrentNetwork):
         return tf.reshape(self._value_out, [-1])
 
 
-def test_a_custom_recurrent_network_samples_and_learns():
+def _cartpole_ppo_worker(model_name, model_cls, max_seq_len, sgd_minibatch_size):
+    """A classic RolloutWorker of PPOTFPolicy on CartPole with `model_cls` registered as its custom model."""
     from tfrl.rllib.evaluation import RolloutWorker
 
-    ModelCatalog.register_custom_model("classic_rnn", RNNModel)
-    config = {"model": {"custom_model": "classic_rnn", "max_seq_len": 5},
-              "rollout_fragment_length": 40, "sgd_minibatch_size": 20, "num_sgd_iter": 1}
-    worker = RolloutWorker(lambda _: gym.make("CartPole-v1"), PPOTFPolicy, config)
-    policy = worker.get_policy()
-    assert policy.is_recurrent() and isinstance(policy.model, RNNModel)
-    batch = worker.sample()
-    assert batch["state_in_0"].shape[1:] == (4,)
+    ModelCatalog.register_custom_model(model_name, model_cls)
+    config = {"model": {"custom_model": model_name, "max_seq_len": max_seq_len},
+              "rollout_fragment_length": 40, "sgd_minibatch_size": sgd_minibatch_size, "num_sgd_iter": 1}
+    return RolloutWorker(lambda _: gym.make("CartPole-v1"), PPOTFPolicy, config)
+
+
+def _assert_learn_on_batch_changes_the_weights(policy, batch):
     before = [w.copy() for w in policy.get_weights()]
     stats = policy.learn_on_batch(batch)
     assert np.isfinite(stats["total_loss"])
     assert any(not np.allclose(a, b) for a, b in zip(before, policy.get_weights()))
+
+
+def test_a_custom_recurrent_network_samples_and_learns():
+    worker = _cartpole_ppo_worker("classic_rnn", RNNModel, max_seq_len=5, sgd_minibatch_size=20)
+    policy = worker.get_policy()
+    assert policy.is_recurrent() and isinstance(policy.model, RNNModel)
+    batch = worker.sample()
+    assert batch["state_in_0"].shape[1:] == (4,)
+    _assert_learn_on_batch_changes_the_weights(policy, batch)
 
 
 class ClassicMaskRNNModel(RNNModel):
@@ -273,18 +282,9 @@ def test_forward_rnn_sees_the_batch_cut_to_its_longest_sequence_and_rows_come_ba
 
 
 def test_a_classic_masked_recurrent_network_learns_through_a_stock_policy():
-    from tfrl.rllib.evaluation import RolloutWorker
-
-    ModelCatalog.register_custom_model("classic_mask_rnn", ClassicMaskRNNModel)
-    config = {"model": {"custom_model": "classic_mask_rnn", "max_seq_len": 20},
-              "rollout_fragment_length": 40, "sgd_minibatch_size": 40, "num_sgd_iter": 1}
-    worker = RolloutWorker(lambda _: gym.make("CartPole-v1"), PPOTFPolicy, config)
+    worker = _cartpole_ppo_worker("classic_mask_rnn", ClassicMaskRNNModel, max_seq_len=20, sgd_minibatch_size=40)
     policy = worker.get_policy()
-    batch = worker.sample()
-    before = [w.copy() for w in policy.get_weights()]
-    stats = policy.learn_on_batch(batch)
-    assert np.isfinite(stats["total_loss"])
-    assert any(not np.allclose(a, b) for a, b in zip(before, policy.get_weights()))
+    _assert_learn_on_batch_changes_the_weights(policy, worker.sample())
 
 
 class ImageRNN(RecurrentNetwork):
