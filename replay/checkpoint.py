@@ -8,6 +8,15 @@ rate-limiter restore rule: a restored table never leaves samplers blocked foreve
 See docs/architecture.md, "Checkpoints"; the layout of one checkpoint's files is
 `replay.checkpoint_files`'s.
 
+A server with a chunk directory (`replay.disk_chunk_store`) saves with
+`save(tables, reference_chunk_files=True)`: the checkpoint links the chunk files instead of
+copying the chunk bytes (format version 3, `replay.checkpoint_chunk_refs`), and falls back to
+copying them (version 2, with a line in the log) where the files cannot be linked there (the
+checkpoint directory on another filesystem, no O_TMPFILE). `load_latest(map_chunk_files=True)`
+then maps those files instead of reading them into memory. Pruning a checkpoint whose files a
+running server maps unlinks only their names: the data lives while mapped, and every later
+save of that server links the files again (or copies the bytes of a file that lost every name).
+
 A checkpoint is written under <root>/.tmp-<random>, renamed into place, then DONE is created, so a crash
 at any point leaves either a complete checkpoint or one that is ignored. Each table's snapshot
 is consistent; tables are snapshotted one after another.
@@ -36,10 +45,11 @@ import time
 import uuid
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from replay import codec, errors, protocol
-from replay.checkpoint_files import (DATA_FILES, DONE_MARKER, FORMAT, FORMAT_VERSION, MANIFEST, fsync_dir,
-                                     manifest_digest_line, parse_manifest, read_as_corrupt, read_data_file,
-                                     read_file, read_records, verify_manifest, write_data_files)
+from replay import codec, errors, protocol, segment_files
+from replay.checkpoint_chunk_refs import load_referenced_chunks, write_referencing_data_files
+from replay.checkpoint_files import (CHUNK_REFS, DONE_MARKER, FORMAT, FORMAT_VERSION, MANIFEST, REFERENCING_VERSION,
+                                     data_files, fsync_dir, manifest_digest_line, parse_manifest, read_as_corrupt,
+                                     read_data_file, read_file, read_records, verify_manifest, write_data_files)
 from replay.proto import replay_pb2
 
 log = logging.getLogger(__name__)
@@ -130,9 +140,12 @@ class Checkpointer:
         self.path = os.path.abspath(path)
         self.keep = int(keep)
         self.restore_timeout = None if restore_timeout is None else float(restore_timeout)
+        self._said_copying = False
 
-    def save(self, tables: Sequence) -> str:
-        """Writes a checkpoint of `tables` and returns its directory.
+    def save(self, tables: Sequence, reference_chunk_files: bool = False) -> str:
+        """Writes a checkpoint of `tables` and returns its directory. With
+        `reference_chunk_files` (a server with a chunk directory), the checkpoint links the
+        chunk files instead of copying the chunk bytes, where it can (see the module docstring).
 
         Raises:
           OSError: the directory cannot be written.
@@ -149,9 +162,17 @@ class Checkpointer:
         os.makedirs(tmp)
         try:
             chunk_list = list(chunks.values())
-            files = write_data_files(tmp, chunk_list, snapshots)
             manifest = {"format": FORMAT, "version": FORMAT_VERSION, "created": time.time(),
-                        "num_chunks": len(chunk_list), "files": files, "tables": manifest_tables}
+                        "num_chunks": len(chunk_list)}
+            referenced = None
+            if reference_chunk_files:
+                referenced = self._write_referencing(tmp, chunk_list, snapshots)
+            if referenced is None:
+                manifest["files"] = write_data_files(tmp, chunk_list, snapshots)
+            else:
+                manifest["version"] = REFERENCING_VERSION
+                manifest["files"], manifest["chunk_files"] = referenced
+            manifest["tables"] = manifest_tables
             manifest_bytes = protocol.json_dumps(manifest).encode()
             with open(os.path.join(tmp, MANIFEST), "wb") as f:
                 f.write(manifest_bytes)
@@ -171,6 +192,22 @@ class Checkpointer:
         fsync_dir(final)
         self._prune()
         return final
+
+    def _write_referencing(self, tmp: str, chunk_list: list, snapshots: list):
+        """The referencing data files written into `tmp` ("files" and "chunk_files" of the
+        manifest), or None (with a line in the log) where the chunk files cannot be linked
+        there: `tmp` is then emptied for the copying format."""
+        try:
+            return write_referencing_data_files(tmp, chunk_list, snapshots)
+        except segment_files.LinkUnavailable as e:
+            shutil.rmtree(tmp)
+            os.makedirs(tmp)
+            level = logging.INFO if self._said_copying else logging.WARNING
+            self._said_copying = True
+            log.log(level, "replay checkpoint in %s copies the chunk data instead of linking the chunk files "
+                    "(%s); keep checkpoints on the chunk directory's filesystem to save without copying",
+                    self.path, e)
+            return None
 
     def checkpoints(self) -> List[str]:
         """Complete checkpoints, oldest first."""
@@ -204,14 +241,17 @@ class Checkpointer:
         return [os.path.join(self.path, n) for n in names
                 if not os.path.exists(os.path.join(self.path, n, DONE_MARKER))]
 
-    def load_latest(self, declared: Optional[Mapping[str, dict]] = None) -> Optional[list]:
+    def load_latest(self, declared: Optional[Mapping[str, dict]] = None,
+                    map_chunk_files: bool = False) -> Optional[list]:
         """The tables of the newest complete checkpoint that loads, or None when there is none.
 
         A corrupt checkpoint (see `load`) is skipped for the previous complete one, and
         incomplete ones are ignored; both with a warning in the log. With `declared` (table name
         -> `Table.config()` of the tables to restore into), tables are rebuilt by `RESTORE_RULE`
         (the declared settings win). The whole call, every checkpoint it tries included, ends
-        within `restore_timeout`. It only reads the checkpoints.
+        within `restore_timeout`. It only reads the checkpoints. With `map_chunk_files` (a
+        server with a chunk directory), the chunks of a checkpoint that references chunk files
+        are views into those files, mapped read-only, instead of copies in memory.
 
         Raises:
           CorruptCheckpointError: there are complete checkpoints but none of them loads (the
@@ -230,7 +270,7 @@ class Checkpointer:
         failures = []
         for path in reversed(complete):
             try:
-                tables = _load(path, declared, clock)
+                tables = _load(path, declared, clock, map_chunk_files)
             except errors.DataLossError as e:
                 failures.append(f"{os.path.basename(path)}: {e}")
                 log.warning("replay checkpoint %s cannot be loaded (%s); trying the previous one", path, e)
@@ -249,32 +289,35 @@ class Checkpointer:
 
     @staticmethod
     def load(path: str, declared: Optional[Mapping[str, dict]] = None,
-             timeout: Optional[float] = None) -> list:
+             timeout: Optional[float] = None, map_chunk_files: bool = False) -> list:
         """The tables of the checkpoint at `path`, rebuilt with `Table.from_checkpoint`, after
         verifying the checksum of every file and every field of the manifest. With `declared`
         (table name -> `Table.config()`), the tables are rebuilt by `RESTORE_RULE` and tables
         the checkpoint holds but `declared` lacks are left out (with a warning). Progress goes
-        to the log (items and chunks loaded).
+        to the log (items and chunks loaded). `map_chunk_files` as for `load_latest`.
 
         Raises:
-          CorruptCheckpointError: a missing or unreadable file, a checksum that does not match,
+          CorruptCheckpointError: a missing or unreadable file (a chunk file too), a checksum
+            that does not match (a column's CRC32 in a chunk file too), a chunk file shorter
+            than the manifest says,
             a missing or malformed manifest field, a truncated or corrupt record or chunk, or
             data that disagrees with the manifest (the message names the file and the field).
           DeadlineExceededError: loading ran past `timeout` seconds.
           InvalidArgumentError: another format or version, or items that do not fit a declared
             signature.
         """
-        return _load(path, declared, _RestoreClock(timeout))
+        return _load(path, declared, _RestoreClock(timeout), map_chunk_files)
 
 
-def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreClock) -> list:
+def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreClock,
+          map_chunk_files: bool = False) -> list:
     """`Checkpointer.load` under a restore clock shared by the checkpoints one restore tries."""
     manifest_bytes = read_file(path, MANIFEST)
     verified = verify_manifest(path, manifest_bytes)
     manifest = parse_manifest(path, manifest_bytes)
-    if manifest["version"] == FORMAT_VERSION and not verified:
+    if manifest["version"] in (FORMAT_VERSION, REFERENCING_VERSION) and not verified:
         raise errors.CorruptCheckpointError(
-            f"checkpoint {path}: {DONE_MARKER} is empty but a version {FORMAT_VERSION} checkpoint "
+            f"checkpoint {path}: {DONE_MARKER} is empty but a version {manifest['version']} checkpoint "
             f"holds the SHA-256 of {MANIFEST} there; the checkpoint is corrupt")
     if not verified:
         log.warning("replay checkpoint %s has format version %d, which carries no checksums: it "
@@ -285,24 +328,17 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
     clock.progress(path, f"{num_items} items and {num_chunks} chunks of tables "
                          f"{[t['config']['name'] for t in manifest['tables']]} to load", force=True)
     data = {}
-    for name in DATA_FILES:
+    for name in data_files(manifest["version"]):
         data[name] = read_data_file(path, name, manifest["files"][name] if verified else None, clock)
-    where = f"checkpoint {path}: chunks.bin"
-    chunks = {}
-
-    def before_chunk_record():
-        clock.check(path, f"loading chunks ({len(chunks)} of {num_chunks} loaded)")
-        clock.progress(path, f"{len(chunks)} of {num_chunks} chunks loaded")
-
-    with read_as_corrupt(where):
-        for batch in read_records(data.pop("chunks.bin"), where, replay_pb2.ChunkBatch, before_chunk_record):
-            for chunk in codec.decode_chunks(batch):
-                if chunk.key in chunks:
-                    raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
-                chunks[chunk.key] = chunk
+    if manifest["version"] == REFERENCING_VERSION:
+        chunks = load_referenced_chunks(path, manifest, data.pop("chunks.bin"), data.pop(CHUNK_REFS), clock,
+                                        map_chunk_files)
+    else:
+        chunks = _load_copied_chunks(path, data.pop("chunks.bin"), clock, num_chunks)
     if len(chunks) != num_chunks:
         raise errors.CorruptCheckpointError(
-            f"{where} holds {len(chunks)} chunks but field num_chunks of {MANIFEST} says {num_chunks}")
+            f"checkpoint {path}: chunks.bin holds {len(chunks)} chunks but field num_chunks of {MANIFEST} "
+            f"says {num_chunks}")
     where = f"checkpoint {path}: items.bin"
     items_by_table: Dict[str, list] = {t["config"]["name"]: [] for t in manifest["tables"]}
     resolve = codec.resolver(chunks, f"checkpoint {path}")
@@ -350,6 +386,24 @@ def _load(path: str, declared: Optional[Mapping[str, dict]], clock: _RestoreCloc
     clock.progress(path, f"restored {sum(t.size for t in tables)} items and {num_chunks} chunks into tables "
                          f"{[t.name for t in tables]}", force=True)
     return tables
+
+
+def _load_copied_chunks(path: str, records: bytes, clock: _RestoreClock, num_chunks: int) -> Dict[int, object]:
+    """The chunks of chunks.bin of a checkpoint that copies the chunk bytes (versions 1 and 2)."""
+    where = f"checkpoint {path}: chunks.bin"
+    chunks = {}
+
+    def before_chunk_record():
+        clock.check(path, f"loading chunks ({len(chunks)} of {num_chunks} loaded)")
+        clock.progress(path, f"{len(chunks)} of {num_chunks} chunks loaded")
+
+    with read_as_corrupt(where):
+        for batch in read_records(records, where, replay_pb2.ChunkBatch, before_chunk_record):
+            for chunk in codec.decode_chunks(batch):
+                if chunk.key in chunks:
+                    raise errors.InvalidArgumentError(f"chunk {chunk.key} appears twice")
+                chunks[chunk.key] = chunk
+    return chunks
 
 
 def _saved_table(path: str, index: int, entry: dict, items: list, progress):

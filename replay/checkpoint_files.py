@@ -17,6 +17,11 @@ Layout of one checkpoint (no pickle anywhere; data records are the service's own
         DONE            written last: the SHA-256 of manifest.json, in `sha256sum` format (so
                         `sha256sum -c DONE` run in the directory checks it); a checkpoint
                         without it is incomplete and ignored
+
+That is format version 2, which copies the chunk bytes into chunks.bin. Version 3 (a server
+with a chunk directory) references the chunk files instead: its chunks.bin records carry no
+column bytes, and chunk_refs.bin and the chunk files hold them; `replay.checkpoint_chunk_refs`
+writes and reads those, the manifest's fields of both versions are checked here.
 """
 from __future__ import annotations
 
@@ -31,12 +36,16 @@ from replay import codec, errors
 from replay.proto import replay_pb2
 
 FORMAT = "replay-checkpoint"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 2  # the chunk bytes copied into chunks.bin
+REFERENCING_VERSION = 3  # the chunk files referenced (replay.checkpoint_chunk_refs)
 # Written before checkpoints carried checksums: loaded with a warning that they are unverified.
 _UNVERIFIED_VERSIONS = (1,)
 DONE_MARKER = "DONE"
 MANIFEST = "manifest.json"
 DATA_FILES = ("chunks.bin", "items.bin")
+CHUNK_REFS = "chunk_refs.bin"
+CHUNK_FILE_PREFIX = "chunk-file-"  # the chunk files of a referencing checkpoint
+_VERIFIED_VERSIONS = (FORMAT_VERSION, REFERENCING_VERSION)
 _TABLE_COUNTERS = ("num_inserts", "num_samples", "num_deletes", "num_evictions", "num_updates",
                    "num_unique_samples", "num_deleted_episodes")
 _RECORD_HEADER = struct.Struct("<Q")
@@ -64,21 +73,37 @@ def _write_records(path: str, messages) -> dict:
     return {"size": size, "sha256": digest.hexdigest()}
 
 
-def write_data_files(directory: str, chunks: Sequence, snapshots: Sequence) -> Dict[str, dict]:
-    """Writes chunks.bin (`chunks`, each once) and items.bin (the items of `snapshots`, the
-    tables' `Table.checkpoint()` output) into `directory`; returns the manifest's "files" entry
-    ({name: {"size", "sha256"}}).
+def data_files(version: int) -> tuple:
+    """The data files (listed with size and SHA-256 in the manifest) of a checkpoint of `version`."""
+    return DATA_FILES + (CHUNK_REFS,) if version == REFERENCING_VERSION else DATA_FILES
+
+
+def write_chunk_records(path: str, chunks: Sequence, with_column_data: bool = True) -> dict:
+    """Writes chunks.bin at `path`: `chunks` (each once), with their column bytes or (for a
+    referencing checkpoint) without; returns {"size", "sha256"} of the file.
 
     Raises:
-      OSError: a file cannot be written.
+      OSError: the file cannot be written.
     """
     chunk_list = list(chunks)
 
     def chunk_batches():
         for start in range(0, len(chunk_list), _CHUNKS_PER_RECORD):
             batch = replay_pb2.ChunkBatch()
-            codec.encode_chunks(chunk_list[start:start + _CHUNKS_PER_RECORD], batch)
+            codec.encode_chunks(chunk_list[start:start + _CHUNKS_PER_RECORD], batch,
+                                None if with_column_data else [])
             yield batch
+
+    return _write_records(path, chunk_batches())
+
+
+def write_item_records(path: str, snapshots: Sequence) -> dict:
+    """Writes items.bin at `path`: the items of `snapshots` (the tables' `Table.checkpoint()`
+    output); returns {"size", "sha256"} of the file.
+
+    Raises:
+      OSError: the file cannot be written.
+    """
 
     def item_batches():
         for (config, items, _) in snapshots:
@@ -88,8 +113,19 @@ def write_data_files(directory: str, chunks: Sequence, snapshots: Sequence) -> D
                                   batch, with_state=True)
                 yield batch
 
-    return {"chunks.bin": _write_records(os.path.join(directory, "chunks.bin"), chunk_batches()),
-            "items.bin": _write_records(os.path.join(directory, "items.bin"), item_batches())}
+    return _write_records(path, item_batches())
+
+
+def write_data_files(directory: str, chunks: Sequence, snapshots: Sequence) -> Dict[str, dict]:
+    """Writes chunks.bin (`chunks`, each once, with their bytes) and items.bin (the items of
+    `snapshots`) into `directory`; returns the manifest's "files" entry ({name: {"size",
+    "sha256"}}).
+
+    Raises:
+      OSError: a file cannot be written.
+    """
+    return {"chunks.bin": write_chunk_records(os.path.join(directory, "chunks.bin"), chunks),
+            "items.bin": write_item_records(os.path.join(directory, "items.bin"), snapshots)}
 
 
 @contextlib.contextmanager
@@ -192,20 +228,35 @@ def parse_manifest(path: str, raw: bytes) -> dict:
         fields.fail("(top level)", "must be an object")
     fmt = fields.get(manifest, "format", "format", "str")
     version = fields.get(manifest, "version", "version", "count")
-    if fmt != FORMAT or (version != FORMAT_VERSION and version not in _UNVERIFIED_VERSIONS):
+    if fmt != FORMAT or (version not in _VERIFIED_VERSIONS and version not in _UNVERIFIED_VERSIONS):
         raise errors.InvalidArgumentError(
             f"checkpoint {path}: format {fmt!r} version {version!r} is not {FORMAT!r} version "
-            f"{FORMAT_VERSION}; load it with the replay version that wrote it")
+            f"{FORMAT_VERSION} or {REFERENCING_VERSION}; load it with the replay version that wrote it")
     fields.get(manifest, "created", "created", "number", optional=True)
     fields.get(manifest, "num_chunks", "num_chunks", "count")
-    if version == FORMAT_VERSION:
+    if version in _VERIFIED_VERSIONS:
         files = fields.get(manifest, "files", "files", "dict")
-        for name in DATA_FILES:
+        for name in data_files(version):
             entry = fields.get(files, name, f"files.{name}", "dict")
             fields.get(entry, "size", f"files.{name}.size", "count")
             digest = fields.get(entry, "sha256", f"files.{name}.sha256", "str")
             if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
                 fields.fail(f"files.{name}.sha256", f"must be 64 lowercase hex digits, got {digest!r:.80}")
+    if version == REFERENCING_VERSION:
+        chunk_files = fields.get(manifest, "chunk_files", "chunk_files", "list")
+        seen = set()
+        for i, entry in enumerate(chunk_files):
+            label = f"chunk_files[{i}]"
+            if not isinstance(entry, dict):
+                fields.fail(label, f"must be an object, got {entry!r:.80}")
+            name = fields.get(entry, "name", f"{label}.name", "str")
+            if (not name.startswith(CHUNK_FILE_PREFIX) or os.sep in name or name in seen
+                    or (os.altsep and os.altsep in name)):
+                fields.fail(f"{label}.name", f"must be a new file name starting with {CHUNK_FILE_PREFIX!r}, "
+                                             f"got {name!r:.80}")
+            seen.add(name)
+            if fields.get(entry, "min_size", f"{label}.min_size", "count") == 0:
+                fields.fail(f"{label}.min_size", "must be positive (a chunk file holds referenced bytes)")
     tables = fields.get(manifest, "tables", "tables", "list")
     names = set()
     for i, entry in enumerate(tables):

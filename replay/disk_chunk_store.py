@@ -8,11 +8,15 @@ columns' `data` become memoryviews into the mapping. The kernel's page cache is 
 chunks (bounded by the machine's or the cgroup's memory, reclaimed under pressure); the
 process's anonymous memory holds only the items, the chunks' metadata and the views.
 
-Each segment file is unlinked as soon as it is mapped, so nothing is left on disk after a crash
-and a segment's space is freed exactly when the last chunk referencing it dies (a chunk lives
-while items or writers' keep-alive lists reference it, as in memory). A segment holding one
-long-lived chunk keeps its whole size on disk: with a FIFO remover (the default), chunks die
-roughly in the order they were written and segments are freed one after the other.
+Each segment file has no name (O_TMPFILE, or a name unlinked as soon as the file is mapped:
+`replay.segment_files`), so nothing is left on disk after a crash and a segment's space is freed
+exactly when the last chunk referencing it dies (a chunk lives while items or writers'
+keep-alive lists reference it, as in memory) and no checkpoint names the file. A segment holding
+one long-lived chunk keeps its whole size on disk: with a FIFO remover (the default), chunks die
+roughly in the order they were written and segments are freed one after the other. Segments are
+only appended to, so bytes a chunk references never change: a checkpoint links the segment
+files instead of copying their bytes (`replay.checkpoint_chunk_refs`), and a restore maps the
+checkpoint's files; `adopt_mapped` puts those under the memory bound.
 
 With a memory bound (`cache_bytes`; `Server(chunk_cache_bytes=...)`, `replay-server
 --chunk-cache-mb`), the store reads the process's mapped file pages (RssFile of
@@ -32,16 +36,18 @@ Used by `replay.Server(..., chunk_dir=PATH)` and `replay-server --chunk-dir PATH
 """
 from __future__ import annotations
 
+import logging
 import mmap
 import os
-import tempfile
 import threading
 import weakref
 from typing import Iterable, Iterator, List, Optional
 
-from replay import errors
+from replay import errors, segment_files
 from replay.chunk_store import ChunkStore
 from replay.chunks import Chunk
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
@@ -64,20 +70,13 @@ _CHECK_READ_FRACTION = 64
 
 
 class _Segment:
-    """One unlinked file being appended to, and a read-only view of all of it."""
+    """One nameless file being appended to, and a read-only view of all of it."""
 
-    __slots__ = ("file", "mapping", "view", "size", "offset")
+    __slots__ = ("fd", "file", "mapping", "view", "size", "offset")
 
     def __init__(self, directory: str, size: int):
-        fd, path = tempfile.mkstemp(prefix="chunks-", suffix=".segment", dir=directory)
-        try:
-            os.unlink(path)  # the open file and its mapping keep the data
-            os.ftruncate(fd, size)  # sparse: disk blocks are taken only as chunks are written
-            mapping = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-        except BaseException:
-            os.close(fd)
-            raise
-        self.file = os.fdopen(fd, "r+b", buffering=0)  # closes fd when the segment is dropped
+        mapping, self.file = segment_files.create_segment(directory, size)
+        self.fd = self.file.fd  # open while the mapping lives (segment_files)
         self.mapping = mapping
         # Slices of this view keep the mapping (and with it the file's disk space) alive.
         self.view = memoryview(mapping)
@@ -125,6 +124,9 @@ class DiskChunkStore(ChunkStore):
                 f"cannot create a {self.segment_bytes}-byte segment file in the chunk directory "
                 f"{self.chunk_dir}: {e}; pass a writable directory on local disk") from None
         self._mappings.append(weakref.ref(self._segment.mapping))
+        if not self._segment.file.linkable:
+            log.warning("the chunk directory %s cannot create files with O_TMPFILE: checkpoints of this "
+                        "server copy the chunk data instead of linking the chunk files", self.chunk_dir)
         self._closed = threading.Event()
         self._bound_lock = threading.Lock()
         self._read_since_check = 0
@@ -181,6 +183,17 @@ class DiskChunkStore(ChunkStore):
             except (OSError, ValueError):  # closed meanwhile: nothing of it is resident
                 pass
         self.trims += 1
+
+    def adopt_mapped(self, chunks: Iterable[Chunk]) -> None:
+        """Puts the mappings that `chunks`' column bytes are views into (a restored checkpoint's
+        files, `replay.checkpoint_chunk_refs`) under the memory bound, as the segments are."""
+        with self._disk_lock:
+            known = {id(m) for m in (ref() for ref in self._mappings) if m is not None}
+            for chunk in chunks:
+                for blob in chunk.column_bytes():
+                    if _on_disk(blob) and id(blob.obj) not in known:
+                        known.add(id(blob.obj))
+                        self._mappings.append(weakref.ref(blob.obj))
 
     def insert(self, chunks: Iterable[Chunk]) -> List[Chunk]:
         """As `ChunkStore.insert`, with the chunks' column bytes moved to disk first.
@@ -247,7 +260,7 @@ class DiskChunkStore(ChunkStore):
         """Writes `blobs` back to back into the current segment from offset `start`."""
         if not blobs:
             return
-        fd = self._segment.file.fileno()
+        fd = self._segment.fd
         position = start
         groups = ((blobs[first:first + _MAX_BUFFERS_PER_WRITE]
                    for first in range(0, len(blobs), _MAX_BUFFERS_PER_WRITE))

@@ -450,28 +450,39 @@ class Server:
 
     def _restore(self, checkpointer) -> None:
         # The declared tables' settings win over the checkpoint's (replay.checkpoint.RESTORE_RULE).
-        restored = checkpointer.load_latest(declared={name: t.config() for name, t in self.tables.items()})
+        # A disk-backed server maps the chunk files of a checkpoint that references them
+        # (replay.checkpoint_chunk_refs) and moves the chunks of one that copied them to disk.
+        on_disk = isinstance(self.chunk_store, DiskChunkStore)
+        declared = {name: t.config() for name, t in self.tables.items()}
+        restored = (checkpointer.load_latest(declared=declared, map_chunk_files=True) if on_disk
+                    else checkpointer.load_latest(declared=declared))
         for table in restored or ():
             self.tables[table.name] = table
-            if isinstance(self.chunk_store, DiskChunkStore):
+            if on_disk:
                 _, items, _ = table.checkpoint()
-                self.chunk_store.store_on_disk({key: chunk for item in items
-                                                for key, chunk in item.chunks.items()}.values())
+                chunks = {key: chunk for item in items for key, chunk in item.chunks.items()}.values()
+                self.chunk_store.store_on_disk(chunks)
+                self.chunk_store.adopt_mapped(chunks)
 
     @property
     def address(self) -> str:
         return f"{'localhost' if self.host in ('127.0.0.1', 'localhost') else self.host}:{self.port}"
 
     def checkpoint(self) -> str:
-        """Writes a checkpoint through the checkpointer and returns its path.
+        """Writes a checkpoint through the checkpointer and returns its path (with a chunk
+        directory, one that links the chunk files instead of copying them, where it can:
+        `replay.checkpoint`).
 
         Raises:
           FailedPreconditionError: the server has no checkpointer.
+          OSError: the checkpoint cannot be written.
         """
         if self.checkpointer is None:
             raise errors.FailedPreconditionError(
                 "this server has no checkpointer; start it with Server(..., checkpointer=Checkpointer(dir))")
         with self._checkpoint_lock:
+            if isinstance(self.chunk_store, DiskChunkStore):  # links the chunk files, no copy
+                return self.checkpointer.save(list(self.tables.values()), reference_chunk_files=True)
             return self.checkpointer.save(list(self.tables.values()))
 
     def localhost_client(self, **kwargs):
