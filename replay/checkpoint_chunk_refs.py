@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 import os
 import struct
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -45,6 +46,10 @@ from replay.proto import replay_pb2
 log = logging.getLogger(__name__)
 
 _REF = struct.Struct("<QQQ")  # file index, offset, length
+# A restore checks every byte through the files' mappings; it drops the pages it read from the
+# process every this many bytes (the page cache keeps them), so that a restore of a table many
+# times the memory, or under a chunk cache bound, does not map all of it at once.
+_RESTORE_MAPPED_BYTES = 16 << 20
 _COPIED = object()  # a file of `segment_files` whose bytes are copied (it lost its names)
 
 
@@ -166,6 +171,7 @@ def load_referenced_chunks(path: str, manifest: dict, chunk_records: bytes, refs
     num_chunks = manifest["num_chunks"]
     chunks: Dict[int, Chunk] = {}
     cursor = 0  # the next entry of chunk_refs.bin
+    touched, read_since_drop = set(), 0  # files read from since the last drop of their pages
     where = f"checkpoint {path}: chunks.bin"
 
     def before_chunk_record():
@@ -189,6 +195,9 @@ def load_referenced_chunks(path: str, manifest: dict, chunk_records: bytes, refs
                     raise errors.InvalidArgumentError(f"chunk {chunk.key} has no steps")
                 for i, data in enumerate(chunk.columns):
                     file_index, offset, length = places[column]
+                    if length:
+                        touched.add(file_index)
+                        read_since_drop += length
                     try:
                         validate_column(data, chunk.length, f"chunk {chunk.key} column {i}")
                     except errors.ReplayError as e:
@@ -202,11 +211,25 @@ def load_referenced_chunks(path: str, manifest: dict, chunk_records: bytes, refs
                     chunk.replace_column_bytes(chunk.column_bytes())
                 chunks[chunk.key] = chunk
             cursor += count
+            if read_since_drop >= _RESTORE_MAPPED_BYTES:
+                _drop_pages(views, touched)
+                touched, read_since_drop = set(), 0
+    _drop_pages(views, touched)
     if cursor != len(table):
         raise errors.CorruptCheckpointError(
             f"checkpoint {path}: {CHUNK_REFS} holds {len(table)} columns but chunks.bin {cursor}; the "
             "checkpoint is corrupt")
     return chunks
+
+
+def _drop_pages(views: List[memoryview], indexes) -> None:
+    """Drops the pages of these files' mappings from the process (they stay in the page cache;
+    a later read maps them again)."""
+    for index in indexes:
+        try:
+            views[index].obj.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # (not expected: a mapping of this restore, still open)
+            pass
 
 
 def _column_bytes(path: str, names: List[str], views: List[memoryview], manifest: dict, entry: int,

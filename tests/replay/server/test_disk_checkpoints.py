@@ -361,3 +361,44 @@ def test_a_referencing_restore_logs_progress_and_keeps_its_timeout(dirs, monkeyp
     assert stopped_at and int(stopped_at.group(1)) < int(stopped_at.group(2)), str(caught.value)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"restoring checkpoint {path}")]
     assert any("chunks loaded and checked" in line for line in lines), lines
+
+
+def _mapped_file_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssFile:")) / 1024
+
+
+def test_a_restore_under_a_chunk_cache_bound_keeps_the_files_mostly_unmapped(dirs):
+    """A restore reads every byte of the chunk files (their checksums) through the mappings: it
+    drops the pages it read every 16 MB, and the server's bound then covers the files."""
+    import gc
+    import threading
+
+    chunk_dir, ckpt_dir = dirs
+    server = Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir))
+    _write(server.localhost_client(), range(4000))  # 80 MB
+    server.checkpoint()
+    server.stop(grace=None)
+    del server
+    gc.collect()
+    idle, peak, done = _mapped_file_mb(), [0.0], threading.Event()
+
+    def poll():
+        while not done.wait(0.005):
+            peak[0] = max(peak[0], _mapped_file_mb())
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        restored = Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir),
+                          chunk_cache_bytes=16 << 20)
+        try:
+            assert restored.tables["fifo"].size == 4000
+            assert len(_sampled(restored.localhost_client(), 500)) == 500  # reads chunks all over the files
+            time.sleep(0.1)  # the bound's thread checks every 10 ms
+        finally:
+            restored.stop(grace=None)
+    finally:
+        done.set()
+        poller.join()
+    assert peak[0] - idle <= 16 + 24, (idle, peak)  # 16 MB between drops, the bound's 16 MB, slack
