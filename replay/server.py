@@ -300,7 +300,9 @@ class Server:
         256 MB of freed memory stays with the process); False leaves the allocator alone.
       chunk_dir: a directory on local disk for the chunk data (`replay.disk_chunk_store`): the
         tables may then hold many times the server's memory, the page cache keeping the hot
-        chunks; None keeps chunks in memory.
+        chunks; None keeps chunks in memory. Checkpoints then link the chunk files instead of
+        copying the bytes where the checkpoint directory is on the same filesystem, and a
+        restore maps them (`replay.checkpoint_chunk_refs`).
       chunk_cache_bytes: with `chunk_dir`, the most chunk bytes the server process keeps mapped
         in its memory (the store drops its files' pages once they grew past it; see
         `replay.disk_chunk_store`); None: the kernel's page cache alone decides.

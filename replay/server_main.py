@@ -16,6 +16,8 @@ declared tables, or past `--restore-timeout`; the checkpoints are left as they w
 With a chunk directory the chunks' data lives in files there instead of the server's memory
 (`replay.disk_chunk_store`), so tables may hold many times the memory; `--chunk-cache-mb` bounds
 the chunk bytes the process keeps mapped (by default the kernel's page cache alone decides).
+Its checkpoints link the chunk files (on the same filesystem; elsewhere they copy the bytes) and
+a restart maps them (`replay.checkpoint_chunk_refs`).
 """
 from __future__ import annotations
 

@@ -402,3 +402,34 @@ def test_a_restore_under_a_chunk_cache_bound_keeps_the_files_mostly_unmapped(dir
         done.set()
         poller.join()
     assert peak[0] - idle <= 16 + 24, (idle, peak)  # 16 MB between drops, the bound's 16 MB, slack
+
+
+def test_replay_server_restarts_from_the_chunk_files_of_its_final_checkpoint(dirs, tables_yaml,
+                                                                              server_process_factory):
+    """`replay-server --chunk-dir D --checkpoint-dir C`: the final checkpoint at shutdown links the
+    chunk files, and the restarted server serves the same items from them."""
+    from replay.client import Client
+
+    chunk_dir, ckpt_dir = dirs
+    process = server_process_factory(tables_yaml, "--chunk-dir", chunk_dir, "--checkpoint-dir", ckpt_dir)
+    client = Client(process.address)
+    try:
+        with client.trajectory_writer(1) as writer:
+            for i in range(5):
+                writer.create_item("queue", 1.0, writer.append(_step(i)))
+    finally:
+        client.close()
+    process.terminate()
+    code, _ = process.read_until_exit()
+    assert code == 0
+    path = Checkpointer(ckpt_dir).latest()
+    assert _manifest(path)["version"] == 3 and _chunk_files(path)
+    again = server_process_factory(tables_yaml, "--chunk-dir", chunk_dir, "--checkpoint-dir", ckpt_dir)
+    client = Client(again.address)
+    try:
+        got = [_check_step(s.data[0]) for s in client.sample("queue", 5, emit_timesteps=False, timeout=10)]
+        assert got == list(range(5))
+    finally:
+        client.close()
+    again.terminate()
+    assert again.read_until_exit()[0] == 0
