@@ -433,3 +433,30 @@ def test_replay_server_restarts_from_the_chunk_files_of_its_final_checkpoint(dir
         client.close()
     again.terminate()
     assert again.read_until_exit()[0] == 0
+
+
+def test_without_o_tmpfile_the_segments_are_unlinked_files_and_checkpoints_copy(dirs, monkeypatch, caplog):
+    """A filesystem or kernel without O_TMPFILE (the open fails as there): segments are named
+    files unlinked at once, which cannot be linked, so checkpoints copy the chunk bytes."""
+    chunk_dir, ckpt_dir = dirs
+    real_open = os.open
+
+    def open_without_tmpfile(path, flags, *args, **kwargs):
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(segment_files.os, "open", open_without_tmpfile)
+    caplog.set_level(logging.WARNING)
+    with Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir)) as server:
+        assert os.listdir(chunk_dir) == []
+        _write(server.localhost_client(), range(30))
+        path = server.checkpoint()
+        contents = _contents(server)
+    assert _manifest(path)["version"] == 2
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "cannot create files with O_TMPFILE" in messages
+    assert "copies the chunk data instead of linking" in messages and "without O_TMPFILE" in messages
+    with Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir)) as restored:
+        assert _contents(restored) == contents
+        assert _samples(restored.localhost_client(), 30) == list(range(30))
