@@ -23,6 +23,13 @@ from tools.reverb_diff import compare, divergences, executor  # noqa: E402
 
 FAMILIES = sorted(name[:-5] for name in os.listdir(_RECORDINGS) if name.endswith(".json"))
 
+# Recorded sequences this test leaves out, each a repeat of a case the run keeps: in blocking,
+# 21-25 close a writer whose items a queue table of size 1 holds back (replay's close then waits
+# about 5 s, the kept divergence close_waits_for_held_items); 20 keeps that case with the most
+# flushes and samples (21 and 22 are the same ops, 23-25 shorter runs of them), 8 keeps it for a
+# Stack limiter and 39 for a Queue limiter. tools/reverb_diff/run.py still runs every sequence.
+LEFT_OUT = {"blocking": {21, 22, 23, 24, 25}}
+
 
 def _describe(sequence, difference):
     ops = sequence["ops"][:difference["index"] + 1]
@@ -41,11 +48,16 @@ def test_every_family_is_recorded():
 def test_replay_reverb_behaves_as_recorded_from_reverb(family):
     with open(os.path.join(_RECORDINGS, f"{family}.json")) as f:
         recording = json.load(f)
-    sequences = recording["sequences"]
+    assert len(recording["sequences"]) == len(recording["reverb"])
+    left_out = LEFT_OUT.get(family, set())
+    assert left_out <= {sequence["index"] for sequence in recording["sequences"]}
+    kept = [(sequence, theirs) for sequence, theirs in zip(recording["sequences"], recording["reverb"])
+            if sequence["index"] not in left_out]
+    sequences = [sequence for sequence, _ in kept]
     ours = executor.run_sequences("replay.reverb", sequences)
-    assert len(ours) == len(recording["reverb"]) == len(sequences)
+    assert len(ours) == len(sequences)
     unexplained = []
-    for sequence, theirs, mine in zip(sequences, recording["reverb"], ours):
+    for (sequence, theirs), mine in zip(kept, ours):
         found = divergences.classify(sequence, compare.compare_sequence(sequence, theirs, mine))
         unexplained += [_describe(sequence, d) for d in found["unknown"]]
     assert not unexplained, f"{len(unexplained)} sequences diverge from Reverb:\n" + "\n".join(unexplained[:5])
