@@ -27,7 +27,7 @@ STARTUP_NOISE = ("onednn", "cuda", "absl", "tf_enable_onednn_opts", "cpu_feature
 
 
 @pytest.mark.timeout(600)
-def test_train_quietly_then_rollout_and_export(tmp_path):
+def test_train_quietly_then_rollout_and_export(tmp_path, ray_session, capsys, monkeypatch):
     env = dict(os.environ)
     for name in ("TF_CPP_MIN_LOG_LEVEL", "RAY_ADDRESS"):
         env.pop(name, None)  # the defaults a user has
@@ -56,9 +56,15 @@ def test_train_quietly_then_rollout_and_export(tmp_path):
     assert checkpoints and checkpoints[-1].endswith("checkpoint_000002")
     assert tf.saved_model.load(str(experiment / "exported_model")) is not None
 
-    rollout = run_tfrl(["rollout", checkpoints[-1], "--episodes", "2"], cwd=tmp_path)
-    assert rollout.returncode == 0, rollout.stderr[-3000:]
-    assert rollout.stdout.count("episode ") == 2 and "mean return over 2 episodes" in rollout.stdout
+    # in this process (the session's Ray): train and export already start the command as a user
+    # does, and a third interpreter would only import TensorFlow once more
+    import tfrl.cli
+
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert tfrl.cli.main(["rollout", checkpoints[-1], "--episodes", "2"]) == 0
+    rollout = capsys.readouterr().out
+    assert rollout.count("episode ") == 2 and "mean return over 2 episodes" in rollout
 
     verbose = subprocess.run(command + ["export", checkpoints[-1], str(tmp_path / "served"), "--verbose"],
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
