@@ -16,8 +16,8 @@ import os
 import sys
 import tempfile
 
-from tests.tfrl.cluster.multinode_scenario import (head_only_cluster, secured_replay_config,
-                                                   stage_marker)
+from tests.tfrl.cluster.multinode_scenario import (exit_at_once, head_only_cluster,
+                                                   secured_replay_config, stage_marker)
 
 APEX = {"num_workers": 1, "num_envs_per_worker": 1, "num_cpus_per_worker": 1,
         "rollout_fragment_length": 16, "learning_starts": 64, "train_batch_size": 16,
@@ -114,3 +114,4 @@ def main(out_path: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    exit_at_once()
