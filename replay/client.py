@@ -581,11 +581,9 @@ class Client:
                     raise cls(f"ServerInfo call did not complete within provided timeout of {timeout}s "
                               f"(server {self.address}: {e})") from None
                 time.sleep(SERVER_INFO_RETRY_SECONDS)
-        out = {}
-        for proto in response.tables:
-            info = table_info_from_proto(proto)
-            out[info.name] = info
-            self._signatures[info.name] = info.signature
+        out = tables_from_server_info(response)
+        for name, info in out.items():
+            self._signatures[name] = info.signature
         return out
 
     def checkpoint(self, *, timeout: Optional[float] = None) -> str:
@@ -627,6 +625,11 @@ def _timesteps(info: SampleInfo, columns: List[np.ndarray], unflatten) -> List[R
     if unflatten is None:
         return [ReplaySample(info, list(step)) for step in zip(*per_column)]
     return [ReplaySample(info, unflatten(list(step))) for step in zip(*per_column)]
+
+
+def tables_from_server_info(response: replay_pb2.ServerInfoResponse) -> Dict[str, TableInfo]:
+    """Table name -> `replay.TableInfo` of a ServerInfo response."""
+    return {proto.name: table_info_from_proto(proto) for proto in response.tables}
 
 
 def table_info_from_proto(proto: replay_pb2.TableInfo) -> TableInfo:

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 import grpc
 
-from replay import codec, errors, shared_ring
+from replay import codec, errors, protocol, shared_ring
 from replay.proto import replay_pb2
 from replay.server_calls import check_request, end_failed_call
 from replay.server_scheduling import RECHECK_SECONDS, Turn
@@ -40,10 +40,15 @@ _IDLE_READ_SECONDS = 0.002
 _WAITING_FOR_RATE_LIMITER = replay_pb2.InsertResponse()
 
 
+def _asks_for_tables(context) -> bool:
+    return any(key == protocol.DESCRIBE_TABLES_METADATA_KEY
+               for key, _ in (context.invocation_metadata() or ()))
+
+
 class InsertService:
     """InsertStream and its steps, a base of the server's servicer, which provides `_server`,
     `_work` (a `WorkQueue`), `_signals` and `_insert_lines` (per table), `open_streams`,
-    `_check_call`, `_open_stream` and `_table`."""
+    `_check_call`, `_open_stream`, `_table` and `_tables_response`."""
 
     def start_inserts(self) -> None:
         """Creates the turns of the active insert streams (on the event loop's thread)."""
@@ -59,6 +64,8 @@ class InsertService:
             self._check_call(context)
             self._open_stream()
             opened = True
+            if _asks_for_tables(context):
+                await context.write(self._tables_response())
             store = self._server.chunk_store
             limit = self._server.max_in_flight_bytes_per_stream
             held = 0  # chunk bytes kept alive for this stream's writer

@@ -21,6 +21,11 @@ ring instead of the message (`replay.shared_ring`; the message says where they a
 and gRPC's copies on both sides become one copy into the ring and one out of it (one writer of
 40 kB steps: 70-80% more items/s; 400 kB: about 40%).
 
+A writer that checks its items against the tables' signatures reads them from the stream
+(`table_infos`): the call asks for them in its metadata and the server's first response carries
+them, so hundreds of writers starting at once do not each queue a ServerInfo call (which the
+server takes up one at a time) ahead of the calls of everyone else who asks the server.
+
 What is queued is already packed: `send` appends each chunk's and item's fields to the lists of
 the message being filled (`codec.ChunkBatchBuilder`, `codec.ItemBatchBuilder`). Queued
 chunks and items used to wait as objects (a chunk, its columns, an item's column tuples, the
@@ -37,7 +42,7 @@ from typing import Deque, List, Optional, Sequence, Union
 
 import grpc
 
-from replay import codec, errors, framing, shared_ring
+from replay import codec, errors, framing, protocol, shared_ring
 from replay.chunks import Chunk
 from replay.proto import replay_pb2
 
@@ -162,7 +167,10 @@ class InsertStream:
         self._error: Optional[errors.ReplayError] = None
         self._closing = False
         self._call = None
+        self._calls_made = 0  # a request iterator ends once its call is not the current one
         self._reader: Optional[threading.Thread] = None
+        # the server's tables as the first response described them (`table_infos`)
+        self._tables: Optional[dict] = None
         self._max_chunk_bytes = client.max_message_bytes - _MESSAGE_OVERHEAD_BYTES
 
     @property
@@ -206,10 +214,46 @@ class InsertStream:
         raise type(error)(str(error))
 
     def _start(self) -> None:
-        self._call = self._client.insert_stream(self._requests(), metadata=self._client.metadata,
+        metadata = tuple(self._client.metadata) + ((protocol.DESCRIBE_TABLES_METADATA_KEY, "1"),)
+        self._calls_made += 1
+        self._call = self._client.insert_stream(self._requests(self._calls_made), metadata=metadata,
                                                 timeout=self._timeout)
         self._reader = threading.Thread(target=self._read_acks, name="replay-insert-acks", daemon=True)
         self._reader.start()
+
+    def table_infos(self, timeout: Optional[float] = None) -> Optional[dict]:
+        """Table name -> `replay.TableInfo`, as the server described its tables when this
+        stream started (starting it now if it has not). None when the stream failed or was
+        closed first; the caller then asks `server_info`, which also waits for a server that is
+        not up yet (a stream that failed before it sent anything is made anew at its next use,
+        so nothing is lost).
+
+        Raises:
+          DeadlineExceededError: the server did not describe its tables within `timeout`
+            seconds (as `server_info` would raise).
+        """
+        with self._lock:
+            if self._tables is None and self._error is None and not self._closing:
+                if self._call is None:
+                    self._start()
+                if not self._acked.wait_for(lambda: self._tables is not None or self._error is not None,
+                                            timeout):
+                    raise errors.DeadlineExceededError(
+                        f"ServerInfo call did not complete within provided timeout of {timeout}s (server "
+                        f"{getattr(self._client, 'address', '?')}: the insert stream was not answered)")
+            if self._tables is None and self._error is not None and self._messages_sent == 0 \
+                    and not self._has_data():
+                reader = self._reader
+            else:
+                return self._tables
+        reader.join()
+        with self._lock:  # nothing was sent or queued: the next `send` starts a new call
+            if self._messages_sent == 0 and not self._has_data() and self._call is not None:
+                self._call = self._reader = self._error = None
+                self._closing = False
+                self._calls_made += 1  # the failed call's request iterator ends
+                self._data_ready.notify_all()
+        return None
 
     def send(self, chunks: Sequence[Union[Chunk, codec.ChunkRow]], items: Sequence[codec.ItemRow],
              release_keys: Sequence[int] = ()) -> None:
@@ -382,13 +426,16 @@ class InsertStream:
             if self._reader.is_alive():
                 self._call.cancel()
 
-    def _requests(self):
+    def _requests(self, call_number: int):
         ready = self._data_ready
         while True:
             with ready:
                 self._iterator_waiting = True
-                while not self._has_data() and not self._closing and self._error is None:
+                while not self._has_data() and not self._closing and self._error is None \
+                        and self._calls_made == call_number:
                     ready.wait()
+                if self._calls_made != call_number:
+                    return
                 target = self._target_items()
                 if not self._full and self._queued_items < target and not self._urgent and self._has_data():
                     ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
@@ -416,6 +463,14 @@ class InsertStream:
         error = None
         try:
             for response in self._call:
+                if response.HasField("server_info"):
+                    from replay.client import tables_from_server_info
+
+                    tables = tables_from_server_info(response.server_info)
+                    with self._lock:
+                        self._tables = tables
+                        self._acked.notify_all()
+                    continue
                 ring = self._ring
                 if response.ring_opened and ring is not None and not self._ring_opened:
                     ring.unlink()  # the server has it mapped: its name can go

@@ -22,9 +22,9 @@ _SIGNATURES: "weakref.WeakKeyDictionary[Any, Dict[str, Any]]" = weakref.WeakKeyD
 _SIGNATURES_LOCK = threading.Lock()
 
 
-def _table_signature(client, table: str, timeout: Optional[float]):
-    """The flat signature of `table` (None: the table has none), from the client's cache or
-    `server_info`.
+def _table_signature(client, table: str, timeout: Optional[float], stream=None):
+    """The flat signature of `table` (None: the table has none), from the client's cache, the
+    tables the writer's insert `stream` was told of when it started, or `server_info`.
 
     Raises:
       InvalidArgumentError: the server has no such table. Errors of `server_info`.
@@ -32,10 +32,12 @@ def _table_signature(client, table: str, timeout: Optional[float]):
     with _SIGNATURES_LOCK:
         cached = _SIGNATURES.get(client)
     if cached is None or table not in cached:
-        from replay.client import Client as NativeClient
+        infos = None if stream is None else stream.table_infos(timeout)
+        if infos is None or table not in infos:  # (an unknown table is looked up afresh)
+            from replay.client import Client as NativeClient
 
-        infos = (NativeClient.server_info(client, timeout=timeout) if isinstance(client, NativeClient)
-                 else client.server_info(timeout=timeout))
+            infos = (NativeClient.server_info(client, timeout=timeout) if isinstance(client, NativeClient)
+                     else client.server_info(timeout=timeout))
         cached = {name: _flat_signature(info.signature) for name, info in infos.items()}
         with _SIGNATURES_LOCK:
             _SIGNATURES[client] = cached

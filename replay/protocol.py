@@ -23,6 +23,9 @@ SERVICE_NAME = "replay.ReplayService"
 
 PROTOCOL_METADATA_KEY = "replay-protocol"
 TOKEN_METADATA_KEY = "replay-token"
+DESCRIBE_TABLES_METADATA_KEY = "replay-describe-tables"
+"""Call metadata of an InsertStream whose writer wants the tables' descriptions
+(InsertResponse.tables) as the stream's first response."""
 ERROR_CLASS_METADATA_KEY = "replay-error-class"
 """Trailing metadata of a failed call: the class name of the `replay.errors` error it raised."""
 

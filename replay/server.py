@@ -169,6 +169,10 @@ class _Servicer(InsertService, SampleService, replay_pb2_grpc.ReplayServiceServi
             response.tables.append(table_info_to_proto(table))
         return response
 
+    def _tables_response(self) -> replay_pb2.InsertResponse:
+        """An insert stream's first response to a writer that asked for the tables."""
+        return replay_pb2.InsertResponse(server_info=self._server_info(None))
+
     async def Checkpoint(self, request, context):
         try:
             self._check_call(context)

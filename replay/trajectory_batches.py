@@ -111,7 +111,7 @@ class _BatchAppending:
             layout = tuple((slot, 1, True) for slot in range(len(leaves)))
             fitting = self._valid_layouts.get(table)
             if fitting is None or layout not in fitting:
-                signature = _table_signature(self._client, table, self._signature_timeout)
+                signature = _table_signature(self._client, table, self._signature_timeout, self._stream)
                 if signature is not None:
                     _check_against_signature(table, signature, list(self._leaf_specs))
                 self._valid_layouts.setdefault(table, set()).add(layout)

@@ -169,7 +169,7 @@ class _ItemCreation:
         fitting = self._valid_layouts.get(table)
         if fitting is not None and layout in fitting:
             return
-        signature = _table_signature(self._client, table, self._signature_timeout)
+        signature = _table_signature(self._client, table, self._signature_timeout, self._stream)
         if signature is not None:
             columns = [cells._data_references if type(cells) is TrajectoryColumn else cells  # noqa: SLF001
                        for cells in columns]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0creplay.proto\x12\x06replay\"\xe7\x01\n\nChunkBatch\x12\x0c\n\x04keys\x18\x01 \x03(\x04\x12\x13\n\x0b\x65pisode_ids\x18\x02 \x03(\x04\x12\x15\n\rstart_indices\x18\x03 \x03(\x03\x12\x0f\n\x07lengths\x18\x04 \x03(\x05\x12\x13\n\x0bnum_columns\x18\x05 \x03(\x05\x12\x0e\n\x06\x64types\x18\x06 \x03(\t\x12\x13\n\x0b\x64type_index\x18\x07 \x03(\x05\x12\r\n\x05ranks\x18\x08 \x03(\x05\x12\x12\n\nshape_dims\x18\t \x03(\x03\x12\r\n\x05\x66lags\x18\n \x03(\r\x12\r\n\x05\x63rc32\x18\x0b \x03(\r\x12\x13\n\x0b\x63olumn_data\x18\x0c \x03(\x0c\"\x97\x02\n\tItemBatch\x12\x0e\n\x06tables\x18\x01 \x03(\t\x12\x13\n\x0btable_index\x18\x02 \x03(\x05\x12\x0c\n\x04keys\x18\x03 \x03(\x04\x12\x12\n\npriorities\x18\x04 \x03(\x01\x12\x13\n\x0bnum_columns\x18\x05 \x03(\x05\x12\x0f\n\x07squeeze\x18\x06 \x03(\x08\x12\x12\n\nnum_slices\x18\x07 \x03(\x05\x12\x18\n\x10slice_chunk_keys\x18\x08 \x03(\x04\x12\x15\n\rslice_offsets\x18\t \x03(\x03\x12\x15\n\rslice_lengths\x18\n \x03(\x03\x12\x15\n\rslice_indices\x18\x0b \x03(\x05\x12\x15\n\rtimes_sampled\x18\x0c \x03(\x03\x12\x13\n\x0binserted_at\x18\r \x03(\x01\"\xb8\x01\n\rInsertRequest\x12\"\n\x06\x63hunks\x18\x01 \x01(\x0b\x32\x12.replay.ChunkBatch\x12 \n\x05items\x18\x02 \x01(\x0b\x32\x11.replay.ItemBatch\x12\x1a\n\x12release_chunk_keys\x18\x03 \x03(\x04\x12\x11\n\tring_name\x18\x04 \x01(\t\x12\x12\n\nring_nonce\x18\x05 \x01(\x0c\x12\x1e\n\x04ring\x18\x06 \x01(\x0b\x32\x10.replay.RingData\"8\n\x0eInsertResponse\x12\x11\n\titem_keys\x18\x01 \x03(\x04\x12\x13\n\x0bring_opened\x18\x02 \x01(\x08\"\xd8\x01\n\rSampleRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x03\x12\x1f\n\x17rate_limiter_timeout_ms\x18\x03 \x01(\x03\x12\x16\n\x0emax_batch_size\x18\x04 \x01(\x05\x12\x10\n\x08\x63olumnar\x18\x05 \x01(\x08\x12\x1a\n\x12max_response_bytes\x18\x06 \x01(\x03\x12\x11\n\tring_name\x18\x07 \x01(\t\x12\x12\n\nring_nonce\x18\x08 \x01(\x0c\x12\x15\n\rring_released\x18\t \x01(\x03\"=\n\x08RingData\x12\x0f\n\x07offsets\x18\x01 \x03(\x03\x12\x0f\n\x07lengths\x18\x02 \x03(\x03\x12\x0f\n\x07release\x18\x03 \x01(\x03\"N\n\x0b\x43olumnBatch\x12\x0e\n\x06\x64types\x18\x01 \x03(\t\x12\r\n\x05ranks\x18\x02 \x03(\x05\x12\x12\n\nshape_dims\x18\x03 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x03(\x0c\"\xf3\x01\n\x0eSampleResponse\x12\x15\n\rprobabilities\x18\x01 \x03(\x01\x12\x13\n\x0btable_sizes\x18\x02 \x03(\x03\x12\x12\n\npriorities\x18\x03 \x03(\x01\x12\x15\n\rtimes_sampled\x18\x04 \x03(\x03\x12 \n\x05items\x18\x05 \x01(\x0b\x32\x11.replay.ItemBatch\x12\"\n\x06\x63hunks\x18\x06 \x01(\x0b\x32\x12.replay.ChunkBatch\x12$\n\x07\x63olumns\x18\x07 \x01(\x0b\x32\x13.replay.ColumnBatch\x12\x1e\n\x04ring\x18\x08 \x01(\x0b\x32\x10.replay.RingData\"3\n\x0fPriorityUpdates\x12\x0c\n\x04keys\x18\x01 \x03(\x04\x12\x12\n\npriorities\x18\x02 \x03(\x01\"g\n\x17MutatePrioritiesRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12(\n\x07updates\x18\x02 \x01(\x0b\x32\x17.replay.PriorityUpdates\x12\x13\n\x0b\x64\x65lete_keys\x18\x03 \x03(\x04\"\x1a\n\x18MutatePrioritiesResponse\"\x1d\n\x0cResetRequest\x12\r\n\x05table\x18\x01 \x01(\t\"\x0f\n\rResetResponse\"\x13\n\x11ServerInfoRequest\"\xfd\x01\n\tTableInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x10\n\x08max_size\x18\x03 \x01(\x03\x12\x19\n\x11max_times_sampled\x18\x04 \x01(\x03\x12\x13\n\x0bnum_inserts\x18\x05 \x01(\x03\x12\x13\n\x0bnum_samples\x18\x06 \x01(\x03\x12\x13\n\x0bnum_deletes\x18\x07 \x01(\x03\x12\x15\n\rnum_evictions\x18\x08 \x01(\x03\x12\x13\n\x0b\x63onfig_json\x18\t \x01(\t\x12\x1e\n\x16rate_limiter_info_json\x18\n \x01(\t\x12\x1c\n\x14\x65xtensions_info_json\x18\x0b \x01(\t\"Q\n\x12ServerInfoResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\x05\x12!\n\x06tables\x18\x02 \x03(\x0b\x32\x11.replay.TableInfo\"\x13\n\x11\x43heckpointRequest\"\"\n\x12\x43heckpointResponse\x12\x0c\n\x04path\x18\x01 \x01(\t2\xac\x03\n\rReplayService\x12\x41\n\x0cInsertStream\x12\x15.replay.InsertRequest\x1a\x16.replay.InsertResponse(\x01\x30\x01\x12\x41\n\x0cSampleStream\x12\x15.replay.SampleRequest\x1a\x16.replay.SampleResponse(\x01\x30\x01\x12U\n\x10MutatePriorities\x12\x1f.replay.MutatePrioritiesRequest\x1a .replay.MutatePrioritiesResponse\x12\x34\n\x05Reset\x12\x14.replay.ResetRequest\x1a\x15.replay.ResetResponse\x12\x43\n\nServerInfo\x12\x19.replay.ServerInfoRequest\x1a\x1a.replay.ServerInfoResponse\x12\x43\n\nCheckpoint\x12\x19.replay.CheckpointRequest\x1a\x1a.replay.CheckpointResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0creplay.proto\x12\x06replay\"\xe7\x01\n\nChunkBatch\x12\x0c\n\x04keys\x18\x01 \x03(\x04\x12\x13\n\x0b\x65pisode_ids\x18\x02 \x03(\x04\x12\x15\n\rstart_indices\x18\x03 \x03(\x03\x12\x0f\n\x07lengths\x18\x04 \x03(\x05\x12\x13\n\x0bnum_columns\x18\x05 \x03(\x05\x12\x0e\n\x06\x64types\x18\x06 \x03(\t\x12\x13\n\x0b\x64type_index\x18\x07 \x03(\x05\x12\r\n\x05ranks\x18\x08 \x03(\x05\x12\x12\n\nshape_dims\x18\t \x03(\x03\x12\r\n\x05\x66lags\x18\n \x03(\r\x12\r\n\x05\x63rc32\x18\x0b \x03(\r\x12\x13\n\x0b\x63olumn_data\x18\x0c \x03(\x0c\"\x97\x02\n\tItemBatch\x12\x0e\n\x06tables\x18\x01 \x03(\t\x12\x13\n\x0btable_index\x18\x02 \x03(\x05\x12\x0c\n\x04keys\x18\x03 \x03(\x04\x12\x12\n\npriorities\x18\x04 \x03(\x01\x12\x13\n\x0bnum_columns\x18\x05 \x03(\x05\x12\x0f\n\x07squeeze\x18\x06 \x03(\x08\x12\x12\n\nnum_slices\x18\x07 \x03(\x05\x12\x18\n\x10slice_chunk_keys\x18\x08 \x03(\x04\x12\x15\n\rslice_offsets\x18\t \x03(\x03\x12\x15\n\rslice_lengths\x18\n \x03(\x03\x12\x15\n\rslice_indices\x18\x0b \x03(\x05\x12\x15\n\rtimes_sampled\x18\x0c \x03(\x03\x12\x13\n\x0binserted_at\x18\r \x03(\x01\"\xb8\x01\n\rInsertRequest\x12\"\n\x06\x63hunks\x18\x01 \x01(\x0b\x32\x12.replay.ChunkBatch\x12 \n\x05items\x18\x02 \x01(\x0b\x32\x11.replay.ItemBatch\x12\x1a\n\x12release_chunk_keys\x18\x03 \x03(\x04\x12\x11\n\tring_name\x18\x04 \x01(\t\x12\x12\n\nring_nonce\x18\x05 \x01(\x0c\x12\x1e\n\x04ring\x18\x06 \x01(\x0b\x32\x10.replay.RingData\"i\n\x0eInsertResponse\x12\x11\n\titem_keys\x18\x01 \x03(\x04\x12\x13\n\x0bring_opened\x18\x02 \x01(\x08\x12/\n\x0bserver_info\x18\x03 \x01(\x0b\x32\x1a.replay.ServerInfoResponse\"\xd8\x01\n\rSampleRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12\x13\n\x0bnum_samples\x18\x02 \x01(\x03\x12\x1f\n\x17rate_limiter_timeout_ms\x18\x03 \x01(\x03\x12\x16\n\x0emax_batch_size\x18\x04 \x01(\x05\x12\x10\n\x08\x63olumnar\x18\x05 \x01(\x08\x12\x1a\n\x12max_response_bytes\x18\x06 \x01(\x03\x12\x11\n\tring_name\x18\x07 \x01(\t\x12\x12\n\nring_nonce\x18\x08 \x01(\x0c\x12\x15\n\rring_released\x18\t \x01(\x03\"=\n\x08RingData\x12\x0f\n\x07offsets\x18\x01 \x03(\x03\x12\x0f\n\x07lengths\x18\x02 \x03(\x03\x12\x0f\n\x07release\x18\x03 \x01(\x03\"N\n\x0b\x43olumnBatch\x12\x0e\n\x06\x64types\x18\x01 \x03(\t\x12\r\n\x05ranks\x18\x02 \x03(\x05\x12\x12\n\nshape_dims\x18\x03 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x04 \x03(\x0c\"\xf3\x01\n\x0eSampleResponse\x12\x15\n\rprobabilities\x18\x01 \x03(\x01\x12\x13\n\x0btable_sizes\x18\x02 \x03(\x03\x12\x12\n\npriorities\x18\x03 \x03(\x01\x12\x15\n\rtimes_sampled\x18\x04 \x03(\x03\x12 \n\x05items\x18\x05 \x01(\x0b\x32\x11.replay.ItemBatch\x12\"\n\x06\x63hunks\x18\x06 \x01(\x0b\x32\x12.replay.ChunkBatch\x12$\n\x07\x63olumns\x18\x07 \x01(\x0b\x32\x13.replay.ColumnBatch\x12\x1e\n\x04ring\x18\x08 \x01(\x0b\x32\x10.replay.RingData\"3\n\x0fPriorityUpdates\x12\x0c\n\x04keys\x18\x01 \x03(\x04\x12\x12\n\npriorities\x18\x02 \x03(\x01\"g\n\x17MutatePrioritiesRequest\x12\r\n\x05table\x18\x01 \x01(\t\x12(\n\x07updates\x18\x02 \x01(\x0b\x32\x17.replay.PriorityUpdates\x12\x13\n\x0b\x64\x65lete_keys\x18\x03 \x03(\x04\"\x1a\n\x18MutatePrioritiesResponse\"\x1d\n\x0cResetRequest\x12\r\n\x05table\x18\x01 \x01(\t\"\x0f\n\rResetResponse\"\x13\n\x11ServerInfoRequest\"\xfd\x01\n\tTableInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\x12\x10\n\x08max_size\x18\x03 \x01(\x03\x12\x19\n\x11max_times_sampled\x18\x04 \x01(\x03\x12\x13\n\x0bnum_inserts\x18\x05 \x01(\x03\x12\x13\n\x0bnum_samples\x18\x06 \x01(\x03\x12\x13\n\x0bnum_deletes\x18\x07 \x01(\x03\x12\x15\n\rnum_evictions\x18\x08 \x01(\x03\x12\x13\n\x0b\x63onfig_json\x18\t \x01(\t\x12\x1e\n\x16rate_limiter_info_json\x18\n \x01(\t\x12\x1c\n\x14\x65xtensions_info_json\x18\x0b \x01(\t\"Q\n\x12ServerInfoResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\x05\x12!\n\x06tables\x18\x02 \x03(\x0b\x32\x11.replay.TableInfo\"\x13\n\x11\x43heckpointRequest\"\"\n\x12\x43heckpointResponse\x12\x0c\n\x04path\x18\x01 \x01(\t2\xac\x03\n\rReplayService\x12\x41\n\x0cInsertStream\x12\x15.replay.InsertRequest\x1a\x16.replay.InsertResponse(\x01\x30\x01\x12\x41\n\x0cSampleStream\x12\x15.replay.SampleRequest\x1a\x16.replay.SampleResponse(\x01\x30\x01\x12U\n\x10MutatePriorities\x12\x1f.replay.MutatePrioritiesRequest\x1a .replay.MutatePrioritiesResponse\x12\x34\n\x05Reset\x12\x14.replay.ResetRequest\x1a\x15.replay.ResetResponse\x12\x43\n\nServerInfo\x12\x19.replay.ServerInfoRequest\x1a\x1a.replay.ServerInfoResponse\x12\x43\n\nCheckpoint\x12\x19.replay.CheckpointRequest\x1a\x1a.replay.CheckpointResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,35 +38,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSERTREQUEST']._serialized_start=541
   _globals['_INSERTREQUEST']._serialized_end=725
   _globals['_INSERTRESPONSE']._serialized_start=727
-  _globals['_INSERTRESPONSE']._serialized_end=783
-  _globals['_SAMPLEREQUEST']._serialized_start=786
-  _globals['_SAMPLEREQUEST']._serialized_end=1002
-  _globals['_RINGDATA']._serialized_start=1004
-  _globals['_RINGDATA']._serialized_end=1065
-  _globals['_COLUMNBATCH']._serialized_start=1067
-  _globals['_COLUMNBATCH']._serialized_end=1145
-  _globals['_SAMPLERESPONSE']._serialized_start=1148
-  _globals['_SAMPLERESPONSE']._serialized_end=1391
-  _globals['_PRIORITYUPDATES']._serialized_start=1393
-  _globals['_PRIORITYUPDATES']._serialized_end=1444
-  _globals['_MUTATEPRIORITIESREQUEST']._serialized_start=1446
-  _globals['_MUTATEPRIORITIESREQUEST']._serialized_end=1549
-  _globals['_MUTATEPRIORITIESRESPONSE']._serialized_start=1551
-  _globals['_MUTATEPRIORITIESRESPONSE']._serialized_end=1577
-  _globals['_RESETREQUEST']._serialized_start=1579
-  _globals['_RESETREQUEST']._serialized_end=1608
-  _globals['_RESETRESPONSE']._serialized_start=1610
-  _globals['_RESETRESPONSE']._serialized_end=1625
-  _globals['_SERVERINFOREQUEST']._serialized_start=1627
-  _globals['_SERVERINFOREQUEST']._serialized_end=1646
-  _globals['_TABLEINFO']._serialized_start=1649
-  _globals['_TABLEINFO']._serialized_end=1902
-  _globals['_SERVERINFORESPONSE']._serialized_start=1904
-  _globals['_SERVERINFORESPONSE']._serialized_end=1985
-  _globals['_CHECKPOINTREQUEST']._serialized_start=1987
-  _globals['_CHECKPOINTREQUEST']._serialized_end=2006
-  _globals['_CHECKPOINTRESPONSE']._serialized_start=2008
-  _globals['_CHECKPOINTRESPONSE']._serialized_end=2042
-  _globals['_REPLAYSERVICE']._serialized_start=2045
-  _globals['_REPLAYSERVICE']._serialized_end=2473
+  _globals['_INSERTRESPONSE']._serialized_end=832
+  _globals['_SAMPLEREQUEST']._serialized_start=835
+  _globals['_SAMPLEREQUEST']._serialized_end=1051
+  _globals['_RINGDATA']._serialized_start=1053
+  _globals['_RINGDATA']._serialized_end=1114
+  _globals['_COLUMNBATCH']._serialized_start=1116
+  _globals['_COLUMNBATCH']._serialized_end=1194
+  _globals['_SAMPLERESPONSE']._serialized_start=1197
+  _globals['_SAMPLERESPONSE']._serialized_end=1440
+  _globals['_PRIORITYUPDATES']._serialized_start=1442
+  _globals['_PRIORITYUPDATES']._serialized_end=1493
+  _globals['_MUTATEPRIORITIESREQUEST']._serialized_start=1495
+  _globals['_MUTATEPRIORITIESREQUEST']._serialized_end=1598
+  _globals['_MUTATEPRIORITIESRESPONSE']._serialized_start=1600
+  _globals['_MUTATEPRIORITIESRESPONSE']._serialized_end=1626
+  _globals['_RESETREQUEST']._serialized_start=1628
+  _globals['_RESETREQUEST']._serialized_end=1657
+  _globals['_RESETRESPONSE']._serialized_start=1659
+  _globals['_RESETRESPONSE']._serialized_end=1674
+  _globals['_SERVERINFOREQUEST']._serialized_start=1676
+  _globals['_SERVERINFOREQUEST']._serialized_end=1695
+  _globals['_TABLEINFO']._serialized_start=1698
+  _globals['_TABLEINFO']._serialized_end=1951
+  _globals['_SERVERINFORESPONSE']._serialized_start=1953
+  _globals['_SERVERINFORESPONSE']._serialized_end=2034
+  _globals['_CHECKPOINTREQUEST']._serialized_start=2036
+  _globals['_CHECKPOINTREQUEST']._serialized_end=2055
+  _globals['_CHECKPOINTRESPONSE']._serialized_start=2057
+  _globals['_CHECKPOINTRESPONSE']._serialized_end=2091
+  _globals['_REPLAYSERVICE']._serialized_start=2094
+  _globals['_REPLAYSERVICE']._serialized_end=2522
 # @@protoc_insertion_point(module_scope)
