@@ -109,16 +109,17 @@ def test_cql_trains_from_whole_recorded_episodes_and_evaluates_in_the_env(ray_se
     """The recording holds whole 200-step episodes, far more rows per batch than
     rollout_fragment_length: the replay table must still take them while the learner waits."""
     from tfrl.agents.cql.cql import CQLTrainer
-    from tfrl.agents.sac.sac import SACTrainer
+    from tfrl.rollout import RolloutWorker
 
     small = {"actor_hiddens": [16], "critic_hiddens": [16], "train_batch_size": 32,
              "learning_starts": 64, "rollout_fragment_length": 8, "timesteps_per_iteration": 100}
-    recorder = SACTrainer(env="Pendulum-v1", config=dict(
-        small, output=str(tmp_path / "data"), batch_mode="complete_episodes"))
+    # recorded by a SAC rollout worker, as a SAC trainer's workers record (without building the
+    # trainer's learner, which nothing here uses)
+    recorder = RolloutWorker("Pendulum-v1", SACTFPolicy, trainer_config(
+        SAC_CONFIG, **small, model=SAC_CONFIG["model"], output=str(tmp_path / "data"),
+        batch_mode="complete_episodes"))
     try:
-        worker = recorder.workers.local_worker()
-        worker.set_replay_output(None)  # record only
-        assert [worker.sample().count for _ in range(2)] == [200, 200]
+        assert [recorder.sample().count for _ in range(2)] == [200, 200]
     finally:
         recorder.stop()
     trainer = CQLTrainer(env="Pendulum-v1", config=dict(
