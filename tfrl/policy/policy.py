@@ -20,6 +20,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 import tree
 
+from tfrl.config.defaults import COMMON_CONFIG
 from tfrl.errors import CheckpointError
 from tfrl.policy.sample_batch import SampleBatch
 
@@ -109,8 +110,9 @@ class Policy:
             return self.exploration
         return exploration_from_config(
             self.config.get("exploration_config"), self.action_space, policy_config=self.config,
-            model=getattr(self, "model", None), num_workers=self.config.get("num_workers", 0),
-            worker_index=self.config.get("worker_index", 0),
+            model=getattr(self, "model", None),
+            num_workers=self.config.get("num_workers", COMMON_CONFIG["num_workers"]),
+            worker_index=self.config.get("worker_index", 0),  # (not a setting: 0 is the local worker)
             framework=getattr(self, "framework", "tf"))
 
     # ----- learning ----------------------------------------------------------------------
