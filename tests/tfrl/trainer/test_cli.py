@@ -57,12 +57,20 @@ def test_train_quietly_then_rollout_and_export(tmp_path, ray_session, capsys, mo
     assert tf.saved_model.load(str(experiment / "exported_model")) is not None
 
     # in this process (the session's Ray): train and export already start the command as a user
-    # does, and a third interpreter would only import TensorFlow once more
+    # does, and a third interpreter would only import TensorFlow once more. The quiet start-up
+    # lowers TensorFlow's and absl's loggers; later tests in this process get them back as they were.
+    import logging
+
     import tfrl.cli
 
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    assert tfrl.cli.main(["rollout", checkpoints[-1], "--episodes", "2"]) == 0
+    levels = {name: logging.getLogger(name).level for name in ("tensorflow", "absl")}
+    try:
+        assert tfrl.cli.main(["rollout", checkpoints[-1], "--episodes", "2"]) == 0
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
     rollout = capsys.readouterr().out
     assert rollout.count("episode ") == 2 and "mean return over 2 episodes" in rollout
 
