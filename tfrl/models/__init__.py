@@ -9,6 +9,7 @@ _NAMES_BY_MODULE = {
     "catalog": ("MODEL_DEFAULTS", "ModelCatalog", "merge_model_config"),
     "distributions": ("ActionDistribution", "Categorical", "Deterministic", "DiagGaussian",
                       "MultiCategorical", "SquashedGaussian"),
+    "multi_action_dist": ("MultiActionDistribution",),
     "fcnet": ("FullyConnectedNetwork",),
     "preprocessors": ("Preprocessor", "get_preprocessor"),
     "recurrent": ("LSTMWrapper",),

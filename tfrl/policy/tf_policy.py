@@ -261,7 +261,7 @@ class TFPolicy(Policy):
             SampleBatch.OBS: obs,
             SampleBatch.NEXT_OBS: self.preprocessor.zeros(size),
             SampleBatch.ACTIONS: actions,
-            SampleBatch.PREV_ACTIONS: np.zeros_like(actions),
+            SampleBatch.PREV_ACTIONS: tree.map_structure(np.zeros_like, actions),
             SampleBatch.REWARDS: np.zeros(size, np.float32),
             SampleBatch.PREV_REWARDS: np.zeros(size, np.float32),
             SampleBatch.TERMINATEDS: np.zeros(size, bool),
@@ -537,7 +537,7 @@ class TFPolicy(Policy):
         actions, state_out, extras = self._forward_actions(
             tree.map_structure(tf.constant, obs), [tf.constant(s) for s in states],
             tf.constant(True), tf.constant(0, tf.int64), tf.constant(self._next_seed()))
-        return (actions.numpy(), [s.numpy() for s in state_out],
+        return (_numpy(actions), [s.numpy() for s in state_out],
                 {k: v.numpy() for k, v in extras.items()})
 
     def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
@@ -563,7 +563,7 @@ class TFPolicy(Policy):
             obs + states + [self._explore_tensors[explore], tf.constant(timestep, tf.int64),
                             tf.constant(self._next_seed())])
         self.global_timestep += batch_size
-        return (actions.numpy(), [s.numpy() for s in state_out],
+        return (_numpy(actions), [s.numpy() for s in state_out],
                 {k: v.numpy() for k, v in extras.items()})
 
     def compute_values(self, obs_batch, state_batches=None) -> np.ndarray:
@@ -612,7 +612,7 @@ class TFPolicy(Policy):
             # an ExternalEnv call it per batch); eagerly it took about 16 ms a call
             self._log_likelihoods_fn = tf.function(log_likelihoods, autograph=False,
                                                    reduce_retracing=True)
-        return self._log_likelihoods_fn(obs, tf.convert_to_tensor(actions)).numpy()
+        return self._log_likelihoods_fn(obs, _action_tensors(actions)).numpy()
 
     def compute_outputs_of_actions(self, obs_batch, actions, explore=None,
                                    timestep=None) -> tuple:
@@ -635,7 +635,8 @@ class TFPolicy(Policy):
                 dist_inputs, dist_class, _ = self.action_distribution(
                     self.model, obs, [], explore, timestep)
                 dist = dist_class(dist_inputs, self.model)
-                actions = tf.cast(actions, dist.deterministic_sample().dtype)
+                actions = tree.map_structure(lambda a, own: tf.cast(a, own.dtype), actions,
+                                             dist.deterministic_sample())
                 extras = {SampleBatch.ACTION_DIST_INPUTS: dist_inputs}
                 extras.update(self._value_and_extra_outputs(obs, [], dist))
                 extras[SampleBatch.ACTION_LOGP] = logp = dist.logp(actions)
@@ -647,10 +648,10 @@ class TFPolicy(Policy):
                                                       reduce_retracing=True)
         timestep = self.global_timestep if timestep is None else int(timestep)
         actions, extras = self._outputs_of_actions_fn(
-            tf.nest.pack_sequence_as(self._obs_spec, flat_obs), tf.convert_to_tensor(actions),
+            tf.nest.pack_sequence_as(self._obs_spec, flat_obs), _action_tensors(actions),
             self._explore_tensors[explore], tf.constant(timestep, tf.int64))
         self.global_timestep += int(flat_obs[0].shape[0])
-        return actions.numpy(), {k: v.numpy() for k, v in extras.items()}
+        return _numpy(actions), {k: v.numpy() for k, v in extras.items()}
 
     def get_initial_state(self):
         return self.model.get_initial_state()
@@ -830,6 +831,20 @@ class TFPolicy(Policy):
         from tfrl.policy.export import export_saved_model
         export_saved_model(self, export_dir, observation_filter=observation_filter,
                            clip_actions=clip_actions, normalize_actions=normalize_actions)
+
+
+def _numpy(actions):
+    """Actions as numpy: one array, or the nest of arrays of a Tuple/Dict action space."""
+    if isinstance(actions, tf.Tensor):
+        return actions.numpy()
+    return tree.map_structure(lambda a: a.numpy(), actions)
+
+
+def _action_tensors(actions):
+    """Given actions as tensors: one array, or a nest of arrays (Tuple/Dict action spaces)."""
+    if isinstance(actions, (dict, tuple)):
+        return tree.map_structure(tf.convert_to_tensor, actions)
+    return tf.convert_to_tensor(actions)
 
 
 def _is_object_column(value) -> bool:

@@ -1,7 +1,8 @@
 """Action adapter: from the policy's actions to what a rollout worker sends to its envs.
 
 For Box action spaces, `normalize_actions` maps a policy acting in [-1, 1] onto the env's bounds
-and `clip_actions` clips to the bounds; the batch keeps the policy's own actions (the ones its
+and `clip_actions` clips to the bounds (for a Tuple/Dict action space, each Box leaf of the
+nest of actions, as classic RLlib did); the batch keeps the policy's own actions (the ones its
 log-probabilities refer to), only the env sees the adapted ones. Whatever is sent to the env is
 checked against the action space, one vectorised test per step for all envs.
 """
@@ -26,7 +27,15 @@ class ActionAdapter:
                  normalize_actions: bool = False, check: bool = True):
         import gymnasium
 
+        from tfrl.spaces.structure import flatten_space
+
         self.action_space = action_space
+        self._leaf_adapters = None
+        if isinstance(action_space, (gymnasium.spaces.Tuple, gymnasium.spaces.Dict)):
+            # one adapter per leaf space, in the order tree.flatten gives the actions' leaves
+            self._leaf_adapters = [
+                ActionAdapter(leaf, env_name, clip_actions, normalize_actions, check=False)
+                for leaf in flatten_space(action_space)]
         self.env_name = env_name
         self.is_box = isinstance(action_space, gymnasium.spaces.Box)
         self.is_discrete = isinstance(action_space, gymnasium.spaces.Discrete)
@@ -48,7 +57,14 @@ class ActionAdapter:
         Raises:
           ActionOutOfSpaceError: an action is outside the space after adaptation.
         """
-        if self.normalize:
+        if self._leaf_adapters is not None:
+            import tree
+
+            leaves = tree.flatten(actions)
+            if len(leaves) == len(self._leaf_adapters):
+                actions = tree.unflatten_as(actions, [
+                    adapt(leaf) for adapt, leaf in zip(self._leaf_adapters, leaves)])
+        elif self.normalize:
             a = np.clip(np.asarray(actions, np.float64), -1.0, 1.0)
             actions = (self._low + (a + 1.0) * 0.5 * (self._high - self._low)).astype(
                 self.action_space.dtype)
