@@ -29,6 +29,8 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 import numpy as np
 
+import tree
+
 from tfrl import checkpoint, errors, runtime
 from tfrl.config import COMMON_CONFIG, apply_classic_keys, merge_config
 from tfrl.logging import TensorBoardLogger
@@ -322,11 +324,15 @@ class Trainer:
         policy = self.get_policy(policy_id)
         local = self.workers.local_worker()
         obs = local.filter_observation(observation, policy_id)
-        actions, _, _ = policy.compute_actions(np.asarray(obs)[None], explore=explore)
+        actions, _, _ = policy.compute_actions(_batch_of_one(obs, policy.observation_space),
+                                               explore=explore)
         adapter = ActionAdapter(policy.action_space, local.env_name,
                                 clip_actions=self.config["clip_actions"],
                                 normalize_actions=self.config["normalize_actions"], check=False)
-        return adapter(actions)[0]
+        actions = adapter(actions)
+        # a Dict/Tuple action space's actions are a nest of batches
+        return actions[0] if isinstance(actions, np.ndarray) else tree.map_structure(
+            lambda leaf: leaf[0], actions)
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID) -> str:
         """Writes the policy as a SavedModel for serving (plain `tf.saved_model.load` reads it).
@@ -520,3 +526,12 @@ def sync_target_networks(trainer) -> None:
     """
     for _, policy in learner_policies(trainer):
         policy.update_target(tau=1.0)
+
+
+def _batch_of_one(observation, observation_space):
+    """One raw observation as a batch of one: for a Dict/Tuple space, a nest of batches."""
+    import gymnasium
+
+    if isinstance(observation_space, (gymnasium.spaces.Tuple, gymnasium.spaces.Dict)):
+        return tree.map_structure(lambda leaf: np.asarray(leaf)[None], observation)
+    return np.asarray(observation)[None]

@@ -5,7 +5,9 @@ raw observations (input "observations"; for Dict/Tuple spaces one input per leaf
 "observations_<key path>") plus, for recurrent policies, "state_in_<i>". It returns
 "actions" (sampled), "deterministic_actions", "action_logp" and "deterministic_action_logp",
 "action_dist_inputs" (when a distribution is used), "vf_preds" (when the model has a value
-branch) and "state_out_<i>". Preprocessing, the model and the distribution are traced into the
+branch) and "state_out_<i>". For a Dict/Tuple action space the actions are one output per leaf,
+named like the observation inputs: "actions_<key path>" and "deterministic_actions_<key path>"
+(e.g. "actions_a_0_d" for action["a"][0]["d"]). Preprocessing, the model and the distribution are traced into the
 graph, so `tf.saved_model.load(dir).signatures["serving_default"](observations=...)` needs only
 TensorFlow. The same function is also the object's `compute_actions` attribute.
 Only variables are saved (no Keras objects), which keeps loading independent of Keras.
@@ -15,7 +17,7 @@ matches `Trainer.compute_action`: the observation filter (MeanStdFilter: its mea
 deviation at export time, as variables `observation_filter_mean/std`) is applied to the raw
 observations, and for Box action spaces "actions" and "deterministic_actions" are what the env
 receives: clipped to the space's bounds (clip_actions) or rescaled from [-1, 1] to them
-(normalize_actions). The log-probabilities refer to the policy's own, unadapted actions.
+(normalize_actions), each Box leaf of a Dict/Tuple action space alike. The log-probabilities refer to the policy's own, unadapted actions.
 """
 from __future__ import annotations
 
@@ -26,8 +28,18 @@ import tree
 from tfrl.policy.sample_batch import SampleBatch
 
 
-def _input_name(path) -> str:
-    return "observations" + "".join(f"_{p}" for p in path)
+def _input_name(path, prefix: str = "observations") -> str:
+    return prefix + "".join(f"_{p}" for p in path)
+
+
+def _flat_action_outputs(out: dict) -> dict:
+    """The outputs with nested actions (Dict/Tuple action spaces) as one output per leaf: a
+    serving signature returns a flat dict of tensors."""
+    for key in ("actions", "deterministic_actions"):
+        if tree.is_nested(out.get(key)):
+            for path, leaf in tree.flatten_with_path(out.pop(key)):
+                out[_input_name(path, key)] = leaf
+    return out
 
 
 class _ServingModule(tf.Module):
@@ -55,7 +67,7 @@ class _ServingModule(tf.Module):
             out = _serving_outputs(policy, obs, states)
             for key in ("actions", "deterministic_actions"):
                 out[key] = self.action_adapter(out[key])
-            return out
+            return _flat_action_outputs(out)
 
         self.compute_actions = tf.function(serve, input_signature=flat_specs + state_specs)
 
@@ -90,6 +102,12 @@ class _ActionOp:
     def __init__(self, action_space, clip_actions: bool, normalize_actions: bool):
         import gymnasium
 
+        from tfrl.spaces.structure import flatten_space
+
+        self.leaf_ops = None
+        if isinstance(action_space, (gymnasium.spaces.Tuple, gymnasium.spaces.Dict)):
+            self.leaf_ops = [_ActionOp(leaf, clip_actions, normalize_actions)
+                             for leaf in flatten_space(action_space)]
         is_box = isinstance(action_space, gymnasium.spaces.Box)
         self.normalize = bool(normalize_actions) and is_box
         self.clip = bool(clip_actions) and is_box and not self.normalize
@@ -99,6 +117,9 @@ class _ActionOp:
             self.dtype = tf.as_dtype(action_space.dtype)
 
     def __call__(self, actions):
+        if self.leaf_ops is not None:
+            return tree.unflatten_as(actions, [
+                op(leaf) for op, leaf in zip(self.leaf_ops, tree.flatten(actions))])
         if self.normalize:
             a = tf.clip_by_value(tf.cast(actions, tf.float64), -1.0, 1.0)
             return tf.cast(self.low + (a + 1.0) * 0.5 * (self.high - self.low), self.dtype)

@@ -141,7 +141,12 @@ class EnvRunner:
         episode.record_observation(0, tree.map_structure(lambda column: column[i],
                                                          self._latest_obs))
         actions = self._last_actions
-        episode.record_action(0, actions[i] if isinstance(actions, np.ndarray) else None)
+        if isinstance(actions, np.ndarray):
+            episode.record_action(0, actions[i])
+        elif isinstance(actions, (dict, tuple)):  # a Dict/Tuple action space's nest of batches
+            episode.record_action(0, tree.map_structure(lambda column: column[i], actions))
+        else:
+            episode.record_action(0, None)
         return episode
 
     @property
