@@ -73,8 +73,9 @@ def check_observations_finite(obs_batch: Any, env_name: str, where: str) -> None
 def check_actions_in_space(actions: np.ndarray, action_space: Any, env_name: str) -> None:
     """Checks a batch of actions (leading batch dimension) against `action_space`.
 
-    Box and Discrete spaces are checked with one vectorised comparison; other spaces action by
-    action with `space.contains`.
+    Box and Discrete spaces are checked with one vectorised comparison (so are the Box and
+    Discrete leaves of a Dict/Tuple space's nest of batches); other spaces action by action with
+    `space.contains`.
 
     Raises:
       ActionOutOfSpaceError: an action lies outside the space; the message names the env, the
@@ -103,6 +104,20 @@ def check_actions_in_space(actions: np.ndarray, action_space: Any, env_name: str
                 "set clip_actions=True to clip actions to the bounds, or normalize_actions=True "
                 "for a policy acting in [-1, 1]")
         return
+    if isinstance(action_space, (spaces.Tuple, spaces.Dict)) and not isinstance(
+            actions, np.ndarray):
+        import tree
+
+        from tfrl.spaces.structure import flatten_space
+
+        # a nest of batches: each leaf batch against its leaf space (vectorised for Box and
+        # Discrete leaves), when the nest has the space's leaves
+        leaf_spaces = flatten_space(action_space)
+        leaves = tree.flatten(actions)
+        if len(leaves) == len(leaf_spaces):
+            for leaf, space in zip(leaves, leaf_spaces):
+                check_actions_in_space(leaf, space, env_name)
+            return
     if isinstance(actions, np.ndarray):
         rows = list(actions)
     else:  # a nest of batched arrays (Dict/Tuple action spaces): one nest per row

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tfrl.agents.ppo.ppo import PPOTrainer
-from tfrl.errors import NotSupportedError
+from tfrl.errors import UnsupportedSpaceError
 
 Box, Dict, Discrete, Tuple = gym.spaces.Box, gym.spaces.Dict, gym.spaces.Discrete, gym.spaces.Tuple
 
@@ -96,3 +96,36 @@ def test_ppo_trains_on_a_nested_action_space_and_improves(tmp_path):
         assert np.all(np.abs(out["actions_pair_0"].numpy()) <= 1.0)
     finally:
         trainer.stop()
+
+
+def test_policy_outputs_likelihoods_and_replay_signature_keep_the_action_nest():
+    from tfrl.agents.ppo import PPOTFPolicy
+    from tfrl.rollout.replay_output import replay_signature
+
+    space = RepeatNestedEnv.SPACE
+    policy = PPOTFPolicy(space, space, {"model": {"fcnet_hiddens": [8]}, "seed": 2})
+    rows = [space.sample() for _ in range(5)]
+    obs = {"choice": np.array([r["choice"] for r in rows]),
+           "pair": (np.stack([r["pair"][0] for r in rows]),
+                    np.array([r["pair"][1] for r in rows]))}
+    actions, _, extras = policy.compute_actions(obs)
+    assert actions["choice"].shape == (5,) and actions["pair"][0].shape == (5, 2)
+    assert extras["action_dist_inputs"].shape == (5, 3 + 4 + 2)
+    np.testing.assert_allclose(policy.compute_log_likelihoods(actions, obs),
+                               extras["action_logp"], rtol=1e-5, atol=1e-5)
+    _, outputs = policy.compute_outputs_of_actions(obs, actions)
+    np.testing.assert_allclose(outputs["action_logp"], extras["action_logp"], rtol=1e-5,
+                               atol=1e-5)
+
+    signature = replay_signature(policy)
+    assert signature["actions"]["choice"].shape == ()
+    assert signature["actions"]["pair"][0].shape == (2,)
+    assert np.dtype(signature["actions"]["pair"][1].dtype) == np.int64
+
+
+def test_a_nested_action_space_with_a_leaf_without_distribution_is_refused_by_name():
+    from tfrl.agents.ppo import PPOTFPolicy
+
+    bad = Tuple([Discrete(2), gym.spaces.MultiBinary(2)])
+    with pytest.raises(UnsupportedSpaceError, match="MultiBinary"):
+        PPOTFPolicy(Box(-1.0, 1.0, (2,)), bad, {})

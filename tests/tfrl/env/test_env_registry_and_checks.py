@@ -74,6 +74,31 @@ def test_actions_outside_discrete_and_box_spaces_are_rejected():
         check_actions_in_space(np.array([[0.5, 0.2], [1.5, 0.0]]), box, "e")
 
 
+def test_nested_actions_are_checked_leaf_by_leaf_and_box_leaves_clipped():
+    from tfrl.rollout.action_adapter import ActionAdapter
+
+    space = gym.spaces.Dict({"a": gym.spaces.Tuple([gym.spaces.Box(-10.0, 10.0, ()),
+                                                     gym.spaces.Discrete(2)]),
+                             "b": gym.spaces.Box(-1.0, 1.0, (2,))})
+    actions = {"a": (np.array([3.0, -12.0], np.float32), np.array([1, 0])),
+               "b": np.array([[0.5, 2.0], [0.0, -0.3]], np.float32)}
+    with pytest.raises(errors.ActionOutOfSpaceError, match="clip_actions"):
+        check_actions_in_space(actions, space, "e")
+    bad_discrete = {"a": (np.zeros(2, np.float32), np.array([0, 2])), "b": np.zeros((2, 2))}
+    with pytest.raises(errors.ActionOutOfSpaceError, match="action 2"):
+        check_actions_in_space(bad_discrete, space, "e")
+
+    adapter = ActionAdapter(space, "e", clip_actions=True)
+    clipped = adapter(actions)  # checked after clipping: no error
+    np.testing.assert_array_equal(clipped["a"][0], [3.0, -10.0])
+    np.testing.assert_array_equal(clipped["a"][1], [1, 0])
+    np.testing.assert_array_equal(clipped["b"], np.array([[0.5, 1.0], [0.0, -0.3]], np.float32))
+    row = adapter.env_action(clipped, 1)
+    assert space.contains({"a": (np.asarray(row["a"][0]), row["a"][1]), "b": row["b"]})
+    # the batch keeps the policy's own actions: clipping made new arrays
+    assert actions["b"][0, 1] == 2.0
+
+
 class TwoAgentCounter(MultiAgentEnv):
     """Agent 'a' acts every step, agent 'b' every other step; the episode lasts 4 steps."""
 
