@@ -17,7 +17,8 @@ matches `Trainer.compute_action`: the observation filter (MeanStdFilter: its mea
 deviation at export time, as variables `observation_filter_mean/std`) is applied to the raw
 observations, and for Box action spaces "actions" and "deterministic_actions" are what the env
 receives: clipped to the space's bounds (clip_actions) or rescaled from [-1, 1] to them
-(normalize_actions), each Box leaf of a Dict/Tuple action space alike. The log-probabilities refer to the policy's own, unadapted actions.
+(normalize_actions), each Box leaf of a Dict/Tuple action space alike. The log-probabilities
+refer to the policy's own, unadapted actions.
 """
 from __future__ import annotations
 
