@@ -1,5 +1,7 @@
 """ReplayShards: replay servers the trainer starts in their own processes (Ray actors), or
 external servers, all serving the same tables."""
+import time
+
 import numpy as np
 import pytest
 
@@ -57,3 +59,22 @@ def test_external_shards_must_serve_the_declared_tables():
         server.stop()
     with pytest.raises(InvalidConfigError, match="replay_shard_addresses is empty"):
         ReplayShards(addresses=[])
+
+
+def test_a_shard_whose_server_is_gone_is_found_dead_at_once_and_a_live_one_alive():
+    servers = [Server([table()], port=None) for _ in range(2)]
+    try:
+        shards = ReplayShards(addresses=[f"127.0.0.1:{server.port}" for server in servers])
+        shards.add_table(table())
+        shards.start()
+        assert shards.alive(0) and shards.alive(1)
+        servers[1].stop()
+        started = time.monotonic()
+        assert not shards.alive(1, timeout=5.0)
+        # nothing listens on its port: no waiting out the timeout as server_info's retries do
+        assert time.monotonic() - started < 2.0
+        assert shards.alive(0)
+        shards.stop()
+    finally:
+        for server in servers:
+            server.stop()

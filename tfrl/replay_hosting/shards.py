@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -22,6 +23,8 @@ from tfrl.replay_hosting.placement import ReplayHosting
 
 logger = logging.getLogger(__name__)
 
+# `alive` first tries a plain TCP connection for at most this long: a refusal settles it.
+_REFUSAL_CHECK_SECONDS = 1.0
 # A restarted shard whose new actor died with its node is started again, this often.
 _RESTART_ATTEMPTS = 3
 _RESTART_RETRY_SECONDS = 2.0
@@ -138,9 +141,13 @@ class ReplayShards:
         return paths
 
     def alive(self, index: int, timeout: float = 5.0) -> bool:
-        """True when shard `index` answers a ServerInfo within `timeout` seconds."""
+        """True when shard `index` answers a ServerInfo within `timeout` seconds; False at once
+        when its host refuses the connection (nothing listens there any more: the server's
+        process is gone), where `server_info` would retry for all of `timeout`."""
         from replay import errors as replay_errors
 
+        if _connection_refused(self.addresses[index], min(timeout, _REFUSAL_CHECK_SECONDS)):
+            return False
         try:
             self.client(index).server_info(timeout=timeout)
             return True
@@ -229,3 +236,17 @@ class ReplayShards:
                     pass
                 ray.kill(actor)
             self._actors = []
+
+
+def _connection_refused(address: str, timeout: float) -> bool:
+    """Whether the host of "host:port" refuses a TCP connection to the port. Any other outcome
+    (a connection, a timeout, an unreachable host, a name that does not resolve) is not a
+    refusal: the caller asks the server itself."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError):
+        return False
