@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
+import tree
 
 from tfrl import errors
 from tfrl.policy.sample_batch import SampleBatch
@@ -44,11 +45,18 @@ def take_logged_actions(policy, logged_actions: Any, logged: Optional[List[int]]
     """`compute_actions`' actions and extra outputs with the actions the application logged
     (`logged_actions[j]` for each row `j` in `logged`; with `logged` None, every row's, stacked
     in `logged_actions`) in their rows, and those rows' action likelihoods recomputed where the
-    policy has them."""
+    policy has them. For a Dict/Tuple action space the actions are a nest of batches and each
+    logged action a nest of one row's values."""
     if logged is None:
         actions = np.asarray(logged_actions, actions.dtype) \
             if isinstance(actions, np.ndarray) else logged_actions
         logged = slice(None)
+    elif isinstance(actions, (dict, tuple)):  # a Dict/Tuple action space's nest of batches
+        columns = [np.array(column) for column in tree.flatten(actions)]
+        for j in logged:
+            for column, value in zip(columns, tree.flatten(logged_actions[j])):
+                column[j] = value
+        actions = tree.unflatten_as(actions, columns)
     else:
         actions = np.array(actions)
         for j in logged:

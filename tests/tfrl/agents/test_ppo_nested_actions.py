@@ -117,6 +117,19 @@ def test_policy_outputs_likelihoods_and_replay_signature_keep_the_action_nest():
     np.testing.assert_allclose(outputs["action_logp"], extras["action_logp"], rtol=1e-5,
                                atol=1e-5)
 
+    # an application's logged action (external envs) replaces its row of the nest, and that
+    # row's likelihood is recomputed
+    from tfrl.rollout.trajectory import take_logged_actions
+
+    logged = {"choice": 2, "pair": (np.array([0.25, -0.5], np.float32), 1)}
+    mixed, mixed_extras = take_logged_actions(policy, {1: logged}, [1], obs, actions, extras)
+    assert mixed["choice"][1] == 2 and mixed["pair"][1][1] == 1
+    np.testing.assert_array_equal(mixed["pair"][0][1], [0.25, -0.5])
+    np.testing.assert_array_equal(mixed["choice"][[0, 2, 3, 4]], actions["choice"][[0, 2, 3, 4]])
+    expected = policy.compute_log_likelihoods(mixed, obs)
+    np.testing.assert_allclose(mixed_extras["action_logp"][1], expected[1], rtol=1e-5)
+    np.testing.assert_allclose(mixed_extras["action_logp"][0], extras["action_logp"][0])
+
     signature = replay_signature(policy)
     assert signature["actions"]["choice"].shape == ()
     assert signature["actions"]["pair"][0].shape == (2,)
@@ -129,3 +142,27 @@ def test_a_nested_action_space_with_a_leaf_without_distribution_is_refused_by_na
     bad = Tuple([Discrete(2), gym.spaces.MultiBinary(2)])
     with pytest.raises(UnsupportedSpaceError, match="MultiBinary"):
         PPOTFPolicy(Box(-1.0, 1.0, (2,)), bad, {})
+
+
+@pytest.mark.timeout(300)
+def test_remote_rollout_workers_send_nested_actions_to_the_learner(ray_session):
+    trainer = PPOTrainer(config=dict(CONFIG, num_workers=1, num_cpus_per_worker=0,
+                                     train_batch_size=100, num_sgd_iter=1),
+                         env=RepeatNestedEnv)
+    try:
+        result = trainer.train()
+        assert result["timesteps_total"] >= 100
+        assert np.isfinite(result["info"]["learner"]["default_policy"]["total_loss"])
+        # the samples went through the replay table (nested action column) to the learner;
+        # the remote worker's envs got nests of the space's structure
+        received = trainer.workers.foreach_worker(
+            lambda w: type(w.foreach_env(lambda e: e.unwrapped)[0]).received[-5:],
+            local_worker=False)[0]
+        assert len(received) == 5
+        summary = trainer.workers.foreach_worker(lambda w: w.sample(), local_worker=False)[0]
+        assert sum(summary["items_written"].values()) > 0  # per policy
+        for action in received:
+            assert set(action) == {"choice", "pair"} and np.shape(action["pair"][0]) == (2,)
+            assert np.all(np.abs(action["pair"][0]) <= 1.0)
+    finally:
+        trainer.stop()
