@@ -330,9 +330,9 @@ class Trainer:
                                 clip_actions=self.config["clip_actions"],
                                 normalize_actions=self.config["normalize_actions"], check=False)
         actions = adapter(actions)
-        # a Dict/Tuple action space's actions are a nest of batches
-        return actions[0] if isinstance(actions, np.ndarray) else tree.map_structure(
-            lambda leaf: leaf[0], actions)
+        if isinstance(actions, (dict, tuple)):  # a Dict/Tuple action space's nest of batches
+            return tree.map_structure(lambda leaf: leaf[0], actions)
+        return actions[0]  # an array, or a list of rows (as classic custom policies return)
 
     def export_policy_model(self, export_dir: str, policy_id: str = DEFAULT_POLICY_ID) -> str:
         """Writes the policy as a SavedModel for serving (plain `tf.saved_model.load` reads it).
