@@ -60,7 +60,7 @@ setup(
     entry_points={
         "console_scripts": [
             "replay-server=replay.server_main:main",
-            "tfrl=tfrl.cli:main",
+            "tfrl=tfrl.cli:run",
         ],
     },
 )

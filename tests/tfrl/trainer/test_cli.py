@@ -22,6 +22,15 @@ def test_unknown_algorithm_is_a_clear_error(tmp_path):
     assert "unknown algorithm 'PPOO'" in done.stderr
 
 
+def test_usage_errors_and_help_keep_their_exit_codes(tmp_path):
+    done = run_tfrl(["train", "--no-such-flag"], cwd=tmp_path, timeout=120)
+    assert done.returncode == 2
+    assert "unrecognized arguments: --no-such-flag" in done.stderr
+    done = run_tfrl(["train", "--help"], cwd=tmp_path, timeout=120)
+    assert done.returncode == 0
+    assert "--stop" in done.stdout  # flushed before the process ends itself
+
+
 STARTUP_NOISE = ("onednn", "cuda", "absl", "tf_enable_onednn_opts", "cpu_feature_guard",
                  "token authentication")
 
