@@ -27,7 +27,7 @@ from typing import Optional, Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-TABLE = "bench"
+from tools.bench_disk_chunks import TABLE, bench_table, fill  # noqa: E402
 
 
 def _written() -> int:
@@ -43,13 +43,6 @@ def _own_bytes(path: str) -> int:
                if not name.startswith(CHUNK_FILE_PREFIX))
 
 
-def _table(max_size: int):
-    from replay import rate_limiters, selectors
-    from replay.table import Table
-
-    return Table(TABLE, selectors.Uniform(seed=0), selectors.Fifo(), max_size, rate_limiters.MinSize(1))
-
-
 def run_case(fmt: str, table_bytes: int, item_bytes: int, directory: str) -> str:
     """One format's figures as a result line."""
     import numpy as np
@@ -61,17 +54,10 @@ def run_case(fmt: str, table_bytes: int, item_bytes: int, directory: str) -> str
     chunk_dir = os.path.join(directory, f"chunks-{fmt}")
     os.makedirs(chunk_dir)
     checkpoints = os.path.join(directory, f"checkpoints-{fmt}")
-    server = Server([_table(num_items)], chunk_dir=chunk_dir)
+    server = Server([bench_table(num_items)], chunk_dir=chunk_dir)
     try:
-        rng = np.random.default_rng(0)
-        payloads = [rng.integers(0, 256, item_bytes, dtype=np.uint8) for _ in range(16)]
         client = server.localhost_client()
-        start = time.perf_counter()
-        with client.writer(max_sequence_length=1, chunk_length=1) as writer:
-            for i in range(num_items):
-                writer.append(payloads[i % len(payloads)])
-                writer.create_item(TABLE, 1, 1.0)
-        insert_seconds = time.perf_counter() - start
+        insert_seconds = fill(client, num_items, item_bytes)
         client.close()
         written, start = _written(), time.perf_counter()
         path = Checkpointer(checkpoints).save(list(server.tables.values()),
@@ -81,7 +67,7 @@ def run_case(fmt: str, table_bytes: int, item_bytes: int, directory: str) -> str
         server.stop(grace=None)
     del server
     written, start = _written(), time.perf_counter()
-    restored = Server([_table(num_items)], chunk_dir=chunk_dir, checkpointer=Checkpointer(checkpoints))
+    restored = Server([bench_table(num_items)], chunk_dir=chunk_dir, checkpointer=Checkpointer(checkpoints))
     restore_seconds, restore_written = time.perf_counter() - start, _written() - written
     try:
         size = restored.tables[TABLE].size

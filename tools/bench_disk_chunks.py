@@ -34,14 +34,34 @@ TABLE = "bench"
 _POLL_SECONDS = 0.05
 
 
-def _serve(port_queue, stop_event, max_size: int, chunk_dir: Optional[str],
-           chunk_cache_bytes: Optional[int]) -> None:
+def bench_table(max_size: int):
+    """The benchmarks' table: uniform sampling, FIFO eviction, samples from the first item."""
     from replay import rate_limiters, selectors
-    from replay.server import Server
     from replay.table import Table
 
-    table = Table(TABLE, selectors.Uniform(seed=0), selectors.Fifo(), max_size, rate_limiters.MinSize(1))
-    server = Server([table], chunk_dir=chunk_dir, chunk_cache_bytes=chunk_cache_bytes)
+    return Table(TABLE, selectors.Uniform(seed=0), selectors.Fifo(), max_size, rate_limiters.MinSize(1))
+
+
+def fill(client, num_items: int, item_bytes: int) -> float:
+    """Writes `num_items` one-step items of `item_bytes` random bytes (16 distinct payloads,
+    incompressible) into the table; returns the seconds it took."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    payloads = [rng.integers(0, 256, item_bytes, dtype=np.uint8) for _ in range(16)]
+    start = time.perf_counter()
+    with client.writer(max_sequence_length=1, chunk_length=1) as writer:
+        for i in range(num_items):
+            writer.append(payloads[i % len(payloads)])
+            writer.create_item(TABLE, 1, 1.0)
+    return time.perf_counter() - start
+
+
+def _serve(port_queue, stop_event, max_size: int, chunk_dir: Optional[str],
+           chunk_cache_bytes: Optional[int]) -> None:
+    from replay.server import Server
+
+    server = Server([bench_table(max_size)], chunk_dir=chunk_dir, chunk_cache_bytes=chunk_cache_bytes)
     port_queue.put(server.port)
     stop_event.wait()
     server.stop(grace=None)
@@ -100,15 +120,8 @@ def run_case(store: str, table_bytes: int, item_bytes: int, sample_seconds: floa
         idle = _memory_kb(process.pid)
         peak = _PeakMemory(process.pid)
         idle_sum = idle["RssAnon"] + idle["RssFile"]
-        rng = np.random.default_rng(0)
-        payloads = [rng.integers(0, 256, item_bytes, dtype=np.uint8) for _ in range(16)]
         client = Client(f"localhost:{port}")
-        start = time.perf_counter()
-        with client.writer(max_sequence_length=1, chunk_length=1) as writer:
-            for i in range(num_items):
-                writer.append(payloads[i % len(payloads)])
-                writer.create_item(TABLE, 1, 1.0)
-        insert_seconds = time.perf_counter() - start
+        insert_seconds = fill(client, num_items, item_bytes)
         after_insert = _memory_kb(process.pid)
         samples = 0
         start = time.perf_counter()
