@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.replay.server.numbered_steps import check_numbered_step, numbered_step
 from replay import checkpoint, disk_chunk_store, errors, rate_limiters, segment_files, selectors
 from replay.checkpoint import Checkpointer
 from replay.server import Server
@@ -39,24 +40,12 @@ def _priority(i):
     return float(i % 7 + 1)
 
 
-def _step(i):
-    """Item i's one step: incompressible bytes that start with i (int64)."""
-    step = np.random.default_rng(i).integers(0, 256, STEP_BYTES, dtype=np.uint8)
-    step[:8] = np.frombuffer(np.int64(i).tobytes(), np.uint8)
-    return step
-
-
-def _check_step(data):
-    data = np.asarray(data)
-    i = int(data[:8].view(np.int64)[0])
-    np.testing.assert_array_equal(data, _step(i))
-    return i
 
 
 def _write(client, items):
     with client.trajectory_writer(1) as writer:
         for i in items:
-            ref = writer.append(_step(i))
+            ref = writer.append(numbered_step(i, STEP_BYTES))
             for name in TABLES:
                 writer.create_item(name, _priority(i), ref)
 
@@ -66,18 +55,20 @@ def _samples(client, n=40):
     one; every step's bytes, priority and probability checked."""
     seen = []
     for sample in client.sample("prioritized", n, emit_timesteps=False, timeout=10):
-        i = _check_step(sample.data[0])
+        i = check_numbered_step(sample.data[0], STEP_BYTES)
         assert float(sample.info.priority) == _priority(i)
         seen.append((i, float(sample.info.probability)))
     # probabilities proportional to priority ** exponent: the same factor for every sample
     factors = {round(p / _priority(i) ** PRIORITY_EXPONENT, 9) for i, p in seen}
     assert max(factors) - min(factors) <= 1e-6 * max(factors), factors
-    return [_check_step(s.data[0]) for s in client.sample("fifo", n, emit_timesteps=False, timeout=10)]
+    return [check_numbered_step(s.data[0], STEP_BYTES)
+            for s in client.sample("fifo", n, emit_timesteps=False, timeout=10)]
 
 
 def _sampled(client, n):
     """The items of n samples of the prioritized table, every step's bytes checked."""
-    return [_check_step(s.data[0]) for s in client.sample("prioritized", n, emit_timesteps=False, timeout=10)]
+    return [check_numbered_step(s.data[0], STEP_BYTES)
+            for s in client.sample("prioritized", n, emit_timesteps=False, timeout=10)]
 
 
 def _contents(server):
@@ -418,7 +409,7 @@ def test_replay_server_restarts_from_the_chunk_files_of_its_final_checkpoint(dir
     try:
         with client.trajectory_writer(1) as writer:
             for i in range(5):
-                writer.create_item("queue", 1.0, writer.append(_step(i)))
+                writer.create_item("queue", 1.0, writer.append(numbered_step(i, STEP_BYTES)))
     finally:
         client.close()
     process.terminate()
@@ -429,7 +420,8 @@ def test_replay_server_restarts_from_the_chunk_files_of_its_final_checkpoint(dir
     again = server_process_factory(tables_yaml, "--chunk-dir", chunk_dir, "--checkpoint-dir", ckpt_dir)
     client = Client(again.address)
     try:
-        got = [_check_step(s.data[0]) for s in client.sample("queue", 5, emit_timesteps=False, timeout=10)]
+        got = [check_numbered_step(s.data[0], STEP_BYTES)
+               for s in client.sample("queue", 5, emit_timesteps=False, timeout=10)]
         assert got == list(range(5))
     finally:
         client.close()

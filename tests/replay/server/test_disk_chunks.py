@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.replay.server.numbered_steps import check_numbered_step, numbered_step
 from replay import disk_chunk_store, errors, rate_limiters, selectors
 from replay.dataset import ReplayDataset
 from replay.disk_chunk_store import DiskChunkStore
@@ -289,18 +290,6 @@ BOUNDED_TABLES_YAML = "tables:\n" + "".join(
                        ("min_heap", "MinHeap")])
 
 
-def _bounded_step(i):
-    """Item i's step: incompressible bytes that start with i (int64)."""
-    step = np.random.default_rng(i).integers(0, 256, BOUNDED_ITEM_BYTES, dtype=np.uint8)
-    step[:8] = np.frombuffer(np.int64(i).tobytes(), np.uint8)
-    return step
-
-
-def _check_bounded_step(data):
-    data = np.asarray(data)
-    i = int(data[:8].view(np.int64)[0])
-    np.testing.assert_array_equal(data, _bounded_step(i))
-    return i
 
 
 class _ServerMemory:
@@ -356,13 +345,13 @@ def test_a_chunk_cache_bound_serves_a_table_of_ten_times_its_size(tmp_path, serv
     try:
         with client.trajectory_writer(1) as writer:
             for i in range(BOUNDED_ITEMS):
-                ref = writer.append(_bounded_step(i))
+                ref = writer.append(numbered_step(i, BOUNDED_ITEM_BYTES))
                 for name in names:
                     writer.create_item(name, float(i % 13 + 1), ref)
         info = client.server_info()
         assert all(info[name].current_size == BOUNDED_ITEMS for name in names)
         for name in names:
-            seen = [_check_bounded_step(s.data[0]) for _ in range(10)
+            seen = [check_numbered_step(s.data[0], BOUNDED_ITEM_BYTES) for _ in range(10)
                     for s in client.sample(name, 20, emit_timesteps=False, timeout=10)]
             assert len(seen) == 200
             if name == "fifo":
@@ -374,11 +363,11 @@ def test_a_chunk_cache_bound_serves_a_table_of_ten_times_its_size(tmp_path, serv
         with ReplayDataset(process.address, "uniform", (tf.uint8,), ([BOUNDED_ITEM_BYTES],),
                            max_in_flight_samples_per_worker=8, num_workers_per_iterator=1,
                            max_samples=300) as dataset:
-            read = [_check_bounded_step(e.data[0].numpy()) for e in dataset]
+            read = [check_numbered_step(e.data[0].numpy(), BOUNDED_ITEM_BYTES) for e in dataset]
         assert len(read) == 300 and len(set(read)) > 200  # uniform over 1600 items
         with client.trajectory_writer(1) as writer:  # inserts go on into the full-size tables
             for i in range(BOUNDED_ITEMS, BOUNDED_ITEMS + 100):
-                writer.create_item("fifo", 1.0, writer.append(_bounded_step(i)))
+                writer.create_item("fifo", 1.0, writer.append(numbered_step(i, BOUNDED_ITEM_BYTES)))
         assert client.server_info()["fifo"].current_size == BOUNDED_ITEMS + 100
     finally:
         client.close()
@@ -420,9 +409,10 @@ def test_dropped_pages_are_read_again_with_the_same_bytes(tmp_path):
     try:
         with client.trajectory_writer(1) as writer:
             for i in range(20):
-                writer.create_item("fifo", 1.0, writer.append(_bounded_step(i)))
+                writer.create_item("fifo", 1.0, writer.append(numbered_step(i, BOUNDED_ITEM_BYTES)))
         server.chunk_store.drop_resident_pages()
-        got = [_check_bounded_step(s.data[0]) for s in client.sample("fifo", 20, emit_timesteps=False, timeout=10)]
+        got = [check_numbered_step(s.data[0], BOUNDED_ITEM_BYTES)
+               for s in client.sample("fifo", 20, emit_timesteps=False, timeout=10)]
         assert got == list(range(20))
         assert server.chunk_store.trims >= 1
     finally:
