@@ -27,6 +27,13 @@ COMMON_CONFIG: Dict[str, Any] = {
     "num_envs_per_worker": 1,
     "rollout_fragment_length": 200,
     "batch_mode": "truncate_episodes",
+    # classic RLlib's episode horizon (tfrl/env/horizon.py): episodes are truncated (gymnasium's
+    # TimeLimit semantics, so values bootstrap) at this many steps; None: only the env ends them
+    "horizon": None,
+    # at the horizon, end the episode without resetting the env (the next starts where it ended)
+    "soft_horizon": False,
+    # report the env's terminations as truncations: no episode ends terminal
+    "no_done_at_end": False,
     "num_cpus_per_worker": 1,
     "num_gpus_per_worker": 0,
     # Ray custom resources each remote rollout worker reserves, e.g. {"rollout": 1} to keep the

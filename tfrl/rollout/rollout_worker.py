@@ -32,6 +32,7 @@ from tfrl import errors
 from tfrl.env.checks import check_env
 from tfrl.env.external_env import ExternalEnv
 from tfrl.env.multi_agent_env import MultiAgentEnv
+from tfrl.env.horizon import limit_episodes
 from tfrl.env.registry import EnvContext, resolve_env_creator
 from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.callbacks import make_callbacks
@@ -185,6 +186,9 @@ class RolloutWorker:
             raise errors.EnvCrashError(
                 f"creating env {self.env_name!r} raised {type(exc).__name__}: {exc}") from exc
         check_env(env, self.env_name)
+        settings = self.settings
+        env = limit_episodes(env, self.env_name, settings.horizon, settings.soft_horizon,
+                             settings.no_done_at_end)
         seed = self._env_seed(j)
         if seed is not None and hasattr(env, "action_space") and hasattr(env.action_space, "seed"):
             env.action_space.seed(seed)

@@ -23,6 +23,13 @@ class WorkerSettings(Settings):
     batch_mode: Literal["truncate_episodes", "complete_episodes"] = setting(
         "'truncate_episodes': cut episodes at fragment ends; 'complete_episodes': whole "
         "episodes only")
+    horizon: Optional[int] = setting(
+        "truncate episodes at this many steps (classic RLlib's horizon; gymnasium's TimeLimit "
+        "semantics); None: only the env ends them", minimum=1)
+    soft_horizon: bool = setting(
+        "at the horizon, end the episode without resetting the env (needs horizon)")
+    no_done_at_end: bool = setting(
+        "report the env's terminations as truncations (values bootstrap at every episode end)")
     observation_filter: Optional[Literal["NoFilter", "MeanStdFilter"]] = setting(
         "observation filter of each policy: 'NoFilter' or 'MeanStdFilter'")
     clip_rewards: Union[None, bool, float] = setting(

@@ -78,5 +78,7 @@ def test_classic_keys_without_effect_are_accepted_and_left_out():
     assert declared["compress_observations"] == 1
     from tfrl.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
     assert merge_config(PPO_CONFIG, {"simple_optimizer": True})["simple_optimizer"] is True
-    with pytest.raises(InvalidConfigError, match="horizon"):  # it would change episodes
-        merge_config(COMMON_CONFIG, {"horizon": 10})
+    # horizon is a real setting (tests/tfrl/rollout/test_horizon.py); a typo of it is refused
+    assert merge_config(COMMON_CONFIG, {"horizon": 10})["horizon"] == 10
+    with pytest.raises(InvalidConfigError, match="horizon"):
+        merge_config(COMMON_CONFIG, {"horizont": 10})
