@@ -231,6 +231,11 @@ class Trainer:
         interval = config["evaluation_interval"]
         if interval in (None, 0):
             return None
+        custom = config["custom_eval_function"]
+        if custom is not None and not callable(custom):
+            raise errors.InvalidConfigError(
+                "custom_eval_function must be None or a function (trainer, evaluation_workers) "
+                f"-> metrics dict, got {custom!r}")
         for key, low in (("evaluation_interval", 1), ("evaluation_num_episodes", 1),
                          ("evaluation_num_workers", 0)):
             value = config[key]
@@ -266,7 +271,11 @@ class Trainer:
 
     def _evaluate(self) -> dict:
         """Runs `evaluation_num_episodes` episodes on the evaluation workers with the trained
-        policies' current weights, global vars and filters; returns their metrics.
+        policies' current weights, global vars and filters; returns their metrics. With a
+        `custom_eval_function`, that function runs the evaluation and returns the metrics.
+
+        Raises:
+          InvalidConfigError: the custom_eval_function returned no dict or an empty one.
 
         Workers sample in fragments over several envs, so one round can finish more episodes
         than asked for; the metrics cover the first `evaluation_num_episodes` finished, so
@@ -282,6 +291,14 @@ class Trainer:
         if remote:
             evaluation.sync_weights(global_vars=dict(local.global_vars))
             evaluation.call_remote_workers("set_filters", filters)
+        custom = self.config["custom_eval_function"]
+        if custom is not None:
+            metrics = custom(self, evaluation)
+            if not isinstance(metrics, dict) or not metrics:
+                raise errors.InvalidConfigError(
+                    f"custom_eval_function {getattr(custom, '__name__', custom)!r} must return a "
+                    f"non-empty dict of metrics, got {metrics!r:.200}")
+            return metrics
         episodes = []
         wanted = self.config["evaluation_num_episodes"]
         while len(episodes) < wanted:

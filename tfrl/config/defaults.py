@@ -88,6 +88,9 @@ COMMON_CONFIG: Dict[str, Any] = {
     "evaluation_config": {},
     # remote evaluation workers; 0 runs the episodes in a local worker of the driver
     "evaluation_num_workers": 0,
+    # a function (trainer, evaluation WorkerSet) -> metrics dict that runs the evaluation instead
+    # of the episodes above (classic RLlib's); the workers have the current weights and filters
+    "custom_eval_function": None,
     # === Offline data (tfrl/offline/settings.py documents each key) ===
     "input": "sampler",
     "input_evaluation": [],

@@ -73,3 +73,59 @@ def test_bad_evaluation_settings_are_named_errors(ray_session, small_config):
     with pytest.raises(InvalidConfigError, match="evaluation_config.explor"):
         PGTrainer(config=dict(small_config("PG"), evaluation_interval=1,
                               evaluation_config={"explor": False}), env="CartPole-v1")
+    with pytest.raises(InvalidConfigError, match="custom_eval_function"):
+        PGTrainer(config=dict(small_config("PG"), evaluation_interval=1,
+                              custom_eval_function="my_eval"), env="CartPole-v1")
+
+
+def classic_custom_eval(trainer, eval_workers):
+    """custom_eval.py's function of classic RLlib: per-worker env changes, one episode per
+    worker and sample() call, episodes collected and summarised with the classic helpers."""
+    import ray
+
+    from tfrl.rllib.evaluation.metrics import collect_episodes, summarize_episodes
+
+    worker_1, worker_2 = eval_workers.remote_workers()
+    worker_1.foreach_env.remote(lambda env: setattr(env, "tag", 4))
+    worker_2.foreach_env.remote(lambda env: setattr(env, "tag", 7))
+    for _ in range(3):
+        ray.get([w.sample.remote() for w in eval_workers.remote_workers()])
+    episodes, pending = collect_episodes(remote_workers=eval_workers.remote_workers(),
+                                         timeout_seconds=99999)
+    assert pending == []
+    metrics = summarize_episodes(episodes)
+    metrics["foo"] = 1
+    metrics["tags"] = sorted(t for w in eval_workers.remote_workers()
+                             for t in ray.get(w.foreach_env.remote(lambda env: env.tag)))
+    return metrics
+
+
+@pytest.mark.timeout(300)
+def test_custom_eval_function_runs_the_evaluation_on_remote_workers(ray_session, small_config):
+    config = dict(small_config("PG"), evaluation_interval=1, evaluation_num_workers=2,
+                  custom_eval_function=classic_custom_eval,
+                  # CartPole never fails within 5 steps
+                  evaluation_config={"horizon": 5, "num_envs_per_worker": 1})
+    trainer = PGTrainer(config=config, env="CartPole-v1")
+    try:
+        result = trainer.train()
+        training_horizon = trainer.workers.local_worker().settings.horizon
+    finally:
+        trainer.stop()
+    assert training_horizon is None  # evaluation_config's horizon is the evaluation's only
+    evaluation = result["evaluation"]
+    assert evaluation["foo"] == 1 and evaluation["tags"] == [4, 7]
+    # 3 rounds of one whole episode per worker, each cut at the evaluation horizon
+    assert evaluation["episodes_this_iter"] == 6
+    assert evaluation["hist_stats"]["episode_lengths"] == [5] * 6
+
+
+def test_custom_eval_function_must_return_metrics(ray_session, small_config):
+    trainer = PGTrainer(config=dict(small_config("PG"), evaluation_interval=1,
+                                    custom_eval_function=lambda trainer, workers: None),
+                        env="CartPole-v1")
+    try:
+        with pytest.raises(InvalidConfigError, match="must return a non-empty dict"):
+            trainer.train()
+    finally:
+        trainer.stop()
