@@ -56,6 +56,7 @@ class SampleBatch(dict):
     """
 
     OBS = "obs"
+    CUR_OBS = OBS  # classic RLlib's name of the observation column
     NEXT_OBS = "new_obs"
     ACTIONS = "actions"
     REWARDS = "rewards"

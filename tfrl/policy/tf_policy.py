@@ -170,12 +170,24 @@ class TFPolicy(Policy):
             if "_setup_mixin" in cls.__dict__:
                 cls.__dict__["_setup_mixin"](self)
         self.before_loss_init(observation_space, action_space, merged)
+        self._loss_ready = False
         self._initialize_loss()
+        self._loss_ready = True
         for cls in self._mixin_classes():
             if "_after_loss_init_mixin" in cls.__dict__:
                 cls.__dict__["_after_loss_init_mixin"](self)
         self.after_init(observation_space, action_space, merged)
         self.batch_divisibility_req = int(self.get_batch_divisibility_req())
+
+    def loss_initialized(self) -> bool:
+        """Whether the loss is built: False while construction postprocesses its dummy batch
+        (classic RLlib's check in postprocessors that call the model), True after."""
+        return getattr(self, "_loss_ready", False)
+
+    def get_session(self) -> None:
+        """None: tfrl runs TensorFlow 2 eagerly, with no TF1 session (classic RLlib's eager
+        answer, which `make_tf_callable(None)` takes)."""
+        return None
 
     def _mixin_classes(self):
         return [c for c in reversed(type(self).__mro__) if c not in (TFPolicy, Policy, object)]

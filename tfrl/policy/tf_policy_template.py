@@ -61,7 +61,8 @@ Hooks (all optional except loss_fn), their signatures, and when they run
       `policy.q_values`). The five-argument form of extra_action_out_fn is accepted too.
   after_init(policy, observation_space, action_space, config) -> None
       Last step of construction.
-  mixins: list of classes placed before TFPolicy in the bases (see mixins.py).
+  mixins: list of classes placed before TFPolicy in the bases (see mixins.py); as classic,
+      construction calls TFPolicy.__init__ itself, not a mixin's own __init__ (hooks call those).
   obs_include_prev_action_reward: classic RLlib's switch for feeding previous actions and
       rewards to the model; accepted for classic declarations (tfrl models read the columns
       they need from the batch, so it changes nothing).
@@ -210,6 +211,13 @@ def build_tf_policy(name: str, *, loss_fn: Callable, get_default_config: Optiona
             return get_batch_divisibility_req(self)
         body["get_batch_divisibility_req"] = batch_divisibility
 
+    def __init__(self, *args, **kwargs):
+        # TFPolicy's constructor itself, as classic build_tf_policy called it: a mixin's own
+        # __init__ (classic mixins take other arguments, e.g. `CentralizedValueMixin(self)`) is
+        # the hooks' to call; tfrl's mixins set themselves up (mixins.py)
+        TFPolicy.__init__(self, *args, **kwargs)
+
+    body["__init__"] = __init__
     bases = tuple(mixins or ()) + (TFPolicy,)
     policy_cls = type(name, bases, body)
 

@@ -92,3 +92,27 @@ def test_pg_trains_two_policies_on_multi_agent_cartpole(ray_session):
     assert result["timesteps_total"] >= 200
     assert set(result["info"]["learner"]) == {"even", "odd"}
     assert set(result["policy_reward_mean"]) == {"even", "odd"}
+
+
+def test_parametric_actions_cartpole_hides_the_two_real_actions_and_steps_with_gymnasiums_api():
+    from tfrl.rllib.examples.env.parametric_actions_cartpole import ParametricActionsCartPole
+
+    env = ParametricActionsCartPole(10)
+    obs, info = env.reset(seed=4)
+    assert env.observation_space.contains(obs) and isinstance(info, dict)
+    total, steps, terminated, truncated = 0.0, 0, False, False
+    while not (terminated or truncated):
+        valid = np.flatnonzero(obs["action_mask"])
+        assert len(valid) == 2 and sorted(valid.tolist()) == sorted([env.left_idx, env.right_idx])
+        # the invalid actions' embeddings are zero, the valid ones are LEFT's and RIGHT's
+        assert not obs["avail_actions"][obs["action_mask"] == 0].any()
+        np.testing.assert_allclose(obs["avail_actions"][env.left_idx], env.left_action_embed,
+                                   rtol=1e-6)
+        obs, reward, terminated, truncated, _ = env.step(int(valid[steps % 2]))
+        total += reward
+        steps += 1
+    assert total == steps and (truncated == (steps == 200))  # CartPole-v0's 200-step limit
+    env.reset()
+    invalid = next(i for i in range(10) if i not in (env.left_idx, env.right_idx))
+    with pytest.raises(ValueError, match="not one of the non-zero action embeddings"):
+        env.step(invalid)

@@ -135,3 +135,51 @@ def test_model_variables_are_a_tuple_and_callable():
     assert isinstance(model.trainable_variables, tuple)
     assert model.trainable_variables() == model.trainable_variables
     assert set(model.variables(as_dict=True)) == {v.name for v in model.variables}
+
+
+class CentralValueMixin:
+    """centralized_critic.py's mixin: a no-argument __init__ its hooks call themselves."""
+
+    def __init__(self):
+        from tfrl.rllib.utils.tf_ops import make_tf_callable
+
+        self.compute_central_vf = make_tf_callable(self.get_session())(
+            lambda obs: tf.reduce_sum(obs, axis=-1))
+
+
+POSTPROCESSED_WITH_LOSS = []
+
+
+def central_value_postprocessing(policy, sample_batch, other_agent_batches=None, episode=None):
+    # classic: zeros while the loss is being built, the central value function afterwards
+    POSTPROCESSED_WITH_LOSS.append(policy.loss_initialized())
+    if policy.loss_initialized():
+        sample_batch[SampleBatch.VF_PREDS] = np.asarray(
+            policy.compute_central_vf(sample_batch[SampleBatch.CUR_OBS]), np.float32)
+    else:
+        sample_batch[SampleBatch.VF_PREDS] = np.zeros_like(sample_batch[SampleBatch.REWARDS])
+    return postprocess_ppo_gae(policy, sample_batch, other_agent_batches, episode)
+
+
+def central_value_setup(policy, obs_space, action_space, config):
+    CentralValueMixin.__init__(policy)
+
+
+CentralValuePolicy = build_tf_policy(
+    name="CentralValuePolicy", get_default_config=lambda: PPO_CONFIG,
+    loss_fn=ppo_surrogate_loss, postprocess_fn=central_value_postprocessing,
+    before_loss_init=central_value_setup,
+    mixins=[LearningRateSchedule, KLCoeffMixin, ValueNetworkMixin, CentralValueMixin])
+
+
+def test_a_mixin_with_its_own_init_is_left_to_the_hooks_and_loss_initialized_says_when():
+    POSTPROCESSED_WITH_LOSS.clear()
+    worker = RolloutWorker(cartpole, CentralValuePolicy,
+                           {"rollout_fragment_length": 16, "model": {"fcnet_hiddens": [8]}})
+    policy = worker.get_policy()
+    assert policy.get_session() is None and policy.loss_initialized()
+    assert POSTPROCESSED_WITH_LOSS == [False]  # construction's dummy batch
+    batch = worker.sample()
+    assert POSTPROCESSED_WITH_LOSS[1:] and all(POSTPROCESSED_WITH_LOSS[1:])
+    np.testing.assert_allclose(batch[SampleBatch.VF_PREDS], batch["obs"].sum(axis=1), rtol=1e-5,
+                               atol=1e-6)

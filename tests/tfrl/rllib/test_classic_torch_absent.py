@@ -98,3 +98,42 @@ def test_a_torch_recurrent_model_overriding_forward_rnn_is_defined_at_import_tim
     env = gym.make("CartPole-v1")
     with pytest.raises(ImportError, match="torch"):
         TorchRNNModel(env.observation_space, env.action_space, 2, {}, "rnn")
+
+
+def test_torch_side_names_of_classic_example_scripts_import():
+    """parametric_actions_cartpole.py's model module and centralized_critic.py import these
+    beside their TF counterparts; torch models refuse construction, torch functions raise."""
+    from tfrl.rllib.agents.dqn.dqn_torch_model import DQNTorchModel
+    from tfrl.rllib.agents.ppo.ppo_torch_policy import (KLCoeffMixin, PPOTorchPolicy,
+                                                        ValueNetworkMixin, ppo_surrogate_loss)
+    from tfrl.rllib.models.torch.torch_modelv2 import TorchModelV2
+
+    class TorchParametricActionsModel(DQNTorchModel):  # defined at import time, as classic
+        pass
+
+    assert issubclass(DQNTorchModel, TorchModelV2)
+    with pytest.raises(FrameworkNotAvailableError, match="TorchParametricActionsModel is a torch"):
+        TorchParametricActionsModel(None, None, 2, {}, "pa")
+    with pytest.raises(FrameworkNotAvailableError, match="torch"):
+        ppo_surrogate_loss(None, None, None, None)
+    assert ppo_surrogate_loss.__name__ == "ppo_surrogate_loss"
+
+    class CentralizedValueMixin:
+        pass
+
+    # a torch variant with the torch mixins, derived at import time
+    variant = PPOTorchPolicy.with_updates(
+        name="CCPPOTorchPolicy", mixins=[KLCoeffMixin, ValueNetworkMixin, CentralizedValueMixin])
+    with pytest.raises(FrameworkNotAvailableError, match="CCPPOTorchPolicy"):
+        variant(None, None, {})
+
+
+def test_make_tf_callable_runs_the_function_eagerly():
+    from tfrl.errors import NotSupportedError
+    from tfrl.rllib.utils.tf_ops import make_tf_callable
+
+    central_value = make_tf_callable(None)(lambda obs, other: tf.reduce_sum(obs * other, axis=1))
+    np.testing.assert_allclose(central_value(np.ones((2, 3), np.float32),
+                                             np.full((2, 3), 2.0, np.float32)), [6.0, 6.0])
+    with pytest.raises(NotSupportedError, match="no TF1 session"):
+        make_tf_callable(object())

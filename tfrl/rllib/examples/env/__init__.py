@@ -1,1 +1,2 @@
-"""Classic `ray.rllib.examples.env`: helper envs of classic RLlib's examples (see multi_agent)."""
+"""Classic `ray.rllib.examples.env`: helper envs of classic RLlib's examples (multi_agent,
+parametric_actions_cartpole)."""
