@@ -17,7 +17,8 @@ runs tfrl's trainer. Where tfrl deliberately differs from classic RLlib, the REA
 import importlib
 from typing import Any
 
-_SUBPACKAGES = ("agents", "env", "evaluation", "models", "optimizers", "policy", "utils")
+_SUBPACKAGES = ("agents", "env", "evaluation", "models", "offline", "optimizers", "policy",
+                "utils")
 # classic `ray.rllib` top-level names -> the tfrl.rllib module holding them
 _EXPORTS = {
     "Policy": "tfrl.rllib.policy", "TFPolicy": "tfrl.rllib.policy",

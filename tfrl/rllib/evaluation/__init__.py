@@ -7,6 +7,7 @@ __getattr__ = lazy_exports(__name__, {
     "compute_advantages": "tfrl.policy.postprocessing",
     "collect_metrics": "tfrl.rllib.evaluation.metrics",
     "MultiAgentEpisode": "tfrl.rollout.episode:Episode",
-    "Episode": "tfrl.rollout.episode"})
+    "Episode": "tfrl.rollout.episode",
+    "SampleBatchBuilder": "tfrl.rllib.evaluation.sample_batch_builder"})
 __all__ = ["RolloutWorker", "WorkerSet", "SampleBatch", "MultiAgentBatch", "compute_advantages",
-           "collect_metrics", "MultiAgentEpisode", "Episode"]
+           "collect_metrics", "MultiAgentEpisode", "Episode", "SampleBatchBuilder"]
