@@ -25,11 +25,13 @@ from typing import Callable, Union
 
 
 def trainer_resources(trainer_cls: Union[str, type], config: dict):
-    """The `PlacementGroupFactory` a trial running `trainer_cls` (a class or algorithm name)
+    """The `PlacementGroupFactory` (a `TrialResources`, whose `to_json()` gives classic scripts'
+    `resources_per_trial` dict) a trial running `trainer_cls` (a class or algorithm name)
     with `config` needs: the trainer's bundle ({"CPU": num_cpus_for_driver, "GPU": num_gpus}
     plus learner_resources) then one bundle per rollout worker ({"CPU": num_cpus_per_worker,
-    "GPU": num_gpus_per_worker} plus custom_resources_per_worker), from the algorithm's
-    defaults updated with `config`. A worker that
+    "GPU": num_gpus_per_worker} plus custom_resources_per_worker) and, with
+    `evaluation_interval`, one per evaluation worker (`evaluation_config`'s resources), from the
+    algorithm's defaults updated with `config`. A worker that
     asks for no resources gets no bundle; a trainer that asks for none gets an empty bundle
     (it then reserves, as outside Tune, only its rollout workers), unless nothing at all would
     be reserved: then the trainer's bundle is 1 CPU.
@@ -37,7 +39,7 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
     Raises:
       InvalidConfigError: unknown algorithm name.
     """
-    from ray.tune.execution.placement_groups import PlacementGroupFactory
+    from tfrl.tune_resources import TrialResources
 
     if isinstance(trainer_cls, str):
         from tfrl.registry import get_trainer_class
@@ -50,13 +52,20 @@ def trainer_resources(trainer_cls: Union[str, type], config: dict):
 
     driver = dict(bundle(merged["num_cpus_for_driver"], merged["num_gpus"]),
                   **{k: float(v) for k, v in (merged.get("learner_resources") or {}).items() if v})
-    worker = dict(bundle(merged["num_cpus_per_worker"], merged["num_gpus_per_worker"]),
-                  **{k: float(v) for k, v in (merged.get("custom_resources_per_worker") or {}).items()
-                     if v})
-    workers = [worker] * int(merged["num_workers"]) if worker else []
+    def worker_bundles(settings: dict, count: int) -> list:
+        worker = dict(bundle(settings["num_cpus_per_worker"], settings["num_gpus_per_worker"]),
+                      **{k: float(v) for k, v in
+                         (settings.get("custom_resources_per_worker") or {}).items() if v})
+        return [worker] * count if worker else []
+
+    workers = worker_bundles(merged, int(merged["num_workers"]))
+    if merged.get("evaluation_interval"):
+        # the evaluation workers start inside the trial too (classic RLlib counted them)
+        evaluation = dict(merged, **(merged.get("evaluation_config") or {}))
+        workers += worker_bundles(evaluation, int(merged.get("evaluation_num_workers") or 0))
     if not driver and not workers:
         driver = {"CPU": 1.0}  # Tune needs a request; the trainer then does all the work itself
-    return PlacementGroupFactory([driver] + workers, strategy="PACK")
+    return TrialResources([driver] + workers, strategy="PACK")
 
 
 def _trial_result(result: dict) -> dict:
