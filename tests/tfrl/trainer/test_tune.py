@@ -43,14 +43,15 @@ def test_a_trial_reserves_its_trainer_and_every_rollout_worker():
     # a trial that would reserve nothing reserves 1 CPU for its trainer (Tune needs a request)
     assert trainer_resources(PPOTrainer, {"num_workers": 3, "num_cpus_per_worker": 0}).bundles == [
         {"CPU": 1.0}]
-    # classic scripts' resources_per_trial dict (custom_train_fn.py), which Ray 2.x accepts
+    # classic scripts' resources_per_trial=...to_json() (custom_train_fn.py): the same
+    # bundles as a plain factory, which Ray 2.x takes (a dict would be one bundle)
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
     request = trainer_resources(PPOTrainer, {"num_workers": 2, "num_gpus": 1,
                                              "custom_resources_per_worker": {"rollout": 1}})
-    assert request.to_json() == {"cpu": 2.0, "gpu": 1.0, "custom_resources": {"rollout": 2.0}}
-    assert trainer_resources(PPOTrainer, {"num_workers": 0}).to_json() == {"cpu": 1.0, "gpu": 0.0}
-    from ray.tune.execution.placement_groups import resource_dict_to_pg_factory
-    assert resource_dict_to_pg_factory(request.to_json()).required_resources == {
-        "CPU": 2.0, "GPU": 1.0, "rollout": 2.0}
+    plain = request.to_json()
+    assert type(plain) is PlacementGroupFactory
+    assert plain.bundles == request.bundles == [{"GPU": 1.0}] + [{"CPU": 1.0, "rollout": 1.0}] * 2
+    assert plain.strategy == "PACK"
     # evaluation workers start inside the trial too, with evaluation_config's resources
     evaluated = trainer_resources(PPOTrainer, {"num_workers": 0, "evaluation_interval": 1,
                                                "evaluation_num_workers": 2,
