@@ -48,3 +48,59 @@ def test_a_script_that_never_stops_its_server_exits(ending):
         assert proc.returncode == 0, err
     else:
         assert proc.returncode == 1 and "the script failed" in err
+
+
+CLOSED_AT_EXIT = textwrap.dedent("""\
+    import gc, sys
+    import replay
+
+    client = replay.Client(sys.argv[1])
+    client.insert({"x": 1.0}, {"replay": 1.0})
+    stream = client.sample_stream("replay", max_in_flight_samples=4)  # a call still open at exit
+    print(len(next(stream)[0]["key"]), "sampled", flush=True)
+
+
+    class ClosesItsClient:  # as a dataset's stream does when it is finalized
+        def __del__(self):
+            client.close()
+
+
+    def leave_garbage():
+        closer = ClosesItsClient()
+        closer.cycle = closer
+
+
+    gc.set_threshold(10**9)  # the cycle waits for the interpreter's last collection
+    leave_garbage()
+""")
+
+
+def test_a_client_closed_by_the_last_garbage_collection_lets_the_process_exit(tmp_path):
+    """A stream or dataset left in a reference cycle is finalized by the interpreter's last
+    collection, when gRPC's threads no longer run: closing the channel then waited forever for
+    its open calls (a TF-Agents test file never exited)."""
+    config = tmp_path / "tables.yaml"
+    config.write_text("tables:\n  - name: replay\n    sampler: {kind: Uniform}\n    remover: {kind: Fifo}\n"
+                      "    max_size: 100\n    rate_limiter: {kind: MinSize, min_size_to_sample: 1}\n")
+    server = subprocess.Popen([sys.executable, "-m", "replay.server_main", "--config", str(config), "--port", "0"],
+                              cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        address = None
+        for line in server.stdout:
+            if "listening on" in line:
+                address = "localhost:" + line.split("listening on", 1)[1].split()[0].rsplit(":", 1)[1]
+                break
+        assert address is not None
+        proc = subprocess.Popen([sys.executable, "-c", CLOSED_AT_EXIT, address], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            pytest.fail("the process did not exit: closing its client at finalization hung")
+        assert "sampled" in out, err
+        assert proc.returncode == 0, err
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
