@@ -64,6 +64,8 @@ class SampleBatch(dict):
     PREV_REWARDS = "prev_rewards"
     TERMINATEDS = "terminateds"
     TRUNCATEDS = "truncateds"
+    # classic RLlib's episode-end column: read as terminateds | truncateds where not stored
+    DONES = "dones"
     INFOS = "infos"
     EPS_ID = "eps_id"
     UNROLL_ID = "unroll_id"
@@ -161,6 +163,13 @@ class SampleBatch(dict):
     def __getitem__(self, key):
         if isinstance(key, slice):
             return self.slice(key.start or 0, self.count if key.stop is None else key.stop)
+        if key == self.DONES and not dict.__contains__(self, key) and dict.__contains__(
+                self, self.TERMINATEDS):
+            # classic code reads `batch["dones"]` (episode ended, by termination or time limit)
+            dones = np.asarray(dict.__getitem__(self, self.TERMINATEDS), bool)
+            if dict.__contains__(self, self.TRUNCATEDS):
+                dones = dones | np.asarray(dict.__getitem__(self, self.TRUNCATEDS), bool)
+            return dones
         return dict.__getitem__(self, key)
 
     def size_bytes(self) -> int:

@@ -136,3 +136,15 @@ def test_copies_slices_and_one_piece_concat_equal_rebuilt_batches():
     assert one[SampleBatch.INFOS].dtype == object and one[SampleBatch.INFOS][0] == {"i": 1}
     with pytest.raises(InvalidBatchError):
         one[SampleBatch.VF_PREDS] = np.zeros(5)
+
+
+def test_classic_dones_and_cur_obs_read_gymnasiums_flags():
+    batch = SampleBatch(obs=np.arange(3.0), terminateds=[False, False, True],
+                        truncateds=[False, True, False])
+    assert SampleBatch.CUR_OBS == SampleBatch.OBS
+    assert batch[SampleBatch.DONES].tolist() == [False, True, True]
+    assert "dones" not in batch and set(batch) == {"obs", "terminateds", "truncateds"}
+    recorded = SampleBatch(obs=np.arange(2.0), dones=[True, False], terminateds=[False, False])
+    assert recorded["dones"].tolist() == [True, False]  # a stored column is read as it is
+    with pytest.raises(KeyError):
+        SampleBatch(obs=np.arange(2.0))["dones"]
