@@ -203,9 +203,11 @@ def test_a_restore_past_its_timeout_ends_with_deadline_exceeded(tmp_path):
     with Server(tables, checkpointer=checkpointer) as server:
         fill_with_priorities(server.localhost_client(), "replay", range(15_000))
         path = server.checkpoint()
-    start = time.monotonic()
-    assert Checkpointer.load(path)[0].size == 15_000
-    full = time.monotonic() - start
+    full = float("inf")
+    for _ in range(2):  # the quicker of two loads: a load slowed by other work sets no timeout
+        start = time.monotonic()
+        assert Checkpointer.load(path)[0].size == 15_000
+        full = min(full, time.monotonic() - start)
     before = _files(checkpointer.path)
     timeout = full / 20
     slow = Checkpointer(checkpointer.path, restore_timeout=timeout)
