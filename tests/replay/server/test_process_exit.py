@@ -33,16 +33,23 @@ SCRIPT = textwrap.dedent("""\
 """)
 
 
-@pytest.mark.parametrize("ending", ["pass", "raise RuntimeError('the script failed')"])
-def test_a_script_that_never_stops_its_server_exits(ending):
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.replace("{ending}", ending)], cwd=REPO_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _run_to_exit(command, why):
+    """(stdout, stderr, process) of `command` run from the repository root; the test fails,
+    saying `why`, when it has not exited within 60 s."""
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        pytest.fail("the process did not exit: the replay server's threads blocked its shutdown")
+        pytest.fail(f"the process did not exit: {why}")
+    return out, err, proc
+
+
+@pytest.mark.parametrize("ending", ["pass", "raise RuntimeError('the script failed')"])
+def test_a_script_that_never_stops_its_server_exits(ending):
+    out, err, proc = _run_to_exit([sys.executable, "-c", SCRIPT.replace("{ending}", ending)],
+                                  "the replay server's threads blocked its shutdown")
     assert "serving" in out, err
     if ending == "pass":
         assert proc.returncode == 0, err
@@ -91,14 +98,8 @@ def test_a_client_closed_by_the_last_garbage_collection_lets_the_process_exit(tm
                 address = "localhost:" + line.split("listening on", 1)[1].split()[0].rsplit(":", 1)[1]
                 break
         assert address is not None
-        proc = subprocess.Popen([sys.executable, "-c", CLOSED_AT_EXIT, address], cwd=REPO_ROOT,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            out, err = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            pytest.fail("the process did not exit: closing its client at finalization hung")
+        out, err, proc = _run_to_exit([sys.executable, "-c", CLOSED_AT_EXIT, address],
+                                      "closing its client at finalization hung")
         assert "sampled" in out, err
         assert proc.returncode == 0, err
     finally:
