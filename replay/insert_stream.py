@@ -402,6 +402,29 @@ class InsertStream:
                     f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
                     f"{max_unacked}); the tables' rate limiters may be blocking inserts ({self._progress()})")
 
+    def drain(self, limit_seconds: float, stall_seconds: float) -> bool:
+        """Sends everything queued and waits for its acks while they keep coming: at most
+        `limit_seconds` in all, and never longer than `stall_seconds` without an ack or once the
+        server reports a message waiting for a rate limiter (its acks may be far off). Returns
+        whether every item was acknowledged; raises nothing. For a writer dropped without
+        `close`, whose finalizer may run in any thread (the garbage collector's), so it must not
+        hold that thread for long."""
+        deadline = time.monotonic() + limit_seconds
+        with self._data_ready:
+            if self._has_data():
+                self._urgent = True
+                self._data_ready.notify()
+            while self._unacked > 0 and self._error is None and not self._message_waited:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                acks = self._acks_received
+                self._acked.wait_for(lambda: self._acks_received != acks or self._error is not None
+                                     or self._message_waited, min(remaining, stall_seconds))
+                if self._acks_received == acks:
+                    break  # stalled, failed or held back by a rate limiter
+            return self._unacked == 0 and self._error is None
+
     def _progress(self) -> str:
         """What the stream sent and got back (for timeout messages; call with the lock held)."""
         last = ("no ack yet" if self._last_ack_time is None
@@ -481,6 +504,7 @@ class InsertStream:
                         self._waiting_reports += 1
                         self._message_waited = True
                         self._window = min(_RATE_LIMITED_WINDOW_ITEMS, self._max_in_flight)
+                        self._acked.notify_all()  # (`drain` stops waiting)
                         continue
                     self._unacked -= acked
                     self._acks_received += 1

@@ -69,8 +69,10 @@ _AUTO_IN_FLIGHT_BYTES = 4 * 1024 * 1024
 _MIN_AUTO_IN_FLIGHT_ITEMS = 1000
 _MAX_AUTO_IN_FLIGHT_ITEMS = 16000
 # A writer dropped without close() waits at most this long for its items' acks before it closes
-# (Reverb's waits without a limit).
+# (Reverb's C++ writer waits without a limit), and gives up sooner when no ack came for the
+# second figure (a server that stopped answering; a rate limiter's hold is reported at once).
 _DROPPED_WRITER_FLUSH_SECONDS = 30.0
+_DROPPED_WRITER_STALL_SECONDS = 2.0
 
 
 class TrajectoryWriter(_StepAppending, _BatchAppending, _ItemCreation, _ChunkSending):
@@ -368,22 +370,31 @@ class TrajectoryWriter(_StepAppending, _BatchAppending, _ItemCreation, _ChunkSen
                     raise
 
     def __del__(self):
-        # As Reverb's writer does when it is destroyed: what was created is sent and acknowledged
-        # first (within _DROPPED_WRITER_FLUSH_SECONDS here), so items created before the writer
-        # went out of scope are in their tables once it is gone.
-        if getattr(self, "_closed", True):
+        # As Reverb's C++ writer does when it is destroyed: what was created is sent and
+        # acknowledged first, so items created before the writer went out of scope are in their
+        # tables once it is gone. But only while acks keep coming (see `InsertStream.drain`):
+        # this may run in the garbage collector's pass of any thread, and a writer held back by
+        # a rate limiter would hold that thread until the limiter reopens. Such a stream is
+        # cancelled (what Reverb's Python writer does to every dropped writer).
+        if not getattr(self, "_closed", True):
+            self._close_dropped()
+
+    def _close_dropped(self) -> None:
+        """Closes a writer that was dropped without `close` (see `__del__`); raises nothing."""
+        if self._closed:
             return
         if type(self._stream) is _StreamOnFirstUse and not self._pending:
             self._closed = True
             return
+        drained = False
         try:
             self._close_referenced_chunks()
-            self._stream.wait(0, _DROPPED_WRITER_FLUSH_SECONDS)
+            drained = self._stream.drain(_DROPPED_WRITER_FLUSH_SECONDS, _DROPPED_WRITER_STALL_SECONDS)
         except BaseException:  # noqa: BLE001 - nowhere to report it from a finalizer
             pass
         try:
             self._closed = True
-            self._stream.close(cancel=False)
+            self._stream.close(cancel=not drained)
         except BaseException:  # noqa: BLE001
             pass
 

@@ -158,7 +158,4 @@ class Writer:
         if not getattr(self, "_closed", True):
             logger.warning("Writer-object deleted without calling .close explicitly.")
             self._closed = True
-            try:
-                self._writer.close()
-            except BaseException:  # noqa: BLE001 - nowhere to report it from a finalizer
-                pass
+            self._writer._close_dropped()  # noqa: SLF001 - not close(): this may run in any collection

@@ -148,6 +148,36 @@ def test_a_trajectory_writer_dropped_without_close_sends_its_items_first(server)
     assert next(client.sample("queue", emit_timesteps=False)).data[0].tolist() == [7, 8, 9]
 
 
+def test_a_dropped_writer_that_a_rate_limiter_holds_back_does_not_hold_the_collector():
+    # Its finalizer runs in whichever thread's garbage collection finds it; waiting there for
+    # acks that only a sampler can bring held that thread for 35 s. The stream is cancelled
+    # once the server reports the wait: the admitted items stay, the others never go in.
+    import gc
+    import time
+
+    limiter = reverb.rate_limiters.SampleToInsertRatio(samples_per_insert=1.0, min_size_to_sample=1,
+                                                       error_buffer=2.0)
+    with reverb.Server([reverb.Table("held", reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+                                     100, limiter)]) as held_server:
+        client = held_server.localhost_client()
+        writer = client.trajectory_writer(1)
+        for i in range(20):
+            writer.append(np.int64(i))
+            writer.create_item("held", 1.0, writer.history[-1])
+        cycle = [writer]
+        cycle.append(cycle)  # left to the cyclic collector, as most dropped objects are
+        del writer, cycle
+        start = time.monotonic()
+        gc.collect()
+        assert time.monotonic() - start < 10.0
+        admitted = client.server_info()["held"].current_size
+        assert 1 <= admitted < 20
+        sampled = [next(client.sample("held", emit_timesteps=False)).data[0].item() for _ in range(2)]
+        assert set(sampled) <= set(range(admitted))  # the first items, in order
+        time.sleep(0.5)  # the samples made room, but nothing of the cancelled stream comes
+        assert client.server_info()["held"].current_size == admitted
+
+
 def test_server_info_with_timeout_and_no_server_is_deadline_exceeded(free_port):
     client = reverb.Client(f"localhost:{free_port}")
     with pytest.raises(reverb.errors.DeadlineExceededError, match="within provided timeout"):
