@@ -12,18 +12,20 @@ raised when it names one), so callers catch the same exceptions as in-process.
 """
 from __future__ import annotations
 
-import json
+import atexit
 import queue
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 import tree
 
-from replay import codec, column_batch, errors, framing, protocol, shared_ring, validation
+from replay import (codec, column_batch, errors, framing, protocol, replay_sample, rpc_errors,
+                    server_replies, shared_ring, validation)
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.table_info import TableInfo
@@ -45,37 +47,24 @@ INSERT_STREAM_METHOD = f"/{protocol.SERVICE_NAME}/InsertStream"
 SAMPLE_STREAM_METHOD = f"/{protocol.SERVICE_NAME}/SampleStream"
 
 
-def _server_error_class(error: grpc.RpcError):
-    """The `replay.errors` class the server named for this failure, or None (gRPC's own errors)."""
-    try:
-        for key, value in error.trailing_metadata() or ():
-            if key == protocol.ERROR_CLASS_METADATA_KEY:
-                candidate = getattr(errors, value, None)
-                if isinstance(candidate, type) and issubclass(candidate, errors.ReplayError):
-                    return candidate
-    except Exception:  # noqa: BLE001 - some failures (a dead connection) carry no metadata
-        pass
-    return None
+# Clients whose channel is open, closed at interpreter exit (`_close_channels_at_exit`).
+_CLIENTS_WITH_CHANNELS: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
 
-def translate_rpc_error(error: grpc.RpcError, what: str = "") -> errors.ReplayError:
-    """The `replay.errors` exception matching a failed gRPC call."""
-    code = error.code() if hasattr(error, "code") else None
-    details = error.details() if hasattr(error, "details") else str(error)
-    cls = _server_error_class(error)
-    name = code.name if code is not None else "UNKNOWN"
-    if cls is None:
-        cls = errors.ERRORS_BY_GRPC_CODE.get(name, errors.ReplayError)
-    message = details or name
-    if name == "UNAVAILABLE":
-        message = f"the replay server is unavailable ({details}); check that it runs and the address"
-    elif name == "RESOURCE_EXHAUSTED" and "larger than max" in (details or ""):
-        message = (f"{details}: the message is over the max_message_bytes limit; send smaller messages "
-                   "(smaller chunks or batches) or raise max_message_bytes on both the server "
-                   "(Server(max_message_bytes=...), replay-server --max-message-bytes) and the Client")
-    if what:
-        message = f"{what}: {message}"
-    return cls(message)
+def _close_channels_at_exit() -> None:
+    """Closes every open channel while gRPC's threads still run (atexit callbacks run before
+    the interpreter stops its threads). A call left in a reference cycle (an unfinished sample
+    stream, a dataset's reader) is otherwise finalized by the interpreter's last collection,
+    where gRPC's own finalizer waits for a lock that a stopped gRPC thread may hold: the process
+    then never exits."""
+    for client in list(_CLIENTS_WITH_CHANNELS):
+        try:
+            client.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at exit
+            pass
+
+
+atexit.register(_close_channels_at_exit)
 
 
 def _several_addresses(address) -> bool:
@@ -183,6 +172,7 @@ class Client:
                     else:
                         self._channel = grpc.insecure_channel(self.address, options=options)
                     self._stub = replay_pb2_grpc.ReplayServiceStub(self._channel)
+                    _CLIENTS_WITH_CHANNELS.add(self)
                     self._insert_stream = self._channel.stream_stream(
                         INSERT_STREAM_METHOD,
                         request_serializer=framing.serialize_insert_request,
@@ -220,7 +210,7 @@ class Client:
         try:
             return getattr(self.stub, method)(request, metadata=self.metadata, timeout=timeout)
         except grpc.RpcError as e:
-            raise translate_rpc_error(e, what) from None
+            raise rpc_errors.translate_rpc_error(e, what) from None
 
     # -- writing -------------------------------------------------------------------------
 
@@ -372,13 +362,13 @@ class Client:
             infos = list(map(SampleInfo, response.items.keys, response.probabilities, response.table_sizes,
                              response.priorities, response.times_sampled))
             if response.HasField("columns"):
-                columns = [_as_reverb_column(np.array(column))
+                columns = [replay_sample.as_reverb_column(np.array(column))
                            for column in column_batch.decode_columns(response.columns, len(infos))]
                 rows = [[column[i, ...] for column in columns] for i in range(len(infos))]
             else:
                 cache: dict = {}
-                rows = [[_as_reverb_column(column) for column in item.decode(cache)]
-                        for item in decode_sample_items(packed)]
+                rows = [[replay_sample.as_reverb_column(column) for column in item.decode(cache)]
+                        for item in codec.decode_sample_items(packed)]
             if not emit_timesteps:
                 if unflatten is None:
                     yield from map(ReplaySample, infos, rows)
@@ -386,7 +376,7 @@ class Client:
                     yield from map(ReplaySample, infos, map(unflatten, rows))
                 continue
             for info, row in zip(infos, rows):
-                yield _timesteps(info, row, unflatten)
+                yield replay_sample.timesteps(info, row, unflatten)
 
     def sample_stream(self, table: str, max_in_flight_samples: int = 256, rate_limiter_timeout_ms: int = -1,
                       max_samples: int = -1, timeout: Optional[float] = None,
@@ -407,7 +397,7 @@ class Client:
                                             max_samples, timeout=timeout):
             response = packed.response
             cache: dict = {}
-            decoded = [item.decode(cache) for item in decode_sample_items(packed)]
+            decoded = [item.decode(cache) for item in codec.decode_sample_items(packed)]
             info_arrays = {
                 "key": np.array(response.items.keys, dtype=np.uint64),
                 "probability": np.array(response.probabilities, dtype=np.float64),
@@ -505,14 +495,15 @@ class Client:
                     return
         except grpc.RpcError as e:
             if (timeout is not None and e.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-                    and _server_error_class(e) is None):
+                    and rpc_errors.server_error_class(e) is None):
                 raise errors.DeadlineExceededError(
                     f"sampling table {table!r} at {self.address}: the call passed its deadline of "
                     f"{timeout:g} s and was cancelled") from None
-            raise translate_rpc_error(e, f"sampling table {table!r} at {self.address}") from None
+            raise rpc_errors.translate_rpc_error(e, f"sampling table {table!r} at {self.address}") from None
         finally:
             requests.put(done)
-            call.cancel()
+            if not sys.is_finalizing():  # (then gRPC's threads are stopped: a cancel waits for them)
+                call.cancel()
             if ring is not None:
                 ring.close()
 
@@ -585,7 +576,7 @@ class Client:
                     raise cls(f"ServerInfo call did not complete within provided timeout of {timeout}s "
                               f"(server {self.address}: {e})") from None
                 time.sleep(SERVER_INFO_RETRY_SECONDS)
-        out = tables_from_server_info(response)
+        out = server_replies.tables_from_server_info(response)
         for name, info in out.items():
             self._signatures[name] = info.signature
         return out
@@ -604,70 +595,3 @@ def _rebuild_client(address, token, root_certificates, max_message_bytes,
                     shared_memory=shared_ring.DEFAULT_SHARED_MEMORY) -> Client:
     return Client(address, token=token, root_certificates=root_certificates,
                   max_message_bytes=max_message_bytes, shared_memory=shared_memory)
-
-
-def _as_reverb_column(column: np.ndarray) -> np.ndarray:
-    # Reverb stores strings as tf.string and samples them as bytes; str columns go as UTF-8.
-    return np.char.encode(column, "utf-8") if column.dtype.kind == "U" else column
-
-
-def _timesteps(info: SampleInfo, columns: List[np.ndarray], unflatten) -> List[ReplaySample]:
-    """One item's steps (Reverb's `emit_timesteps`): every column split along its first dimension.
-
-    Raises:
-      InvalidArgumentError: a column without a first dimension, or columns of different lengths.
-    """
-    if any(column.ndim == 0 for column in columns) or len({len(column) for column in columns}) != 1:
-        raise errors.InvalidArgumentError(
-            "Can't split non timestep trajectory into timesteps: the columns have shapes "
-            f"{[column.shape for column in columns]} (sample with emit_timesteps=False)")
-    # Each column cut into its steps in one pass (a row view each; a 0-d view of a 1-D column's
-    # element, as Reverb's np.asarray(col[i]) gives), then the steps zipped across columns.
-    length = len(columns[0])
-    per_column = [list(column) if column.ndim > 1 else [column[t, ...] for t in range(length)]
-                  for column in columns]
-    if unflatten is None:
-        return [ReplaySample(info, list(step)) for step in zip(*per_column)]
-    return [ReplaySample(info, unflatten(list(step))) for step in zip(*per_column)]
-
-
-def tables_from_server_info(response: replay_pb2.ServerInfoResponse) -> Dict[str, TableInfo]:
-    """Table name -> `replay.TableInfo` of a ServerInfo response."""
-    return {proto.name: table_info_from_proto(proto) for proto in response.tables}
-
-
-def table_info_from_proto(proto: replay_pb2.TableInfo) -> TableInfo:
-    """A `replay.TableInfo` from its ServerInfo message."""
-    from replay.rate_limiters import RateLimiterInfo
-
-    config = json.loads(proto.config_json) if proto.config_json else {}
-    rate_limiter_info = RateLimiterInfo(json.loads(proto.rate_limiter_info_json or "{}"))
-    num_unique_samples = rate_limiter_info.pop("table_num_unique_samples", 0)
-    num_updates = rate_limiter_info.pop("table_num_updates", 0)
-    num_episodes = rate_limiter_info.pop("table_num_episodes", 0)
-    num_deleted_episodes = rate_limiter_info.pop("table_num_deleted_episodes", 0)
-    return TableInfo(
-        name=proto.name, current_size=proto.size, max_size=proto.max_size,
-        max_times_sampled=proto.max_times_sampled,
-        sampler_options=config.get("sampler", config.get("sampler_options", {})),
-        remover_options=config.get("remover", config.get("remover_options", {})),
-        rate_limiter_info=rate_limiter_info, num_unique_samples=num_unique_samples,
-        num_updates=num_updates, num_episodes=num_episodes, num_deleted_episodes=num_deleted_episodes,
-        signature=protocol.signature_from_json(config.get("signature")),
-        num_inserts=proto.num_inserts, num_samples=proto.num_samples, num_deletes=proto.num_deletes,
-        num_evictions=proto.num_evictions,
-        extensions=json.loads(proto.extensions_info_json or "[]"))
-
-
-def decode_sample_items(packed) -> list:
-    """The items of one packed sample response (its chunks decoded, not yet the items' data).
-
-    Uncompressed columns are copied out so that samples do not keep whole responses alive.
-    """
-    response = packed.response
-    column_data = [c if f & codec.FLAG_COMPRESSED else bytes(c)
-                   for c, f in zip(packed.column_data, response.chunks.flags)]
-    chunks = {c.key: c for c in codec.decode_chunks(response.chunks, validate=False,
-                                                   column_data=column_data)}
-    pairs = codec.decode_items(response.items, codec.resolver(chunks, "the sample response"))
-    return [item for _, item in pairs]

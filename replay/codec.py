@@ -534,3 +534,17 @@ def resolver(chunks: Dict[int, Chunk], what: str = "this message") -> Callable[[
         return chunk
 
     return resolve
+
+
+def decode_sample_items(packed) -> list:
+    """The items of one packed sample response (its chunks decoded, not yet the items' data).
+
+    Uncompressed columns are copied out so that samples do not keep whole responses alive.
+    """
+    response = packed.response
+    column_data = [c if f & FLAG_COMPRESSED else bytes(c)
+                   for c, f in zip(packed.column_data, response.chunks.flags)]
+    chunks = {c.key: c for c in decode_chunks(response.chunks, validate=False,
+                                                   column_data=column_data)}
+    pairs = decode_items(response.items, resolver(chunks, "the sample response"))
+    return [item for _, item in pairs]

@@ -36,13 +36,14 @@ of a writer's CPU time.
 from __future__ import annotations
 
 import collections
+import sys
 import threading
 import time
 from typing import Deque, List, Optional, Sequence, Union
 
 import grpc
 
-from replay import codec, errors, framing, protocol, shared_ring
+from replay import codec, errors, framing, protocol, rpc_errors, server_replies, shared_ring
 from replay.chunks import Chunk
 from replay.proto import replay_pb2
 
@@ -409,6 +410,8 @@ class InsertStream:
         whether every item was acknowledged; raises nothing. For a writer dropped without
         `close`, whose finalizer may run in any thread (the garbage collector's), so it must not
         hold that thread for long."""
+        if sys.is_finalizing():
+            return False  # no ack can come: gRPC's threads are stopped at interpreter exit
         deadline = time.monotonic() + limit_seconds
         with self._data_ready:
             if self._has_data():
@@ -436,7 +439,11 @@ class InsertStream:
     def close(self, cancel: bool = False) -> None:
         """Ends the stream after everything queued was sent (does not wait for acks); with
         `cancel`, cancels the call at once instead (on the server too: items not acked yet may
-        or may not have been inserted, and none is inserted later)."""
+        or may not have been inserted, and none is inserted later). At interpreter exit the
+        call is only let go: gRPC's threads are stopped by then, and a cancel or a wait for the
+        reader would wait for them forever (a writer finalized by the last collection)."""
+        if sys.is_finalizing():
+            return
         with self._data_ready:
             self._closing = True
             self._data_ready.notify_all()
@@ -487,9 +494,7 @@ class InsertStream:
         try:
             for response in self._call:
                 if response.HasField("server_info"):
-                    from replay.client import tables_from_server_info
-
-                    tables = tables_from_server_info(response.server_info)
+                    tables = server_replies.tables_from_server_info(response.server_info)
                     with self._lock:
                         self._tables = tables
                         self._acked.notify_all()
@@ -545,6 +550,4 @@ def _batch_items(max_in_flight_items: int) -> int:
 
 
 def _translate(error: grpc.RpcError) -> errors.ReplayError:
-    from replay.client import translate_rpc_error
-
-    return translate_rpc_error(error, "writing to the replay server")
+    return rpc_errors.translate_rpc_error(error, "writing to the replay server")

@@ -296,7 +296,7 @@ class ReplayInput(InputReader):
 def _decode_items(packed) -> List[np.ndarray]:
     """The flat [N, ...] columns of a sample response that carries chunks and items (items
     too large for the columnar layout, or laid out across several chunks), item by item."""
-    from replay.client import decode_sample_items
+    from replay.codec import decode_sample_items
 
     cache: dict = {}
     decoded = [item.decode(cache) for item in decode_sample_items(packed)]

@@ -81,7 +81,8 @@ class MultiAgentEnvRunner:
             by_policy[env_state.episode.policy_for(agent_id)].append(agent_id)
         out = {}
         for pid, agents in by_policy.items():
-            raw = stack_rows([obs_dict[a] for a in agents])
+            space = self.policy_map[pid].observation_space
+            raw = stack_rows([obs_dict[a] for a in agents], getattr(space, "original_space", space))
             if self.check_obs:
                 check_observations_finite(raw, self.env_name, f"for agent(s) {agents} {where}")
             filtered = self.filters[pid](raw)

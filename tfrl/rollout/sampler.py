@@ -66,6 +66,8 @@ class EnvRunner:
         self.envs = envs
         self.env_name = env_name
         self.policy = policy
+        # the env's observation space (a classic preprocessed policy's is the flat Box)
+        self._obs_space = getattr(policy.observation_space, "original_space", policy.observation_space)
         self.policy_id = policy_id
         self.obs_filter = obs_filter
         self.callbacks = callbacks
@@ -101,7 +103,7 @@ class EnvRunner:
         # buffer rows [0, this) hold the policy's extra outputs (numpy actions add them late)
         self._rows_with_outputs = 0
         raw = [self._reset_env(i, seed) for i, seed in enumerate(env_seeds or [None] * n)]
-        self._obs = self._latest_obs = self._filter(stack_rows(raw), "after reset")
+        self._obs = self._latest_obs = self._filter(stack_rows(raw, self._obs_space), "after reset")
         for i in range(n):
             self._start_episode(i)
 
@@ -290,7 +292,7 @@ class EnvRunner:
         results = guard_env_call(self.env_name, "step()", self._step_all, env_actions)
         perf.add_env_wait(time.perf_counter() - started)
         raw_next, rewards, terminateds, truncateds, infos = zip(*results)
-        raw_next = stack_rows(raw_next)
+        raw_next = stack_rows(raw_next, self._obs_space)
         rewards = np.asarray(rewards, np.float32)
         terminateds = np.asarray(terminateds, bool)
         truncateds = np.asarray(truncateds, bool)
@@ -334,7 +336,7 @@ class EnvRunner:
                 finished_rows += self._end_episode(i)
         if done_indices:
             started = time.perf_counter()
-            raw = stack_rows([self._reset_env(i) for i in done_indices])
+            raw = stack_rows([self._reset_env(i) for i in done_indices], self._obs_space)
             perf.add_env_wait(time.perf_counter() - started)
             reset_obs = self._filter(raw, "after reset()")
             next_obs = tree.map_structure(np.array, next_obs)  # the filter's array stays as it is

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 from typing import Any, List
 
+import gymnasium as gym
 import numpy as np
 import tree
 
 
-def stack_rows(rows: List[Any]) -> Any:
-    """Stacks a list of rows (arrays, scalars or nests of them) along a new first axis."""
+def stack_rows(rows: List[Any], space: Any = None) -> Any:
+    """Stacks a list of rows (arrays, scalars or nests of them) along a new first axis. Given
+    the rows' space, rows of a Tuple or Dict space are first put in its structure: classic gym
+    envs give a Tuple observation as a list (`[[x, y], wind]`), which classic RLlib's
+    preprocessors read as the tuple it stands for."""
+    if isinstance(space, (gym.spaces.Tuple, gym.spaces.Dict)):
+        rows = [as_space_nest(space, row) for row in rows]
     first = rows[0]
     if isinstance(first, (dict, tuple)) and not isinstance(first, np.ndarray):
         return tree.map_structure(lambda *xs: np.stack(xs), *rows)
@@ -29,3 +35,13 @@ def row_of(batch: Any, i: int) -> Any:
     if isinstance(batch, np.ndarray):
         return batch[i]
     return tree.map_structure(lambda a: a[i], batch)
+
+
+def as_space_nest(space: Any, value: Any) -> Any:
+    """`value` in the structure of `space`: a Tuple space's part as a tuple (a list accepted),
+    a Dict space's as a dict, each other part as an array of its space's dtype."""
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(as_space_nest(part, value[i]) for i, part in enumerate(space.spaces))
+    if isinstance(space, gym.spaces.Dict):
+        return {key: as_space_nest(part, value[key]) for key, part in space.spaces.items()}
+    return np.asarray(value, dtype=space.dtype) if getattr(space, "dtype", None) is not None else value

@@ -82,22 +82,60 @@ CLOSED_AT_EXIT = textwrap.dedent("""\
 """)
 
 
-def test_a_client_closed_by_the_last_garbage_collection_lets_the_process_exit(tmp_path):
-    """A stream or dataset left in a reference cycle is finalized by the interpreter's last
-    collection, when gRPC's threads no longer run: closing the channel then waited forever for
-    its open calls (a TF-Agents test file never exited)."""
+CHECKED_AT_EXIT = textwrap.dedent("""\
+    import atexit, sys
+
+    def report():  # registered before replay's own hook, so it runs after it
+        print("channel closed at exit:", client._channel is None, flush=True)
+
+    atexit.register(report)
+    import replay
+
+    client = replay.Client(sys.argv[1])
+    client.insert({"x": 1.0}, {"replay": 1.0})
+    stream = client.sample_stream("replay", max_in_flight_samples=4)
+    print(len(next(stream)[0]["key"]), "sampled", flush=True)
+    cycle = [stream]
+    cycle.append(cycle)  # the open call waits for the interpreter's last collection
+    del stream, cycle
+""")
+
+
+def _serve(tmp_path):
+    """A replay-server process with one table of 100 items; (process, address)."""
     config = tmp_path / "tables.yaml"
     config.write_text("tables:\n  - name: replay\n    sampler: {kind: Uniform}\n    remover: {kind: Fifo}\n"
                       "    max_size: 100\n    rate_limiter: {kind: MinSize, min_size_to_sample: 1}\n")
     server = subprocess.Popen([sys.executable, "-m", "replay.server_main", "--config", str(config), "--port", "0"],
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for line in server.stdout:
+        if "listening on" in line:
+            return server, "localhost:" + line.split("listening on", 1)[1].split()[0].rsplit(":", 1)[1]
+    server.kill()
+    pytest.fail("the replay server did not start")
+
+
+def test_open_channels_are_closed_at_exit_while_grpcs_threads_still_run(tmp_path):
+    """An open call that the interpreter's last collection finalizes can wait forever for a
+    lock a stopped gRPC thread holds (one process in three hung so on a loaded machine), so the
+    channels are closed by an exit hook, before the threads stop."""
+    server, address = _serve(tmp_path)
     try:
-        address = None
-        for line in server.stdout:
-            if "listening on" in line:
-                address = "localhost:" + line.split("listening on", 1)[1].split()[0].rsplit(":", 1)[1]
-                break
-        assert address is not None
+        out, err, proc = _run_to_exit([sys.executable, "-c", CHECKED_AT_EXIT, address],
+                                      "an open sample call at exit hung")
+        assert "sampled" in out and proc.returncode == 0, err
+        assert "channel closed at exit: True" in out, out + err
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_client_closed_by_the_last_garbage_collection_lets_the_process_exit(tmp_path):
+    """A stream or dataset left in a reference cycle is finalized by the interpreter's last
+    collection, when gRPC's threads no longer run: closing the channel then waited forever for
+    its open calls (a TF-Agents test file never exited)."""
+    server, address = _serve(tmp_path)
+    try:
         out, err, proc = _run_to_exit([sys.executable, "-c", CLOSED_AT_EXIT, address],
                                       "closing its client at finalization hung")
         assert "sampled" in out, err
