@@ -39,6 +39,8 @@ also for an uneven split. Stats are weighted the same way; reduce them with SUM.
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import logging
 from typing import Dict, List, Optional
 
@@ -365,11 +367,11 @@ class TFPolicy(Policy):
             dist_inputs, dist_class, state_out = self.action_distribution(
                 self.model, obs, states, explore, timestep)
             dist = dist_class(dist_inputs, self.model)
+            sample = functools.partial(dist.sample, seed=seed) if _takes_seed(dist.sample) else dist.sample
             if isinstance(explore, bool):
-                actions = dist.sample(seed=seed) if explore else dist.deterministic_sample()
+                actions = sample() if explore else dist.deterministic_sample()
             else:
-                actions = tf.cond(explore, lambda: dist.sample(seed=seed),
-                                  dist.deterministic_sample)
+                actions = tf.cond(explore, sample, dist.deterministic_sample)
             extras[SampleBatch.ACTION_LOGP] = dist.logp(actions)
             extras[SampleBatch.ACTION_DIST_INPUTS] = dist_inputs
         extras.update(self._value_and_extra_outputs(obs, states, dist))
@@ -843,6 +845,16 @@ class TFPolicy(Policy):
         from tfrl.policy.export import export_saved_model
         export_saved_model(self, export_dir, observation_filter=observation_filter,
                            clip_actions=clip_actions, normalize_actions=normalize_actions)
+
+
+def _takes_seed(sample) -> bool:
+    """Whether a distribution's `sample` takes tfrl's `seed` (a classic RLlib distribution's
+    `sample()` takes nothing, and draws from TensorFlow's global generator)."""
+    try:
+        parameters = inspect.signature(sample).parameters
+    except (TypeError, ValueError):
+        return True
+    return "seed" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 def _numpy(actions):

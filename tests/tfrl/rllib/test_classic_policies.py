@@ -8,10 +8,12 @@ import pytest
 import tensorflow as tf
 
 from tfrl.rllib.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
-from tfrl.rllib.agents.ppo.ppo_tf_policy import (BEHAVIOUR_LOGITS, KLCoeffMixin,
+from tfrl.rllib.agents.ppo.ppo_tf_policy import (BEHAVIOUR_LOGITS, KLCoeffMixin, PPOTFPolicy,
                                                  ValueNetworkMixin, postprocess_ppo_gae,
                                                  ppo_surrogate_loss)
 from tfrl.rllib.evaluation import RolloutWorker
+from tfrl.rllib.models import ModelCatalog
+from tfrl.rllib.models.tf.tf_action_dist import Categorical
 from tfrl.rllib.evaluation.postprocessing import Postprocessing
 from tfrl.rllib.policy.policy import Policy
 from tfrl.rllib.policy.sample_batch import SampleBatch
@@ -183,3 +185,28 @@ def test_a_mixin_with_its_own_init_is_left_to_the_hooks_and_loss_initialized_say
     assert POSTPROCESSED_WITH_LOSS[1:] and all(POSTPROCESSED_WITH_LOSS[1:])
     np.testing.assert_allclose(batch[SampleBatch.VF_PREDS], batch["obs"].sum(axis=1), rtol=1e-5,
                                atol=1e-6)
+
+
+class SeedlessCategorical(Categorical):
+    """A classic custom distribution: its `sample()` takes no seed (classic RLlib's API), and
+    it counts its draws."""
+
+    draws = 0
+
+    def sample(self):
+        SeedlessCategorical.draws += 1
+        return tf.random.categorical(self.inputs, 1, dtype=tf.int64)[:, 0]
+
+
+def test_a_custom_distribution_whose_sample_takes_no_seed_acts_and_learns():
+    ModelCatalog.register_custom_action_dist("seedless_categorical", SeedlessCategorical)
+    config = dict(PPO_CONFIG, model={"fcnet_hiddens": [8], "custom_action_dist": "seedless_categorical"},
+                  train_batch_size=64, sgd_minibatch_size=32, num_sgd_iter=1, rollout_fragment_length=64)
+    worker = RolloutWorker(lambda _: gym.make("CartPole-v1"), PPOTFPolicy, config)
+    policy = worker.get_policy()
+    batch = worker.sample()
+    assert SeedlessCategorical.draws > 0  # its own sample() drew the actions
+    assert set(np.unique(batch["actions"])) <= {0, 1}
+    assert (batch["action_logp"] <= 0.0).all()
+    stats = policy.learn_on_batch(batch)
+    assert np.isfinite(stats["total_loss"])
