@@ -212,7 +212,7 @@ class TargetNetworkMixin(ClassicSetupCall):
     def set_target_weights(self, weights) -> None:
         """Sets the target network to `weights`, given in `target_model.variables` order (as
         another policy's target model gives them, e.g. the Ape-X learner's)."""
-        from tfrl.policy.tf_policy import assign_checked
+        from tfrl.policy.tf_policy_state import assign_checked
 
         assign_checked(self.target_model.variables, weights, "target weights")
 

@@ -16,10 +16,14 @@ Construction order (each step may use what the previous ones built):
      variables -- required under tf.distribute.MirroredStrategy
   7. `_after_loss_init_mixin` of every mixin (e.g. target network hard sync), after_init
 
+Steps 6 and 7 are `LossInitialization` (loss_initialization.py); batches become the traced
+calls' flat inputs in `TFPolicyInputs` (flat_inputs.py); weights, state and export are
+`TFPolicyState` (tf_policy_state.py): the bases of `TFPolicy`, each one role on its state.
+
 Traced functions (input signatures leave the batch dimension open, so batch size changes do
 not retrace): action computation, value computation, the learn step, the loss alone, gradient
 computation and application. Acting, value estimation and the learn step are on the hot path
-(once per env step, or per train batch), so they are called through `_FlatCall`: the one
+(once per env step, or per train batch), so they are called through `FlatCall` (flat_inputs.py): the one
 concrete function of each is fetched once and called with a flat list of tensors, which skips
 tf.function's per-call argument binding and signature matching (most of the cost of a call
 for a small model). They are traced as written, without autograph (as RLlib's traced eager
@@ -50,13 +54,15 @@ import tf_keras as keras
 import tree
 
 from tfrl.config import COMMON_CONFIG, policy_defaults
-from tfrl.errors import (CheckpointError, InvalidBatchError,
+from tfrl.errors import (InvalidBatchError,
                          NotSupportedError)
 from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
 from tfrl.models.catalog import ModelCatalog, merge_model_config
+from tfrl.policy.flat_inputs import FlatCall, TFPolicyInputs, shape_template
+from tfrl.policy.loss_initialization import LossInitialization
 from tfrl.policy.policy import Policy
-from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
 from tfrl.policy.sample_batch import SampleBatch
+from tfrl.policy.tf_policy_state import TFPolicyState
 
 logger = logging.getLogger(__name__)
 
@@ -71,73 +77,7 @@ TFPOLICY_DEFAULT_CONFIG = {**policy_defaults(COMMON_CONFIG), "model": {}, "grad_
 MODEL_METRICS_PREFIX = "model/"
 
 
-class _TrackingDict(dict):
-    """Records which keys are read, to find the columns a loss needs."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.accessed = set()
-
-    def __getitem__(self, key):
-        self.accessed.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        if key in self:
-            self.accessed.add(key)
-        return super().get(key, default)
-
-
-def _spec_of(array) -> tf.TensorSpec:
-    dtype = np.asarray(array).dtype
-    if dtype.hasobject:
-        raise InvalidBatchError("A loss read a column of Python objects (e.g. infos); losses "
-                                "can only read numeric columns.")
-    if np.issubdtype(dtype, np.floating):
-        dtype = np.float32
-    return tf.TensorSpec([None, *np.shape(array)[1:]], tf.as_dtype(dtype))
-
-
-class _FlatCall:
-    """Calls a tf.function that has a full input_signature with a flat list of tensors.
-
-    The function has exactly one concrete function; it is fetched (traced) on the first call
-    and then called directly, in the order `tf.nest.flatten` gives the signature's leaves. The
-    caller must pass tensors of the signature's dtypes and compatible shapes: unlike a
-    tf.function call, nothing is checked or converted here.
-    """
-
-    def __init__(self, function):
-        self.function = function
-        self._concrete = None
-        self._call = None
-
-    def __call__(self, flat_inputs: list):
-        if self._call is None:
-            self._concrete = self.function.get_concrete_function()
-            # `_call_flat` is the entry tf.function itself uses after binding arguments; it is
-            # private, so fall back to the public (slower, binding) call if it ever goes away.
-            self._call = getattr(self._concrete, "_call_flat", None) or (
-                lambda flat, _captures: self._concrete(*flat))
-        return self._call(flat_inputs, self._concrete.captured_inputs)
-
-
-def _shape_template(spec: tf.TensorSpec):
-    return tuple(spec.shape.as_list()) if spec.shape.rank is not None else None
-
-
-def _check_shape(array, template, what: str) -> None:
-    shape = np.shape(array)
-    if template is None:
-        return
-    if len(shape) != len(template) or any(
-            t is not None and t != d for t, d in zip(template, shape)):
-        raise InvalidBatchError(
-            f"{what} has shape {shape} but this policy expects {template} (None = any size); "
-            "pass a batch of observations (or states) of the policy's spaces.")
-
-
-class TFPolicy(Policy):
+class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
     """TensorFlow 2 policy; see the module docstring for the construction order."""
 
     preprocesses_observations = True  # raw observations, preprocessed in its traced functions
@@ -265,52 +205,6 @@ class TFPolicy(Policy):
     def postprocess_trajectory(self, sample_batch, other_agent_batches=None, episode=None):
         return sample_batch
 
-    # ----- loss initialisation ---------------------------------------------------------
-    def _dummy_batch(self, size: int = 4) -> SampleBatch:
-        obs = self.preprocessor.zeros(size)
-        states = [np.zeros((size, *s.shape[1:]), s.dtype.as_numpy_dtype)
-                  for s in self._state_specs]
-        actions, state_out, extras = self._compute_actions_eager(obs, states)
-        batch = {
-            SampleBatch.OBS: obs,
-            SampleBatch.NEXT_OBS: self.preprocessor.zeros(size),
-            SampleBatch.ACTIONS: actions,
-            SampleBatch.PREV_ACTIONS: tree.map_structure(np.zeros_like, actions),
-            SampleBatch.REWARDS: np.zeros(size, np.float32),
-            SampleBatch.PREV_REWARDS: np.zeros(size, np.float32),
-            SampleBatch.TERMINATEDS: np.zeros(size, bool),
-            SampleBatch.TRUNCATEDS: np.zeros(size, bool),
-            SampleBatch.EPS_ID: np.zeros(size, np.int64),
-            SampleBatch.UNROLL_ID: np.zeros(size, np.int64),
-            SampleBatch.AGENT_INDEX: np.zeros(size, np.int64),
-            SampleBatch.T: np.arange(size, dtype=np.int64),
-            SampleBatch.PRIO_WEIGHTS: np.ones(size, np.float32),
-        }
-        for i, s in enumerate(states):
-            batch[SampleBatch.state_in(i)] = s
-            batch[SampleBatch.state_out(i)] = state_out[i]
-        batch.update(extras)
-        return SampleBatch(batch)
-
-    def _initialize_loss(self) -> None:
-        self._learn_signature: Dict = {}
-        self._build_action_functions()
-        dummy = self.postprocess_trajectory(self._dummy_batch())
-        if self.is_recurrent():
-            dummy = pad_batch_to_sequences(dummy, self.config["model"]["max_seq_len"])
-        tensors = {k: tree.map_structure(
-            lambda a: tf.constant(np.asarray(a, _spec_of(a).dtype.as_numpy_dtype)), v)
-            for k, v in dummy.items() if not _is_object_column(v)}
-        tracking = _TrackingDict(tensors)
-        self._run_loss(tracking)
-        keys = set(tracking.accessed)
-        if self.is_recurrent():
-            keys |= {SampleBatch.SEQ_LENS} | {SampleBatch.state_in(i)
-                                              for i in range(len(self._state_specs))}
-        self._learn_signature = {k: tree.map_structure(_spec_of, dummy[k]) for k in sorted(keys)}
-        self.optimizer.build(self.model.trainable_variables)
-        self._build_learn_functions()
-
     # ----- traced building blocks ------------------------------------------------------
     def _run_loss(self, train_batch):
         loss = self.loss(self.model, self.dist_class, train_batch)
@@ -411,11 +305,11 @@ class TFPolicy(Policy):
         self._value_fn = tf.function(value_fn, input_signature=[self._obs_spec,
                                                                 self._state_specs],
                                      autograph=False)
-        self._flat_values = _FlatCall(self._value_fn)
+        self._flat_values = FlatCall(self._value_fn)
         flat_obs_specs = tf.nest.flatten(self._obs_spec)
         self._obs_is_nested = tf.nest.is_nested(self._obs_spec)
-        self._obs_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s)) for s in flat_obs_specs]
-        self._state_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s))
+        self._obs_leaves = [(s.dtype.as_numpy_dtype, shape_template(s)) for s in flat_obs_specs]
+        self._state_leaves = [(s.dtype.as_numpy_dtype, shape_template(s))
                               for s in self._state_specs]
         # explore is one of two values: make its tensors once instead of on every call
         self._explore_tensors = {False: tf.constant(False), True: tf.constant(True)}
@@ -436,9 +330,9 @@ class TFPolicy(Policy):
             return grads, stats
 
         self._grads_fn = tf.function(grads_fn, input_signature=sig, autograph=False)
-        self._flat_learn = _FlatCall(self._learn_fn)
-        self._flat_grads = _FlatCall(self._grads_fn)
-        self._learn_leaves = [(s.dtype.as_numpy_dtype, _shape_template(s), f"Column {k!r}")
+        self._flat_learn = FlatCall(self._learn_fn)
+        self._flat_grads = FlatCall(self._grads_fn)
+        self._learn_leaves = [(s.dtype.as_numpy_dtype, shape_template(s), f"Column {k!r}")
                               for k in sorted(self._learn_signature)
                               for s in tf.nest.flatten(self._learn_signature[k])]
         variables = self.model.trainable_variables
@@ -458,7 +352,7 @@ class TFPolicy(Policy):
                                                input_signature=self._actions_signature,
                                                jit_compile=bool(enabled) or None,
                                                autograph=False)
-        self._flat_actions = _FlatCall(self._compute_actions_fn)
+        self._flat_actions = FlatCall(self._compute_actions_fn)
         self._actions_with_xla = bool(enabled)
         self._actions_called = False
 
@@ -503,49 +397,6 @@ class TFPolicy(Policy):
     def _next_seed(self) -> np.ndarray:
         self._sample_calls += 1
         return np.array([self._seed_base, self._sample_calls % (2 ** 31)], np.int32)
-
-    def _convert_obs(self, obs_batch):
-        if isinstance(obs_batch, list) and obs_batch and not isinstance(obs_batch[0], (
-                int, float, np.number)) and tree.is_nested(self._obs_spec):
-            obs_batch = tree.map_structure(lambda *xs: np.stack(xs), *obs_batch)
-        return tree.map_structure_up_to(
-            self._obs_spec, lambda spec, x: np.asarray(x, spec.dtype.as_numpy_dtype),
-            self._obs_spec, obs_batch)
-
-    def _obs_tensors(self, obs_batch) -> List[tf.Tensor]:
-        """The observation batch as tensors, flat in the input signature's order.
-
-        Raises:
-            InvalidBatchError: if a leaf has the wrong rank or a wrong non-batch dimension.
-        """
-        if self._obs_is_nested or not isinstance(obs_batch, np.ndarray):
-            leaves = tf.nest.flatten(self._convert_obs(obs_batch))
-        else:
-            leaves = [obs_batch]  # the common case: one array, skip the nest walk
-        tensors = []
-        for array, (dtype, template) in zip(leaves, self._obs_leaves):
-            array = np.asarray(array, dtype)
-            _check_shape(array, template, "The observation batch")
-            tensors.append(tf.constant(array))
-        return tensors
-
-    def _state_tensors(self, state_batches, batch_size: int) -> List[tf.Tensor]:
-        """Recurrent state inputs as tensors (initial states when none are given).
-
-        Raises:
-            InvalidBatchError: if a state has the wrong shape.
-        """
-        if not self._state_specs:
-            return []
-        if not state_batches:
-            return [tf.constant(np.repeat(s[None], batch_size, axis=0))
-                    for s in self.get_initial_state()]
-        tensors = []
-        for state, (dtype, template) in zip(state_batches, self._state_leaves):
-            state = np.asarray(state, dtype)
-            _check_shape(state, template, "A recurrent state batch")
-            tensors.append(tf.constant(state))
-        return tensors
 
     def _compute_actions_eager(self, obs, states):
         actions, state_out, extras = self._forward_actions(
@@ -671,46 +522,6 @@ class TFPolicy(Policy):
         return self.model.get_initial_state()
 
     # ----- learning --------------------------------------------------------------------
-    def _prepare_batch(self, samples: SampleBatch) -> Dict:
-        """{column: numpy arrays of the signature's dtypes} for the columns the loss reads.
-
-        Raises:
-            InvalidBatchError: if a column is missing.
-        """
-        samples = self._loss_columns(samples)
-        return {k: tree.map_structure_up_to(
-            spec, lambda s, a: np.asarray(a, s.dtype.as_numpy_dtype), spec, samples[k])
-            for k, spec in self._learn_signature.items()}
-
-    def _loss_columns(self, samples) -> SampleBatch:
-        if not isinstance(samples, SampleBatch):
-            samples = SampleBatch(samples)
-        samples = samples.copy(shallow=True).decompress_if_needed()
-        if self.is_recurrent() and SampleBatch.SEQ_LENS not in samples:
-            samples = pad_batch_to_sequences(samples, self.config["model"]["max_seq_len"])
-        missing = [k for k in self._learn_signature if k not in samples]
-        if missing:
-            raise InvalidBatchError(
-                f"The batch lacks column(s) {missing} that this policy's loss reads; run "
-                "postprocess_trajectory on rollouts first (it has "
-                f"{sorted(samples.keys())}).")
-        return samples
-
-    def _learn_tensors(self, samples) -> List[tf.Tensor]:
-        """The columns the loss reads as tensors, flat in the learn signature's order.
-
-        Raises:
-            InvalidBatchError: if a column is missing or has the wrong rank or inner shape.
-        """
-        samples = self._loss_columns(samples)
-        leaves = [leaf for k in sorted(self._learn_signature)
-                  for leaf in tree.flatten_up_to(self._learn_signature[k], samples[k])]
-        tensors = []
-        for array, (dtype, template, what) in zip(leaves, self._learn_leaves):
-            array = np.asarray(array, dtype)
-            _check_shape(array, template, what)
-            tensors.append(tf.constant(array))
-        return tensors
 
     def learn_on_batch(self, samples: SampleBatch) -> Dict:
         """One gradient step; returns stats as numpy floats plus per-sample arrays (e.g.
@@ -752,100 +563,6 @@ class TFPolicy(Policy):
                         for g, v in zip(gradients, variables)])
         self.num_grad_updates += 1
 
-    # ----- variables, weights and state ------------------------------------------------
-    @property
-    def model_variables(self) -> List[tf.Variable]:
-        # Walking the module tree costs about as much as assigning a small network's weights,
-        # and weight syncs happen every few sampling rounds; the built model's variables are fixed.
-        return list(self._model_variables_and_reader()[0])
-
-    def _model_variables_and_reader(self):
-        """(the built model's variables, a tf.function returning all their values), cached."""
-        cached = self.__dict__.get("_model_variables_cache")
-        if cached is None or cached[0] is not self.model:
-            variables = list(self.model.variables)
-            if not variables:
-                return [], None  # not built yet
-            # One traced read instead of a `.numpy()` per variable: a distributed variable's
-            # eager read costs several ops and Python frames each (about 3x slower in total).
-            reader = tf.function(lambda: [tf.identity(v) for v in variables], autograph=False)
-            cached = (self.model, variables, reader)
-            self.__dict__["_model_variables_cache"] = cached
-        return cached[1], cached[2]
-
-    @property
-    def trainable_variables(self) -> List[tf.Variable]:
-        return list(self.model.trainable_variables)
-
-    def get_weights(self) -> List[np.ndarray]:
-        """Model variables as a list of numpy arrays (cheap, picklable)."""
-        variables, reader = self._model_variables_and_reader()
-        return [t.numpy() for t in reader()] if variables else []
-
-    def set_weights(self, weights) -> None:
-        """Assign weights from `get_weights`.
-
-        Raises:
-            CheckpointError: if their number or shapes do not match the model.
-        """
-        assign_checked(self.model_variables, weights, "model weights")
-
-    def get_state(self) -> Dict:
-        state = {
-            "weights": self.get_weights(),
-            "optimizer_variables": [v.numpy() for v in self.optimizer.variables],
-            "learning_rate": float(self.optimizer.learning_rate.numpy()),
-            "global_timestep": int(self.global_timestep),
-            "num_grad_updates": int(self.num_grad_updates),
-            "extra": {k: [v.numpy() for v in vs]
-                      for k, vs in self._extra_state_variables.items()},
-        }
-        return state
-
-    def set_state(self, state: Dict) -> None:
-        """Restore a state from `get_state` (weights, optimizer slots, counters, mixin state).
-
-        Raises:
-            CheckpointError: if the state does not fit this policy; nothing is changed then.
-        """
-        try:
-            pairs = list(zip(self.model.variables, state["weights"]))
-            opt_vars = self.optimizer.variables
-            _check_fit(self.model.variables, state["weights"], "model weights")
-            _check_fit(opt_vars, state["optimizer_variables"], "optimizer variables")
-            extra = state.get("extra", {})
-            for k, vs in self._extra_state_variables.items():
-                if k not in extra:
-                    raise CheckpointError(f"The state has no {k!r} entry; it was saved by a "
-                                          "different policy class.")
-                _check_fit(vs, extra[k], k)
-        except KeyError as exc:
-            raise CheckpointError(f"Policy state lacks {exc}; pass a dict from get_state().") from exc
-        for v, w in pairs:
-            v.assign(w)
-        for v, w in zip(opt_vars, state["optimizer_variables"]):
-            v.assign(w)
-        for k, vs in self._extra_state_variables.items():
-            for v, w in zip(vs, state["extra"][k]):
-                v.assign(w)
-        self.__dict__.pop("_scheduled_values_written", None)  # scheduled coefficients: rewrite
-        self.optimizer.learning_rate = state.get("learning_rate", self.config["lr"])
-        self.global_timestep = int(state.get("global_timestep", 0))
-        self.num_grad_updates = int(state.get("num_grad_updates", 0))
-
-    # ----- export ----------------------------------------------------------------------
-    def export_model(self, export_dir: str, observation_filter=None, clip_actions: bool = False,
-                     normalize_actions: bool = False) -> None:
-        """Write a SavedModel usable with plain `tf.saved_model.load` (see export.py).
-
-        `observation_filter` (a filter's `serving_parameters()`) is applied to the raw
-        observations inside the model; `clip_actions` / `normalize_actions` make Box actions
-        come out as a rollout worker sends them to its env.
-        """
-        from tfrl.policy.export import export_saved_model
-        export_saved_model(self, export_dir, observation_filter=observation_filter,
-                           clip_actions=clip_actions, normalize_actions=normalize_actions)
-
 
 def _takes_seed(sample) -> bool:
     """Whether a distribution's `sample` takes tfrl's `seed` (a classic RLlib distribution's
@@ -869,31 +586,3 @@ def _action_tensors(actions):
     if isinstance(actions, (dict, tuple)):
         return tree.map_structure(tf.convert_to_tensor, actions)
     return tf.convert_to_tensor(actions)
-
-
-def _is_object_column(value) -> bool:
-    return any(isinstance(a, np.ndarray) and a.dtype.hasobject for a in tree.flatten(value))
-
-
-def _check_fit(variables, values, what):
-    values = list(values)
-    if len(values) != len(variables):
-        raise CheckpointError(
-            f"{what}: got {len(values)} arrays for {len(variables)} variables; the state comes "
-            "from a policy with a different model or optimizer config.")
-    for v, w in zip(variables, values):
-        if tuple(np.shape(w)) != tuple(v.shape):
-            raise CheckpointError(
-                f"{what}: shape {np.shape(w)} does not fit variable {v.name} of shape "
-                f"{tuple(v.shape)}; the state comes from a differently configured policy.")
-
-
-def assign_checked(variables, values, what: str) -> None:
-    """Assigns `values` to `variables`.
-
-    Raises:
-      CheckpointError: their number or shapes differ (`what` names them in the message).
-    """
-    _check_fit(variables, values, what)
-    for v, w in zip(variables, values):
-        v.assign(w)

@@ -1,0 +1,148 @@
+"""The inputs of a TFPolicy's traced calls as flat lists of tensors.
+
+Part of the policy layer (tfrl/policy/tf_policy.py): acting, value estimation and the learn step
+are called through `FlatCall`, which hands a concrete function a flat list of tensors in its
+input signature's order and so skips tf.function's per-call argument binding (most of the cost
+of a call for a small model). `TFPolicyInputs`, a base of `TFPolicy`, turns observation, state
+and train batches into those lists, checking each array's shape against the signature first
+(`check_shape`), since nothing is checked or converted once a flat call is made.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+import tree
+
+from tfrl.errors import InvalidBatchError
+from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
+from tfrl.policy.sample_batch import SampleBatch
+
+
+class FlatCall:
+    """Calls a tf.function that has a full input_signature with a flat list of tensors.
+
+    The function has exactly one concrete function; it is fetched (traced) on the first call
+    and then called directly, in the order `tf.nest.flatten` gives the signature's leaves. The
+    caller must pass tensors of the signature's dtypes and compatible shapes: unlike a
+    tf.function call, nothing is checked or converted here.
+    """
+
+    def __init__(self, function):
+        self.function = function
+        self._concrete = None
+        self._call = None
+
+    def __call__(self, flat_inputs: list):
+        if self._call is None:
+            self._concrete = self.function.get_concrete_function()
+            # `_call_flat` is the entry tf.function itself uses after binding arguments; it is
+            # private, so fall back to the public (slower, binding) call if it ever goes away.
+            self._call = getattr(self._concrete, "_call_flat", None) or (
+                lambda flat, _captures: self._concrete(*flat))
+        return self._call(flat_inputs, self._concrete.captured_inputs)
+
+def shape_template(spec: tf.TensorSpec):
+    return tuple(spec.shape.as_list()) if spec.shape.rank is not None else None
+
+def check_shape(array, template, what: str) -> None:
+    shape = np.shape(array)
+    if template is None:
+        return
+    if len(shape) != len(template) or any(
+            t is not None and t != d for t, d in zip(template, shape)):
+        raise InvalidBatchError(
+            f"{what} has shape {shape} but this policy expects {template} (None = any size); "
+            "pass a batch of observations (or states) of the policy's spaces.")
+
+
+class TFPolicyInputs:
+    """Observation, state and train batches as the flat tensor lists of a TFPolicy's traced
+    calls (a base of `TFPolicy`, working on the signatures its construction sets up:
+    `_obs_spec`, `_obs_leaves`, `_state_specs`, `_state_leaves`, `_learn_signature`,
+    `_learn_leaves`)."""
+
+    def _convert_obs(self, obs_batch):
+        if isinstance(obs_batch, list) and obs_batch and not isinstance(obs_batch[0], (
+                int, float, np.number)) and tree.is_nested(self._obs_spec):
+            obs_batch = tree.map_structure(lambda *xs: np.stack(xs), *obs_batch)
+        return tree.map_structure_up_to(
+            self._obs_spec, lambda spec, x: np.asarray(x, spec.dtype.as_numpy_dtype),
+            self._obs_spec, obs_batch)
+
+    def _obs_tensors(self, obs_batch) -> List[tf.Tensor]:
+        """The observation batch as tensors, flat in the input signature's order.
+
+        Raises:
+            InvalidBatchError: if a leaf has the wrong rank or a wrong non-batch dimension.
+        """
+        if self._obs_is_nested or not isinstance(obs_batch, np.ndarray):
+            leaves = tf.nest.flatten(self._convert_obs(obs_batch))
+        else:
+            leaves = [obs_batch]  # the common case: one array, skip the nest walk
+        tensors = []
+        for array, (dtype, template) in zip(leaves, self._obs_leaves):
+            array = np.asarray(array, dtype)
+            check_shape(array, template, "The observation batch")
+            tensors.append(tf.constant(array))
+        return tensors
+
+    def _state_tensors(self, state_batches, batch_size: int) -> List[tf.Tensor]:
+        """Recurrent state inputs as tensors (initial states when none are given).
+
+        Raises:
+            InvalidBatchError: if a state has the wrong shape.
+        """
+        if not self._state_specs:
+            return []
+        if not state_batches:
+            return [tf.constant(np.repeat(s[None], batch_size, axis=0))
+                    for s in self.get_initial_state()]
+        tensors = []
+        for state, (dtype, template) in zip(state_batches, self._state_leaves):
+            state = np.asarray(state, dtype)
+            check_shape(state, template, "A recurrent state batch")
+            tensors.append(tf.constant(state))
+        return tensors
+
+    def _prepare_batch(self, samples: SampleBatch) -> Dict:
+        """{column: numpy arrays of the signature's dtypes} for the columns the loss reads.
+
+        Raises:
+            InvalidBatchError: if a column is missing.
+        """
+        samples = self._loss_columns(samples)
+        return {k: tree.map_structure_up_to(
+            spec, lambda s, a: np.asarray(a, s.dtype.as_numpy_dtype), spec, samples[k])
+            for k, spec in self._learn_signature.items()}
+
+    def _loss_columns(self, samples) -> SampleBatch:
+        if not isinstance(samples, SampleBatch):
+            samples = SampleBatch(samples)
+        samples = samples.copy(shallow=True).decompress_if_needed()
+        if self.is_recurrent() and SampleBatch.SEQ_LENS not in samples:
+            samples = pad_batch_to_sequences(samples, self.config["model"]["max_seq_len"])
+        missing = [k for k in self._learn_signature if k not in samples]
+        if missing:
+            raise InvalidBatchError(
+                f"The batch lacks column(s) {missing} that this policy's loss reads; run "
+                "postprocess_trajectory on rollouts first (it has "
+                f"{sorted(samples.keys())}).")
+        return samples
+
+    def _learn_tensors(self, samples) -> List[tf.Tensor]:
+        """The columns the loss reads as tensors, flat in the learn signature's order.
+
+        Raises:
+            InvalidBatchError: if a column is missing or has the wrong rank or inner shape.
+        """
+        samples = self._loss_columns(samples)
+        leaves = [leaf for k in sorted(self._learn_signature)
+                  for leaf in tree.flatten_up_to(self._learn_signature[k], samples[k])]
+        tensors = []
+        for array, (dtype, template, what) in zip(leaves, self._learn_leaves):
+            array = np.asarray(array, dtype)
+            check_shape(array, template, what)
+            tensors.append(tf.constant(array))
+        return tensors
