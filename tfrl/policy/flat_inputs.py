@@ -57,6 +57,20 @@ def check_shape(array, template, what: str) -> None:
             "pass a batch of observations (or states) of the policy's spaces.")
 
 
+def checked_tensors(arrays, leaves, what: str) -> List[tf.Tensor]:
+    """`arrays` as tensors of their leaves' (dtype, shape template) pairs, each shape checked.
+
+    Raises:
+        InvalidBatchError: an array of the wrong rank or non-batch dimension (`what` names it).
+    """
+    tensors = []
+    for array, (dtype, template) in zip(arrays, leaves):
+        array = np.asarray(array, dtype)
+        check_shape(array, template, what)
+        tensors.append(tf.constant(array))
+    return tensors
+
+
 class TFPolicyInputs:
     """Observation, state and train batches as the flat tensor lists of a TFPolicy's traced
     calls (a base of `TFPolicy`, working on the signatures its construction sets up:
@@ -81,12 +95,7 @@ class TFPolicyInputs:
             leaves = tf.nest.flatten(self._convert_obs(obs_batch))
         else:
             leaves = [obs_batch]  # the common case: one array, skip the nest walk
-        tensors = []
-        for array, (dtype, template) in zip(leaves, self._obs_leaves):
-            array = np.asarray(array, dtype)
-            check_shape(array, template, "The observation batch")
-            tensors.append(tf.constant(array))
-        return tensors
+        return checked_tensors(leaves, self._obs_leaves, "The observation batch")
 
     def _state_tensors(self, state_batches, batch_size: int) -> List[tf.Tensor]:
         """Recurrent state inputs as tensors (initial states when none are given).
@@ -99,12 +108,7 @@ class TFPolicyInputs:
         if not state_batches:
             return [tf.constant(np.repeat(s[None], batch_size, axis=0))
                     for s in self.get_initial_state()]
-        tensors = []
-        for state, (dtype, template) in zip(state_batches, self._state_leaves):
-            state = np.asarray(state, dtype)
-            check_shape(state, template, "A recurrent state batch")
-            tensors.append(tf.constant(state))
-        return tensors
+        return checked_tensors(state_batches, self._state_leaves, "A recurrent state batch")
 
     def _prepare_batch(self, samples: SampleBatch) -> Dict:
         """{column: numpy arrays of the signature's dtypes} for the columns the loss reads.
