@@ -57,14 +57,16 @@ def check_shape(array, template, what: str) -> None:
             "pass a batch of observations (or states) of the policy's spaces.")
 
 
-def checked_tensors(arrays, leaves, what: str) -> List[tf.Tensor]:
-    """`arrays` as tensors of their leaves' (dtype, shape template) pairs, each shape checked.
+def checked_tensors(arrays, leaves) -> List[tf.Tensor]:
+    """`arrays` as tensors of their leaves' (dtype, shape template, what it is) triples, each
+    shape checked.
 
     Raises:
-        InvalidBatchError: an array of the wrong rank or non-batch dimension (`what` names it).
+        InvalidBatchError: an array of the wrong rank or non-batch dimension (its leaf's `what`
+            names it).
     """
     tensors = []
-    for array, (dtype, template) in zip(arrays, leaves):
+    for array, (dtype, template, what) in zip(arrays, leaves):
         array = np.asarray(array, dtype)
         check_shape(array, template, what)
         tensors.append(tf.constant(array))
@@ -95,7 +97,7 @@ class TFPolicyInputs:
             leaves = tf.nest.flatten(self._convert_obs(obs_batch))
         else:
             leaves = [obs_batch]  # the common case: one array, skip the nest walk
-        return checked_tensors(leaves, self._obs_leaves, "The observation batch")
+        return checked_tensors(leaves, self._obs_leaves)
 
     def _state_tensors(self, state_batches, batch_size: int) -> List[tf.Tensor]:
         """Recurrent state inputs as tensors (initial states when none are given).
@@ -108,7 +110,7 @@ class TFPolicyInputs:
         if not state_batches:
             return [tf.constant(np.repeat(s[None], batch_size, axis=0))
                     for s in self.get_initial_state()]
-        return checked_tensors(state_batches, self._state_leaves, "A recurrent state batch")
+        return checked_tensors(state_batches, self._state_leaves)
 
     def _prepare_batch(self, samples: SampleBatch) -> Dict:
         """{column: numpy arrays of the signature's dtypes} for the columns the loss reads.
@@ -144,9 +146,4 @@ class TFPolicyInputs:
         samples = self._loss_columns(samples)
         leaves = [leaf for k in sorted(self._learn_signature)
                   for leaf in tree.flatten_up_to(self._learn_signature[k], samples[k])]
-        tensors = []
-        for array, (dtype, template, what) in zip(leaves, self._learn_leaves):
-            array = np.asarray(array, dtype)
-            check_shape(array, template, what)
-            tensors.append(tf.constant(array))
-        return tensors
+        return checked_tensors(leaves, self._learn_leaves)

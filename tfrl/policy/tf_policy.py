@@ -308,8 +308,9 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         self._flat_values = FlatCall(self._value_fn)
         flat_obs_specs = tf.nest.flatten(self._obs_spec)
         self._obs_is_nested = tf.nest.is_nested(self._obs_spec)
-        self._obs_leaves = [(s.dtype.as_numpy_dtype, shape_template(s)) for s in flat_obs_specs]
-        self._state_leaves = [(s.dtype.as_numpy_dtype, shape_template(s))
+        self._obs_leaves = [(s.dtype.as_numpy_dtype, shape_template(s), "The observation batch")
+                            for s in flat_obs_specs]
+        self._state_leaves = [(s.dtype.as_numpy_dtype, shape_template(s), "A recurrent state batch")
                               for s in self._state_specs]
         # explore is one of two values: make its tensors once instead of on every call
         self._explore_tensors = {False: tf.constant(False), True: tf.constant(True)}
