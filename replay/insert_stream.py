@@ -391,9 +391,7 @@ class InsertStream:
           DeadlineExceededError: not within `timeout` seconds; any error the stream failed with.
         """
         with self._data_ready:
-            if self._has_data():
-                self._urgent = True
-                self._data_ready.notify()
+            self._send_queued_now_locked()
             done = self._acked.wait_for(lambda: self._unacked <= max_unacked or self._error is not None,
                                         timeout)
             if self._error is not None:
@@ -402,6 +400,12 @@ class InsertStream:
                 raise errors.DeadlineExceededError(
                     f"{self._unacked} items are still unacknowledged after {timeout} s (wanted at most "
                     f"{max_unacked}); the tables' rate limiters may be blocking inserts ({self._progress()})")
+
+    def _send_queued_now_locked(self) -> None:
+        """Has the request iterator send what is queued without lingering (the lock held)."""
+        if self._has_data():
+            self._urgent = True
+            self._data_ready.notify()
 
     def drain(self, limit_seconds: float, stall_seconds: float) -> bool:
         """Sends everything queued and waits for its acks while they keep coming: at most
@@ -414,9 +418,7 @@ class InsertStream:
             return False  # no ack can come: gRPC's threads are stopped at interpreter exit
         deadline = time.monotonic() + limit_seconds
         with self._data_ready:
-            if self._has_data():
-                self._urgent = True
-                self._data_ready.notify()
+            self._send_queued_now_locked()
             while self._unacked > 0 and self._error is None and not self._message_waited:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
