@@ -544,7 +544,6 @@ def decode_sample_items(packed) -> list:
     response = packed.response
     column_data = [c if f & FLAG_COMPRESSED else bytes(c)
                    for c, f in zip(packed.column_data, response.chunks.flags)]
-    chunks = {c.key: c for c in decode_chunks(response.chunks, validate=False,
-                                                   column_data=column_data)}
+    chunks = {c.key: c for c in decode_chunks(response.chunks, validate=False, column_data=column_data)}
     pairs = decode_items(response.items, resolver(chunks, "the sample response"))
     return [item for _, item in pairs]
