@@ -39,9 +39,12 @@ def row_of(batch: Any, i: int) -> Any:
 
 def as_space_nest(space: Any, value: Any) -> Any:
     """`value` in the structure of `space`: a Tuple space's part as a tuple (a list accepted),
-    a Dict space's as a dict, each other part as an array of its space's dtype."""
+    a Dict space's as a dict, each other part an array (one given as a list or a number becomes
+    an array of its space's dtype; an array stays as it is)."""
     if isinstance(space, gym.spaces.Tuple):
         return tuple(as_space_nest(part, value[i]) for i, part in enumerate(space.spaces))
     if isinstance(space, gym.spaces.Dict):
         return {key: as_space_nest(part, value[key]) for key, part in space.spaces.items()}
-    return np.asarray(value, dtype=space.dtype) if getattr(space, "dtype", None) is not None else value
+    if type(value) is np.ndarray or getattr(space, "dtype", None) is None:
+        return value
+    return np.asarray(value, dtype=space.dtype)
