@@ -337,6 +337,8 @@ def read_data_file(path: str, name: str, expected: Optional[dict], clock) -> byt
                 blocks.append(block)
                 read += len(block)
                 clock.progress(path, f"{name}: {read >> 20} of {total >> 20} MB read and hashed")
+    except errors.DeadlineExceededError:  # a TimeoutError, so an OSError: not the file's fault
+        raise
     except OSError as e:
         raise errors.CorruptCheckpointError(f"checkpoint {path}: cannot read {name}: {e}") from e
     data = b"".join(blocks)

@@ -335,23 +335,55 @@ def test_checkpoints_on_another_filesystem_copy_the_chunk_bytes(dirs, monkeypatc
             shutil.rmtree(ckpt_root, ignore_errors=True)
 
 
+def _deadline_passes_while(monkeypatch, phase: str, after_checks: int = 1):
+    """Makes a restore's deadline pass at its `after_checks`-th check while it is `phase`: the
+    place a restore stops depends on nothing the machine's load can move."""
+    real_check = checkpoint._RestoreClock.check
+    seen = [0]
+
+    def check(clock, path, doing):
+        if doing.startswith(phase):
+            seen[0] += 1
+            if seen[0] >= after_checks:
+                clock.deadline = time.monotonic() - 1.0
+        return real_check(clock, path, doing)
+
+    monkeypatch.setattr(checkpoint._RestoreClock, "check", check)
+
+
 def test_a_referencing_restore_logs_progress_and_keeps_its_timeout(dirs, monkeypatch, caplog):
     chunk_dir, ckpt_dir = dirs
     with Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir)) as server:
         _write(server.localhost_client(), range(2000))  # 40 MB
         path = server.checkpoint()
-    start = time.monotonic()
-    assert Checkpointer.load(path, map_chunk_files=True)[0].size == 2000
-    full = time.monotonic() - start
+        contents = _contents(server)
     monkeypatch.setattr(checkpoint, "PROGRESS_EVERY_S", 0.0)
     caplog.set_level(logging.INFO, logger="replay.checkpoint")
+    _deadline_passes_while(monkeypatch, "loading chunks", after_checks=3)
     with pytest.raises(errors.DeadlineExceededError, match="ran past its timeout") as caught:
-        Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir, restore_timeout=full / 20))
+        Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir, restore_timeout=3600))
     assert path in str(caught.value)
-    stopped_at = re.search(r"\((\d+) of (\d+)", str(caught.value))
-    assert stopped_at and int(stopped_at.group(1)) < int(stopped_at.group(2)), str(caught.value)
+    stopped_at = re.search(r"loading chunks \((\d+) of (\d+)", str(caught.value))
+    assert stopped_at and 0 < int(stopped_at.group(1)) < int(stopped_at.group(2)), str(caught.value)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"restoring checkpoint {path}")]
     assert any("chunks loaded and checked" in line for line in lines), lines
+    monkeypatch.undo()
+    with Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir)) as restored:
+        assert _contents(restored) == contents  # the stopped restore left the checkpoint whole
+
+
+@pytest.mark.parametrize("phase", ["reading items.bin", "reading chunks.bin"])
+def test_a_restore_that_runs_out_of_time_reading_a_file_says_so(dirs, monkeypatch, phase):
+    """The deadline passing while a data file is read is a timeout, not a corrupt file (a timeout
+    is an OSError in Python; the checkpoint must not be skipped as unreadable)."""
+    chunk_dir, ckpt_dir = dirs
+    with Server(_tables(), chunk_dir=chunk_dir, checkpointer=Checkpointer(ckpt_dir)) as server:
+        _write(server.localhost_client(), range(20))
+        path = server.checkpoint()
+    _deadline_passes_while(monkeypatch, phase)
+    with pytest.raises(errors.DeadlineExceededError, match=f"stopped while {phase}") as caught:
+        Checkpointer(ckpt_dir, restore_timeout=3600).load_latest()
+    assert path in str(caught.value)
 
 
 def _mapped_file_mb():
