@@ -28,6 +28,7 @@ import tree
 from tfrl import errors
 from tfrl.learner.learner import as_trainee
 from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
+from tfrl.utils.tf_data import without_autotuning
 
 logger = logging.getLogger(__name__)
 
@@ -164,14 +165,15 @@ class MirroredLearner:
 
     def distribute_dataset(self, dataset: tf.data.Dataset) -> tf.distribute.DistributedDataset:
         """Splits each element (a global batch) of `dataset` across the replicas."""
-        return self.strategy.experimental_distribute_dataset(dataset)
+        return self.strategy.experimental_distribute_dataset(without_autotuning(dataset))
 
     def distribute_datasets_from_function(
             self, dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset]):
         """Per-replica datasets: `dataset_fn(input_context)` returns a dataset of per-replica
         batches (`input_context.get_per_replica_batch_size(global_batch)`); consecutive
         elements go to consecutive replicas."""
-        return self.strategy.distribute_datasets_from_function(dataset_fn)
+        return self.strategy.distribute_datasets_from_function(
+            lambda input_context: without_autotuning(dataset_fn(input_context)))
 
     # Training ---------------------------------------------------------------------------------
 

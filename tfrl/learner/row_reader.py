@@ -11,6 +11,8 @@ from typing import Any, Callable, Optional
 import tensorflow as tf
 import tree
 
+from tfrl.utils.tf_data import without_autotuning
+
 
 class RowReader:
     """Reads exactly `n` rows of a dataset of rows into one batch, without per-row Python work.
@@ -30,11 +32,11 @@ class RowReader:
         select = tf.autograph.experimental.do_not_convert(select) if select else None
         if block_rows:
             batches = dataset.batch(block_rows)
-            self._iterator = iter(batches.map(select) if select else batches)
+            self._iterator = iter(without_autotuning(batches.map(select) if select else batches))
             return
         if select:
             dataset = dataset.map(select)
-        self._iterator = iter(dataset)
+        self._iterator = iter(without_autotuning(dataset))
         spec = dataset.element_spec
 
         def read(n):

@@ -28,13 +28,10 @@ def read_tfrecord_file(path: str) -> Iterator:
 
     from tfrl.policy.sample_batch import MultiAgentBatch
 
+    from tfrl.utils.tf_data import without_autotuning
+
     offset = 0
-    # Without autotuning: its model thread is the one thread such an iterator has, and an
-    # iterator that a collection finds later (a reader dropped mid-file) joins it when it is
-    # destroyed, which held the collecting thread for a minute or two at times.
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    iterator = iter(tf.data.TFRecordDataset(path).with_options(options))
+    iterator = iter(without_autotuning(tf.data.TFRecordDataset(path)))
     while True:
         try:
             record = next(iterator).numpy()
