@@ -6,6 +6,13 @@ how fast data flows (`rate_limiters`), a gRPC server (`server`) serves the table
 samplers (`client`, `writer`, `trajectory_writer`), and learners read through a tf.data dataset
 (`dataset.ReplayDataset`, the only module that imports TensorFlow; it is imported lazily).
 """
+import os
+
+# `tf.keras` as Reverb's users had it on TensorFlow 2.15 (Keras 2, tf_keras), when TensorFlow
+# is imported after replay: TensorFlow's documented switch, which also leaves Keras 3
+# unimported. A user's own setting, or TensorFlow imported first, wins.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
 from replay import errors, extensions, rate_limiters, selectors
 from replay.checkpoint import Checkpointer
 from replay.chunk_store import ChunkStore

@@ -10,6 +10,11 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# Before TensorFlow, as a user's script imports them: their `tf.keras` choice then applies here
+# and in the processes the tests start (tests/test_keras_version.py).
+import replay  # noqa: E402,F401
+import tfrl  # noqa: E402,F401
+
 
 def _split_cpu_for_tensorflow():
     try:

@@ -6,7 +6,15 @@ numerics; rollout workers on Ray (`tfrl.rollout`) produce experience into a repl
 trainers (`tfrl.trainer`, `build_trainer`, `tfrl.agents`) drive it all.
 """
 import importlib
+import os
 from typing import Any
+
+# tfrl's models are Keras 2 (tf_keras), and so is the code of the users it serves (classic
+# RLlib's `tf.keras`, TF-Agents, Reverb's users on TensorFlow 2.15): set before TensorFlow is
+# imported, TensorFlow's documented switch makes its `tf.keras` tf_keras and leaves Keras 3
+# unimported (2-3 s less start-up per process). A user's own setting, or TensorFlow imported
+# first, wins.
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 from tfrl import errors
 
