@@ -44,10 +44,12 @@ def offline_dataset(files: Union[str, Sequence[str]], batch_size: int,
     """
     import tensorflow as tf
 
+    from tfrl.utils.tf_data import without_autotuning
+
     paths = [p for p in resolve_input_files(files) if not p.endswith(".json")]
     if not paths:
         raise errors.NoInputFilesError(f"input {files!r} names no TFRecord files")
-    first = next(iter(tf.data.TFRecordDataset(paths[0]).take(1)), None)
+    first = next(iter(without_autotuning(tf.data.TFRecordDataset(paths[0]).take(1))), None)
     if first is None:
         raise errors.NoInputFilesError(f"{paths[0]} holds no records")
     layout = {entry["name"]: entry for entry in batch_record.column_layout(first.numpy())}

@@ -45,6 +45,7 @@ from tfrl.optimizers.rollout_replay import numeric_columns
 from tfrl.optimizers.settings import AsyncSamplesSettings
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.settings import WorkerSettings
+from tfrl.utils.tf_data import without_autotuning
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class AsyncSamplesOptimizer(PolicyOptimizer):
         else:
             dataset = dataset.map(lambda sample: sample.data)
         dataset = dataset.batch(self.fragments_per_batch)
-        self.batches = iter(dataset)
+        self.batches = iter(without_autotuning(dataset))
         if learns_declared_loss:
             self.sgd = MinibatchSGD(self.policy, tf.distribute.get_strategy(), num_sgd_iter=1,
                                     minibatch_size=steps_per_batch, sequence_length=length)
