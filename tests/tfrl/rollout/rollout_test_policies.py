@@ -4,6 +4,7 @@ Ray actors cannot import test modules, so this module is registered with cloudpi
 shipped by value (see conftest.py).
 """
 import os
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -66,6 +67,19 @@ def crash_once_env(env_config):
         except FileNotFoundError:
             return original_step(action)
         raise RuntimeError("physics engine exploded")
+
+    env.step = step
+    return env
+
+
+def slow_env(env_config):
+    """CartPole whose steps take `step_seconds` of waiting (a simulator's time, not this CPU's)."""
+    env = gym.make("CartPole-v1")
+    original_step = env.step
+
+    def step(action):
+        time.sleep(env_config["step_seconds"])
+        return original_step(action)
 
     env.step = step
     return env
