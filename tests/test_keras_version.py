@@ -12,7 +12,7 @@ PROBE = ("import sys; import {first}; import tensorflow as tf; "
          "print(tf.keras.layers.Dense.__module__.split('.')[0], 'keras' in sys.modules)")
 
 
-def _keras_after(first: str, legacy_setting=None) -> str:
+def _keras_after(first: str, legacy_setting=None) -> list:
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     if legacy_setting is not None:
         env["TF_USE_LEGACY_KERAS"] = legacy_setting

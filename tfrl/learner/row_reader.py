@@ -30,13 +30,14 @@ class RowReader:
         row cost about 25 microseconds, 3 ms for a fragment of 128 rows."""
         self.block_rows = block_rows
         select = tf.autograph.experimental.do_not_convert(select) if select else None
+        dataset = without_autotuning(dataset)  # (options carry through batch and map)
         if block_rows:
             batches = dataset.batch(block_rows)
-            self._iterator = iter(without_autotuning(batches.map(select) if select else batches))
+            self._iterator = iter(batches.map(select) if select else batches)
             return
         if select:
             dataset = dataset.map(select)
-        self._iterator = iter(without_autotuning(dataset))
+        self._iterator = iter(dataset)
         spec = dataset.element_spec
 
         def read(n):

@@ -27,7 +27,6 @@ def read_tfrecord_file(path: str) -> Iterator:
     import tensorflow as tf
 
     from tfrl.policy.sample_batch import MultiAgentBatch
-
     from tfrl.utils.tf_data import without_autotuning
 
     offset = 0
