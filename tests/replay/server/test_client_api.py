@@ -2,7 +2,6 @@
 import pickle
 
 import numpy as np
-import portpicker
 import pytest
 
 import replay
@@ -110,8 +109,8 @@ def test_server_info_is_reverbs_table_info(server):
     assert info.rate_limiter_info.insert_stats.completed == 2 and info.rate_limiter_info.min_size_to_sample == 1
 
 
-def test_server_info_waits_for_a_server_until_its_timeout():
-    port = portpicker.pick_unused_port()
+def test_server_info_waits_for_a_server_until_its_timeout(free_port):
+    port = free_port
     client = replay.Client(f"localhost:{port}")
     with pytest.raises(errors.ServerUnreachableError, match="within provided timeout of 0.3s") as caught:
         client.server_info(timeout=0.3)
