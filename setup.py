@@ -40,6 +40,8 @@ setup(
             # the layer contract of the test command (.importlinter)
             "import-linter>=2.1",
             "hypothesis>=6.100",
+            # the chi-square test of sampling distributions in tools/reverb_diff (run by the suite)
+            "scipy>=1.11",
             "pettingzoo>=1.24",
             # self-signed certificates for the TLS server tests
             "cryptography>=42",
