@@ -12,6 +12,7 @@ import ray
 from tfrl.agents.a3c import A2CTrainer
 from tfrl.agents.dqn import DQNTFPolicy
 from tfrl.agents.dqn.dqn import DQNTrainer
+from tfrl.agents.pg import PGTrainer
 from tfrl.agents.ppo.ppo import PPOTrainer
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,6 +43,18 @@ def test_sampling_workers_run_without_tensorflow_and_follow_the_learners_weights
         assert second["info"]["learner"]["default_policy"]["vf_loss"] > 0
         assert _remote_states(trainer) == [(False, "NumpyPolicy(PPOTFPolicy, numpy only)")] * 2
         _assert_remote_weights_are_the_learners(trainer)
+    finally:
+        trainer.stop()
+
+
+def test_pg_workers_postprocess_without_importing_its_tensorflow_policy_module(
+        ray_session, small_config):
+    """PG's postprocessing function is what the workers load of PG (pg_postprocessing.py)."""
+    trainer = PGTrainer(config=small_config("PG"), env="CartPole-v1")
+    try:
+        result = trainer.train()
+        assert result["info"]["learner"]["default_policy"]["policy_loss"] != 0
+        assert _remote_states(trainer) == [(False, "NumpyPolicy(PGTFPolicy, numpy only)")]
     finally:
         trainer.stop()
 

@@ -1,9 +1,9 @@
 """PGTFPolicy: vanilla policy gradient (REINFORCE) declared with build_tf_policy.
 
 This is an algorithm's policy (tfrl/agents/<algo>/): rollout workers call
-`postprocess_pg_returns` on each trajectory fragment (discounted returns-to-go, no critic, no
-bootstrap), and the learner minimises `pg_tf_loss`, the negative mean of
-log pi(a|s) * return-to-go. The trainer is declared in pg.py.
+`postprocess_pg_returns` (pg_postprocessing.py) on each trajectory fragment (discounted
+returns-to-go, no critic, no bootstrap), and the learner minimises `pg_tf_loss`, the negative
+mean of log pi(a|s) * return-to-go. The trainer is declared in pg.py.
 See docs/architecture.md, "Adding an algorithm".
 """
 from __future__ import annotations
@@ -13,25 +13,10 @@ import functools
 import tensorflow as tf
 
 from tfrl.agents.pg.config import DEFAULT_CONFIG
+from tfrl.agents.pg.pg_postprocessing import postprocess_pg_returns
 from tfrl.config import policy_defaults
 from tfrl.policy import (LearningRateSchedule, Postprocessing, SampleBatch, build_tf_policy,
-                         compute_advantages, concat_samples, mean_over_valid_rows)
-
-
-def postprocess_pg_returns(policy, sample_batch, other_agent_batches=None, episode=None):
-    """Adds `advantages` = discounted returns-to-go (gamma = config["gamma"]) per episode piece.
-
-    Without a critic there is nothing to bootstrap from, so a fragment cut mid-episode sums only
-    the rewards it holds (use batch_mode "complete_episodes" for unbiased returns).
-
-    Raises:
-        InvalidBatchError: if the batch has no `rewards` column.
-    """
-    split = SampleBatch.EPS_ID in sample_batch or SampleBatch.TERMINATEDS in sample_batch
-    pieces = sample_batch.split_by_episode() if split else [sample_batch]
-    gamma = policy.config["gamma"]
-    return concat_samples([compute_advantages(piece.copy(), 0.0, gamma, use_gae=False,
-                                              use_critic=False) for piece in pieces])
+                         mean_over_valid_rows)
 
 
 def pg_tf_loss(policy, model, dist_class, train_batch):
