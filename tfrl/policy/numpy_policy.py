@@ -8,8 +8,8 @@ Box observations) what a sampling-only worker needs is a few small matrix produc
 TensorFlow and building a TF policy costs a rollout process about three seconds of CPU, which on
 a small machine the trainer's own start-up waits for. So `WorkerSet` (worker_set.py) hands its
 remote workers a `NumpyPolicySpec` instead of the policy class when `numpy_rollout_workers` and
-`numpy_actions` are on and `numpy_policy_spec` accepts the local worker's policy. A
-`NumpyPolicy`:
+`numpy_actions` are on and `numpy_policy_spec` accepts the local worker's policy (with
+several policies, every one of them). A `NumpyPolicy`:
 
 - computes actions with the columns and dtypes of the TF policy's `compute_actions`
   (`action_logp`, `action_dist_inputs`, `vf_preds`), so rows and the replay signature are the

@@ -122,7 +122,10 @@ class RolloutWorker:
         self.num_workers = num_workers
         # a worker given only NumpyPolicySpecs (worker_set.py) starts TensorFlow only if a
         # policy later needs its TF copy, which then applies the threads and seed itself
-        uses_tf = getattr(policy_spec, "needs_tensorflow", True)
+        uses_tf = (any(getattr(spec[0] if isinstance(spec, (tuple, list)) else spec,
+                               "needs_tensorflow", True) for spec in policy_spec.values())
+                   if isinstance(policy_spec, dict) and policy_spec
+                   else getattr(policy_spec, "needs_tensorflow", True))
         if worker_index > 0 and uses_tf:
             configure_tf_threads(settings.tf_threads_per_worker)
         self.env_creator = resolve_env_creator(env_creator)

@@ -11,7 +11,7 @@ counted in `num_worker_failures`; the call returns the results of the healthy wo
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tfrl import errors
 from tfrl.env.registry import resolve_env_creator
@@ -151,24 +151,49 @@ class WorkerSet:
         """Remote workers that answered their last call or were recreated since."""
         return len(self._remote)
 
+    def _policy_specs(self) -> Optional[Dict[str, Any]]:
+        """A multi-policy spec as policy_id -> (class, observation space, action space,
+        config), or None for a single policy class."""
+        policy = self.policy_spec
+        if isinstance(policy, dict) and not policy:
+            policy = (self.config.get("multiagent") or {}).get("policies") or policy
+        if not isinstance(policy, dict):
+            return None
+        return {pid: tuple(spec) if isinstance(spec, (tuple, list)) else (spec, None, None, {})
+                for pid, spec in policy.items()}
+
     def _may_act_in_numpy(self) -> bool:
         from tfrl.policy.numpy_policy import could_act_in_numpy
 
         if not (self.settings.numpy_actions and self.settings.numpy_rollout_workers):
             return False
-        policy = self.policy_spec or self.default_policy_class
-        return not isinstance(policy, dict) and could_act_in_numpy(policy,
-                                                                   self.config.get("model"))
+        specs = self._policy_specs()
+        if specs is None:
+            return could_act_in_numpy(self.policy_spec or self.default_policy_class,
+                                      self.config.get("model"))
+        return all(len(spec) == 4 and could_act_in_numpy(
+                       spec[0] or self.default_policy_class,
+                       dict(self.config, **(spec[3] or {})).get("model"))
+                   for spec in specs.values())
 
     def _choose_numpy_policies(self) -> None:
-        """Remote workers get a NumpyPolicySpec where the local worker's policy has one."""
+        """Remote workers get NumpyPolicySpecs where every policy of the local worker has one
+        (one policy needing TensorFlow would start it in the worker anyway)."""
         from tfrl.policy.numpy_policy import numpy_policy_spec
 
-        if len(self._local.policy_map) != 1:
+        policy_map = self._local.policy_map
+        stand_ins = {pid: numpy_policy_spec(policy) for pid, policy in policy_map.items()}
+        if not stand_ins or any(spec is None for spec in stand_ins.values()):
             return
-        spec = numpy_policy_spec(next(iter(self._local.policy_map.values())))
-        if spec is not None:
-            self._remote_policy_spec = spec
+        specs = self._policy_specs()
+        if specs is None:
+            if len(stand_ins) == 1:
+                self._remote_policy_spec = next(iter(stand_ins.values()))
+            return
+        if set(specs) != set(stand_ins):
+            return
+        # the same spaces and per-policy config as the local worker's spec, the stand-in as class
+        self._remote_policy_spec = {pid: (stand_ins[pid], *specs[pid][1:]) for pid in specs}
 
     @property
     def remote_policies_in_numpy(self) -> bool:
@@ -185,8 +210,13 @@ class WorkerSet:
             self._actor_class = RolloutWorker.as_remote(
                 num_cpus=self.settings.num_cpus_per_worker,
                 num_gpus=self.settings.num_gpus_per_worker, resources=resources or None)
+        config = self.config
+        if self.remote_policies_in_numpy and isinstance(self._remote_policy_spec, dict):
+            # the classes in multiagent.policies would import their (TensorFlow) modules there
+            config = dict(config, multiagent=dict(config.get("multiagent") or {},
+                                                  policies=self._remote_policy_spec))
         return self._actor_class.remote(
-            self.env_creator, self._remote_policy_spec, self.config, worker_index=worker_index,
+            self.env_creator, self._remote_policy_spec, config, worker_index=worker_index,
             num_workers=max(self._remote_indices + [worker_index]),
             replay_output=self.replay_output,
             default_policy_class=None if self.remote_policies_in_numpy else self.default_policy_class)

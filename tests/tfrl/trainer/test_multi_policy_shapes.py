@@ -124,8 +124,15 @@ def test_policies_of_different_spaces_each_learn_from_their_own_table(ray_sessio
             result = trainer.train()
         after = {pid: weights(trainer, pid) for pid in POLICY_OF.values()}
         info = trainer.replay.client().server_info()
+        # every policy of the map acts in numpy there: the worker never starts TensorFlow
+        remote = trainer.workers.foreach_worker(
+            lambda w: ("tensorflow" in sys.modules, sorted(w.policy_map),
+                       {type(p).__name__ for p in w.policy_map.values()}), local_worker=False)
     finally:
         trainer.stop()
+
+    stand_in = "NumpyQPolicy" if algo == "DQN" else "NumpyPolicy"
+    assert remote == [(False, ["pa", "pb"], {stand_in})]
 
     assert set(result["info"]["learner"]) == {"pa", "pb"}
     for pid in POLICY_OF.values():
