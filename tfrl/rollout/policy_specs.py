@@ -47,12 +47,7 @@ def build_policy_map(policy_spec: Any, *, env: Any, env_name: str, multi_agent: 
       UnsupportedSpaceError: a declared space differs from the env's agents' spaces, or the
         policy cannot handle its spaces.
     """
-    if isinstance(policy_spec, dict) and not policy_spec and multiagent.get("policies"):
-        policy_spec = multiagent["policies"]
-    if isinstance(policy_spec, dict):
-        specs = dict(policy_spec)
-    else:
-        specs = {DEFAULT_POLICY_ID: (policy_spec, None, None, {})}
+    specs = policy_specs_by_id(policy_spec, multiagent)
     if not specs:
         raise errors.InvalidConfigError(
             f"env {env_name!r}: no policies given; pass a policy class or a dict "
@@ -67,8 +62,8 @@ def build_policy_map(policy_spec: Any, *, env: Any, env_name: str, multi_agent: 
         mapping_fn = lambda agent_id: only  # noqa: E731
     policy_map: Dict[str, Any] = {}
     for pid, spec in specs.items():
-        policy_cls, obs_space, act_space, policy_config = _unpack_spec(pid, spec,
-                                                                       default_policy_class)
+        policy_cls, obs_space, act_space, policy_config = unpack_policy_spec(pid, spec,
+                                                                             default_policy_class)
         env_obs, env_act, of_its_agents = _env_spaces_for(pid, env, multi_agent, mapping_fn)
         for what, declared, actual in (("observation", obs_space, env_obs),
                                        ("action", act_space, env_act)):
@@ -112,7 +107,23 @@ def build_policy_map(policy_spec: Any, *, env: Any, env_name: str, multi_agent: 
     return policy_map, mapping_fn
 
 
-def _unpack_spec(pid, spec, default_policy_class):
+def policy_specs_by_id(policy_spec: Any, multiagent: dict) -> Dict[str, Any]:
+    """policy_id -> spec as given: a policy class alone is the default policy's, and an empty
+    dict takes multiagent["policies"]."""
+    if isinstance(policy_spec, dict) and not policy_spec and multiagent.get("policies"):
+        policy_spec = multiagent["policies"]
+    if isinstance(policy_spec, dict):
+        return dict(policy_spec)
+    return {DEFAULT_POLICY_ID: (policy_spec, None, None, {})}
+
+
+def unpack_policy_spec(pid: str, spec: Any, default_policy_class: Any) -> Tuple[Any, Any, Any, Any]:
+    """(policy_class, observation_space, action_space, config) of one policy's spec, a class alone
+    or that tuple; a None class is `default_policy_class`.
+
+    Raises:
+      InvalidConfigError: a malformed spec, or no class and no default one.
+    """
     if isinstance(spec, type) or callable(spec) and not isinstance(spec, (tuple, list)):
         return spec, None, None, {}
     if not isinstance(spec, (tuple, list)) or len(spec) != 4:

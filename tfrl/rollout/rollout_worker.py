@@ -39,7 +39,8 @@ from tfrl.rollout.callbacks import make_callbacks
 from tfrl.rollout.classic_preprocessing import ClassicPreprocessingFilter, preprocesses_for, unwrapped_filter
 from tfrl.rollout.filters import Filter, filter_from_state, make_filter
 from tfrl.rollout.metrics import RolloutMetrics
-from tfrl.rollout.policy_specs import DEFAULT_POLICY_ID, build_policy_map
+from tfrl.rollout.policy_specs import (DEFAULT_POLICY_ID, build_policy_map, policy_specs_by_id,
+                                       unpack_policy_spec)
 from tfrl.rollout.settings import WorkerSettings
 from tfrl.runtime import configure_tf_threads
 
@@ -122,10 +123,9 @@ class RolloutWorker:
         self.num_workers = num_workers
         # a worker given only NumpyPolicySpecs (worker_set.py) starts TensorFlow only if a
         # policy later needs its TF copy, which then applies the threads and seed itself
-        uses_tf = (any(getattr(spec[0] if isinstance(spec, (tuple, list)) else spec,
-                               "needs_tensorflow", True) for spec in policy_spec.values())
-                   if isinstance(policy_spec, dict) and policy_spec
-                   else getattr(policy_spec, "needs_tensorflow", True))
+        specs = policy_specs_by_id(policy_spec, settings.multiagent or {})
+        uses_tf = any(getattr(unpack_policy_spec(pid, spec, default_policy_class)[0],
+                              "needs_tensorflow", True) for pid, spec in specs.items())
         if worker_index > 0 and uses_tf:
             configure_tf_threads(settings.tf_threads_per_worker)
         self.env_creator = resolve_env_creator(env_creator)

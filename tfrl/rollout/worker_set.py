@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from tfrl import errors
 from tfrl.env.registry import resolve_env_creator
+from tfrl.rollout.policy_specs import policy_specs_by_id, unpack_policy_spec
 from tfrl.rollout.rollout_worker import RolloutWorker
 from tfrl.rollout.settings import WorkerSettings
 
@@ -152,15 +153,13 @@ class WorkerSet:
         return len(self._remote)
 
     def _policy_specs(self) -> Optional[Dict[str, Any]]:
-        """A multi-policy spec as policy_id -> (class, observation space, action space,
-        config), or None for a single policy class."""
-        policy = self.policy_spec
-        if isinstance(policy, dict) and not policy:
-            policy = (self.config.get("multiagent") or {}).get("policies") or policy
-        if not isinstance(policy, dict):
+        """policy_id -> (class, observation space, action space, config) of a multi-policy
+        spec, each as the workers' policy maps unpack it; None for a single policy class."""
+        if not isinstance(self.policy_spec, dict):
             return None
-        return {pid: tuple(spec) if isinstance(spec, (tuple, list)) else (spec, None, None, {})
-                for pid, spec in policy.items()}
+        specs = policy_specs_by_id(self.policy_spec, self.settings.multiagent or {})
+        return {pid: unpack_policy_spec(pid, spec, self.default_policy_class)
+                for pid, spec in specs.items()}
 
     def _may_act_in_numpy(self) -> bool:
         from tfrl.policy.numpy_policy import could_act_in_numpy
@@ -171,29 +170,24 @@ class WorkerSet:
         if specs is None:
             return could_act_in_numpy(self.policy_spec or self.default_policy_class,
                                       self.config.get("model"))
-        return all(len(spec) == 4 and could_act_in_numpy(
-                       spec[0] or self.default_policy_class,
-                       dict(self.config, **(spec[3] or {})).get("model"))
-                   for spec in specs.values())
+        return all(could_act_in_numpy(policy_cls, dict(self.config, **(config or {})).get("model"))
+                   for policy_cls, _, _, config in specs.values())
 
     def _choose_numpy_policies(self) -> None:
         """Remote workers get NumpyPolicySpecs where every policy of the local worker has one
         (one policy needing TensorFlow would start it in the worker anyway)."""
         from tfrl.policy.numpy_policy import numpy_policy_spec
 
-        policy_map = self._local.policy_map
-        stand_ins = {pid: numpy_policy_spec(policy) for pid, policy in policy_map.items()}
-        if not stand_ins or any(spec is None for spec in stand_ins.values()):
+        stand_ins = {pid: numpy_policy_spec(policy)
+                     for pid, policy in self._local.policy_map.items()}
+        if any(spec is None for spec in stand_ins.values()):
             return
         specs = self._policy_specs()
         if specs is None:
-            if len(stand_ins) == 1:
-                self._remote_policy_spec = next(iter(stand_ins.values()))
-            return
-        if set(specs) != set(stand_ins):
+            [self._remote_policy_spec] = stand_ins.values()
             return
         # the same spaces and per-policy config as the local worker's spec, the stand-in as class
-        self._remote_policy_spec = {pid: (stand_ins[pid], *specs[pid][1:]) for pid in specs}
+        self._remote_policy_spec = {pid: (stand_ins[pid], *spec[1:]) for pid, spec in specs.items()}
 
     @property
     def remote_policies_in_numpy(self) -> bool:
