@@ -550,3 +550,33 @@ def test_end_episode_with_an_open_partial_step(server, client, clear_buffers):
     writer.close(flush=True)
     a, b = next(client.sample("queue", 1, timeout=10, emit_timesteps=False, unpack_as_table_signature=True)).data
     assert (int(a), int(b)) == ((3, 3) if clear_buffers else (2, 2))
+
+
+def test_only_writers_that_check_items_ask_the_server_to_describe_its_tables(server, client, monkeypatch):
+    """Describing every table costs the server per table; `Client.insert` and writers that do not
+    check items never ask for it, and a checking writer's client asks once (its cache serves the
+    writers after it), so a server of many tables does not slow every insert."""
+    from replay import server as server_module
+    from replay.trajectory_writer import TrajectoryWriter
+
+    described = []
+    original = server_module._Servicer._tables_response
+
+    def counting_tables_response(self):
+        described.append(1)
+        return original(self)
+
+    monkeypatch.setattr(server_module._Servicer, "_tables_response", counting_tables_response)
+    for i in range(5):
+        client.insert(np.full(3, i, np.float32), {"uniform": 1.0})
+    assert server.tables["uniform"].size == 5
+    assert described == []
+    step = {"obs": np.zeros(3, np.float32), "action": np.int64(0)}
+    for _ in range(3):
+        writer = TrajectoryWriter(client, num_keep_alive_refs=1, validate_items=True)
+        refs = writer.append(step)
+        writer.create_item("typed", 1.0, {"obs": refs["obs"], "action": refs["action"]})
+        writer.flush(timeout_ms=10_000)
+        writer.close()
+    assert server.tables["typed"].size == 3
+    assert len(described) == 1
