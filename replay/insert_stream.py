@@ -233,9 +233,9 @@ class InsertStream:
     def table_infos(self, timeout: Optional[float] = None) -> Optional[dict]:
         """Table name -> `replay.TableInfo`, as the server described its tables when this
         stream started (starting it now if it has not). None when the stream failed or was
-        closed first, or started without asking for them (a `send` started it); the caller then asks `server_info`, which also waits for a server that is
-        not up yet (a stream that failed before it sent anything is made anew at its next use,
-        so nothing is lost).
+        closed first, or started without asking for them (a `send` started it); the caller
+        then asks `server_info`, which also waits for a server that is not up yet (a stream
+        that failed before it sent anything is made anew at its next use, so nothing is lost).
 
         Raises:
           DeadlineExceededError: the server did not describe its tables within `timeout`
