@@ -22,6 +22,9 @@ MODEL_DEFAULTS: Dict = {
     "post_fcnet_hiddens": [256],
     "use_lstm": False,
     "lstm_cell_size": 256,
+    # the previous action and reward beside the features at the LSTM's input
+    # (tfrl/models/prev_action_reward.py)
+    "lstm_use_prev_action_reward": False,
     "max_seq_len": 20,
     "custom_model": None,
     "custom_model_config": {},

@@ -1,7 +1,9 @@
 """LSTMWrapper: adds an LSTM between any feature model and the policy/value heads; and
 RecurrentNetwork, the base of custom recurrent models (classic RLlib's TF RecurrentNetwork).
 
-Enabled by model config `use_lstm: True` (`lstm_cell_size`, `max_seq_len`). Inputs arrive as
+Enabled by model config `use_lstm: True` (`lstm_cell_size`, `max_seq_len`; with
+`lstm_use_prev_action_reward` the previous action and reward, encoded as prev_action_reward.py
+says, are concatenated to the features at the LSTM's input). Inputs arrive as
 rows [B*T, ...] that are B sequences of T steps each, padded (batch-major: row b*T + t), with
 `seq_lens` [B] giving each sequence's true length; T is inferred as rows // B. When computing
 actions, T = 1 and seq_lens are ones. The state is [h, c], each [B, lstm_cell_size]; padded
@@ -16,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
+from tfrl.models.prev_action_reward import encoded_prev_action_reward, encoded_width
 from tfrl.models.tf_model import TFModel
 
 
@@ -36,7 +39,11 @@ class LSTMWrapper(TFModel):
         super().__init__(obs_space, action_space, num_outputs, model_config, name)
         self.feature_model = feature_model
         self.cell_size = int(self.model_config["lstm_cell_size"])
-        features = keras.Input(shape=(None, feature_model.num_outputs), name="features")
+        self.reads_prev_action_reward = bool(self.model_config["lstm_use_prev_action_reward"])
+        width = feature_model.num_outputs
+        if self.reads_prev_action_reward:
+            width += encoded_width(action_space)
+        features = keras.Input(shape=(None, width), name="features")
         mask = keras.Input(shape=(None,), dtype=tf.bool, name="mask")
         h_in = keras.Input(shape=(self.cell_size,), name="h")
         c_in = keras.Input(shape=(self.cell_size,), name="c")
@@ -53,6 +60,10 @@ class LSTMWrapper(TFModel):
 
     def forward(self, input_dict, state, seq_lens):
         features, _ = self.feature_model.forward(input_dict, [], None)
+        if self.reads_prev_action_reward:
+            features = tf.concat([features, encoded_prev_action_reward(
+                input_dict["prev_actions"], input_dict["prev_rewards"], self.action_space)],
+                axis=1)
         if seq_lens is None:
             seq_lens = tf.ones(tf.shape(features)[:1], tf.int32)
         seq_lens = tf.cast(seq_lens, tf.int32)

@@ -50,6 +50,9 @@ class TFModel(tf.Module):
     """Base model; see the module docstring for the contract."""
 
     has_value_branch = False
+    # whether forward reads input_dict["prev_actions"] and ["prev_rewards"]
+    # (tfrl/models/prev_action_reward.py): its policy then gives them when acting and learning
+    reads_prev_action_reward = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -122,7 +125,8 @@ class TFModel(tf.Module):
         return {}
 
     def from_batch(self, train_batch: Dict):
-        """Call the model on a training batch: its obs, state_in_i and (recurrent) seq_lens.
+        """Call the model on a training batch: its obs (and prev_actions / prev_rewards for a
+        model that reads them), state_in_i and (recurrent) seq_lens.
 
         The convenient way for loss functions to run the model: recurrent and feed-forward
         models alike.
@@ -130,7 +134,11 @@ class TFModel(tf.Module):
         num_states = len(self.get_initial_state())
         states = [train_batch[f"state_in_{i}"] for i in range(num_states)]
         seq_lens = train_batch["seq_lens"] if num_states else None
-        return self({"obs": train_batch["obs"], "is_training": True}, states, seq_lens)
+        inputs = {"obs": train_batch["obs"], "is_training": True}
+        if self.reads_prev_action_reward:
+            inputs["prev_actions"] = train_batch["prev_actions"]
+            inputs["prev_rewards"] = train_batch["prev_rewards"]
+        return self(inputs, states, seq_lens)
 
     def forward(self, input_dict: Dict, state: List, seq_lens):
         """Compute model outputs; see the module docstring."""

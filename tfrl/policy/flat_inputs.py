@@ -76,8 +76,8 @@ def checked_tensors(arrays, leaves) -> List[tf.Tensor]:
 class TFPolicyInputs:
     """Observation, state and train batches as the flat tensor lists of a TFPolicy's traced
     calls (a base of `TFPolicy`, working on the signatures its construction sets up:
-    `_obs_spec`, `_obs_leaves`, `_state_specs`, `_state_leaves`, `_learn_signature`,
-    `_learn_leaves`)."""
+    `_obs_spec`, `_obs_leaves`, `_state_specs`, `_state_leaves`, `_prev_specs`,
+    `_learn_signature`, `_learn_leaves`)."""
 
     def _convert_obs(self, obs_batch):
         if isinstance(obs_batch, list) and obs_batch and not isinstance(obs_batch[0], (
@@ -111,6 +111,34 @@ class TFPolicyInputs:
             return [tf.constant(np.repeat(s[None], batch_size, axis=0))
                     for s in self.get_initial_state()]
         return checked_tensors(state_batches, self._state_leaves)
+
+    def _prev_tensors(self, prev_action_batch, prev_reward_batch, batch_size: int
+                      ) -> List[tf.Tensor]:
+        """The previous actions and rewards as tensors, flat in the signature's order: none for
+        a model that does not read them (`_prev_specs` empty), zeros where not given.
+
+        Raises:
+            InvalidBatchError: if a batch has the wrong shape.
+        """
+        if not self._prev_specs:
+            return []
+        action_spec = self._prev_specs[0]
+        if prev_action_batch is None:
+            actions = tree.map_structure(
+                lambda spec: np.zeros((batch_size, *spec.shape[1:]), spec.dtype.as_numpy_dtype),
+                action_spec)
+        else:
+            if isinstance(prev_action_batch, list) and tree.is_nested(action_spec):
+                prev_action_batch = tree.map_structure(lambda *xs: np.stack(xs),
+                                                       *prev_action_batch)
+            actions = tree.map_structure_up_to(action_spec, lambda _, a: a, action_spec,
+                                               prev_action_batch)
+        rewards = (np.zeros(batch_size, np.float32) if prev_reward_batch is None
+                   else prev_reward_batch)
+        leaves = [(spec.dtype.as_numpy_dtype, shape_template(spec), "The previous action batch")
+                  for spec in tf.nest.flatten(action_spec)]
+        leaves.append((np.float32, (None,), "The previous reward batch"))
+        return checked_tensors(tf.nest.flatten(actions) + [rewards], leaves)
 
     def _prepare_batch(self, samples: SampleBatch) -> Dict:
         """{column: numpy arrays of the signature's dtypes} for the columns the loss reads.

@@ -229,6 +229,8 @@ class NumpyStandIn:
     # it stands in for a TFPolicy, which preprocesses its raw observations itself (a lookup
     # falling through to __getattr__ would build the TF policy the stand-in exists to avoid)
     preprocesses_observations = True
+    # stand-ins are made for feed-forward models only, which never read them
+    reads_prev_action_reward = False
 
     def __init__(self, spec: NumpyStandInSpec, observation_space, action_space,
                  config: Optional[dict] = None):

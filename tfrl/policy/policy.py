@@ -41,6 +41,10 @@ class Policy:
     # rollout worker builds it with the flat preprocessed space and hands it one-hot Discrete
     # and flattened Dict / Tuple observations (tfrl/rollout/classic_preprocessing.py).
     preprocesses_observations = False
+    # Whether compute_actions reads prev_action_batch / prev_reward_batch: env runners then
+    # give them and record them as the `prev_actions` / `prev_rewards` columns
+    # (TFPolicy: when its model reads them, tfrl/models/prev_action_reward.py)
+    reads_prev_action_reward = False
 
     def __init__(self, observation_space, action_space, config: Dict):
         self.observation_space = observation_space

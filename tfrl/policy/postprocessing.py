@@ -129,7 +129,12 @@ def compute_gae_for_sample_batch(policy, sample_batch: SampleBatch, other_agent_
         while SampleBatch.state_out(j) in sample_batch:
             states.append(last_rows(SampleBatch.state_out(j)))
             j += 1
-        values = policy.compute_values(last_rows(SampleBatch.NEXT_OBS), states or None)
+        prev = {}
+        if getattr(policy, "reads_prev_action_reward", False):
+            # the step after the last row: its previous action and reward are that row's
+            prev = dict(prev_action_batch=last_rows(SampleBatch.ACTIONS),
+                        prev_reward_batch=last_rows(SampleBatch.REWARDS))
+        values = policy.compute_values(last_rows(SampleBatch.NEXT_OBS), states or None, **prev)
         for i, v in zip(need, values):
             last_values[i] = float(v)
     # compute_advantages only adds columns, so a shallow copy keeps the input batch as it was;

@@ -58,6 +58,7 @@ from tfrl.errors import (InvalidBatchError,
                          NotSupportedError)
 from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
 from tfrl.models.catalog import ModelCatalog, merge_model_config
+from tfrl.models.prev_action_reward import PREV_REWARD_SPEC, prev_action_spec
 from tfrl.policy.flat_inputs import FlatCall, TFPolicyInputs, shape_template
 from tfrl.policy.loss_initialization import LossInitialization
 from tfrl.policy.policy import Policy
@@ -105,6 +106,11 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         self.preprocessor = self.model.preprocessor
         self._obs_spec = self.preprocessor.input_spec()
         self._state_specs = self.model.state_specs()
+        # a model reading the previous action and reward gets them when acting: [actions nest,
+        # rewards] after the other inputs of the action and value functions
+        self._prev_specs = ([prev_action_spec(action_space), PREV_REWARD_SPEC]
+                            if self.model.reads_prev_action_reward else [])
+        self._acting_prev = None
         self.optimizer = self.make_optimizer()
         self._extra_state_variables: Dict[str, List[tf.Variable]] = {}
         self.batch_divisibility_req = 1
@@ -195,8 +201,29 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
 
     def action_distribution(self, model, obs_batch, state_batches, explore, timestep):
         """(dist_inputs, dist_class, state_out) (default: model outputs + catalog dist)."""
-        dist_inputs, state_out = model({SampleBatch.OBS: obs_batch}, state_batches, None)
+        dist_inputs, state_out = model(self.model_inputs(obs_batch), state_batches, None)
         return dist_inputs, self.dist_class, state_out
+
+    @property
+    def reads_prev_action_reward(self) -> bool:
+        """Whether the model reads the previous action and reward (env runners then pass them
+        to `compute_actions` and record them as `prev_actions` / `prev_rewards`)."""
+        return bool(self._prev_specs)
+
+    def model_inputs(self, obs_batch) -> Dict:
+        """The model's input dict when acting on `obs_batch` (traced): the observations, and
+        for a model that reads them the previous actions and rewards of the call being traced
+        (zeros, as at an episode's first step, where the caller gave none)."""
+        inputs = {SampleBatch.OBS: obs_batch}
+        if self._prev_specs:
+            prev = self._acting_prev
+            if prev is None:
+                rows = tf.shape(tf.nest.flatten(obs_batch)[0])[:1]
+                prev = [tree.map_structure(
+                    lambda spec: tf.zeros(tf.concat([rows, spec.shape[1:]], 0), spec.dtype), spec)
+                    for spec in self._prev_specs]
+            inputs[SampleBatch.PREV_ACTIONS], inputs[SampleBatch.PREV_REWARDS] = prev
+        return inputs
 
     def get_batch_divisibility_req(self) -> int:
         """Learn batches must have a multiple of this many rows (default 1)."""
@@ -248,8 +275,17 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         self.apply_gradients_op(self.optimizer, step.grads_and_vars)
         return weight_by_share(stats, step.share), step.per_sample
 
-    def _forward_actions(self, obs, states, explore, timestep, seed):
-        """(actions, state_out, extras dict) for raw obs tensors; traced."""
+    def _forward_actions(self, obs, states, explore, timestep, seed, prev=()):
+        """(actions, state_out, extras dict) for raw obs tensors (and `prev`, the previous
+        [actions, rewards] for a model that reads them); traced."""
+        # the hooks below call the model with `model_inputs`, which finds `prev` here
+        self._acting_prev = list(prev) or None
+        try:
+            return self._forward_actions_with_inputs(obs, states, explore, timestep, seed)
+        finally:
+            self._acting_prev = None
+
+    def _forward_actions_with_inputs(self, obs, states, explore, timestep, seed):
         sampled = self.action_sampler(self.model, obs, states, explore, timestep, seed)
         extras = {}
         if sampled is not None:
@@ -294,16 +330,22 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         scalar_bool = tf.TensorSpec([], tf.bool)
         scalar_int = tf.TensorSpec([], tf.int64)
         seed_spec = tf.TensorSpec([2], tf.int32)
+        # the previous [actions, rewards] come last, for a model that reads them only
+        prev = [self._prev_specs] if self._prev_specs else []
         self._actions_signature = [self._obs_spec, self._state_specs, scalar_bool, scalar_int,
-                                   seed_spec]
+                                   seed_spec] + prev
         self.compile_actions_with_xla(self.config.get("jit_compile_actions") is True)
 
-        def value_fn(obs, states):
-            self.model({SampleBatch.OBS: obs}, states, None)
+        def value_fn(obs, states, prev=()):
+            self._acting_prev = list(prev) or None
+            try:
+                self.model(self.model_inputs(obs), states, None)
+            finally:
+                self._acting_prev = None
             return self.model.value_function()
 
         self._value_fn = tf.function(value_fn, input_signature=[self._obs_spec,
-                                                                self._state_specs],
+                                                                self._state_specs] + prev,
                                      autograph=False)
         self._flat_values = FlatCall(self._value_fn)
         flat_obs_specs = tf.nest.flatten(self._obs_spec)
@@ -414,7 +456,8 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         list of single observations). extra_fetches holds action_logp and action_dist_inputs
         (and vf_preds if the model has a value branch, plus extra_action_out). Actions are not
         clipped to the action space. prev_action_batch / prev_reward_batch are accepted for
-        interface compatibility; built-in models do not read them.
+        for a model that reads them (model config `lstm_use_prev_action_reward`): a batch
+        of actions of the action space and rewards [B]; zeros where not given.
 
         Raises:
             InvalidBatchError: if the observations (or states) do not have the shapes of the
@@ -425,15 +468,18 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         batch_size = int(obs[0].shape[0])
         states = self._state_tensors(state_batches, batch_size)
         timestep = self.global_timestep if timestep is None else int(timestep)
+        prev = self._prev_tensors(prev_action_batch, prev_reward_batch, batch_size)
         actions, state_out, extras = self._call_actions(
             obs + states + [self._explore_tensors[explore], tf.constant(timestep, tf.int64),
-                            tf.constant(self._next_seed())])
+                            tf.constant(self._next_seed())] + prev)
         self.global_timestep += batch_size
         return (_numpy(actions), [s.numpy() for s in state_out],
                 {k: v.numpy() for k, v in extras.items()})
 
-    def compute_values(self, obs_batch, state_batches=None) -> np.ndarray:
-        """Value estimates [B] for raw observations (and recurrent state).
+    def compute_values(self, obs_batch, state_batches=None, prev_action_batch=None,
+                       prev_reward_batch=None) -> np.ndarray:
+        """Value estimates [B] for raw observations (and recurrent state, and the previous
+        actions and rewards as `compute_actions` takes them).
 
         Raises:
             NotSupportedError: if the model has no value branch.
@@ -444,8 +490,10 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
                 f"The model {type(self.model).__name__} has no value branch, so this policy "
                 "cannot estimate values; use a model with value_function().")
         obs = self._obs_tensors(obs_batch)
-        states = self._state_tensors(state_batches, int(obs[0].shape[0]))
-        return self._flat_values(obs + states).numpy()
+        batch_size = int(obs[0].shape[0])
+        states = self._state_tensors(state_batches, batch_size)
+        prev = self._prev_tensors(prev_action_batch, prev_reward_batch, batch_size)
+        return self._flat_values(obs + states + prev).numpy()
 
     def _check_likelihoods_supported(self) -> None:
         if self._state_specs:

@@ -23,7 +23,7 @@ from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      guard_env_call, next_unroll_id)
 from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_samples
-from tfrl.utils.rows import row_of, stack_rows
+from tfrl.utils.rows import row_of, stack_rows, zero_rows
 
 
 class _EnvState:
@@ -36,6 +36,9 @@ class _EnvState:
         self.trajectories: Dict[Any, Trajectory] = {}
         self.states: Dict[Any, list] = {}
         self.done_agents = set()
+        # each agent's previous action and reward, for policies that read them (none yet: zeros)
+        self.prev_actions: Dict[Any, Any] = {}
+        self.prev_rewards: Dict[Any, float] = {}
 
 
 class MultiAgentEnvRunner:
@@ -165,9 +168,18 @@ class MultiAgentEnvRunner:
             n_states = len(self._initial_states[pid])
             state_in = [stack_rows([self._states[i].states[a][k] for i, a in pairs])
                         for k in range(n_states)]
+            prev = {}
+            if getattr(policy, "reads_prev_action_reward", False):
+                zero = row_of(zero_rows(policy.action_space, 1), 0)
+                prev = dict(
+                    prev_action_batch=stack_rows([self._states[i].prev_actions.get(a, zero)
+                                                  for i, a in pairs]),
+                    prev_reward_batch=np.array([self._states[i].prev_rewards.get(a, 0.0)
+                                                for i, a in pairs], np.float32))
             started = time.perf_counter()
             actions, state_out, extra = batched_policy_outputs(*policy.compute_actions(
-                obs, state_batches=state_in or None, explore=explore, timestep=timestep))
+                obs, state_batches=state_in or None, explore=explore, timestep=timestep,
+                **prev))
             perf.add_inference(time.perf_counter() - started)
             adapter = self.adapters[pid]
             env_actions = adapter(actions)
@@ -178,6 +190,10 @@ class MultiAgentEnvRunner:
                        SampleBatch.REWARDS: 0.0}
                 for key, value in extra.items():
                     row[key] = value[j]
+                if prev:
+                    row[SampleBatch.PREV_ACTIONS] = row_of(prev["prev_action_batch"], j)
+                    row[SampleBatch.PREV_REWARDS] = prev["prev_reward_batch"][j]
+                    state.prev_actions[a] = row[SampleBatch.ACTIONS]
                 for k in range(n_states):
                     row[SampleBatch.state_in(k)] = state_in[k][j]
                     row[SampleBatch.state_out(k)] = state_out[k][j]
@@ -217,6 +233,7 @@ class MultiAgentEnvRunner:
                 row[SampleBatch.TRUNCATEDS] = trunc
                 row[SampleBatch.REWARDS] = np.float32(clip_rewards(
                     np.float32(row[SampleBatch.REWARDS]), self.settings.clip_rewards))
+                state.prev_rewards[agent_id] = row[SampleBatch.REWARDS]
                 cols = state.trajectories[agent_id].columns
                 for key, value in row.items():
                     cols[key].append(value)

@@ -44,6 +44,7 @@ from tfrl.errors import InvalidBatchError
 from tfrl.offline.item_layout import repeated_next_obs_mask
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.trajectory import batched_policy_outputs
+from tfrl.utils.rows import zero_rows
 
 BASE_COLUMNS = (SampleBatch.OBS, SampleBatch.ACTIONS, SampleBatch.REWARDS, SampleBatch.NEXT_OBS,
                 SampleBatch.TERMINATEDS, SampleBatch.TRUNCATEDS)
@@ -101,6 +102,9 @@ def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatc
         SampleBatch.T: np.arange(2, dtype=np.int64),
     }
     batch.update(extra)
+    if getattr(policy, "reads_prev_action_reward", False):
+        batch[SampleBatch.PREV_ACTIONS] = zero_rows(policy.action_space, 2)
+        batch[SampleBatch.PREV_REWARDS] = np.zeros(2, np.float32)
     for k, s in enumerate(states):
         batch[SampleBatch.state_in(k)] = s
         batch[SampleBatch.state_out(k)] = state_out[k]

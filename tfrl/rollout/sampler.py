@@ -41,7 +41,7 @@ from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.trajectory import (batched_policy_outputs, clip_rewards, guard_env_call,
                                      next_unroll_id, outputs_of_chosen_actions)
-from tfrl.utils.rows import stack_rows
+from tfrl.utils.rows import stack_rows, zero_rows
 
 
 class EnvRunner:
@@ -89,6 +89,11 @@ class EnvRunner:
         self._returns = np.zeros(n, np.float64)
         self._last_infos: Optional[tuple] = None
         self._last_actions: Any = None
+        # for a policy that reads them: each env's previous action and reward (zeros at an
+        # episode's first step), given to the policy and recorded in the rows
+        self._reads_prev = getattr(policy, "reads_prev_action_reward", False)
+        self._prev_actions = zero_rows(policy.action_space, n) if self._reads_prev else None
+        self._prev_rewards = np.zeros(n, np.float32)
         self._episodes: List[Optional[Episode]] = [None] * n
         self._finished_segments: List[tuple] = []
         self._finished_metrics: List[RolloutMetrics] = []
@@ -277,11 +282,14 @@ class EnvRunner:
         perf = self.perf
         states = self._states
         started = time.perf_counter()
+        prev = dict(prev_action_batch=self._prev_actions,
+                    prev_reward_batch=self._prev_rewards) if self._reads_prev else {}
         if self._actor is not None:
             actions, state_outs, extra = self._actor.act_batch(self._obs, explore), [], {}
         else:
             actions, state_outs, extra = batched_policy_outputs(*self.policy.compute_actions(
-                self._obs, state_batches=states or None, explore=explore, timestep=timestep))
+                self._obs, state_batches=states or None, explore=explore, timestep=timestep,
+                **prev))
         perf.add_inference(time.perf_counter() - started)
         env_actions = self.adapter(actions)
         if self.adapter.is_discrete and isinstance(env_actions, np.ndarray):
@@ -303,7 +311,8 @@ class EnvRunner:
         write = self._write
         write(SampleBatch.OBS, self._obs)
         write(SampleBatch.ACTIONS, actions)
-        write(SampleBatch.REWARDS, clip_rewards(rewards, self.settings.clip_rewards))
+        recorded_rewards = clip_rewards(rewards, self.settings.clip_rewards)
+        write(SampleBatch.REWARDS, recorded_rewards)
         write(SampleBatch.NEXT_OBS, next_obs)
         write(SampleBatch.TERMINATEDS, terminateds)
         write(SampleBatch.TRUNCATEDS, truncateds)
@@ -312,6 +321,11 @@ class EnvRunner:
         for k, s in enumerate(states):
             write(SampleBatch.state_in(k), s)
             write(SampleBatch.state_out(k), state_outs[k])
+        if self._reads_prev:
+            write(SampleBatch.PREV_ACTIONS, self._prev_actions)
+            write(SampleBatch.PREV_REWARDS, self._prev_rewards)
+            self._prev_actions = tree.map_structure(np.array, actions)
+            self._prev_rewards = np.array(recorded_rewards, np.float32)
         self._rows += 1
         self._lengths += 1
         self._returns += rewards
@@ -346,6 +360,10 @@ class EnvRunner:
                 else:
                     tree.map_structure(lambda dst, src: dst.__setitem__(i, src[j]), next_obs,
                                        reset_obs)
+                if self._reads_prev:
+                    tree.map_structure(lambda column: column.__setitem__(i, 0),
+                                       self._prev_actions)
+                    self._prev_rewards[i] = 0.0
                 self._start_episode(i)
         self._obs = self._latest_obs = next_obs
         return finished_rows

@@ -48,3 +48,15 @@ def as_space_nest(space: Any, value: Any) -> Any:
     if type(value) is np.ndarray or getattr(space, "dtype", None) is None:
         return value
     return np.asarray(value, dtype=space.dtype)
+
+
+def zero_rows(space: gym.Space, count: int) -> Any:
+    """`count` rows of zeros of `space` (a nest of arrays for Tuple/Dict spaces): what env
+    runners give as the previous action at an episode's first step. Discrete, MultiDiscrete
+    and MultiBinary rows are int64 (the dtype of sampled actions), Box rows float32."""
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(zero_rows(s, count) for s in space.spaces)
+    if isinstance(space, gym.spaces.Dict):
+        return {k: zero_rows(s, count) for k, s in space.spaces.items()}
+    dtype = np.float32 if isinstance(space, gym.spaces.Box) else np.int64
+    return np.zeros((count, *space.shape), dtype)
