@@ -19,7 +19,9 @@ import gymnasium as gym
 from tfrl.errors import InvalidConfigError, UnknownModelError, UnsupportedSpaceError
 from tfrl.models import distributions
 from tfrl.models.fcnet import FullyConnectedNetwork
-from tfrl.models.multi_action_dist import NESTED_ACTION_SPACES, multi_action_dist_for_space
+from tfrl.models.classic_flat_actions import with_classic_flat_actions
+from tfrl.models.multi_action_dist import (NESTED_ACTION_SPACES, MultiActionDistribution,
+                                           multi_action_dist_for_space)
 from tfrl.config.model import MODEL_DEFAULTS, merge_model_config  # noqa: F401 - re-exported
 from tfrl.models.preprocessors import (CLASSIC_PREPROCESSED_SPACES, Preprocessor,
                                        classic_observation_space, get_preprocessor)
@@ -85,9 +87,11 @@ class ModelCatalog:
 
         `dist_type` (or model config `dist_type`) selects among the distributions a space
         supports: "categorical", "multi_categorical", "diag_gaussian", "squashed_gaussian",
-        "deterministic". A model config `custom_action_dist` wins over both. A Tuple or Dict
-        action space gets a MultiActionDistribution over its leaves (`dist_type` choosing
-        among the Box leaves' distributions), as classic RLlib's catalog did.
+        "deterministic". A model config `custom_action_dist` wins over both (on a Tuple or
+        Dict action space its `logp` gets the classic flat actions, classic_flat_actions.py).
+        A Tuple or Dict action space gets a MultiActionDistribution over its leaves
+        (`dist_type` choosing among the Box leaves' distributions), as classic RLlib's catalog
+        did.
 
         Raises:
             UnsupportedSpaceError: if no distribution fits the space.
@@ -103,7 +107,11 @@ class ModelCatalog:
                         f"custom_action_dist {custom!r} is not registered; call "
                         "ModelCatalog.register_custom_action_dist first.")
                 custom = ModelCatalog._custom_action_dists[custom]
-            return custom, distributions.required_output_size(custom, action_space, config)
+            size = distributions.required_output_size(custom, action_space, config)
+            if isinstance(action_space, NESTED_ACTION_SPACES) and isinstance(custom, type) \
+                    and not issubclass(custom, MultiActionDistribution):
+                custom = with_classic_flat_actions(custom, action_space)
+            return custom, size
         dist_type = dist_type or config.get("dist_type")
         if isinstance(action_space, NESTED_ACTION_SPACES):
             return multi_action_dist_for_space(action_space, dist_type)

@@ -210,3 +210,74 @@ def test_a_custom_distribution_whose_sample_takes_no_seed_acts_and_learns():
     assert (batch["action_logp"] <= 0.0).all()
     stats = policy.learn_on_batch(batch)
     assert np.isfinite(stats["total_loss"])
+
+
+class TwoBitsEnv(gym.Env):
+    """One-step episodes with a Tuple(Discrete(2), Discrete(2)) action: reward 1 when both
+    bits are equal."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Tuple([gym.spaces.Discrete(2), gym.spaces.Discrete(2)])
+
+    def __init__(self, _config=None):
+        pass
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), float(action[0] == action[1]), True, False, {}
+
+
+class FlatActionsDistribution(Categorical):
+    """A classic custom distribution of a Tuple(Discrete(2), Discrete(2)) action space: two
+    categoricals over its 4 inputs; it samples the space's tuple and reads the actions its
+    `logp` gets as classic RLlib's flat [B, 2] tensor (`actions[:, 0]`). Records what `logp`
+    was given."""
+
+    given = []
+
+    def sample(self):
+        return (tf.random.categorical(self.inputs[:, :2], 1, dtype=tf.int64)[:, 0],
+                tf.random.categorical(self.inputs[:, 2:], 1, dtype=tf.int64)[:, 0])
+
+    def deterministic_sample(self):
+        return (tf.argmax(self.inputs[:, :2], axis=1), tf.argmax(self.inputs[:, 2:], axis=1))
+
+    def logp(self, actions):
+        FlatActionsDistribution.given.append((actions.dtype, actions.shape.rank))
+        return (Categorical(self.inputs[:, :2]).logp(actions[:, 0])
+                + Categorical(self.inputs[:, 2:]).logp(actions[:, 1]))
+
+    @staticmethod
+    def required_model_output_shape(action_space, model_config):
+        return 4
+
+
+def test_a_custom_distribution_of_a_tuple_action_space_gets_classic_flat_actions():
+    ModelCatalog.register_custom_action_dist("flat_actions", FlatActionsDistribution)
+    FlatActionsDistribution.given.clear()
+    config = dict(PPO_CONFIG, model={"fcnet_hiddens": [8], "custom_action_dist": "flat_actions"},
+                  train_batch_size=32, sgd_minibatch_size=32, num_sgd_iter=1,
+                  rollout_fragment_length=32, seed=3)
+    worker = RolloutWorker(TwoBitsEnv, PPOTFPolicy, config)
+    try:
+        policy = worker.get_policy()
+        assert policy.dist_class.__name__ == "FlatActionsDistribution"
+        batch = worker.sample()
+        # acting and the batch keep the space's tuple of actions
+        first, second = batch["actions"]
+        assert set(np.unique(first)) <= {0, 1} and set(np.unique(second)) <= {0, 1}
+        logits = batch["action_dist_inputs"]
+        want = [np.log(np.exp(row[a]) / np.exp(row).sum())
+                for part, actions in ((logits[:, :2], first), (logits[:, 2:], second))
+                for row, a in zip(part, actions)]
+        np.testing.assert_allclose(batch["action_logp"],
+                                   np.reshape(want, (2, -1)).sum(axis=0), rtol=1e-4, atol=1e-5)
+        stats = policy.learn_on_batch(batch)
+    finally:
+        worker.stop()
+    assert np.isfinite(stats["total_loss"])
+    # every logp call (acting, loss initialisation, learning) got one [B, 2] int64 tensor
+    assert FlatActionsDistribution.given
+    assert set(FlatActionsDistribution.given) == {(tf.int64, 2)}
