@@ -107,7 +107,11 @@ COMMON_CONFIG: Dict[str, Any] = {
     "export_every": None,
     "export_dir": None,
     # === Multi-agent ===
-    "multiagent": {"policies": {}, "policy_mapping_fn": None, "policies_to_train": None},
+    # observation_fn (classic RLlib's): rewrites each multi-agent step's observation dict,
+    # fn(agent_obs=..., worker=..., base_env=..., policies=..., episode=...) -> the dict the
+    # policies see (e.g. an agent's observation extended by the others'); None: as the env gives
+    "multiagent": {"policies": {}, "policy_mapping_fn": None, "policies_to_train": None,
+                   "observation_fn": None},
     # === Infrastructure ===
     "ray_address": None,
     "replay_address": None,

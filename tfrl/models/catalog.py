@@ -127,6 +127,18 @@ class ModelCatalog:
         return get_preprocessor(obs_space)(obs_space)
 
     @staticmethod
+    def get_preprocessor_for_space(observation_space: gym.Space, options: Dict | None = None
+                                   ) -> Preprocessor:
+        """Classic RLlib's name of `get_preprocessor`. `options` (a classic model config) is
+        accepted and changes nothing: classic options shaped only its Atari image
+        preprocessing, which tfrl's preprocessors do not do.
+
+        Raises:
+            UnsupportedSpaceError: if the space is not supported.
+        """
+        return ModelCatalog.get_preprocessor(observation_space)
+
+    @staticmethod
     def get_model(obs_space: gym.Space, action_space: gym.Space, num_outputs: int,
                   model_config: Dict | None, name: str = "model", **model_kwargs) -> TFModel:
         """Build the model the config asks for (custom, vision, or fully connected; wrapped in
@@ -170,7 +182,15 @@ def _build_custom_model(model_cls, obs_space, action_space, num_outputs, config,
 
     On a Discrete, Dict or Tuple observation space it is built, as classic RLlib built it, with
     the flat preprocessed space (`original_space` the env's) and reads classic inputs
-    (`TFModel.use_classic_inputs`); the policy still hands it raw observations."""
+    (`TFModel.use_classic_inputs`); the policy still hands it raw observations. On that flat
+    space itself (the space of a policy the worker hands classic preprocessed observations)
+    it is given the flat rows and reads the same classic inputs."""
+    original = getattr(obs_space, "original_space", None)
+    if original is not None:
+        model = _construct_custom_model(model_cls, obs_space, action_space, num_outputs, config,
+                                        name, model_kwargs)
+        model.use_classic_inputs(original, preprocessed=True)
+        return model
     classic = isinstance(obs_space, CLASSIC_PREPROCESSED_SPACES)
     model_space = classic_observation_space(obs_space) if classic else obs_space
     model = _construct_custom_model(model_cls, model_space, action_space, num_outputs, config,

@@ -184,6 +184,21 @@ def classic_observation_space(space: gym.Space) -> gym.spaces.Box:
     return box
 
 
+def classic_unflattened_obs(space: gym.Space, rows):
+    """Classic RLlib's flat preprocessed rows [B, n] of `space` as its models saw
+    `input_dict["obs"]` (classic `restore_original_dimensions`): the rows cut into the parts of
+    `space`, in its structure, Discrete and MultiDiscrete parts left one-hot, the others
+    reshaped to their own shapes."""
+    structure = _space_structure(space)
+    leaf_spaces = tree.flatten(structure)
+    rows = tf.cast(rows, tf.float32)
+    parts = tf.split(rows, [_leaf_size(s) for s in leaf_spaces], axis=-1)
+    leaves = [part if isinstance(s, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+              else tf.reshape(part, tf.concat([tf.shape(part)[:1], list(s.shape)], 0))
+              for part, s in zip(parts, leaf_spaces)]
+    return tree.unflatten_as(structure, leaves)
+
+
 def classic_restored_obs(space: gym.Space, obs_batch):
     """A batch of raw observations as classic RLlib's models saw `input_dict["obs"]`: one-hot
     Discrete parts, MultiDiscrete parts one-hot and concatenated, the rest as float32 arrays of

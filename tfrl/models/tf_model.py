@@ -30,7 +30,8 @@ import tensorflow as tf
 
 from tfrl.errors import NotSupportedError
 from tfrl.config.model import merge_model_config
-from tfrl.models.preprocessors import classic_restored_obs, get_preprocessor
+from tfrl.models.preprocessors import (classic_restored_obs, classic_unflattened_obs,
+                                      get_preprocessor)
 
 
 class VariableList(tuple):
@@ -68,20 +69,26 @@ class TFModel(tf.Module):
         self.model_config = merge_model_config(model_config)
         self.preprocessor = get_preprocessor(obs_space)(obs_space)
 
-    def use_classic_inputs(self, original_space) -> None:
+    def use_classic_inputs(self, original_space, preprocessed: bool = False) -> None:
         """Makes this model, built with classic RLlib's flat preprocessed space of
-        `original_space` (`classic_observation_space`), read raw observations of
-        `original_space` as classic RLlib's models did: `obs_flat` the flat preprocessed rows,
-        `obs` one-hot Discrete parts in the space's structure (custom models, catalog.py)."""
-        self.preprocessor = get_preprocessor(original_space)(original_space)
+        `original_space` (`classic_observation_space`), read observations as classic RLlib's
+        models did: `obs_flat` the flat preprocessed rows, `obs` one-hot Discrete parts in the
+        space's structure (custom models, catalog.py). It is given raw observations of
+        `original_space`, or with `preprocessed` those flat rows themselves (a policy the
+        worker hands classic preprocessed observations, tfrl/rollout/classic_preprocessing.py)."""
+        if not preprocessed:
+            self.preprocessor = get_preprocessor(original_space)(original_space)
         self._classic_original_space = original_space
+        self._classic_rows_given = preprocessed
 
     def __call__(self, input_dict: Dict, state: Sequence = (), seq_lens=None):
         input_dict = dict(input_dict)
         input_dict["obs_flat"] = self.preprocessor.tf_transform(input_dict["obs"])
         original = getattr(self, "_classic_original_space", None)
         if original is not None:
-            input_dict["obs"] = classic_restored_obs(original, input_dict["obs"])
+            input_dict["obs"] = (
+                classic_unflattened_obs(original, input_dict["obs_flat"])
+                if self._classic_rows_given else classic_restored_obs(original, input_dict["obs"]))
         input_dict.setdefault("is_training", False)  # classic ModelV2's flag (from_batch: True)
         outputs, new_state = self.forward(input_dict, list(state or []), seq_lens)
         self._last_output = outputs

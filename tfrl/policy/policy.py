@@ -46,6 +46,14 @@ class Policy:
     # (TFPolicy: when its model reads them, tfrl/models/prev_action_reward.py)
     reads_prev_action_reward = False
 
+    @classmethod
+    def takes_classic_observations(cls, config: Dict) -> bool:
+        """Whether the rollout worker builds a policy of this class with `config`, on a
+        Discrete / Dict / Tuple observation space, with classic RLlib's flat preprocessed space
+        and hands it preprocessed observations (tfrl/rollout/classic_preprocessing.py): a
+        policy that does not preprocess them itself."""
+        return not cls.preprocesses_observations
+
     def __init__(self, observation_space, action_space, config: Dict):
         self.observation_space = observation_space
         self.action_space = action_space

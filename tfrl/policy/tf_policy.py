@@ -42,6 +42,7 @@ also for an uneven split. Stats are weighted the same way; reduce them with SUM.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import inspect
@@ -82,6 +83,15 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
     """TensorFlow 2 policy; see the module docstring for the construction order."""
 
     preprocesses_observations = True  # raw observations, preprocessed in its traced functions
+
+    @classmethod
+    def takes_classic_observations(cls, config: Dict) -> bool:
+        """A TF policy preprocesses raw observations itself, except with a classic custom model
+        (model config `custom_model`): then, as in classic RLlib, its rows, postprocessing,
+        callbacks and loss see the one-hot / flattened observations that classic code reads
+        (one-hot `obs` rows of a Discrete space, slices of a flattened Dict's), and its model
+        reads them as classic models did (catalog.py). tfrl's own models keep raw ones."""
+        return merge_model_config(config.get("model"))["custom_model"] is not None
 
     @classmethod
     def get_default_config(cls) -> Dict:
@@ -126,6 +136,18 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
                 cls.__dict__["_after_loss_init_mixin"](self)
         self.after_init(observation_space, action_space, merged)
         self.batch_divisibility_req = int(self.get_batch_divisibility_req())
+
+    @contextlib.contextmanager
+    def postprocessing_a_dummy_batch(self):
+        """While a made-up batch is postprocessed (a replay signature's dummy trajectory,
+        tfrl/rollout/replay_output.py): `loss_initialized()` says False, as for construction's
+        dummy batch, which classic postprocessing functions check before they read what only
+        real trajectories have (other agents' batches)."""
+        ready, self._loss_ready = self._loss_ready, False
+        try:
+            yield
+        finally:
+            self._loss_ready = ready
 
     def loss_initialized(self) -> bool:
         """Whether the loss is built: False while construction postprocesses its dummy batch

@@ -1,4 +1,5 @@
-"""Classic RLlib's observation preprocessing, for hand-written policies.
+"""Classic RLlib's observation preprocessing, for hand-written policies and TF policies with
+classic custom models.
 
 tfrl's TF policies take raw observations and preprocess them inside their traced functions
 (tfrl/models/preprocessors.py). Classic RLlib preprocessed on the rollout worker instead: every
@@ -6,11 +7,13 @@ policy was built with the preprocessor's flat `Box` space (its `original_space` 
 handed preprocessed observations, so a hand-written `Policy` (its own `compute_actions`, no
 model) reads a `Discrete` observation as a one-hot vector and a `Dict` / `Tuple` one as the
 flat concatenation of its parts (classic RLlib's OneHot / Dict / Tuple flattening
-preprocessors; other spaces passed unchanged). A policy class declares which it is with
-`preprocesses_observations` (tfrl's `Policy`: False; `TFPolicy`: True); for one that does not,
-the worker builds it with `classic_observation_space` (tfrl/models/preprocessors.py) and
-preprocesses its observations with a `ClassicPreprocessingFilter` in front of its observation
-filter.
+preprocessors; other spaces passed unchanged), and every sample batch and postprocessing function
+saw those rows. A policy class says whether a policy of it with a given config takes them with
+`takes_classic_observations(config)`: tfrl's `Policy` when it does not preprocess itself
+(`preprocesses_observations` False), `TFPolicy` when its model is a classic custom model (whose
+postprocessing, callbacks and loss read classic rows). For such a policy, the worker builds it with
+`classic_observation_space` (tfrl/models/preprocessors.py) and preprocesses its observations
+with a `ClassicPreprocessingFilter` in front of its observation filter.
 """
 from __future__ import annotations
 
@@ -24,10 +27,16 @@ from tfrl.rollout.filters import Filter
 from tfrl.utils.rows import row_of
 
 
-def needs_classic_preprocessing(policy_cls: Any, space: Any) -> bool:
-    """Whether a policy of `policy_cls` on `space` gets classic preprocessed observations: the
-    class does not preprocess itself and classic RLlib's preprocessor changed that space."""
-    if getattr(policy_cls, "preprocesses_observations", True):
+def needs_classic_preprocessing(policy_cls: Any, space: Any, config: dict) -> bool:
+    """Whether a policy of `policy_cls` with `config` on `space` gets classic preprocessed
+    observations: the class takes them (`takes_classic_observations`; a policy-like class
+    without it, when it does not preprocess itself) and classic RLlib's preprocessor changed
+    that space."""
+    takes_classic = getattr(policy_cls, "takes_classic_observations", None)
+    if takes_classic is None:
+        if getattr(policy_cls, "preprocesses_observations", True):
+            return False
+    elif not takes_classic(config):
         return False
     # imported here: the preprocessors module imports TensorFlow, which workers of numpy
     # stand-ins must never load
@@ -38,9 +47,8 @@ def needs_classic_preprocessing(policy_cls: Any, space: Any) -> bool:
 
 def preprocesses_for(policy: Any) -> bool:
     """Whether the worker preprocesses `policy`'s observations (it was built by the worker
-    with `classic_observation_space`)."""
-    return (not getattr(policy, "preprocesses_observations", True)
-            and getattr(policy.observation_space, "original_space", None) is not None)
+    with `classic_observation_space`, whose `original_space` is the env's)."""
+    return getattr(policy.observation_space, "original_space", None) is not None
 
 
 class ClassicPreprocessingFilter(Filter):

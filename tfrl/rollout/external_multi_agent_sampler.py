@@ -314,7 +314,8 @@ class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
                 raws[trajectory.agent_id] = (trajectory.policy_id, raw)
             for trajectory in group:
                 policy_id, raw = raws[trajectory.agent_id]
-                others = {a: (p, self.policy_map[p], b) for a, (p, b) in raws.items()
+                # classic RLlib's other_agent_batches: agent id -> (policy, raw batch)
+                others = {a: (self.policy_map[p], b) for a, (p, b) in raws.items()
                           if a != trajectory.agent_id}
                 batch = self.policy_map[policy_id].postprocess_trajectory(raw, others,
                                                                           trajectory.episode)

@@ -6,7 +6,9 @@ Per step, the agents present in each env's last observation dict act; they are g
 next observation arrives (rewards received in between are summed into it), or when it or the
 whole episode (`"__all__"`) terminates or is truncated. Trajectories are postprocessed per agent
 with the other agents' raw batches of the same episode as `other_agent_batches`, and the result
-is a `MultiAgentBatch` keyed by policy id.
+is a `MultiAgentBatch` keyed by policy id. A config's `multiagent.observation_fn` (classic
+RLlib's) rewrites every observation dict the env gives (after reset and after each step) before
+the policies' filters see it.
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ class MultiAgentEnvRunner:
     policies, filters and action adapters keyed by policy id."""
 
     def __init__(self, worker, envs, env_name, policy_map, policy_mapping_fn, filters, callbacks,
-                 env_seeds, settings, adapters):
+                 env_seeds, settings, adapters, observation_fn=None):
         self.worker = worker
         self.envs = envs
         self.env_name = env_name
@@ -56,6 +58,7 @@ class MultiAgentEnvRunner:
         self.callbacks = callbacks
         self.settings = settings
         self.adapters = adapters
+        self.observation_fn = observation_fn
         self.check_obs = settings.check_observations
         self._initial_states = {pid: [np.asarray(s) for s in (p.get_initial_state() or [])]
                                 for pid, p in policy_map.items()}
@@ -93,11 +96,19 @@ class MultiAgentEnvRunner:
                 out[a] = row_of(filtered, j)
         return out
 
+    def _observed(self, obs: dict, episode: Episode) -> dict:
+        """The env's observation dict as `observation_fn` rewrites it (as it is without one)."""
+        if self.observation_fn is None:
+            return obs
+        return self.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.envs,
+                                   policies=self.policy_map, episode=episode)
+
     def _reset(self, i: int, seed: Optional[int] = None) -> None:
         started = time.perf_counter()
         obs, _infos = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         self.perf.add_env_wait(time.perf_counter() - started)
         episode = Episode(i, policy_mapping_fn=self.policy_mapping_fn)
+        obs = self._observed(obs, episode)
         state = _EnvState(episode)
         self._states[i] = state
         state.obs = self._filter_obs(state, obs, "after reset()")
@@ -209,6 +220,7 @@ class MultiAgentEnvRunner:
             perf.add_env_wait(time.perf_counter() - started)
             self.env_steps_sampled += 1
             episode = state.episode
+            obs = self._observed(obs, episode)
             episode.length += 1
             for agent_id, r in rewards.items():
                 r = float(r)
@@ -270,7 +282,8 @@ class MultiAgentEnvRunner:
             for traj in group:
                 pid, raw = raws[traj.agent_id]
                 policy = self.policy_map[pid]
-                others = {a: (p, self.policy_map[p], b) for a, (p, b) in raws.items()
+                # classic RLlib's other_agent_batches: agent id -> (policy, raw batch)
+                others = {a: (self.policy_map[p], b) for a, (p, b) in raws.items()
                           if a != traj.agent_id}
                 batch = policy.postprocess_trajectory(raw, others, traj.episode)
                 self.callbacks.on_postprocess_trajectory(

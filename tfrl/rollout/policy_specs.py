@@ -93,11 +93,12 @@ def build_policy_map(policy_spec: Any, *, env: Any, env_name: str, multi_agent: 
         if worker_seed is not None:
             merged["seed"] = worker_seed  # distinct action-sampling seeds per worker
         try:
-            if needs_classic_preprocessing(policy_cls, obs_space):
+            if needs_classic_preprocessing(policy_cls, obs_space, merged):
                 # imported here: it imports TensorFlow, which numpy stand-ins' workers never load
                 from tfrl.models.preprocessors import classic_observation_space
 
-                obs_space = classic_observation_space(obs_space)  # a hand-written policy
+                # a hand-written policy, or a TF policy with a classic custom model
+                obs_space = classic_observation_space(obs_space)
             policy_map[pid] = policy_cls(obs_space, act_space, merged)
         except errors.UnsupportedSpaceError as exc:
             raise errors.UnsupportedSpaceError(

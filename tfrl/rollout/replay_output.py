@@ -32,6 +32,7 @@ signature and the learner reads it back with `ReplayDataset.from_table_signature
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -108,7 +109,11 @@ def dummy_trajectory(policy, observation_filter: str = "NoFilter") -> SampleBatc
     for k, s in enumerate(states):
         batch[SampleBatch.state_in(k)] = s
         batch[SampleBatch.state_out(k)] = state_out[k]
-    return policy.postprocess_fragment(policy.postprocess_trajectory(SampleBatch(batch), None, None))
+    # looked up on the class: a numpy stand-in's instance lookup would build its TF policy
+    dummy = getattr(type(policy), "postprocessing_a_dummy_batch", None)
+    with dummy(policy) if dummy is not None else contextlib.nullcontext():
+        postprocessed = policy.postprocess_trajectory(SampleBatch(batch), None, None)
+    return policy.postprocess_fragment(postprocessed)
 
 
 def sequence_length(policy) -> Optional[int]:

@@ -240,7 +240,9 @@ class RolloutWorker:
 
             return MultiAgentEnvRunner(self, self.envs, self.env_name, self.policy_map,
                                        self.policy_mapping_fn, self.filters, self.callbacks,
-                                       seeds, settings, adapters)
+                                       seeds, settings, adapters,
+                                       observation_fn=(settings.multiagent or {}).get(
+                                           "observation_fn"))
         from tfrl.rollout.sampler import EnvRunner
 
         pid = next(iter(self.policy_map))

@@ -63,8 +63,9 @@ class WorkerSettings(Settings):
         "NumpyPolicy (tfrl/policy/numpy_policy.py) and start TensorFlow only if asked for more "
         "than sampling")
     multiagent: Optional[dict] = setting(
-        "{policies, policy_mapping_fn, policies_to_train}; None or keys it lacks mean: policies from "
-        "the policy spec, the only policy for every agent, train all")
+        "{policies, policy_mapping_fn, policies_to_train, observation_fn}; None or keys it lacks "
+        "mean: policies from the policy spec, the only policy for every agent, train all, the "
+        "env's observations")
     num_cpus_per_worker: float = setting("CPUs Ray reserves for each remote worker", minimum=0)
     num_gpus_per_worker: float = setting("GPUs Ray reserves for each remote worker", minimum=0)
     custom_resources_per_worker: Optional[dict] = setting(
