@@ -477,9 +477,9 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         `obs_batch` is an array [B, ...] (or a structure of arrays for Dict/Tuple spaces, or a
         list of single observations). extra_fetches holds action_logp and action_dist_inputs
         (and vf_preds if the model has a value branch, plus extra_action_out). Actions are not
-        clipped to the action space. prev_action_batch / prev_reward_batch are accepted for
-        for a model that reads them (model config `lstm_use_prev_action_reward`): a batch
-        of actions of the action space and rewards [B]; zeros where not given.
+        clipped to the action space. prev_action_batch / prev_reward_batch are read by a
+        model that reads them (model config `lstm_use_prev_action_reward`): a batch of actions
+        of the action space and rewards [B]; zeros where not given. Other models ignore them.
 
         Raises:
             InvalidBatchError: if the observations (or states) do not have the shapes of the
