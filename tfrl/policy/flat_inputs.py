@@ -175,3 +175,17 @@ class TFPolicyInputs:
         leaves = [leaf for k in sorted(self._learn_signature)
                   for leaf in tree.flatten_up_to(self._learn_signature[k], samples[k])]
         return checked_tensors(leaves, self._learn_leaves)
+
+
+def actions_as_numpy(actions):
+    """Actions as numpy: one array, or the nest of arrays of a Tuple/Dict action space."""
+    if isinstance(actions, tf.Tensor):
+        return actions.numpy()
+    return tree.map_structure(lambda a: a.numpy(), actions)
+
+
+def actions_as_tensors(actions):
+    """Given actions as tensors: one array, or a nest of arrays (Tuple/Dict action spaces)."""
+    if isinstance(actions, (dict, tuple)):
+        return tree.map_structure(tf.convert_to_tensor, actions)
+    return tf.convert_to_tensor(actions)

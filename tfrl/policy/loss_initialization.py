@@ -9,6 +9,7 @@ variables (required under tf.distribute.MirroredStrategy).
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Dict
 
 import numpy as np
@@ -52,6 +53,23 @@ def is_object_column(value) -> bool:
 class LossInitialization:
     """Builds a TFPolicy's learn signature and learn functions from a dummy batch (a base of
     `TFPolicy`, on whose hooks and traced building blocks it works)."""
+
+    def loss_initialized(self) -> bool:
+        """Whether the loss is built: False while construction postprocesses its dummy batch
+        (classic RLlib's check in postprocessors that call the model), True after."""
+        return getattr(self, "_loss_ready", False)
+
+    @contextlib.contextmanager
+    def postprocessing_a_dummy_batch(self):
+        """While a made-up batch is postprocessed (a replay signature's dummy trajectory,
+        tfrl/rollout/replay_output.py): `loss_initialized()` says False, as for construction's
+        dummy batch, which classic postprocessing functions check before they read what only
+        real trajectories have (other agents' batches)."""
+        ready, self._loss_ready = self.loss_initialized(), False
+        try:
+            yield
+        finally:
+            self._loss_ready = ready
 
     def _dummy_batch(self, size: int = 4) -> SampleBatch:
         obs = self.preprocessor.zeros(size)

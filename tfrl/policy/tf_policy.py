@@ -18,7 +18,8 @@ Construction order (each step may use what the previous ones built):
 
 Steps 6 and 7 are `LossInitialization` (loss_initialization.py); batches become the traced
 calls' flat inputs in `TFPolicyInputs` (flat_inputs.py); weights, state and export are
-`TFPolicyState` (tf_policy_state.py): the bases of `TFPolicy`, each one role on its state.
+`TFPolicyState` (tf_policy_state.py); a model's previous-action-and-reward inputs are
+`PrevActionInputs` (prev_action_inputs.py): the bases of `TFPolicy`, each one role on its state.
 
 Traced functions (input signatures leave the batch dimension open, so batch size changes do
 not retrace): action computation, value computation, the learn step, the loss alone, gradient
@@ -42,7 +43,6 @@ also for an uneven split. Stats are weighted the same way; reduce them with SUM.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import inspect
@@ -59,10 +59,11 @@ from tfrl.errors import (InvalidBatchError,
                          NotSupportedError)
 from tfrl.policy.replica_scaling import scaled_gradients, weight_by_share
 from tfrl.models.catalog import ModelCatalog, merge_model_config
-from tfrl.models.prev_action_reward import PREV_REWARD_SPEC, prev_action_spec
-from tfrl.policy.flat_inputs import FlatCall, TFPolicyInputs, shape_template
+from tfrl.policy.flat_inputs import (FlatCall, TFPolicyInputs, actions_as_numpy, actions_as_tensors,
+                                     shape_template)
 from tfrl.policy.loss_initialization import LossInitialization
 from tfrl.policy.policy import Policy
+from tfrl.policy.prev_action_inputs import PrevActionInputs
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.policy.tf_policy_state import TFPolicyState
 
@@ -79,7 +80,7 @@ TFPOLICY_DEFAULT_CONFIG = {**policy_defaults(COMMON_CONFIG), "model": {}, "grad_
 MODEL_METRICS_PREFIX = "model/"
 
 
-class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
+class TFPolicy(LossInitialization, PrevActionInputs, TFPolicyInputs, TFPolicyState, Policy):
     """TensorFlow 2 policy; see the module docstring for the construction order."""
 
     preprocesses_observations = True  # raw observations, preprocessed in its traced functions
@@ -116,11 +117,7 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         self.preprocessor = self.model.preprocessor
         self._obs_spec = self.preprocessor.input_spec()
         self._state_specs = self.model.state_specs()
-        # a model reading the previous action and reward gets them when acting: [actions nest,
-        # rewards] after the other inputs of the action and value functions
-        self._prev_specs = ([prev_action_spec(action_space), PREV_REWARD_SPEC]
-                            if self.model.reads_prev_action_reward else [])
-        self._acting_prev = None
+        self._set_up_prev_inputs(action_space)
         self.optimizer = self.make_optimizer()
         self._extra_state_variables: Dict[str, List[tf.Variable]] = {}
         self.batch_divisibility_req = 1
@@ -136,23 +133,6 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
                 cls.__dict__["_after_loss_init_mixin"](self)
         self.after_init(observation_space, action_space, merged)
         self.batch_divisibility_req = int(self.get_batch_divisibility_req())
-
-    @contextlib.contextmanager
-    def postprocessing_a_dummy_batch(self):
-        """While a made-up batch is postprocessed (a replay signature's dummy trajectory,
-        tfrl/rollout/replay_output.py): `loss_initialized()` says False, as for construction's
-        dummy batch, which classic postprocessing functions check before they read what only
-        real trajectories have (other agents' batches)."""
-        ready, self._loss_ready = self._loss_ready, False
-        try:
-            yield
-        finally:
-            self._loss_ready = ready
-
-    def loss_initialized(self) -> bool:
-        """Whether the loss is built: False while construction postprocesses its dummy batch
-        (classic RLlib's check in postprocessors that call the model), True after."""
-        return getattr(self, "_loss_ready", False)
 
     def get_session(self) -> None:
         """None: tfrl runs TensorFlow 2 eagerly, with no TF1 session (classic RLlib's eager
@@ -226,27 +206,6 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         dist_inputs, state_out = model(self.model_inputs(obs_batch), state_batches, None)
         return dist_inputs, self.dist_class, state_out
 
-    @property
-    def reads_prev_action_reward(self) -> bool:
-        """Whether the model reads the previous action and reward (env runners then pass them
-        to `compute_actions` and record them as `prev_actions` / `prev_rewards`)."""
-        return bool(self._prev_specs)
-
-    def model_inputs(self, obs_batch) -> Dict:
-        """The model's input dict when acting on `obs_batch` (traced): the observations, and
-        for a model that reads them the previous actions and rewards of the call being traced
-        (zeros, as at an episode's first step, where the caller gave none)."""
-        inputs = {SampleBatch.OBS: obs_batch}
-        if self._prev_specs:
-            prev = self._acting_prev
-            if prev is None:
-                rows = tf.shape(tf.nest.flatten(obs_batch)[0])[:1]
-                prev = [tree.map_structure(
-                    lambda spec: tf.zeros(tf.concat([rows, spec.shape[1:]], 0), spec.dtype), spec)
-                    for spec in self._prev_specs]
-            inputs[SampleBatch.PREV_ACTIONS], inputs[SampleBatch.PREV_REWARDS] = prev
-        return inputs
-
     def get_batch_divisibility_req(self) -> int:
         """Learn batches must have a multiple of this many rows (default 1)."""
         return 1
@@ -300,12 +259,8 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
     def _forward_actions(self, obs, states, explore, timestep, seed, prev=()):
         """(actions, state_out, extras dict) for raw obs tensors (and `prev`, the previous
         [actions, rewards] for a model that reads them); traced."""
-        # the hooks below call the model with `model_inputs`, which finds `prev` here
-        self._acting_prev = list(prev) or None
-        try:
+        with self._acting_on(prev):  # the hooks' `model_inputs` finds `prev`
             return self._forward_actions_with_inputs(obs, states, explore, timestep, seed)
-        finally:
-            self._acting_prev = None
 
     def _forward_actions_with_inputs(self, obs, states, explore, timestep, seed):
         sampled = self.action_sampler(self.model, obs, states, explore, timestep, seed)
@@ -359,11 +314,8 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         self.compile_actions_with_xla(self.config.get("jit_compile_actions") is True)
 
         def value_fn(obs, states, prev=()):
-            self._acting_prev = list(prev) or None
-            try:
+            with self._acting_on(prev):
                 self.model(self.model_inputs(obs), states, None)
-            finally:
-                self._acting_prev = None
             return self.model.value_function()
 
         self._value_fn = tf.function(value_fn, input_signature=[self._obs_spec,
@@ -467,7 +419,7 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
         actions, state_out, extras = self._forward_actions(
             tree.map_structure(tf.constant, obs), [tf.constant(s) for s in states],
             tf.constant(True), tf.constant(0, tf.int64), tf.constant(self._next_seed()))
-        return (_numpy(actions), [s.numpy() for s in state_out],
+        return (actions_as_numpy(actions), [s.numpy() for s in state_out],
                 {k: v.numpy() for k, v in extras.items()})
 
     def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
@@ -495,7 +447,7 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
             obs + states + [self._explore_tensors[explore], tf.constant(timestep, tf.int64),
                             tf.constant(self._next_seed())] + prev)
         self.global_timestep += batch_size
-        return (_numpy(actions), [s.numpy() for s in state_out],
+        return (actions_as_numpy(actions), [s.numpy() for s in state_out],
                 {k: v.numpy() for k, v in extras.items()})
 
     def compute_values(self, obs_batch, state_batches=None, prev_action_batch=None,
@@ -548,7 +500,7 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
             # an ExternalEnv call it per batch); eagerly it took about 16 ms a call
             self._log_likelihoods_fn = tf.function(log_likelihoods, autograph=False,
                                                    reduce_retracing=True)
-        return self._log_likelihoods_fn(obs, _action_tensors(actions)).numpy()
+        return self._log_likelihoods_fn(obs, actions_as_tensors(actions)).numpy()
 
     def compute_outputs_of_actions(self, obs_batch, actions, explore=None,
                                    timestep=None) -> tuple:
@@ -584,10 +536,10 @@ class TFPolicy(LossInitialization, TFPolicyInputs, TFPolicyState, Policy):
                                                       reduce_retracing=True)
         timestep = self.global_timestep if timestep is None else int(timestep)
         actions, extras = self._outputs_of_actions_fn(
-            tf.nest.pack_sequence_as(self._obs_spec, flat_obs), _action_tensors(actions),
+            tf.nest.pack_sequence_as(self._obs_spec, flat_obs), actions_as_tensors(actions),
             self._explore_tensors[explore], tf.constant(timestep, tf.int64))
         self.global_timestep += int(flat_obs[0].shape[0])
-        return _numpy(actions), {k: v.numpy() for k, v in extras.items()}
+        return actions_as_numpy(actions), {k: v.numpy() for k, v in extras.items()}
 
     def get_initial_state(self):
         return self.model.get_initial_state()
@@ -643,17 +595,3 @@ def _takes_seed(sample) -> bool:
     except (TypeError, ValueError):
         return True
     return "seed" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-
-
-def _numpy(actions):
-    """Actions as numpy: one array, or the nest of arrays of a Tuple/Dict action space."""
-    if isinstance(actions, tf.Tensor):
-        return actions.numpy()
-    return tree.map_structure(lambda a: a.numpy(), actions)
-
-
-def _action_tensors(actions):
-    """Given actions as tensors: one array, or a nest of arrays (Tuple/Dict action spaces)."""
-    if isinstance(actions, (dict, tuple)):
-        return tree.map_structure(tf.convert_to_tensor, actions)
-    return tf.convert_to_tensor(actions)
