@@ -13,13 +13,13 @@ later classic releases one-hot encoded it, as here.)
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import tensorflow as tf
 
 from tfrl.errors import UnsupportedSpaceError
+from tfrl.models.preprocessors import FlatteningPreprocessor
 
 PREV_REWARD_SPEC = tf.TensorSpec([None], tf.float32)
 
@@ -40,48 +40,23 @@ def prev_action_spec(action_space: gym.Space) -> Any:
         f"lstm_use_prev_action_reward: no encoding of actions of {action_space!r}")
 
 
+def _action_encoder(action_space: gym.Space) -> FlatteningPreprocessor:
+    """The flattening preprocessor of `action_space`: its rows are the encoding above (one-hot
+    Discrete and MultiDiscrete parts, the others flattened, leaves side by side).
+
+    Raises:
+      UnsupportedSpaceError: no encoding of actions of that space.
+    """
+    prev_action_spec(action_space)  # raises, naming the action space, for one it cannot encode
+    return FlatteningPreprocessor(action_space)
+
+
 def encoded_width(action_space: gym.Space) -> int:
     """Width of `encoded_prev_action_reward`'s rows."""
-    return sum(_leaf_width(s) for s in _leaf_spaces(action_space)) + 1
+    return _action_encoder(action_space).size + 1
 
 
 def encoded_prev_action_reward(prev_actions, prev_rewards, action_space: gym.Space):
     """[B, encoded_width] float32 rows of a batch of previous actions and rewards."""
-    parts: List[tf.Tensor] = []
-    for space, actions in zip(_leaf_spaces(action_space), _leaf_values(action_space, prev_actions)):
-        if isinstance(space, gym.spaces.Discrete):
-            parts.append(tf.one_hot(tf.cast(tf.reshape(actions, [-1]), tf.int32) - int(space.start),
-                                    int(space.n)))
-        elif isinstance(space, gym.spaces.MultiDiscrete):
-            components = tf.reshape(tf.cast(actions, tf.int32), [-1, int(np.size(space.nvec))])
-            parts.extend(tf.one_hot(components[:, i], int(n))
-                         for i, n in enumerate(np.ravel(space.nvec)))
-        else:
-            parts.append(tf.reshape(tf.cast(actions, tf.float32), [-1, int(np.prod(space.shape))]))
-    parts.append(tf.reshape(tf.cast(prev_rewards, tf.float32), [-1, 1]))
-    return tf.concat(parts, axis=1)
-
-
-def _leaf_spaces(space: gym.Space) -> List[gym.Space]:
-    if isinstance(space, gym.spaces.Tuple):
-        return [leaf for s in space.spaces for leaf in _leaf_spaces(s)]
-    if isinstance(space, gym.spaces.Dict):
-        return [leaf for s in space.spaces.values() for leaf in _leaf_spaces(s)]
-    return [space]
-
-
-def _leaf_values(space: gym.Space, values) -> list:
-    """The leaves of a nest of actions, in `_leaf_spaces`'s order."""
-    if isinstance(space, gym.spaces.Tuple):
-        return [leaf for i, s in enumerate(space.spaces) for leaf in _leaf_values(s, values[i])]
-    if isinstance(space, gym.spaces.Dict):
-        return [leaf for k, s in space.spaces.items() for leaf in _leaf_values(s, values[k])]
-    return [values]
-
-
-def _leaf_width(space: gym.Space) -> int:
-    if isinstance(space, gym.spaces.Discrete):
-        return int(space.n)
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return int(np.sum(space.nvec))
-    return int(np.prod(space.shape))
+    actions = _action_encoder(action_space).tf_transform(prev_actions)
+    return tf.concat([actions, tf.reshape(tf.cast(prev_rewards, tf.float32), [-1, 1])], axis=1)

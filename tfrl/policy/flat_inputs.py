@@ -18,6 +18,7 @@ import tree
 from tfrl.errors import InvalidBatchError
 from tfrl.policy.rnn_sequencing import pad_batch_to_sequences
 from tfrl.policy.sample_batch import SampleBatch
+from tfrl.utils.rows import zero_rows
 
 
 class FlatCall:
@@ -124,9 +125,7 @@ class TFPolicyInputs:
             return []
         action_spec = self._prev_specs[0]
         if prev_action_batch is None:
-            actions = tree.map_structure(
-                lambda spec: np.zeros((batch_size, *spec.shape[1:]), spec.dtype.as_numpy_dtype),
-                action_spec)
+            actions = zero_rows(self.action_space, batch_size)  # the dtypes of `action_spec`
         else:
             if isinstance(prev_action_batch, list) and tree.is_nested(action_spec):
                 prev_action_batch = tree.map_structure(lambda *xs: np.stack(xs),
