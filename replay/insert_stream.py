@@ -66,6 +66,12 @@ _MIN_BATCH_ITEMS = 64
 # 102-108k items/s; 1024 gave about 480 (the linger ends them first) and 111-113k items/s.
 _TARGET_BATCH_ITEMS = 1024
 _LINGER_SECONDS = 0.002
+# ... except while the server has yet to take up this many full messages already sent: a
+# partial message would only wait behind them, so the iterator fills it (up to
+# _BUSY_LINGER_SECONDS, or until the acks show the server caught up). Sixteen writers of 100 B
+# steps on two cores: messages of 660-690 items instead of 270, 62-64k items/s before, 77k after.
+_BUSY_BACKLOG_MESSAGES = 2
+_BUSY_LINGER_SECONDS = 0.05
 # Bytes a message needs on top of its chunk data (headers, keys, shapes), for the size check.
 _MESSAGE_OVERHEAD_BYTES = 64 * 1024
 # The flow-control window (see the module docstring). A writer starts with few items in flight
@@ -482,6 +488,13 @@ class InsertStream:
                 if not self._full and self._queued_items < target and not self._urgent and self._has_data():
                     ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
                                    or self._queued_items >= target, _LINGER_SECONDS)
+                    if self._unacked - self._queued_items >= _BUSY_BACKLOG_MESSAGES * target:
+                        # The server has not taken up what went out yet: a partial message now
+                        # would only wait there, so fill it (until the server catches up).
+                        ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
+                                       or self._queued_items >= target
+                                       or self._unacked - self._queued_items < _BUSY_BACKLOG_MESSAGES * target,
+                                       _BUSY_LINGER_SECONDS)
                 self._iterator_waiting = False
                 if self._error is not None or (not self._has_data() and self._closing):
                     return
@@ -523,6 +536,10 @@ class InsertStream:
                         self._window = min(_RATE_LIMITED_WINDOW_ITEMS, self._max_in_flight)
                         self._acked.notify_all()  # (`drain` stops waiting)
                         continue
+                    backlog = _BUSY_BACKLOG_MESSAGES * self._target_items()
+                    if self._iterator_waiting and self._unacked - self._queued_items - acked < backlog \
+                            <= self._unacked - self._queued_items:
+                        self._data_ready.notify()  # the server caught up: send without filling
                     self._unacked -= acked
                     self._acks_received += 1
                     self._last_ack_time = time.monotonic()

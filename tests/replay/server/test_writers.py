@@ -297,8 +297,9 @@ def test_a_leaf_that_stops_compressing_is_tried_ever_more_rarely_and_recovers(se
 
 
 @pytest.mark.parametrize("step, requested, limit", [
-    (np.zeros(100, np.float32), None, 10485),     # 400 B steps: 4 MB of them (at most 16,000)
-    (np.zeros(10, np.float32), None, 16000),      # 40 B steps: at most 16,000
+    (np.zeros(100, np.float32), None, 4096),      # 400 B steps: 4 MB of them, at most 4,096
+    (np.zeros(300, np.float32), None, 3495),      # 1.2 kB steps: 4 MB of them
+    (np.zeros(10, np.float32), None, 4096),       # 40 B steps: at most 4,096
     (np.zeros(10_000, np.float32), None, 1000),   # 40 kB steps: at least 1,000 items
     (np.zeros(100, np.float32), 50, 50),          # an explicit limit is kept
 ])
