@@ -96,9 +96,10 @@ class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
     `MultiAgentEnvRunner`'s, with `env` the ExternalMultiAgentEnv (its thread is started here)."""
 
     def __init__(self, worker, env, env_name: str, policy_map, policy_mapping_fn, filters,
-                 callbacks, settings, adapters):
+                 callbacks, settings, adapters, observation_fn=None):
         super().__init__(worker, env, env_name, callbacks, settings, _Book())
         self.policy_map = policy_map
+        self.observation_fn = observation_fn
         self.policy_mapping_fn = policy_mapping_fn
         self.filters = filters
         self.adapters = adapters
@@ -173,7 +174,7 @@ class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
         if running.unacted and (kind == END or self._recurrent):
             # an episode's end, or a recurrent policy's next step, needs the actions before it
             self._act(explore, timestep)
-        observations = self._filter(running, event[2])
+        observations = self._filter(running, self._observed(event[2], episode))
         if kind == OBSERVATION:
             reply, logged = event[3], event[4]
             collector = _DictReply(reply, len(observations)) if reply is not None else None
@@ -209,6 +210,14 @@ class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
                 agent_id, policy_id, Trajectory(running.episode, agent_id, policy_id, 0),
                 list(self._initial_states[policy_id]))
         return agent
+
+    def _observed(self, obs: dict, episode) -> dict:
+        """The env's observation dict as `multiagent.observation_fn` rewrites it (as it is
+        without one, or when it names no agent: an episode's end without final observations)."""
+        if self.observation_fn is None or not obs:
+            return obs
+        return self.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.envs,
+                                   policies=self.policy_map, episode=episode)
 
     def _filter(self, running: _RunningEpisode, observations: dict) -> dict:
         by_policy = defaultdict(list)

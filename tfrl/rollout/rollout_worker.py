@@ -225,7 +225,8 @@ class RolloutWorker:
 
                 runner = ExternalMultiAgentEnvRunner(
                     self, self.env, self.env_name, self.policy_map, self.policy_mapping_fn,
-                    self.filters, self.callbacks, settings, adapters)
+                    self.filters, self.callbacks, settings, adapters,
+                    observation_fn=(settings.multiagent or {}).get("observation_fn"))
             else:
                 pid = next(iter(self.policy_map))
                 runner = ExternalEnvRunner(self, self.env, self.env_name, self.policy_map[pid],

@@ -144,6 +144,27 @@ def test_rows_follow_the_multi_agent_calls_and_bad_calls_raise_before_queueing()
     assert [env.events.get_nowait()[0] for _ in range(env.events.qsize())] == ["start"]
 
 
+def test_the_observation_fn_rewrites_what_the_policies_see_of_an_external_env():
+    seen = []
+
+    def doubled(agent_obs, **kwargs):
+        seen.append(set(kwargs))
+        return {agent: 2.0 * obs for agent, obs in agent_obs.items()}
+
+    config = two_policy_config(PGTFPolicy, rollout_fragment_length=4)
+    config["multiagent"]["observation_fn"] = doubled
+    worker = RolloutWorker(FourStepEpisodes, {}, config)
+    try:
+        batch = worker.sample()
+    finally:
+        worker.stop()
+    a, b = batch.policy_batches["policy_a"], batch.policy_batches["policy_b"]
+    np.testing.assert_allclose(a[SampleBatch.OBS], np.stack([2 * observations(t)["a"] for t in range(4)]))
+    np.testing.assert_allclose(a[SampleBatch.NEXT_OBS][-1], 2 * observations(4)["a"])  # the end's too
+    np.testing.assert_allclose(b[SampleBatch.OBS], np.stack([2 * observations(t)["b"] for t in (0, 2)]))
+    assert seen and all(s == {"worker", "base_env", "policies", "episode"} for s in seen)
+
+
 def test_bad_multi_agent_calls_get_invalid_argument_and_the_server_keeps_serving():
     worker = RolloutWorker(lambda ctx: MultiAgentPolicyServer(OBS_SPACES, ACT_SPACES), {},
                            two_policy_config(PGTFPolicy, rollout_fragment_length=2))
