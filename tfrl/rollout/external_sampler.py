@@ -34,7 +34,7 @@ from tfrl.rollout.filters import NoFilter
 from tfrl.rollout.metrics import RolloutMetrics, SamplerPerfStats
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      next_unroll_id, outputs_of_chosen_actions, take_logged_actions)
-from tfrl.utils.rows import row_of, stack_rows
+from tfrl.utils.rows import row_of, stack_rows, zero_rows
 
 # the most events handled between two batched policy calls
 MAX_EVENTS_PER_STEP = 1024
@@ -51,7 +51,7 @@ GATHER_SECONDS = 0.002
 
 class _RunningEpisode:
     __slots__ = ("episode", "trajectory", "slot", "states", "pending", "reward", "training",
-                 "unacted")
+                 "unacted", "prev_action", "prev_reward")
 
     def __init__(self, episode: Episode, trajectory: Trajectory, slot: int, states: list,
                  training: bool):
@@ -63,6 +63,9 @@ class _RunningEpisode:
         self.reward = 0.0                    # rewards logged since the pending row's action
         self.training = training
         self.unacted = 0                     # rows waiting for the next batched policy call
+        # the episode's last action and reward, for a policy that reads them (zeros at first)
+        self.prev_action: Any = None
+        self.prev_reward = 0.0
 
 
 class _Book:
@@ -205,6 +208,10 @@ class ExternalEnvRunner(ExternalRunnerBase):
         self.obs_filter = obs_filter
         self.adapter = action_adapter
         self._initial_state = [np.asarray(s) for s in (policy.get_initial_state() or [])]
+        self._reads_prev = getattr(policy, "reads_prev_action_reward", False)
+        self._zero_action = row_of(zero_rows(policy.action_space, 1), 0) if self._reads_prev else None
+        # each step of an episode needs what the step before it left: its state, its action
+        self._sequential = bool(self._initial_state) or self._reads_prev
         env.bind_policy(policy, worker.config, action_adapter)
         env.start_thread()
 
@@ -259,9 +266,9 @@ class ExternalEnvRunner(ExternalRunnerBase):
             if info is not None:
                 episode.record_info(0, info)
             return
-        if running.unacted and (kind in (END, STEPS) or self._initial_state):
-            # an episode's end, logged steps, or a recurrent policy's next step, need the actions
-            # before them
+        if running.unacted and (kind in (END, STEPS) or self._sequential):
+            # an episode's end, logged steps, or the next step of a recurrent policy or of one
+            # that reads the previous action, need the actions before them
             self._act(explore, timestep)
         if kind == STEPS:
             self._handle_steps(running, event, explore, timestep)
@@ -311,7 +318,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
         single step's would."""
         observations, logged_actions, rewards = event[2], event[3], event[4]
         count = len(rewards)
-        if self._initial_state:  # recurrent: each step needs the state the one before left
+        if self._sequential:  # each step needs the state or the action the one before left
             for i in range(count):
                 if rewards[i]:
                     self._handle((REWARD, event[1], float(rewards[i]), None), explore, timestep)
@@ -362,6 +369,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
         episode = Episode(slot, policy_mapping_fn=lambda _agent: self.policy_id)
         running = _RunningEpisode(episode, Trajectory(episode, 0, self.policy_id, 0), slot,
                                   list(self._initial_state), training)
+        running.prev_action = self._zero_action
         self.book.episodes[episode_id] = running
         self.callbacks.on_episode_start(worker=self.worker, base_env=self.envs,
                                         policies=self.worker.policy_map, episode=episode,
@@ -379,6 +387,7 @@ class ExternalEnvRunner(ExternalRunnerBase):
         row[SampleBatch.TERMINATEDS] = terminated
         row[SampleBatch.TRUNCATEDS] = truncated
         running.reward = 0.0
+        running.prev_reward = float(row[SampleBatch.REWARDS])
         if not running.training:
             return
         if SampleBatch.ACTIONS in row:
@@ -414,9 +423,14 @@ class ExternalEnvRunner(ExternalRunnerBase):
         obs = stack_rows([row[SampleBatch.OBS] for _, row, _, _ in waiting])
         state_in = [stack_rows([running.states[k] for running, _, _, _ in waiting])
                     for k in range(len(self._initial_state))]
+        prev = {}
+        if self._reads_prev:
+            prev = dict(prev_action_batch=stack_rows([running.prev_action for running, _, _, _ in waiting]),
+                        prev_reward_batch=np.array([running.prev_reward for running, _, _, _ in waiting],
+                                                   np.float32))
         started = time.perf_counter()
         actions, state_out, extra = batched_policy_outputs(*self.policy.compute_actions(
-            obs, state_batches=state_in or None, explore=explore, timestep=timestep))
+            obs, state_batches=state_in or None, explore=explore, timestep=timestep, **prev))
         logged = [j for j, entry in enumerate(waiting) if entry[3] is not None]
         if logged:
             actions, extra = take_logged_actions(self.policy, [entry[3] for entry in waiting],
@@ -432,6 +446,10 @@ class ExternalEnvRunner(ExternalRunnerBase):
                 row[SampleBatch.state_in(k)] = state_in[k][j]
                 row[SampleBatch.state_out(k)] = row_of(state_out[k], j)
                 running.states[k] = row_of(state_out[k], j)
+            if prev:
+                row[SampleBatch.PREV_ACTIONS] = row_of(prev["prev_action_batch"], j)
+                row[SampleBatch.PREV_REWARDS] = prev["prev_reward_batch"][j]
+                running.prev_action = row[SampleBatch.ACTIONS]
             running.unacted -= 1
             running.episode.length += 1
             running.episode.record_action(0, row[SampleBatch.ACTIONS])

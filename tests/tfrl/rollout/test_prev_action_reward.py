@@ -8,7 +8,7 @@ import tree
 
 from tfrl.agents.ppo.ppo_policy import PPOTFPolicy
 from tfrl.policy.sample_batch import SampleBatch
-from tfrl.env import make_multi_agent
+from tfrl.env import ExternalEnv, make_multi_agent
 from tfrl.rollout import RolloutWorker
 
 pytestmark = pytest.mark.timeout(120)
@@ -112,3 +112,45 @@ def test_multi_agent_rows_carry_each_agents_previous_action_and_reward():
         mask = rows["agent_index"] == agent
         assert_rows_follow_their_previous_step(
             SampleBatch({k: tree.map_structure(lambda a: a[mask], v) for k, v in rows.items()}))
+
+
+class CartPoleServedOutside(ExternalEnv):
+    """CartPole run by an application: it asks for actions, except every third step, whose
+    action it logs (always 1); rewards 1 per step."""
+
+    def __init__(self, _ctx=None):
+        self.cartpole = gym.make("CartPole-v1")
+        super().__init__(self.cartpole.action_space, self.cartpole.observation_space)
+
+    def run(self):
+        seed = 0
+        while not self.closed:
+            episode = self.start_episode()
+            obs, _ = self.cartpole.reset(seed=seed)
+            seed += 1
+            for t in range(500):
+                if t % 3 == 2:
+                    action = 1
+                    self.log_action(episode, obs, action)
+                else:
+                    action = self.get_action(episode, obs)
+                obs, reward, terminated, truncated, _ = self.cartpole.step(action)
+                self.log_returns(episode, reward)
+                if terminated or truncated:
+                    break
+            self.end_episode(episode, obs, truncated=not terminated)
+
+
+def test_external_env_rows_carry_the_previous_action_and_reward():
+    worker = RolloutWorker(CartPoleServedOutside, PPOTFPolicy, {
+        "model": PREV, "rollout_fragment_length": 40, "seed": 3,
+        "batch_mode": "complete_episodes"})
+    try:
+        batch = worker.sample()
+    finally:
+        worker.stop()
+    assert_rows_follow_their_previous_step(batch)
+    later = batch["t"] > 0
+    assert batch["prev_rewards"][later].all()  # every CartPole step earns 1
+    logged_next = (batch["t"] % 3 == 0) & later  # the step after a logged one
+    assert (batch["prev_actions"][logged_next] == 1).all()
