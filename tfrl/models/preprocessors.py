@@ -16,6 +16,7 @@ import tensorflow as tf
 import tree
 
 from tfrl.errors import UnsupportedSpaceError
+from tfrl.spaces.repeated import Repeated
 
 
 def _space_structure(space):
@@ -27,7 +28,14 @@ def _space_structure(space):
     return space
 
 
+def _flat_size(space) -> int:
+    """The length of a preprocessed observation of `space` (any structure)."""
+    return sum(_leaf_size(leaf) for leaf in tree.flatten(_space_structure(space)))
+
+
 def _leaf_size(space) -> int:
+    if isinstance(space, Repeated):  # classic RLlib's layout: the length, then max_len children
+        return 1 + space.max_len * _flat_size(space.child_space)
     if isinstance(space, gym.spaces.Discrete):
         return int(space.n)
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -39,7 +47,16 @@ def _leaf_size(space) -> int:
         "MultiBinary, or Dict/Tuple of these (or wrap the env to convert observations).")
 
 
+def _unbatchable(space) -> UnsupportedSpaceError:
+    return UnsupportedSpaceError(
+        f"observations of {space!r} are lists of varying length, which tfrl's models cannot take "
+        "as a batch: use a classic custom model (model.custom_model), whose rollout workers "
+        "preprocess them to flat rows as classic RLlib did")
+
+
 def _leaf_spec(space) -> tf.TensorSpec:
+    if isinstance(space, Repeated):
+        raise _unbatchable(space)
     if isinstance(space, gym.spaces.Discrete):
         return tf.TensorSpec([None], tf.int64)
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -51,6 +68,8 @@ def _leaf_spec(space) -> tf.TensorSpec:
 
 
 def _leaf_tf(space, x):
+    if isinstance(space, Repeated):
+        raise _unbatchable(space)
     if isinstance(space, gym.spaces.Discrete):
         return tf.one_hot(tf.cast(x, tf.int64) - int(space.start), int(space.n), dtype=tf.float32)
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -64,7 +83,21 @@ def _leaf_tf(space, x):
     return tf.reshape(x, [-1, int(np.prod(space.shape))])
 
 
+def _flat_np(space, x) -> np.ndarray:
+    """One observation of `space` (any structure) preprocessed to a flat float32 vector."""
+    structure = _space_structure(space)
+    leaves = [x] if isinstance(structure, gym.Space) else tree.flatten_up_to(structure, x)
+    return np.concatenate([_leaf_np(s, v) for s, v in zip(tree.flatten(structure), leaves)])
+
+
 def _leaf_np(space, x):
+    if isinstance(space, Repeated):  # [length, child 0, child 1, ..., zeros up to max_len]
+        out = np.zeros(_leaf_size(space), np.float32)
+        out[0] = len(x)
+        child = _flat_size(space.child_space)
+        for i, item in enumerate(x):
+            out[1 + i * child:1 + (i + 1) * child] = _flat_np(space.child_space, item)
+        return out
     if isinstance(space, gym.spaces.Discrete):
         out = np.zeros(int(space.n), np.float32)
         out[int(x) - int(space.start)] = 1.0
@@ -169,7 +202,7 @@ def get_preprocessor(space: gym.Space) -> type:
 
 
 # the spaces classic RLlib's preprocessors changed (OneHot, DictFlattening, TupleFlattening)
-CLASSIC_PREPROCESSED_SPACES = (gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple)
+CLASSIC_PREPROCESSED_SPACES = (gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple, Repeated)
 
 
 def classic_observation_space(space: gym.Space) -> gym.spaces.Box:
@@ -193,10 +226,30 @@ def classic_unflattened_obs(space: gym.Space, rows):
     leaf_spaces = tree.flatten(structure)
     rows = tf.cast(rows, tf.float32)
     parts = tf.split(rows, [_leaf_size(s) for s in leaf_spaces], axis=-1)
-    leaves = [part if isinstance(s, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+    leaves = [_repeated_values(s, part) if isinstance(s, Repeated)
+              else part if isinstance(s, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
               else tf.reshape(part, tf.concat([tf.shape(part)[:1], list(s.shape)], 0))
               for part, s in zip(parts, leaf_spaces)]
     return tree.unflatten_as(structure, leaves)
+
+
+def _repeated_values(space: Repeated, part):
+    """A Repeated part's rows [B, 1 + max_len * child] as classic RLlib's `RepeatedValues`: the
+    children restored, each of shape [B, max_len, ...], and the lengths [B]."""
+    from tfrl.models.repeated_values import RepeatedValues
+
+    child = _flat_size(space.child_space)
+    batch = tf.shape(part)[0]
+    children = tf.reshape(part[:, 1:], [batch * space.max_len, child])
+
+    def with_repeat_dim(leaf):
+        if isinstance(leaf, RepeatedValues):  # a Repeated inside the child: lengths [B, max_len]
+            return RepeatedValues(tree.map_structure(with_repeat_dim, leaf.values),
+                                  with_repeat_dim(leaf.lengths), leaf.max_len)
+        return tf.reshape(leaf, tf.concat([[batch, space.max_len], tf.shape(leaf)[1:]], 0))
+
+    values = tree.map_structure(with_repeat_dim, classic_unflattened_obs(space.child_space, children))
+    return RepeatedValues(values, tf.cast(part[:, 0], tf.int32), space.max_len)
 
 
 def classic_restored_obs(space: gym.Space, obs_batch):

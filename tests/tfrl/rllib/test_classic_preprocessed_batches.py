@@ -11,8 +11,10 @@ import tensorflow as tf
 import tree
 
 from tfrl.env import MultiAgentEnv
+from tfrl.errors import UnsupportedSpaceError
 from tfrl.models.preprocessors import (classic_restored_obs, classic_unflattened_obs,
                                        get_preprocessor)
+from tfrl.models.repeated_values import RepeatedValues
 from tfrl.rllib.agents.ppo import DEFAULT_CONFIG as PPO_CONFIG
 from tfrl.rllib.agents.ppo.ppo_tf_policy import PPOTFPolicy, postprocess_ppo_gae
 from tfrl.rllib.evaluation import RolloutWorker
@@ -20,6 +22,7 @@ from tfrl.rllib.models import ModelCatalog
 from tfrl.rllib.models.tf.fcnet import FullyConnectedNetwork
 from tfrl.rllib.models.tf.tf_modelv2 import TFModelV2
 from tfrl.rollout.replay_output import replay_signature
+from tfrl.spaces.repeated import Repeated
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -199,3 +202,67 @@ def test_the_classic_catalog_gives_preprocessors_for_spaces():
     flat = ModelCatalog.get_preprocessor_for_space(OBSERVER_SPACE)
     np.testing.assert_array_equal(flat.transform({"own": 1, "other": 3}),
                                   [0, 0, 0, 1, 0, 1, 0, 0])
+
+
+PLAYER = gym.spaces.Dict({"hp": gym.spaces.Box(0.0, 9.0, (2,), np.float32),
+                          "items": Repeated(gym.spaces.Discrete(3), max_len=2)})
+PARTY = Repeated(PLAYER, max_len=3)
+
+
+class PartyEnv(gym.Env):
+    """Observes a party of 1 to 3 players (a Repeated of Dicts holding a Repeated); episodes of
+    4 steps."""
+
+    observation_space = PARTY
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, _config=None):
+        self.t = 0
+
+    def _obs(self):
+        return [{"hp": np.array([self.t, p], np.float32), "items": [p % 3] * (p % 2 + 1)}
+                for p in range(1 + self.t % 3)]
+
+    def reset(self, *, seed=None, options=None):
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(action), self.t >= 4, False, {}
+
+
+def test_repeated_observations_reach_classic_models_as_repeated_values():
+    # classic layout: [length, child 0, child 1, ...], zeros up to max_len; a child's Dict parts
+    # in sorted key order, its own Repeated as [length, one-hot items...]
+    child = 2 + (1 + 2 * 3)
+    preprocessor = get_preprocessor(PARTY)(PARTY)
+    assert preprocessor.shape == (1 + 3 * child,)
+    row = preprocessor.transform([{"hp": np.array([4.0, 5.0], np.float32), "items": [2]}])
+    np.testing.assert_array_equal(row[:1 + child], [1, 4, 5, 1, 0, 0, 1, 0, 0, 0])
+    assert not row[1 + child:].any()
+    restored = classic_unflattened_obs(PARTY, tf.constant(np.stack([row, row])))
+    assert isinstance(restored, RepeatedValues) and restored.max_len == 3
+    np.testing.assert_array_equal(restored.lengths, [1, 1])
+    np.testing.assert_array_equal(restored.values["hp"][:, 0], [[4, 5], [4, 5]])
+    items = restored.values["items"]
+    np.testing.assert_array_equal(items.lengths, [[1, 0, 0]] * 2)
+    np.testing.assert_array_equal(items.values[0, 0], [[0, 0, 1], [0, 0, 0]])
+    [[player]] = restored.unbatch_all()[:1]
+    np.testing.assert_array_equal(player["hp"], [4, 5])
+    assert len(restored.unbatch_repeat_dim()) == 3
+    # tfrl's own models take raw observations, which lists of varying length cannot batch
+    with pytest.raises(UnsupportedSpaceError, match="classic custom model"):
+        preprocessor.input_spec()
+
+    ModelCatalog.register_custom_model("party_model", PartsModel)
+    worker = RolloutWorker(PartyEnv, PPOTFPolicy, dict(SMALL, model={"custom_model": "party_model"}))
+    try:
+        batch = worker.sample()
+        model = worker.get_policy().model
+    finally:
+        worker.stop()
+    # rows are the flat preprocessed observations; the model read RepeatedValues of them
+    assert batch["obs"].shape == (32, 1 + 3 * child)
+    np.testing.assert_array_equal(batch["obs"][:, 0], 1 + batch["t"] % 3)
+    assert isinstance(model.last_obs, RepeatedValues)
