@@ -53,8 +53,11 @@ def test_a_lost_shard_is_dropped_and_training_goes_on(ray_session):
         kill_shard(trainer, 1)
         inserts_before = table(trainer, 0).num_inserts
         trained_before = optimizer.num_steps_trained
-        # priorities go out from the learner's sender thread: wait for those queued so far
-        result = train_until(trainer, lambda: optimizer.num_steps_trained > trained_before
+        # the loss is noticed at the next shard check (until then a priority update to the lost
+        # shard may fail); after it, priorities go out from the new learner's sender thread:
+        # wait for those queued so far
+        result = train_until(trainer, lambda: optimizer.live_shards == [0]
+                             and optimizer.num_steps_trained > trained_before
                              and optimizer.flush_priorities(timeout=30)
                              and optimizer.priority_updates_per_shard[0] > 0)
         info = result["info"]
