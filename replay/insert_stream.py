@@ -322,6 +322,12 @@ class InsertStream:
         """Queued items at which the request iterator sends without lingering."""
         return min(_TARGET_BATCH_ITEMS, self._batch_items)
 
+    def _server_busy(self, acked: int = 0) -> bool:
+        """Whether the server has yet to take up _BUSY_BACKLOG_MESSAGES full messages that went
+        out, once `acked` more of them are acknowledged (call with the lock held)."""
+        sent_unacked = self._unacked - self._queued_items
+        return sent_unacked - acked >= _BUSY_BACKLOG_MESSAGES * self._target_items()
+
     def _offer_ring(self, chunks: Sequence[Union[Chunk, codec.ChunkRow]]) -> None:
         """Creates the ring the next message offers the server, when the writer's first chunks
         are large enough for it to pay (see _MIN_RING_CHUNK_BYTES) and shared memory is there
@@ -488,12 +494,11 @@ class InsertStream:
                 if not self._full and self._queued_items < target and not self._urgent and self._has_data():
                     ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
                                    or self._queued_items >= target, _LINGER_SECONDS)
-                    if self._unacked - self._queued_items >= _BUSY_BACKLOG_MESSAGES * target:
+                    if self._server_busy():
                         # The server has not taken up what went out yet: a partial message now
                         # would only wait there, so fill it (until the server catches up).
                         ready.wait_for(lambda: self._urgent or self._closing or self._error is not None
-                                       or self._queued_items >= target
-                                       or self._unacked - self._queued_items < _BUSY_BACKLOG_MESSAGES * target,
+                                       or self._queued_items >= target or not self._server_busy(),
                                        _BUSY_LINGER_SECONDS)
                 self._iterator_waiting = False
                 if self._error is not None or (not self._has_data() and self._closing):
@@ -536,9 +541,7 @@ class InsertStream:
                         self._window = min(_RATE_LIMITED_WINDOW_ITEMS, self._max_in_flight)
                         self._acked.notify_all()  # (`drain` stops waiting)
                         continue
-                    backlog = _BUSY_BACKLOG_MESSAGES * self._target_items()
-                    if self._iterator_waiting and self._unacked - self._queued_items - acked < backlog \
-                            <= self._unacked - self._queued_items:
+                    if self._iterator_waiting and self._server_busy() and not self._server_busy(acked):
                         self._data_ready.notify()  # the server caught up: send without filling
                     self._unacked -= acked
                     self._acks_received += 1

@@ -83,11 +83,19 @@ def _leaf_tf(space, x):
     return tf.reshape(x, [-1, int(np.prod(space.shape))])
 
 
+def _leaf_values(structure, x) -> list:
+    """The values of `x` at the leaf spaces of `structure` (a _space_structure), in order."""
+    return [x] if isinstance(structure, gym.Space) else tree.flatten_up_to(structure, x)
+
+
+def _flat_leaves_np(structure, leaf_spaces, x) -> np.ndarray:
+    return np.concatenate([_leaf_np(s, v) for s, v in zip(leaf_spaces, _leaf_values(structure, x))])
+
+
 def _flat_np(space, x) -> np.ndarray:
     """One observation of `space` (any structure) preprocessed to a flat float32 vector."""
     structure = _space_structure(space)
-    leaves = [x] if isinstance(structure, gym.Space) else tree.flatten_up_to(structure, x)
-    return np.concatenate([_leaf_np(s, v) for s, v in zip(tree.flatten(structure), leaves)])
+    return _flat_leaves_np(structure, tree.flatten(structure), x)
 
 
 def _leaf_np(space, x):
@@ -133,7 +141,7 @@ class Preprocessor:
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, self.shape, np.float32)
 
     def _output_shape(self):
-        return (sum(_leaf_size(s) for s in self._leaves),)
+        return (_flat_size(self.original_space),)
 
     def input_spec(self):
         """Nested TensorSpecs of a batch of raw observations (batch dimension open)."""
@@ -153,16 +161,13 @@ class Preprocessor:
 
     def tf_transform(self, obs_batch) -> tf.Tensor:
         """A batch of raw observations -> float32 tensor [B, *shape] (traceable)."""
-        leaves = [obs_batch] if isinstance(self._structure, gym.Space) else \
-            tree.flatten_up_to(self._structure, obs_batch)
-        parts = [_leaf_tf(s, x) for s, x in zip(self._leaves, leaves)]
+        parts = [_leaf_tf(s, x)
+                 for s, x in zip(self._leaves, _leaf_values(self._structure, obs_batch))]
         return parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
 
     def transform(self, observation) -> np.ndarray:
         """One raw observation -> float32 numpy array of `self.shape`."""
-        leaves = [observation] if isinstance(self._structure, gym.Space) else \
-            tree.flatten_up_to(self._structure, observation)
-        return np.concatenate([_leaf_np(s, x) for s, x in zip(self._leaves, leaves)])
+        return _flat_leaves_np(self._structure, self._leaves, observation)
 
 
 class NoPreprocessor(Preprocessor):

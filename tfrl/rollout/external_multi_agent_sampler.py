@@ -30,6 +30,7 @@ from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_sample
 from tfrl.rollout.episode import Episode
 from tfrl.rollout.external_sampler import ExternalRunnerBase
 from tfrl.rollout.metrics import RolloutMetrics
+from tfrl.rollout.multi_agent_sampler import observed
 from tfrl.rollout.trajectory import (Trajectory, batched_policy_outputs, clip_rewards,
                                      next_unroll_id, take_logged_actions)
 from tfrl.utils.rows import row_of, stack_rows
@@ -174,7 +175,7 @@ class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
         if running.unacted and (kind == END or self._recurrent):
             # an episode's end, or a recurrent policy's next step, needs the actions before it
             self._act(explore, timestep)
-        observations = self._filter(running, self._observed(event[2], episode))
+        observations = self._filter(running, observed(self, event[2], episode))
         if kind == OBSERVATION:
             reply, logged = event[3], event[4]
             collector = _DictReply(reply, len(observations)) if reply is not None else None
@@ -210,14 +211,6 @@ class ExternalMultiAgentEnvRunner(ExternalRunnerBase):
                 agent_id, policy_id, Trajectory(running.episode, agent_id, policy_id, 0),
                 list(self._initial_states[policy_id]))
         return agent
-
-    def _observed(self, obs: dict, episode) -> dict:
-        """The env's observation dict as `multiagent.observation_fn` rewrites it (as it is
-        without one, or when it names no agent: an episode's end without final observations)."""
-        if self.observation_fn is None or not obs:
-            return obs
-        return self.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.envs,
-                                   policies=self.policy_map, episode=episode)
 
     def _filter(self, running: _RunningEpisode, observations: dict) -> dict:
         by_policy = defaultdict(list)

@@ -28,6 +28,16 @@ from tfrl.policy.sample_batch import MultiAgentBatch, SampleBatch, concat_sample
 from tfrl.utils.rows import row_of, stack_rows, zero_rows
 
 
+def observed(runner, obs: dict, episode: Episode) -> dict:
+    """The env's observation dict as the runner's `multiagent.observation_fn` rewrites it (as
+    it is without one, or when it names no agent: an episode's end without final observations).
+    `runner` is a MultiAgentEnvRunner or an ExternalMultiAgentEnvRunner."""
+    if runner.observation_fn is None or not obs:
+        return obs
+    return runner.observation_fn(agent_obs=obs, worker=runner.worker, base_env=runner.envs,
+                                 policies=runner.policy_map, episode=episode)
+
+
 class _EnvState:
     """Episode bookkeeping of one multi-agent env."""
 
@@ -96,19 +106,12 @@ class MultiAgentEnvRunner:
                 out[a] = row_of(filtered, j)
         return out
 
-    def _observed(self, obs: dict, episode: Episode) -> dict:
-        """The env's observation dict as `observation_fn` rewrites it (as it is without one)."""
-        if self.observation_fn is None:
-            return obs
-        return self.observation_fn(agent_obs=obs, worker=self.worker, base_env=self.envs,
-                                   policies=self.policy_map, episode=episode)
-
     def _reset(self, i: int, seed: Optional[int] = None) -> None:
         started = time.perf_counter()
         obs, _infos = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         self.perf.add_env_wait(time.perf_counter() - started)
         episode = Episode(i, policy_mapping_fn=self.policy_mapping_fn)
-        obs = self._observed(obs, episode)
+        obs = observed(self, obs, episode)
         state = _EnvState(episode)
         self._states[i] = state
         state.obs = self._filter_obs(state, obs, "after reset()")
@@ -220,7 +223,7 @@ class MultiAgentEnvRunner:
             perf.add_env_wait(time.perf_counter() - started)
             self.env_steps_sampled += 1
             episode = state.episode
-            obs = self._observed(obs, episode)
+            obs = observed(self, obs, episode)
             episode.length += 1
             for agent_id, r in rewards.items():
                 r = float(r)
