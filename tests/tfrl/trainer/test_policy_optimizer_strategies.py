@@ -31,7 +31,8 @@ def _baseline_policy(trainer, weights):
 
 
 def test_sharded_ps_applies_each_gradient_as_the_synchronous_learner_does(ray_session):
-    trainer = PGTrainer(config=dict(SMALL, optimizer="sharded_ps", num_ps_shards=3,
+    # one rollout worker is enough: the samples are taken here and pushed by this test
+    trainer = PGTrainer(config=dict(SMALL, optimizer="sharded_ps", num_ps_shards=3, num_workers=1,
                                     rollout_fragment_length=25, train_batch_size=50),
                         env="CartPole-v1")
     try:
@@ -211,7 +212,9 @@ def test_sharded_ps_checkpoint_restores_each_shards_weights_and_optimizer_slots(
         assert all(int(s["optimizer"][0]) >= 4 for s in saved)
         assert all(np.abs(s["optimizer"][1]).max() > 0 for s in saved)
 
-        restored = A3CTrainer(config=dict(PS_CONFIG), env="CartPole-v1")
+        # the restored trainer takes its samples from the first one: one rollout worker of its
+        # own is enough (the checkpoint's shard states do not depend on the number of workers)
+        restored = A3CTrainer(config=dict(PS_CONFIG, num_workers=1), env="CartPole-v1")
         restored.restore(path)
         _assert_same_shard_states(_shard_states(restored), saved)
 
@@ -224,7 +227,8 @@ def test_sharded_ps_checkpoint_restores_each_shards_weights_and_optimizer_slots(
                                    rtol=1e-5, atol=1e-7)
         _assert_same_shard_states(_shard_states(restored), _shard_states(trainer))
 
-        mismatched = A3CTrainer(config=dict(PS_CONFIG, num_ps_shards=3), env="CartPole-v1")
+        mismatched = A3CTrainer(config=dict(PS_CONFIG, num_ps_shards=3, num_workers=1),
+                                env="CartPole-v1")
         with pytest.raises(CheckpointError, match="num_ps_shards"):
             mismatched.restore(path)
     finally:
