@@ -2,7 +2,7 @@
 and DDPG on Pendulum-v1, SAC on HalfCheetah-v5.
 
     python tools/compare_sb3.py --sb3-python PATH/TO/venv/bin/python [--case cartpole-ppo]
-        [--runs 3] [--max-seconds 300]
+        [--runs 3] [--max-seconds 300] [--set jit_compile_learner=true ...]
     python tools/compare_sb3.py --sb3-python ... --case pendulum-sac --max-seconds 1800
     python tools/compare_sb3.py --sb3-python ... --case pendulum-td3 --max-seconds 1800 [--threads 1]
     python tools/compare_sb3.py --sb3-python ... --case halfcheetah-sac --runs 1 --concurrent \
@@ -28,6 +28,7 @@ median line:
 
     run=1 ours_seconds=.. ours_env_steps=.. sb3_seconds=.. sb3_env_steps=.. seconds_ratio=.. steps_ratio=..
 
+`--set KEY=VALUE` overrides a config key of this project's side (the value read as YAML).
 A ratio below 1.0 means this project needed less (time or env steps) than Stable-Baselines3.
 """
 import argparse
@@ -41,6 +42,7 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PROJECT_ROOT)  # `python tools/compare_sb3.py` from a checkout
 
 from tools.peer_python import peer_unavailable  # noqa: E402
+from tools.seed_reliability import parse_overrides  # noqa: E402
 TARGETS = {"cartpole-ppo": 450.0, "pendulum-sac": -200.0, "pendulum-td3": -200.0,
            "pendulum-ddpg": -200.0, "halfcheetah-sac": 3000.0}
 
@@ -207,11 +209,14 @@ def main(argv=None) -> None:
                         help="train both sides of a run at the same time (one core each)")
     parser.add_argument("--curve", type=int, default=0,
                         help="print each side's mean return every N env steps (0: no curve)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="config overrides of this project's side, each value read as YAML")
     args = parser.parse_args(argv)
     limits = dict(target=TARGETS[args.case], max_seconds=args.max_seconds, max_steps=args.max_steps,
                   curve=args.curve)
     continuous = args.case != "cartpole-ppo"
     overrides = {"driver_tf_threads": args.threads} if continuous else {}
+    overrides.update(parse_overrides(args.set))
     ours_script = OURS_SCRIPT.format(root=PROJECT_ROOT, case=args.case, overrides=overrides, **limits)
     sb3_script = SB3_SCRIPTS[args.case].format(threads=args.threads, **limits)
     why_not = peer_unavailable(args.sb3_python, "stable_baselines3, torch", "--sb3-python")

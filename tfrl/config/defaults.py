@@ -142,6 +142,9 @@ COMMON_CONFIG: Dict[str, Any] = {
     # True everywhere, False nowhere, "auto" in the remote workers of a single-agent env, whose
     # batch size never changes
     "jit_compile_actions": "auto",
+    # compile the on-policy learner's epochs of minibatch steps (PPO, A2C, PG: MinibatchSGD)
+    # with XLA when it trains on one device
+    "jit_compile_learner": False,
     "numpy_actions": True,
     "numpy_rollout_workers": True,
     # intra- and inter-op threads of TensorFlow in the driver (the learner); None: TF's default

@@ -20,6 +20,7 @@ whole fragments, flattened batch-major into rows before the loss.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -28,6 +29,8 @@ import tree
 
 from tfrl import errors
 
+logger = logging.getLogger(__name__)
+
 
 def _leading(nest) -> tf.Tensor:
     return tf.shape(tree.flatten(nest)[0])[0]
@@ -35,6 +38,26 @@ def _leading(nest) -> tf.Tensor:
 
 def _is_sequence_column(name: str) -> bool:
     return name == "seq_lens" or name.startswith("state_in_")
+
+
+def _mix32(x: tf.Tensor) -> tf.Tensor:
+    """MurmurHash3's 32-bit finalizer: a bijection of uint32 that spreads every input bit."""
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16)) * tf.constant(0x85EBCA6B, tf.uint32)
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 13)) * tf.constant(0xC2B2AE35, tf.uint32)
+    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+
+
+def _shuffled(n, seed) -> tf.Tensor:
+    """A permutation of range(n) that depends only on the two int64s of `seed`, the same in the
+    graph and under XLA. (TensorFlow's stateless random ops are not: XLA's Philox gives other
+    numbers for a seed computed at run time, and stateless_shuffle has no XLA kernel.) Rows are
+    ordered by a hash of their index, a bijection of uint32, so no two keys tie."""
+    words = tf.cast(seed, tf.uint32)  # the low 32 bits of each
+    first = _mix32(words[0] + tf.constant(0x9E3779B9, tf.uint32))
+    second = _mix32(tf.bitwise.bitwise_xor(words[1], first))
+    rows = tf.cast(tf.range(n), tf.uint32)
+    keys = _mix32(tf.bitwise.bitwise_xor(_mix32(tf.bitwise.bitwise_xor(rows, first)), second))
+    return tf.argsort(tf.cast(keys, tf.int64))
 
 
 def flatten_sequences(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -57,10 +80,12 @@ class MinibatchSGD:
       sequence_length: when set, the batch's step columns are [sequences, sequence_length, ...]
         (trajectory fragments) and minibatches hold whole sequences; default: a recurrent
         policy's max_seq_len, else None (rows).
+      jit_compile: compile the epochs with XLA (one replica only; each new train batch size
+        compiles once). A loss XLA cannot compile falls back to the plain graph, with a warning.
     """
 
     def __init__(self, policy, strategy: tf.distribute.Strategy, num_sgd_iter: int, minibatch_size: int,
-                 sequence_length: Optional[int] = None):
+                 sequence_length: Optional[int] = None, jit_compile: bool = False):
         self.policy = policy
         self.strategy = strategy
         self.num_sgd_iter = int(num_sgd_iter)
@@ -71,6 +96,9 @@ class MinibatchSGD:
                             else sequence_length)
         self._run = None  # traced at the first call, for train batches of any size
         self._calls = 0
+        # cross-replica all-reduces do not compile inside one XLA cluster
+        self.jit_compile = bool(jit_compile) and strategy.num_replicas_in_sync == 1
+        self._compiled_once = False
 
     def _replica_step(self, shard, seed, epoch, m, minibatch_size):
         """One minibatch step of one replica on its own shard. The epoch's order is a stateless
@@ -79,8 +107,7 @@ class MinibatchSGD:
         num_minibatches = tf.maximum(n // minibatch_size, 1)
         size = n // num_minibatches
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
-        order = tf.random.experimental.stateless_shuffle(
-            tf.range(n), seed=tf.stack([seed + tf.cast(replica, tf.int64), tf.cast(epoch, tf.int64)]))
+        order = _shuffled(n, tf.stack([seed + tf.cast(replica, tf.int64), tf.cast(epoch, tf.int64)]))
         idx = order[m * size:(m + 1) * size]
         minibatch = tree.map_structure(lambda x: tf.gather(x, idx), shard)
         if self.max_seq_len:
@@ -119,7 +146,8 @@ class MinibatchSGD:
         # written, without autograph, as the policy's own functions are.
         scalar = tf.TensorSpec([], tf.int32)
         self._run = tf.function(self._distributed_sgd, input_signature=[
-            batch_spec, scalar, scalar, tf.TensorSpec([], tf.int64)], autograph=False)
+            batch_spec, scalar, scalar, tf.TensorSpec([], tf.int64)], autograph=False,
+            jit_compile=self.jit_compile or None)
 
     def trace(self) -> None:
         """Traces the SGD function ahead of the first train batch (most of a second of a small
@@ -161,10 +189,32 @@ class MinibatchSGD:
         if self._run is None:
             self._define(tree.map_structure(lambda x: tf.TensorSpec([None, *x.shape[1:]], x.dtype),
                                             batch))
-        stats = self._run(batch, tf.constant(self.num_sgd_iter), tf.constant(minibatch),
-                          tf.constant(self._calls, tf.int64))
+        args = (batch, tf.constant(self.num_sgd_iter), tf.constant(minibatch),
+                tf.constant(self._calls, tf.int64))
+        if self.jit_compile and not self._compiled_once:
+            stats = self._first_compiled_run(args)
+        else:
+            stats = self._run(*args)
         self.policy.num_grad_updates += self.num_sgd_iter
         return {k: float(np.asarray(v)) for k, v in stats.items()}
+
+    def _first_compiled_run(self, args):
+        """The first call of the XLA-compiled function; when XLA cannot compile the loss (an op
+        without an XLA kernel; nothing has run then), the plain graph from now on."""
+        try:
+            stats = self._run(*args)
+        except tf.errors.InvalidArgumentError as e:
+            if "XLA" not in str(e):
+                raise
+            logger.warning("jit_compile_learner: XLA cannot compile %s's loss, so it trains "
+                           "through the plain graph (%s)", type(self.policy).__name__,
+                           str(e).splitlines()[0][:300])
+            self.jit_compile = False
+            spec = self._run.input_signature[0]
+            self._define(spec)
+            stats = self._run(*args)
+        self._compiled_once = True
+        return stats
 
     learn = learn_on_batch  # the name before MinibatchSGD implemented the Learner protocol
 

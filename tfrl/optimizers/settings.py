@@ -32,6 +32,9 @@ class SyncSamplesSettings(Settings):
     num_sgd_iter: int = setting("epochs over each train batch", minimum=1)
     sgd_minibatch_size: Optional[int] = setting(
         "rows per minibatch step (None: the whole train batch)", minimum=1)
+    jit_compile_learner: bool = setting(
+        "compile the epochs of minibatch steps with XLA (one learner device; a loss XLA cannot "
+        "compile trains through the plain graph)")
 
     @property
     def minibatch_size(self) -> int:

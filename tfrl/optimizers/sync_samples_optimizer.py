@@ -80,7 +80,8 @@ class SyncSamplesOptimizer(PolicyOptimizer):
             if pid in own_columns:
                 continue
             self.sgds[pid] = MinibatchSGD(self.policies[pid], self.strategy,
-                                          self.settings.num_sgd_iter, self.settings.minibatch_size)
+                                          self.settings.num_sgd_iter, self.settings.minibatch_size,
+                                          jit_compile=self.settings.jit_compile_learner)
             # while the remote workers are still starting (pointing them at replay waits for them)
             self.sgds[pid].trace()
         point_workers_at_replay(workers, self.worker_settings, self.address, self.tables,
