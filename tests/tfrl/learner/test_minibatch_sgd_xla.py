@@ -72,7 +72,8 @@ def test_the_compiled_epochs_take_the_graphs_steps():
 
 
 def _loss_with_a_shuffle(policy, model, dist_class, train_batch):
-    """PG's loss plus nothing computed with stateless_shuffle, an op without an XLA kernel."""
+    """PG's loss, plus zero times a value computed with stateless_shuffle (an op without an
+    XLA kernel): the loss is PG's, and XLA cannot compile it."""
     order = tf.random.experimental.stateless_shuffle(
         tf.range(tf.shape(train_batch["actions"])[0]), seed=[1, 2])
     return pg_tf_loss(policy, model, dist_class, train_batch) + 0.0 * tf.cast(
