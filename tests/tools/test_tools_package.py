@@ -60,6 +60,7 @@ def test_an_unknown_or_missing_name_exits_2_with_the_list(capsys):
     ["-m", "tools", "compare_reverb", "--help"],
     ["tools/compare_reverb.py", "--help"],
     ["-m", "tools.compare_rllib", "--help"],
+    ["tools/compare_rllib_atari.py", "--help"],
     ["tools/reverb_diff/run.py", "--help"],
 ])
 def test_each_command_line_form_starts_a_tool(command):
