@@ -8,7 +8,8 @@ RLlib is not a dependency: it runs in its own virtualenv (for example `python -m
 V/bin/pip install "ray[rllib]" torch==2.13.0 "gymnasium[atari]" opencv-python`), whose Python is passed by path.
 Both sides play `ALE/Pong-v5` (sticky actions as v5 defines them) with the same preprocessing:
 frame skip 4 with max-pooling, 84x84 grayscale, up to 30 no-ops at reset, the last 4 frames
-stacked. Ours is the shipped `pong-impala` example (tfrl.env.atari's wrappers). Theirs is RLlib's
+stacked. Ours is the shipped `pong-impala` example (tfrl.env.atari's wrappers), run by
+tools/bench_atari.py. Theirs is RLlib's
 new-API-stack APPO built as its `tuned_examples/appo/pong_appo.py` builds it
 (`wrap_atari_for_new_api_stack` and `FrameStackingEnvToModule` / `FrameStackingLearner`), with
 ours's sizes wherever the two differ: 84x84 frames, the same three-layer conv net with a 256-unit
@@ -21,7 +22,7 @@ The rate counts env steps (each 4 emulator frames; what both libraries count) fr
 the first training iteration (so neither side's start-up, TensorFlow's or torch's first trace,
 counts) for `--seconds`. Prints one line per side and run, then the ratio of the medians:
 
-    run=1 side=tfrl env_frames_per_s=.. env_steps=.. seconds=.. episode_reward_mean=..
+    run=1 side=tfrl env_frames_per_s=.. env_steps=.. episode_reward_mean=.. load_avg_1m=..
     median tfrl=.. rllib=.. ratio=..
 
 A ratio above 1.0 means this project ran more env frames per second.
@@ -29,6 +30,7 @@ A ratio above 1.0 means this project ran more env frames per second.
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import textwrap
 
@@ -36,27 +38,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from tools.compare_sb3 import PROJECT_ROOT, start_side  # noqa: E402
 from tools.peer_python import peer_unavailable  # noqa: E402
 
+# Ours is the project's own Atari benchmark (tools/bench_atari.py), whose summary line the
+# RLlib side's imitates.
 OURS_SCRIPT = textwrap.dedent("""
-    import os, sys, time
+    import sys
     sys.path.insert(0, {root!r})
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from tfrl.runtime import ensure_ray
-    from tfrl.agents.impala import ImpalaTrainer
-    from tfrl.cli import load_experiment_file
-    ensure_ray({{}})
-    experiment = load_experiment_file("pong-impala")
-    config = dict(experiment["config"], num_workers={workers}, num_envs_per_worker={envs})
-    trainer = ImpalaTrainer(config=config, env=experiment["env"])
-    try:
-        result = trainer.train()
-        start, start_steps = time.time(), result["timesteps_total"]
-        while time.time() - start < {seconds}:
-            result = trainer.train()
-        elapsed = time.time() - start
-        print("RATE", (result["timesteps_total"] - start_steps) / elapsed,
-              result["timesteps_total"], elapsed, result["episode_reward_mean"], flush=True)
-    finally:
-        trainer.stop()
+    from tools.bench_atari import main
+    main(["--algo", "impala", "--seconds", "{seconds}", "--workers", "{workers}",
+          "--envs-per-worker", "{envs}"])
 """)
 
 RLLIB_SCRIPT = textwrap.dedent("""
@@ -89,8 +78,8 @@ RLLIB_SCRIPT = textwrap.dedent("""
                      rollout_fragment_length=50,
                      env_to_module_connector=lambda env, spaces=None, device=None:
                          FrameStackingEnvToModule(num_frames=4))
-        .training(learner_connector=lambda obs_space, act_space: FrameStackingLearner(num_frames=4),
-                  train_batch_size_per_learner=500, lr=0.0005, vf_loss_coeff=0.5,
+        .learners(learner_connector=lambda obs_space, act_space: FrameStackingLearner(num_frames=4))
+        .training(train_batch_size_per_learner=500, lr=0.0005, vf_loss_coeff=0.5,
                   entropy_coeff=0.01, grad_clip=40.0)
         .rl_module(model_config=DefaultModelConfig(
             vf_share_layers=True, conv_filters=[(16, 8, 4), (32, 4, 2), (64, 3, 1)],
@@ -105,25 +94,27 @@ RLLIB_SCRIPT = textwrap.dedent("""
             result = algo.train()
         elapsed = time.time() - start
         steps = result["num_env_steps_sampled_lifetime"]
-        print("RATE", (steps - start_steps) / elapsed, steps, elapsed,
-              result["env_runners"].get("episode_return_mean", float("nan")), flush=True)
+        print(f"algo=appo env_frames_per_s={{(steps - start_steps) / elapsed:.0f}} "
+              f"env_steps={{int(steps)}} "
+              f"episode_reward_mean={{result['env_runners'].get('episode_return_mean', float('nan')):.2f}}",
+              flush=True)
     finally:
         algo.stop()
         ray.shutdown()
 """)
 
 
-def finish_rate(side: str, process, timeout: float) -> tuple:
-    """Waits for a started side; returns (frames/s, env steps, seconds, mean return)."""
+def finish_rate(side: str, process, timeout: float) -> dict:
+    """Waits for a started side; returns its summary line's fields (env_frames_per_s, env_steps,
+    episode_reward_mean, ...) as strings."""
     try:
         stdout, stderr = process.communicate(timeout=timeout)
-    except Exception:  # noqa: BLE001 - a side that hangs is killed and reported like one that failed
+    except subprocess.TimeoutExpired:
         process.kill()
         stdout, stderr = process.communicate()
-    for line in stdout.splitlines():
-        if line.startswith("RATE"):
-            _, rate, steps, seconds, mean_return = line.split()
-            return float(rate), int(float(steps)), float(seconds), float(mean_return)
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("algo=") and "env_frames_per_s=" in line:
+            return dict(field.split("=", 1) for field in line.split())
     raise RuntimeError(f"{side} produced no rate (exit {process.returncode}):\n"
                        f"{stdout[-2000:]}\n{stderr[-4000:]}")
 
@@ -147,11 +138,11 @@ def main(argv=None) -> None:
     rates = {side: [] for side, _, _ in sides}
     for run in range(1, args.runs + 1):
         for side, python, script in sides:
-            rate, steps, seconds, mean_return = finish_rate(side, start_side(python, script),
-                                                            args.seconds + 900)
-            rates[side].append(rate)
-            print(f"run={run} side={side} env_frames_per_s={rate:.0f} env_steps={steps} "
-                  f"seconds={seconds:.0f} episode_reward_mean={mean_return:.2f} "
+            summary = finish_rate(side, start_side(python, script), args.seconds + 900)
+            rates[side].append(float(summary["env_frames_per_s"]))
+            print(f"run={run} side={side} env_frames_per_s={summary['env_frames_per_s']} "
+                  f"env_steps={summary['env_steps']} "
+                  f"episode_reward_mean={summary['episode_reward_mean']} "
                   f"load_avg_1m={os.getloadavg()[0]:.1f}", flush=True)
     medians = {side: statistics.median(values) for side, values in rates.items()}
     line = "median " + " ".join(f"{side}={rate:.0f}" for side, rate in medians.items())
