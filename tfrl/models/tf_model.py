@@ -16,7 +16,9 @@ both are traced in the learn step.
 Calling the model (`model(input_dict, state, seq_lens)`) adds `input_dict["obs_flat"]`, the
 preprocessed float observations (see preprocessors.py), and calls forward. `input_dict["obs"]`
 keeps the raw observations, except for a custom model on a Discrete, Dict or Tuple space, which
-reads them as classic RLlib's models did (`use_classic_inputs`). Models are built by the
+reads them as classic RLlib's models did (`use_classic_inputs`). A classic model that builds TF1
+layers in `forward` (`tf.compat.v1.layers.dense` under `variable_scope(reuse=AUTO_REUSE)`) gets
+its variables created on the first call and reused on the next, tracked by the model. Models are built by the
 ModelCatalog (catalog.py); custom models subclass TFModel and are registered there. Create all
 variables in `__init__` (build keras models with `keras.Input`), so that a policy constructed
 inside a `tf.distribute` strategy scope gets mirrored variables.
@@ -27,6 +29,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 import tensorflow as tf
+from tf_keras.api._v1.keras.utils import track_tf1_style_variables
 
 from tfrl.errors import NotSupportedError
 from tfrl.config.model import merge_model_config
@@ -90,9 +93,16 @@ class TFModel(tf.Module):
                 classic_unflattened_obs(original, input_dict["obs_flat"])
                 if self._classic_rows_given else classic_restored_obs(original, input_dict["obs"]))
         input_dict.setdefault("is_training", False)  # classic ModelV2's flag (from_batch: True)
-        outputs, new_state = self.forward(input_dict, list(state or []), seq_lens)
+        outputs, new_state = self._forward_keeping_tf1_variables(
+            input_dict, list(state or []), seq_lens)
         self._last_output = outputs
         return outputs, list(new_state)
+
+    @track_tf1_style_variables
+    def _forward_keeping_tf1_variables(self, input_dict: Dict, state: List, seq_lens):
+        # TF1-style variables (tf.compat.v1.get_variable, its layers) made in forward live in a
+        # store of this model, by scope name, so that the next call reuses them
+        return self.forward(input_dict, state, seq_lens)
 
     def last_output(self):
         """The outputs of the last call (classic ModelV2.last_output)."""

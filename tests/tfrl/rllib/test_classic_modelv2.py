@@ -350,3 +350,55 @@ def test_a_custom_model_gets_classic_rllibs_preprocessed_space_and_inputs(space,
     assert policy.model.obs_space.original_space == space
     actions, _, _ = policy.compute_actions(raw)
     assert len(actions) == len(flat)
+
+
+class TF1LayersBatchNormModel(TFModelV2):
+    """batch_norm_model.py's model: TF1 graph layers built in forward under a reused variable
+    scope, batch norm in training mode when the model is called on a train batch."""
+
+    def forward(self, input_dict, state, seq_lens):
+        with tf1.variable_scope("model", reuse=tf1.AUTO_REUSE):
+            hidden = tf1.layers.dense(input_dict["obs"], 8, activation=tf.nn.tanh,
+                                      kernel_initializer=normc_initializer(1.0), name="fc0")
+            hidden = tf1.layers.batch_normalization(hidden, training=input_dict["is_training"],
+                                                    name="bn_0")
+            output = tf1.layers.dense(hidden, self.num_outputs, name="out",
+                                      kernel_initializer=normc_initializer(0.01))
+            self._value_out = tf1.layers.dense(hidden, 1, name="vf")
+        self.register_variables(
+            tf1.get_collection(tf1.GraphKeys.TRAINABLE_VARIABLES, scope=".+/model/.+"))
+        return output, []
+
+    def value_function(self):
+        return tf.reshape(self._value_out, [-1])
+
+
+def test_tf1_layers_in_forward_are_created_once_trained_and_synced():
+    def policy():
+        return PPOTFPolicy(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2),
+                           {"model": {"custom_model": TF1LayersBatchNormModel},
+                            "sgd_minibatch_size": 16, "num_sgd_iter": 2})
+
+    learner, actor = policy(), policy()
+    names = sorted(v.name for v in learner.model.variables)
+    assert names == sorted(f"model/{layer}/{var}:0" for layer, var in [
+        ("fc0", "kernel"), ("fc0", "bias"), ("bn_0", "gamma"), ("bn_0", "beta"),
+        ("bn_0", "moving_mean"), ("bn_0", "moving_variance"), ("out", "kernel"),
+        ("out", "bias"), ("vf", "kernel"), ("vf", "bias")])
+    assert len(learner.model.trainable_variables) == 8  # not the moving statistics
+    moving_mean = next(v for v in learner.model.variables if "moving_mean" in v.name)
+
+    batch = _batch(learner, rows=32)
+    batch["advantages"] = np.linspace(-1.0, 1.0, 32).astype(np.float32)
+    mean_before = moving_mean.numpy().copy()
+    learner.compute_actions(batch["obs"])  # acting: batch norm in inference mode
+    np.testing.assert_array_equal(moving_mean.numpy(), mean_before)
+    _assert_learn_on_batch_changes_the_weights(learner, batch)
+    assert sorted(v.name for v in learner.model.variables) == names  # reused, none added
+    assert not np.allclose(moving_mean.numpy(), mean_before)  # training mode on the train batch
+
+    actor.set_weights(learner.get_weights())
+    obs = batch["obs"][:5]
+    learner_logits = learner.model({"obs": tf.constant(obs)})[0].numpy()
+    np.testing.assert_allclose(actor.model({"obs": tf.constant(obs)})[0].numpy(),
+                               learner_logits, rtol=1e-5, atol=1e-6)

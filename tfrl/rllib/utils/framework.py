@@ -7,7 +7,12 @@ whose attributes are those of the tf module.
 `tf.keras` (and `tf1.keras`) of what it returns is tf_keras, the Keras 2 that tfrl's models are
 built with and that classic RLlib's TensorFlow had as `tf.keras`: a model written as
 `tf.keras.Model(...)` inside a TFModelV2 is then a tf.Module whose variables the model finds
-itself, as tfrl's own models are. (TensorFlow's own `tf.keras` is Keras 3 since TF 2.16.)"""
+itself, as tfrl's own models are. (TensorFlow's own `tf.keras` is Keras 3 since TF 2.16.)
+
+`tf1.layers` is tf_keras's TF1 layers (`dense`, `batch_normalization`, ...), which
+`tf.compat.v1.layers` was until Keras 3 took their place. Variables they create in a model's
+`forward` under `tf1.variable_scope` are kept and reused by the model (tfrl/models/tf_model.py),
+as a TF1 graph's variable scopes did."""
 import types
 from typing import Any
 
@@ -24,6 +29,10 @@ class _KerasTwoView(types.ModuleType):
             import tf_keras
 
             return tf_keras
+        if name == "layers" and self._module.__name__.endswith("compat.v1"):
+            from tf_keras.api._v1.keras.__internal__.legacy import layers
+
+            return layers
         return getattr(self._module, name)
 
     def __dir__(self):
