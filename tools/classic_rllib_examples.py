@@ -11,8 +11,12 @@ import rules. The helper modules tfrl itself ships under `tfrl/rllib/examples` (
 code ported to gymnasium's API, e.g. `env.multi_agent`) are imported instead of the release's
 copies, as a tfrl user's script importing them would get them.
 
-    python -m tools classic_rllib_examples --examples /tmp/ray-1.0.0/ray/rllib/examples \
-        --limit 300 [--gym-from-imports] [script.py ...]
+    python -m tools classic_rllib_examples --examples RELEASE/ray/rllib/examples \
+        --limit 300 [--gym-from-imports] [--tests-data DIR] [script.py ...]
+
+`--tests-data` is the release's `rllib/tests/data` folder from its source tree (its wheel does
+not ship it): it is put at `../tests/data` beside the rewritten examples, where custom_loss.py
+reads `cartpole/small.json` by default.
 
 Prints `script PASS|FAIL|TIMEOUT seconds last-error-line` per script and last
 `classic examples: P of N ran`; the logs stay in the printed folder.
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 SITECUSTOMIZE = '''"""Import rules of the classic example runs (tools/classic_rllib_examples.py)."""
 import importlib.abc
@@ -82,9 +87,13 @@ def rewrite(source: str, gym_from_imports: bool = False) -> str:
     return re.sub(r"^import gym$", "import gymnasium as gym", source, flags=re.MULTILINE)
 
 
-def prepare(examples: Path, work: Path, gym_from_imports: bool = False) -> Path:
-    """The rewritten copy of `examples` under `work`, and the sitecustomize folder."""
+def prepare(examples: Path, work: Path, gym_from_imports: bool = False,
+            tests_data: Optional[Path] = None) -> Path:
+    """The rewritten copy of `examples` under `work`, the release's test data beside it, and the
+    sitecustomize folder."""
     target = work / "examples"
+    if tests_data is not None:
+        shutil.copytree(tests_data, work / "tests" / "data")
     shutil.copytree(examples, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for path in target.rglob("*.py"):
         path.write_text(rewrite(path.read_text(), gym_from_imports))
@@ -130,11 +139,13 @@ def main(argv=None) -> None:
     parser.add_argument("--limit", type=float, default=300.0, help="seconds per script")
     parser.add_argument("--gym-from-imports", action="store_true",
                         help="also rewrite `from gym...` imports to gymnasium (a second change)")
+    parser.add_argument("--tests-data", type=Path,
+                        help="the release's rllib/tests/data folder (its source tree's)")
     parser.add_argument("scripts", nargs="*", help="script names (default: every *.py)")
     args = parser.parse_args(argv)
     project = Path(__file__).resolve().parent.parent
     work = Path(tempfile.mkdtemp(prefix="classic-examples."))
-    target = prepare(args.examples, work, args.gym_from_imports)
+    target = prepare(args.examples, work, args.gym_from_imports, args.tests_data)
     scripts = args.scripts or sorted(p.name for p in target.glob("*.py")
                                      if p.name != "__init__.py")
     env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3", RAY_DEDUP_LOGS="0")

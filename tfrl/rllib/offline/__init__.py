@@ -1,4 +1,6 @@
-"""Classic `ray.rllib.offline`: the JSON output writer over tfrl's own (tfrl/offline)."""
+"""Classic `ray.rllib.offline`: the JSON output writer and input reader over tfrl's own
+(tfrl/offline)."""
+from tfrl.rllib.offline.json_reader import JsonReader
 from tfrl.rllib.offline.json_writer import JsonWriter
 
-__all__ = ["JsonWriter"]
+__all__ = ["JsonReader", "JsonWriter"]
