@@ -16,6 +16,10 @@ This is RLlib's classic trainer template. Hooks, in the order they run:
 - `after_optimizer_step(trainer, fetches)`: after every `optimizer.step()` (e.g. PPO's KL update,
   DQN's target network update); `fetches` are the learner stats of that step.
 - `after_train_result(trainer, result)`: may edit the result dict before it is returned.
+- `execution_plan(workers, config) -> iterator of result dicts`: classic RLlib's dataflow API
+  (tfrl/execution/). When given, no policy optimizer is built: each `train()` returns the
+  plan's next result, and `trainer.optimizer` is the `ExecutionPlan`, which checkpoints the
+  plan's counters (`make_policy_optimizer` and `after_optimizer_step` do not apply then).
 - `mixins`: classes put in front of the trainer class in its MRO.
 
 Every class built here is also a Ray Tune trainable (`tune.run(MyTrainer, config=...)`): its last
@@ -36,12 +40,22 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
                   validate_config: Optional[Callable] = None, get_policy_class: Optional[Callable] = None,
                   make_policy_optimizer: Optional[Callable] = None, before_init: Optional[Callable] = None,
                   after_init: Optional[Callable] = None, after_optimizer_step: Optional[Callable] = None,
-                  after_train_result: Optional[Callable] = None, mixins: Optional[List[type]] = None):
-    """Returns a `Trainer` subclass named `name` wired with the given hooks (see module doc)."""
+                  after_train_result: Optional[Callable] = None, mixins: Optional[List[type]] = None,
+                  execution_plan: Optional[Callable] = None):
+    """Returns a `Trainer` subclass named `name` wired with the given hooks (see module doc).
+
+    Raises:
+      InvalidConfigError: both execution_plan and make_policy_optimizer given.
+    """
     original_kwargs = dict(locals())
 
     from tfrl.tune import trial_base
 
+    if execution_plan is not None and make_policy_optimizer is not None:
+        from tfrl import errors
+
+        raise errors.InvalidConfigError(
+            f"build_trainer({name!r}): give execution_plan or make_policy_optimizer, not both")
     make_optimizer = make_policy_optimizer or sync_samples_optimizer
     takes_replay = _positional_arity(make_optimizer) != 2
 
@@ -57,7 +71,7 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
 
             if validate_config:
                 validate_config(config)
-            if make_policy_optimizer is None:
+            if make_policy_optimizer is None and execution_plan is None:
                 fit_sync_samples_config(config, name)
             policy_class = (get_policy_class(config) if get_policy_class else None) or default_policy
             self._policy = policy_class
@@ -72,12 +86,19 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
                                      num_workers=config["num_workers"],
                                      default_policy_class=policy_class)
             self.replay = ReplayService(config)
-            self.optimizer = (make_optimizer(self.workers, config, self.replay)
-                              if takes_replay else make_optimizer(self.workers, config))
+            if execution_plan is not None:
+                from tfrl.execution.plan import ExecutionPlan
+
+                self.optimizer = ExecutionPlan(execution_plan, self.workers, config)
+            else:
+                self.optimizer = (make_optimizer(self.workers, config, self.replay)
+                                  if takes_replay else make_optimizer(self.workers, config))
             if after_init:
                 after_init(self)
 
         def _train(self) -> dict:
+            if execution_plan is not None:
+                return self._train_plan()
             start = time.time()
             steps_before = self.optimizer.num_steps_sampled
             while True:
@@ -90,6 +111,14 @@ def build_trainer(name: str, *, default_policy=None, default_config: Optional[di
                 if enough_time and enough_steps:
                     break
             result = self.optimizer.collect_metrics(self.config["metrics_smoothing_episodes"])
+            result.setdefault("timesteps_this_iter", self.optimizer.num_steps_sampled - steps_before)
+            if after_train_result:
+                after_train_result(self, result)
+            return result
+
+        def _train_plan(self) -> dict:
+            steps_before = self.optimizer.num_steps_sampled
+            result = self.optimizer.next_result()
             result.setdefault("timesteps_this_iter", self.optimizer.num_steps_sampled - steps_before)
             if after_train_result:
                 after_train_result(self, result)
