@@ -78,6 +78,10 @@ DEFAULT_CONFIG = with_common_config({
     "grad_clip": 40.0,
     "train_batch_size": 32,
     # === Rollouts ===
+    # Samples in the trainer's own process (classic RLlib's and RLlib 2.x's DQN default, so a
+    # script that also builds another trainer fits a small machine); the tuned cartpole-dqn
+    # samples with one remote worker, which acts while the learner trains.
+    "num_workers": 0,
     "rollout_fragment_length": 4,
     "batch_mode": "truncate_episodes",
     # Report results after at least this many sampled env steps.
