@@ -13,25 +13,48 @@ from typing import Any
 import numpy as np
 
 from tfrl import errors
+from tfrl.env.base_env import BaseEnv
 from tfrl.env.external_env import ExternalEnv
 from tfrl.env.multi_agent_env import MultiAgentEnv
+from tfrl.env.vector_env import VectorEnv
 
 
 def check_env(env: Any, env_name: str) -> None:
     """Checks that `env` looks like a gymnasium env or a `MultiAgentEnv` with gymnasium spaces
-    (a `MultiAgentEnv` may declare none: its policy specs then give them).
+    (a `MultiAgentEnv` may declare none: its policy specs then give them), or like classic
+    RLlib's `VectorEnv` (a positive `num_envs`, spaces) or `BaseEnv` (spaces optional).
 
     Raises:
-      InvalidEnvError: a method or a space is missing or of the wrong kind.
+      InvalidEnvError: a method, a space or a VectorEnv's `num_envs` is missing or of the
+        wrong kind.
     """
     import gymnasium
 
-    for method in () if isinstance(env, ExternalEnv) else ("reset", "step"):
+    if isinstance(env, VectorEnv):
+        methods = ("vector_reset", "reset_at", "vector_step")
+        num_envs = getattr(env, "num_envs", None)
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) \
+                or num_envs < 1:
+            raise errors.InvalidEnvError(
+                f"env {env_name!r} ({type(env).__name__}) is a VectorEnv with num_envs "
+                f"{num_envs!r}; call VectorEnv.__init__(observation_space, action_space, "
+                "num_envs) with num_envs >= 1")
+    elif isinstance(env, BaseEnv):
+        methods = ("poll", "send_actions")
+    else:
+        methods = () if isinstance(env, ExternalEnv) else ("reset", "step")
+    for method in methods:
         if not callable(getattr(env, method, None)):
             raise errors.InvalidEnvError(
                 f"env {env_name!r} ({type(env).__name__}) has no {method}() method; an env must be a "
-                "gymnasium.Env, a tfrl.env.MultiAgentEnv or a tfrl.env.ExternalEnv")
-    if isinstance(env, MultiAgentEnv):
+                "gymnasium.Env, a tfrl.env.MultiAgentEnv, a tfrl.env.ExternalEnv, or classic "
+                "RLlib's VectorEnv or BaseEnv")
+    if isinstance(env, BaseEnv):
+        # a multi-agent BaseEnv declares none: the policy specs give them
+        spaces = [(f"shared {kind} space", None, getattr(env, f"{kind}_space"))
+                  for kind in ("observation", "action")
+                  if getattr(env, f"{kind}_space", None) is not None]
+    elif isinstance(env, MultiAgentEnv):
         # per-agent dicts, shared spaces (classic RLlib), or none: then the policy specs give
         # them, and the worker names what is missing when it builds the policies
         spaces = [(f"{kind} space", a, s) for kind in ("observation", "action")

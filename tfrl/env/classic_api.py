@@ -12,6 +12,11 @@ truncateds). A classic `done` is a termination, unless its info carries
 An env is classic when its `reset` accepts no `seed` argument (gymnasium's and tfrl's do); this
 is decided once, from the signature, so modern envs are returned as they are and their step
 path does not change. A classic env's `step` must then return 4 values, else `InvalidEnvError`.
+
+The same mapping serves classic RLlib's `VectorEnv` and `BaseEnv` (vector_env.py, base_env.py),
+whose results are classic too: `split_classic_dones` reads a dones dict, and
+`classic_done_and_info` / `classic_dones_and_infos` go the other way for their adapters over
+gymnasium envs, a truncation becoming a done whose info says `TimeLimit.truncated`.
 """
 from __future__ import annotations
 
@@ -69,13 +74,65 @@ def _seed_classic(env: Any, seed: Optional[int]) -> None:
         env.seed(seed)
 
 
-def _split_done(done: Any, info: Any) -> tuple:
+def split_done(done: Any, info: Any) -> tuple:
     """(terminated, truncated) of one classic done and its info."""
     truncated = bool(done) and isinstance(info, dict) and bool(info.get(TIME_LIMIT_TRUNCATED, False))
     return bool(done) and not truncated, truncated
 
 
-def _looks_like_obs_and_info(value: Any, space: Any) -> bool:
+def split_classic_dones(dones: dict, infos: Any) -> tuple:
+    """(terminateds, truncateds), each with `"__all__"`, of a classic multi-agent dones dict
+    (which must hold `"__all__"`) and its infos dict (agent id -> info, or None).
+
+    An agent's done is a truncation when its info says `TimeLimit.truncated`. `"__all__"` is a
+    truncation when the episode ends with truncated agents and no terminated one; where the
+    dones name no agent but `"__all__"`, when an agent's info says `TimeLimit.truncated`.
+    """
+    infos = infos or {}
+    terminateds, truncateds = {}, {}
+    for agent, done in dones.items():
+        if agent != ALL_AGENTS:
+            terminateds[agent], truncateds[agent] = split_done(done, infos.get(agent))
+    all_done = bool(dones[ALL_AGENTS])
+    if terminateds:
+        all_truncated = all_done and any(truncateds.values()) and not any(terminateds.values())
+    else:
+        all_truncated = all_done and any(isinstance(info, dict) and info.get(TIME_LIMIT_TRUNCATED)
+                                         for info in infos.values())
+    terminateds[ALL_AGENTS] = all_done and not all_truncated
+    truncateds[ALL_AGENTS] = all_truncated
+    return terminateds, truncateds
+
+
+def classic_done_and_info(terminated: Any, truncated: Any, info: Any) -> tuple:
+    """Classic gym's (done, info) of gymnasium's terminated and truncated: a truncation is a done
+    whose info (a copy) says `TimeLimit.truncated`."""
+    if truncated and not terminated:
+        info = dict(info or {})
+        info[TIME_LIMIT_TRUNCATED] = True
+    return bool(terminated or truncated), info
+
+
+def classic_dones_and_infos(terminateds: dict, truncateds: dict, infos: dict) -> tuple:
+    """Classic multi-agent (dones, infos) of tfrl's terminateds and truncateds dicts (the inverse
+    of `split_classic_dones`): an episode truncated as a whole marks every agent of the dicts
+    that did not terminate as done and truncated."""
+    infos = dict(infos or {})
+    all_truncated = bool(truncateds.get(ALL_AGENTS)) and not terminateds.get(ALL_AGENTS)
+    dones = {}
+    for agent in {**terminateds, **truncateds}:
+        if agent == ALL_AGENTS:
+            continue
+        term = bool(terminateds.get(agent))
+        trunc = bool(truncateds.get(agent)) or (all_truncated and not term)
+        dones[agent], info = classic_done_and_info(term, trunc, infos.get(agent))
+        if info is not None:
+            infos[agent] = info
+    dones[ALL_AGENTS] = bool(terminateds.get(ALL_AGENTS) or truncateds.get(ALL_AGENTS))
+    return dones, infos
+
+
+def looks_like_obs_and_info(value: Any, space: Any) -> bool:
     """Whether a classic reset's observation is really gymnasium's `(obs, info)` pair."""
     import gymnasium
 
@@ -122,7 +179,7 @@ class ClassicEnvAdapter:
         """
         _seed_classic(self.unwrapped_classic, seed)
         obs = self.unwrapped_classic.reset()
-        if _looks_like_obs_and_info(obs, self.observation_space):
+        if looks_like_obs_and_info(obs, self.observation_space):
             raise _mixed_reset_error(self.env_name, "it returned")
         return obs, {}
 
@@ -134,7 +191,7 @@ class ClassicEnvAdapter:
         """
         obs, reward, done, info = _four_values(self.unwrapped_classic.step(action), self.env_name,
                                                "obs, reward, done, info")
-        terminated, truncated = _split_done(done, info)
+        terminated, truncated = split_done(done, info)
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
@@ -185,7 +242,7 @@ class ClassicMultiAgentEnvAdapter(MultiAgentEnv):
                 f"env {self.env_name!r}: a classic MultiAgentEnv's reset() must return a dict "
                 f"agent id -> observation, but it returned {type(obs).__name__}: {obs!r:.200}")
         for agent, value in obs.items():
-            if _looks_like_obs_and_info(value, self._space_or_none(agent)):
+            if looks_like_obs_and_info(value, self._space_or_none(agent)):
                 raise _mixed_reset_error(self.env_name, f"its observation of agent {agent!r} is")
         return obs, {}
 
@@ -210,14 +267,7 @@ class ClassicMultiAgentEnvAdapter(MultiAgentEnv):
                 f"env {self.env_name!r}: a classic MultiAgentEnv's step() must return a dones dict "
                 f"with the key {ALL_AGENTS!r}, but it returned {dones!r:.200}")
         infos = infos or {}
-        terminateds, truncateds = {}, {}
-        for agent, done in dones.items():
-            if agent != ALL_AGENTS:
-                terminateds[agent], truncateds[agent] = _split_done(done, infos.get(agent))
-        all_done = bool(dones[ALL_AGENTS])
-        all_truncated = all_done and any(truncateds.values()) and not any(terminateds.values())
-        terminateds[ALL_AGENTS] = all_done and not all_truncated
-        truncateds[ALL_AGENTS] = all_truncated
+        terminateds, truncateds = split_classic_dones(dones, infos)
         return obs, rewards, terminateds, truncateds, infos
 
     def close(self) -> None:

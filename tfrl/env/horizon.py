@@ -15,14 +15,18 @@ value instead of treating it as terminal.
   terminal (classic RLlib's "don't set done at the end").
 
 Other attributes are read from the wrapped env (`foreach_env` reaches the user's methods).
+Classic RLlib's `VectorEnv` and `BaseEnv` are not wrapped: their runners apply the same rules
+(`horizon_outcome`, `horizon_outcome_of_agents`) to each sub-env's steps.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
 from tfrl import errors
+from tfrl.env.base_env import BaseEnv
 from tfrl.env.external_env import ExternalEnv
 from tfrl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv
+from tfrl.env.vector_env import VectorEnv
 
 
 def limit_episodes(env: Any, env_name: str, horizon: Optional[int], soft_horizon: bool,
@@ -44,9 +48,43 @@ def limit_episodes(env: Any, env_name: str, horizon: Optional[int], soft_horizon
             f"env {env_name!r} is an ExternalEnv, whose episodes its client starts and ends: "
             "horizon, soft_horizon and no_done_at_end do not apply to it; end the episodes in "
             "the client or leave the keys unset")
+    if isinstance(env, (VectorEnv, BaseEnv)):
+        return env  # their runners count each sub-env's steps (module docstring)
     if isinstance(env, MultiAgentEnv):
         return MultiAgentHorizonLimit(env, horizon, soft_horizon, no_done_at_end)
     return HorizonLimit(env, horizon, soft_horizon, no_done_at_end)
+
+
+def horizon_outcome(terminated: bool, truncated: bool, at_horizon: bool,
+                    no_done_at_end: bool) -> tuple:
+    """(terminated, truncated, cut) of one single-agent step under the three settings: with
+    `no_done_at_end` a termination is reported as a truncation; a step `at_horizon` that the env
+    did not end is truncated, and `cut` says so (a soft horizon then carries its observation)."""
+    if no_done_at_end and terminated:
+        return False, True, False
+    if at_horizon and not terminated and not truncated:
+        return False, True, True
+    return bool(terminated), bool(truncated), False
+
+
+def horizon_outcome_of_agents(obs: dict, terminateds: dict, truncateds: dict, at_horizon: bool,
+                              no_done_at_end: bool) -> tuple:
+    """(terminateds, truncateds, cut) of one multi-agent step (copies of the dicts): as
+    `horizon_outcome`, at the horizon every agent in `obs` and `"__all__"` truncated unless
+    the episode ended."""
+    terminateds, truncateds = dict(terminateds), dict(truncateds)
+    if no_done_at_end:
+        for agent, value in list(terminateds.items()):
+            if value:
+                terminateds[agent] = False
+                truncateds[agent] = True
+    ended = terminateds.get(ALL_AGENTS, False) or truncateds.get(ALL_AGENTS, False)
+    if not at_horizon or ended:
+        return terminateds, truncateds, False
+    for agent in list(obs) + [ALL_AGENTS]:
+        if not terminateds.get(agent, False):
+            truncateds[agent] = True
+    return terminateds, truncateds, True
 
 
 class _Limit:
@@ -104,14 +142,11 @@ class HorizonLimit(_Limit):
         """The env's step, truncated at the horizon; with `no_done_at_end` a termination is
         reported as a truncation."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        at_horizon = self._count_step()
-        if self.no_done_at_end and terminated:
-            terminated, truncated = False, True
-        elif at_horizon and not terminated and not truncated:
-            truncated = True
-            if self.soft_horizon:
-                self._carried = (obs, info)
-        return obs, reward, bool(terminated), bool(truncated), info
+        terminated, truncated, cut = horizon_outcome(terminated, truncated, self._count_step(),
+                                                     self.no_done_at_end)
+        if cut and self.soft_horizon:
+            self._carried = (obs, info)
+        return obs, reward, terminated, truncated, info
 
 
 class MultiAgentHorizonLimit(_Limit, MultiAgentEnv):
@@ -143,18 +178,8 @@ class MultiAgentHorizonLimit(_Limit, MultiAgentEnv):
         """The env's step; at the horizon every agent observed and `"__all__"` truncated unless
         the episode terminated; with `no_done_at_end` terminations become truncations."""
         obs, rewards, terminateds, truncateds, infos = self.env.step(action_dict)
-        at_horizon = self._count_step()
-        terminateds, truncateds = dict(terminateds), dict(truncateds)
-        if self.no_done_at_end:
-            for agent, value in list(terminateds.items()):
-                if value:
-                    terminateds[agent] = False
-                    truncateds[agent] = True
-        ended = terminateds.get(ALL_AGENTS, False) or truncateds.get(ALL_AGENTS, False)
-        if at_horizon and not ended:
-            for agent in list(obs) + [ALL_AGENTS]:
-                if not terminateds.get(agent, False):
-                    truncateds[agent] = True
-            if self.soft_horizon:
-                self._carried = (obs, infos)
+        terminateds, truncateds, cut = horizon_outcome_of_agents(
+            obs, terminateds, truncateds, self._count_step(), self.no_done_at_end)
+        if cut and self.soft_horizon:
+            self._carried = (obs, infos)
         return obs, rewards, terminateds, truncateds, infos

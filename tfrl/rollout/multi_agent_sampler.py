@@ -8,7 +8,9 @@ whole episode (`"__all__"`) terminates or is truncated. Trajectories are postpro
 with the other agents' raw batches of the same episode as `other_agent_batches`, and the result
 is a `MultiAgentBatch` keyed by policy id. A config's `multiagent.observation_fn` (classic
 RLlib's) rewrites every observation dict the env gives (after reset and after each step) before
-the policies' filters see it.
+the policies' filters see it. base_env_sampler.py's BaseEnvRunner keeps this bookkeeping
+(`_compute_actions`, `_observe`, `_start_episode`) and polls a classic BaseEnv instead of
+stepping envs.
 """
 from __future__ import annotations
 
@@ -73,15 +75,13 @@ class MultiAgentEnvRunner:
         self._initial_states = {pid: [np.asarray(s) for s in (p.get_initial_state() or [])]
                                 for pid, p in policy_map.items()}
         self._finished_metrics: List[RolloutMetrics] = []
-        self._states: List[_EnvState] = [None] * len(envs)
+        self._states: Dict[Any, _EnvState] = {}  # env index (a BaseEnv's env id) -> its state
         self._agent_indices: Dict[Any, int] = {}  # agent id -> agent_index column, worker-wide
         # every agent id met so far, in order (classic envs do not declare their agents)
         self.seen_agent_ids: Dict[Any, None] = {}
         self.env_steps_sampled = 0
         self.perf = SamplerPerfStats()
-        seeds = env_seeds or [None] * len(envs)
-        for i in range(len(envs)):
-            self._reset(i, seeds[i])
+        self._start_envs(env_seeds)
 
     def set_filters(self, filters):
         self.filters = filters
@@ -90,7 +90,12 @@ class MultiAgentEnvRunner:
         out, self._finished_metrics = self._finished_metrics, []
         return out
 
-    # --- env plumbing ---------------------------------------------------------------------
+    # --- env plumbing (base_env_sampler.py's runner polls a BaseEnv instead) ----------------
+    def _start_envs(self, env_seeds) -> None:
+        seeds = env_seeds or [None] * len(self.envs)
+        for i in range(len(self.envs)):
+            self._reset(i, seeds[i])
+
     def _filter_obs(self, env_state: _EnvState, obs_dict: dict, where: str) -> dict:
         by_policy = defaultdict(list)
         for agent_id in obs_dict:
@@ -110,6 +115,10 @@ class MultiAgentEnvRunner:
         started = time.perf_counter()
         obs, _infos = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         self.perf.add_env_wait(time.perf_counter() - started)
+        self._start_episode(i, obs)
+
+    def _start_episode(self, i, obs: dict) -> None:
+        """A new episode of env `i` whose agents observed `obs` (the env's dict)."""
         episode = Episode(i, policy_mapping_fn=self.policy_mapping_fn)
         obs = observed(self, obs, episode)
         state = _EnvState(episode)
@@ -139,18 +148,18 @@ class MultiAgentEnvRunner:
         fragment = self.settings.rollout_fragment_length
         complete = self.settings.complete_episodes
         finished: List[tuple] = []  # (episode-group of trajectories)
-        env_steps = 0
+        first_env_step = self.env_steps_sampled
         collected = 0
         steps = 0
         while (collected < fragment) if complete else (steps < fragment):
             ended = self._step(explore, timestep)
             steps += 1
-            env_steps += len(self.envs)
             finished.extend(ended)
             if complete:
                 collected += sum(group[0].episode.length for group in ended if group)
+        env_steps = self.env_steps_sampled - first_env_step
         if not complete:
-            for state in self._states:
+            for state in self._states.values():
                 group = []
                 for agent_id, traj in list(state.trajectories.items()):
                     if len(traj):
@@ -170,12 +179,28 @@ class MultiAgentEnvRunner:
         return ended
 
     def _step_envs(self, explore, timestep) -> List[list]:
+        action_dicts = [dict() for _ in self.envs]
+        self._compute_actions(explore, timestep, action_dicts)
+        ended = []
+        for i, env in enumerate(self.envs):
+            started = time.perf_counter()
+            obs, rewards, terminateds, truncateds, infos = guard_env_call(
+                self.env_name, "step()", env.step, action_dicts[i])
+            self.perf.add_env_wait(time.perf_counter() - started)
+            group = self._observe(i, obs, rewards, terminateds, truncateds, infos)
+            if group is not None:
+                ended.append(group)
+                self._reset(i)
+        return ended
+
+    def _compute_actions(self, explore, timestep, action_dicts) -> None:
+        """Every agent due to act (in a state's `obs`) gets its action, into
+        `action_dicts[env index][agent id]`, with its row pending until its next observation."""
         perf = self.perf
         requests = defaultdict(list)  # pid -> [(env index, agent id)]
-        for i, state in enumerate(self._states):
+        for i, state in self._states.items():
             for agent_id in state.obs:
                 requests[state.episode.policy_for(agent_id)].append((i, agent_id))
-        action_dicts = [dict() for _ in self.envs]
         for pid, pairs in requests.items():
             policy = self.policy_map[pid]
             obs = stack_rows([self._states[i].obs[a] for i, a in pairs])
@@ -194,6 +219,7 @@ class MultiAgentEnvRunner:
             actions, state_out, extra = batched_policy_outputs(*policy.compute_actions(
                 obs, state_batches=state_in or None, explore=explore, timestep=timestep,
                 **prev))
+            actions, extra = self._taken_actions(policy, pairs, obs, actions, extra)
             perf.add_inference(time.perf_counter() - started)
             adapter = self.adapters[pid]
             env_actions = adapter(actions)
@@ -214,60 +240,62 @@ class MultiAgentEnvRunner:
                     state.states[a][k] = state_out[k][j]
                 state.pending[a] = row
                 state.episode.record_action(a, row[SampleBatch.ACTIONS])
-        ended = []
-        for i, env in enumerate(self.envs):
-            state = self._states[i]
-            started = time.perf_counter()
-            obs, rewards, terminateds, truncateds, infos = guard_env_call(
-                self.env_name, "step()", env.step, action_dicts[i])
-            perf.add_env_wait(time.perf_counter() - started)
-            self.env_steps_sampled += 1
-            episode = state.episode
-            obs = observed(self, obs, episode)
-            episode.length += 1
-            for agent_id, r in rewards.items():
-                r = float(r)
-                episode.total_reward += r
-                episode.agent_rewards[(agent_id, episode.policy_for(agent_id))] += r
-                if agent_id in state.pending:
-                    state.pending[agent_id][SampleBatch.REWARDS] += r
-            for agent_id, info in infos.items():
-                episode.record_info(agent_id, info)
-            filtered = self._filter_obs(state, obs, "after step()")
-            all_terminated = bool(terminateds.get(ALL_AGENTS, False))
-            all_truncated = bool(truncateds.get(ALL_AGENTS, False))
-            for agent_id in obs:
-                self._ensure_agent(state, agent_id)
-            for agent_id, row in list(state.pending.items()):
-                term = bool(terminateds.get(agent_id, False)) or all_terminated
-                trunc = (bool(truncateds.get(agent_id, False)) or all_truncated) and not term
-                if agent_id not in filtered and not (term or trunc):
-                    continue  # the agent waits for its next observation
-                row[SampleBatch.NEXT_OBS] = filtered.get(agent_id, row[SampleBatch.OBS])
-                row[SampleBatch.TERMINATEDS] = term
-                row[SampleBatch.TRUNCATEDS] = trunc
-                row[SampleBatch.REWARDS] = np.float32(clip_rewards(
-                    np.float32(row[SampleBatch.REWARDS]), self.settings.clip_rewards))
-                state.prev_rewards[agent_id] = row[SampleBatch.REWARDS]
-                cols = state.trajectories[agent_id].columns
-                for key, value in row.items():
-                    cols[key].append(value)
-                del state.pending[agent_id]
-                if term or trunc:
-                    state.done_agents.add(agent_id)
-            state.obs = {a: o for a, o in filtered.items() if a not in state.done_agents}
-            if all_terminated or all_truncated:
-                ended.append([t for t in state.trajectories.values() if len(t)])
-                self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
-                                              policies=self.policy_map, episode=episode,
-                                              env_index=i)
-                self._finished_metrics.append(RolloutMetrics.of_episode(
-                    episode, self.worker.worker_index, perf.get()))
-                self._reset(i)
-            else:
-                self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
-                                               episode=episode, env_index=i)
-        return ended
+
+    def _taken_actions(self, policy, pairs, obs, actions, extra) -> tuple:
+        """The actions the agents of `pairs` take and their extra outputs: the policy's
+        (a BaseEnv's off-policy actions replace them in base_env_sampler.py)."""
+        return actions, extra
+
+    def _observe(self, i, obs, rewards, terminateds, truncateds, infos) -> Optional[list]:
+        """Records env `i`'s step result (tfrl's five dicts); returns the trajectories of its
+        episode when the step ended it (the caller then starts the next one), else None."""
+        perf = self.perf
+        state = self._states[i]
+        self.env_steps_sampled += 1
+        episode = state.episode
+        obs = observed(self, obs, episode)
+        episode.length += 1
+        for agent_id, r in rewards.items():
+            r = float(r)
+            episode.total_reward += r
+            episode.agent_rewards[(agent_id, episode.policy_for(agent_id))] += r
+            if agent_id in state.pending:
+                state.pending[agent_id][SampleBatch.REWARDS] += r
+        for agent_id, info in infos.items():
+            episode.record_info(agent_id, info)
+        filtered = self._filter_obs(state, obs, "after step()")
+        all_terminated = bool(terminateds.get(ALL_AGENTS, False))
+        all_truncated = bool(truncateds.get(ALL_AGENTS, False))
+        for agent_id in obs:
+            self._ensure_agent(state, agent_id)
+        for agent_id, row in list(state.pending.items()):
+            term = bool(terminateds.get(agent_id, False)) or all_terminated
+            trunc = (bool(truncateds.get(agent_id, False)) or all_truncated) and not term
+            if agent_id not in filtered and not (term or trunc):
+                continue  # the agent waits for its next observation
+            row[SampleBatch.NEXT_OBS] = filtered.get(agent_id, row[SampleBatch.OBS])
+            row[SampleBatch.TERMINATEDS] = term
+            row[SampleBatch.TRUNCATEDS] = trunc
+            row[SampleBatch.REWARDS] = np.float32(clip_rewards(
+                np.float32(row[SampleBatch.REWARDS]), self.settings.clip_rewards))
+            state.prev_rewards[agent_id] = row[SampleBatch.REWARDS]
+            cols = state.trajectories[agent_id].columns
+            for key, value in row.items():
+                cols[key].append(value)
+            del state.pending[agent_id]
+            if term or trunc:
+                state.done_agents.add(agent_id)
+        state.obs = {a: o for a, o in filtered.items() if a not in state.done_agents}
+        if all_terminated or all_truncated:
+            self.callbacks.on_episode_end(worker=self.worker, base_env=self.envs,
+                                          policies=self.policy_map, episode=episode,
+                                          env_index=i)
+            self._finished_metrics.append(RolloutMetrics.of_episode(
+                episode, self.worker.worker_index, perf.get()))
+            return [t for t in state.trajectories.values() if len(t)]
+        self.callbacks.on_episode_step(worker=self.worker, base_env=self.envs,
+                                       episode=episode, env_index=i)
+        return None
 
     def _postprocess(self, groups: List[list], env_steps: int) -> MultiAgentBatch:
         started = time.perf_counter()

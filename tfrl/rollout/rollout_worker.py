@@ -2,7 +2,9 @@
 
 A worker owns a list of environments, the policies acting in them (a policy map keyed by policy
 id, built from its policy specs by policy_specs.py), one observation filter per policy and the
-env runner that samples (sampler.py). It runs in the driver as the local worker or inside a Ray
+env runner that samples (sampler.py and its siblings, picked by runner_choice.py for the kind of
+env: gymnasium, MultiAgentEnv, external, classic RLlib's VectorEnv or BaseEnv; those two are made
+once, not num_envs_per_worker times). It runs in the driver as the local worker or inside a Ray
 actor (`RolloutWorker.as_remote()`), where WorkerSet (worker_set.py) manages many of them.
 `sample()` returns a postprocessed SampleBatch (MultiAgentBatch for multi-agent envs); given a
 replay output (replay_output.py) it writes the postprocessed rows straight into a replay table
@@ -29,12 +31,12 @@ import numpy as np
 
 from replay import errors as replay_errors
 from tfrl import errors
+from tfrl.env.base_env import BaseEnv
 from tfrl.env.checks import check_env
-from tfrl.env.external_env import ExternalEnv
 from tfrl.env.multi_agent_env import MultiAgentEnv
+from tfrl.env.vector_env import VectorEnv
 from tfrl.env.horizon import limit_episodes
 from tfrl.env.registry import EnvContext, resolve_env_creator
-from tfrl.rollout.action_adapter import ActionAdapter
 from tfrl.rollout.callbacks import make_callbacks
 from tfrl.rollout.classic_preprocessing import ClassicPreprocessingFilter, preprocesses_for, unwrapped_filter
 from tfrl.rollout.filters import Filter, filter_from_state, make_filter
@@ -73,7 +75,8 @@ class RolloutWorker:
 
     Args:
       env_creator: a gymnasium id, a name registered with tfrl.env.register_env, or a callable
-        env_creator(env_config) returning a gymnasium env or a MultiAgentEnv.
+        env_creator(env_config) returning a gymnasium env, a MultiAgentEnv, an ExternalEnv, or
+        classic RLlib's VectorEnv or BaseEnv (made once: they bring their own sub-envs).
       policy_spec: a policy class (single policy "default_policy", spaces from the env), or a dict
         policy_id -> (policy_class, observation_space, action_space, config); a None class uses
         `default_policy_class`, None spaces are taken from the env (a multi-agent env's spaces
@@ -137,16 +140,22 @@ class RolloutWorker:
             self._seed_libraries(self.worker_seed, uses_tf)
 
         env_config = dict(settings.env_config or {})
-        self.envs = [self._make_env(env_config, j) for j in range(settings.num_envs_per_worker)]
-        self.env = self.envs[0]
+        self.env = self._make_env(env_config, 0)
+        # classic RLlib's VectorEnv and BaseEnv bring their own sub-envs: no more copies
+        polled = isinstance(self.env, BaseEnv)
+        copies = 1 if polled or isinstance(self.env, VectorEnv) else settings.num_envs_per_worker
+        self.envs = [self.env] + [self._make_env(env_config, j) for j in range(1, copies)]
         self.multi_agent = isinstance(self.env, MultiAgentEnv)
 
         # a partial multiagent dict is allowed: see WorkerSettings.multiagent
         multiagent = dict(settings.multiagent or {})
         self.policy_map, self.policy_mapping_fn = build_policy_map(
-            policy_spec, env=self.env, env_name=self.env_name, multi_agent=self.multi_agent,
-            config=self.config, multiagent=multiagent, worker_seed=self.worker_seed,
-            policy_mapping_fn=policy_mapping_fn, default_policy_class=default_policy_class)
+            policy_spec, env=self.env, env_name=self.env_name,
+            multi_agent=self.multi_agent or polled, config=self.config, multiagent=multiagent,
+            worker_seed=self.worker_seed, policy_mapping_fn=policy_mapping_fn,
+            default_policy_class=default_policy_class)
+        if polled:  # multi-agent unless the default policy alone acts (classic RLlib's rule)
+            self.multi_agent = set(self.policy_map) != {DEFAULT_POLICY_ID}
         to_train = policies_to_train if policies_to_train is not None else multiagent.get(
             "policies_to_train")
         self.policies_to_train = list(to_train) if to_train else list(self.policy_map)
@@ -155,7 +164,7 @@ class RolloutWorker:
             for pid, policy in self.policy_map.items()}
         self.runner = self._make_runner()
         if (settings.jit_compile_actions == "auto" and worker_index > 0 and not self.multi_agent
-                and not getattr(self.runner, "uses_numpy_actions", False)):
+                and not polled and not getattr(self.runner, "uses_numpy_actions", False)):
             # a remote worker steps the same number of envs every time: one XLA compile serves
             for policy in self.policy_map.values():
                 if hasattr(policy, "compile_actions_with_xla"):
@@ -195,6 +204,9 @@ class RolloutWorker:
         seed = self._env_seed(j)
         if seed is not None and hasattr(env, "action_space") and hasattr(env.action_space, "seed"):
             env.action_space.seed(seed)
+        if seed is not None and isinstance(env, (VectorEnv, BaseEnv)) \
+                and callable(getattr(env, "seed", None)):
+            env.seed(seed)  # classic RLlib's env.seed: their runners reset them unseeded
         return env
 
     def known_agent_ids(self) -> list:
@@ -206,49 +218,9 @@ class RolloutWorker:
         return list(declared) or list(getattr(self.runner, "seen_agent_ids", ()))
 
     def _make_runner(self):
-        seeds = [self._env_seed(j) for j in range(len(self.envs))]
-        settings = self.settings
-        adapters = {pid: ActionAdapter(p.action_space, self.env_name,
-                                       clip_actions=settings.clip_actions,
-                                       normalize_actions=settings.normalize_actions,
-                                       check=settings.check_actions)
-                    for pid, p in self.policy_map.items()}
-        if isinstance(self.env, ExternalEnv):
-            from tfrl.rollout.external_sampler import ExternalEnvRunner
+        from tfrl.rollout.runner_choice import make_runner
 
-            if len(self.envs) != 1:
-                raise errors.InvalidConfigError(
-                    f"env {self.env_name!r} is an ExternalEnv, which a worker hosts once; set "
-                    f"num_envs_per_worker to 1 (got {len(self.envs)})")
-            if self.multi_agent:
-                from tfrl.rollout.external_multi_agent_sampler import ExternalMultiAgentEnvRunner
-
-                runner = ExternalMultiAgentEnvRunner(
-                    self, self.env, self.env_name, self.policy_map, self.policy_mapping_fn,
-                    self.filters, self.callbacks, settings, adapters,
-                    observation_fn=(settings.multiagent or {}).get("observation_fn"))
-            else:
-                pid = next(iter(self.policy_map))
-                runner = ExternalEnvRunner(self, self.env, self.env_name, self.policy_map[pid],
-                                           pid, self.filters[pid], self.callbacks, settings,
-                                           adapters[pid])
-            old = getattr(self, "runner", None)
-            if isinstance(old, type(runner)):  # running episodes go on under the new policy
-                runner.adopt(old)
-            return runner
-        if self.multi_agent:
-            from tfrl.rollout.multi_agent_sampler import MultiAgentEnvRunner
-
-            return MultiAgentEnvRunner(self, self.envs, self.env_name, self.policy_map,
-                                       self.policy_mapping_fn, self.filters, self.callbacks,
-                                       seeds, settings, adapters,
-                                       observation_fn=(settings.multiagent or {}).get(
-                                           "observation_fn"))
-        from tfrl.rollout.sampler import EnvRunner
-
-        pid = next(iter(self.policy_map))
-        return EnvRunner(self, self.envs, self.env_name, self.policy_map[pid], pid,
-                         self.filters[pid], self.callbacks, seeds, settings, adapters[pid])
+        return make_runner(self, [self._env_seed(j) for j in range(len(self.envs))])
 
     def _setup_offline_data(self) -> None:
         """The input reader, off-policy estimators and output writer of the offline keys."""
@@ -524,7 +496,12 @@ class RolloutWorker:
         return [func(self.policy_map[pid], pid) for pid in self.policies_to_train]
 
     def foreach_env(self, func: Callable[[Any], Any]) -> List[Any]:
-        return [func(env) for env in self.envs]
+        """[func(env) for each env]; a VectorEnv's or BaseEnv's sub-envs where its
+        `get_unwrapped()` gives them (classic RLlib's rule), else itself."""
+        envs = self.envs
+        if isinstance(self.env, (VectorEnv, BaseEnv)):
+            envs = self.env.get_unwrapped() or self.envs
+        return [func(env) for env in envs]
 
     def apply(self, func: Callable[..., Any], *args) -> Any:
         """func(self, *args): how WorkerSet runs a function inside a remote worker."""

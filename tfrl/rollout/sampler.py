@@ -107,12 +107,16 @@ class EnvRunner:
                 policy, None if seed_base is None else [seed_base, getattr(worker, "worker_index", 0)])
         # buffer rows [0, this) hold the policy's extra outputs (numpy actions add them late)
         self._rows_with_outputs = 0
-        raw = [self._reset_env(i, seed) for i, seed in enumerate(env_seeds or [None] * n)]
+        raw = self._first_observations(env_seeds)
         self._obs = self._latest_obs = self._filter(stack_rows(raw, self._obs_space), "after reset")
         for i in range(n):
             self._start_episode(i)
 
-    # --- env plumbing ---------------------------------------------------------------------
+    # --- env plumbing (vector_env_sampler.py's runner steps a VectorEnv instead) -------------
+    def _first_observations(self, env_seeds: Optional[List[Optional[int]]]) -> list:
+        return [self._reset_env(i, seed)
+                for i, seed in enumerate(env_seeds or [None] * self.num_envs)]
+
     def _reset_env(self, i: int, seed: Optional[int] = None):
         obs, _info = guard_env_call(self.env_name, "reset()", self.envs[i].reset, seed=seed)
         return obs

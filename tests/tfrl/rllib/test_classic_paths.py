@@ -90,22 +90,22 @@ def test_importing_the_namespace_imports_no_tensorflow_and_registers_the_algorit
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_env_interfaces_tfrl_does_not_sample_from_are_names_only():
-    from tfrl.errors import NotSupportedError
+def test_classic_env_interfaces_are_tfrls():
+    from tfrl.env.base_env import BaseEnv as TfrlBaseEnv
+    from tfrl.env.vector_env import VectorEnv as TfrlVectorEnv
     from tfrl.rllib.env import BaseEnv, VectorEnv
+    from tfrl.rllib.env.base_env import BaseEnv as ClassicBaseEnv
     from tfrl.rllib.env.vector_env import VectorEnv as ClassicVectorEnv
 
-    assert ClassicVectorEnv is VectorEnv  # classic callbacks annotate with them
+    # the classes rollout workers sample (tests/tfrl/rllib/test_classic_vector_and_base_envs.py)
+    assert ClassicVectorEnv is VectorEnv and ClassicBaseEnv is BaseEnv is TfrlBaseEnv
+    assert TfrlVectorEnv is VectorEnv
 
     class PollingEnv(BaseEnv):
         def poll(self):
-            return {}
+            return {}, {}, {}, {}, {}
 
-    with pytest.raises(NotSupportedError, match="PollingEnv.*BaseEnv.*gymnasium.Env or a "
-                                                "MultiAgentEnv"):
-        PollingEnv()
-    with pytest.raises(NotSupportedError, match="VectorEnv"):
-        type("Vectorised", (VectorEnv,), {})()
+    assert PollingEnv().poll() == ({}, {}, {}, {}, {})
     with pytest.raises(ImportError, match="PolicyServerPerWorker"):
         from tfrl.rllib.env import PolicyServerInput  # noqa: F401
 

@@ -6,8 +6,7 @@ _getattr = lazy_exports(__name__, {
     "ExternalEnv": "tfrl.env.external_env",
     "ExternalMultiAgentEnv": "tfrl.env.external_multi_agent_env",
     "PolicyClient": "tfrl.serving.policy_client",
-    # names for annotations only: tfrl does not sample from them (base_env.py)
-    "BaseEnv": "tfrl.rllib.env.base_env", "VectorEnv": "tfrl.rllib.env.base_env"})
+    "BaseEnv": "tfrl.env.base_env", "VectorEnv": "tfrl.env.vector_env"})
 
 
 def __getattr__(name):

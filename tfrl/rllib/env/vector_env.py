@@ -1,4 +1,8 @@
-"""Classic `ray.rllib.env.vector_env`: VectorEnv as a name for annotations (base_env.py)."""
-from tfrl.rllib.env.base_env import VectorEnv
+"""Classic `ray.rllib.env.vector_env`: tfrl's VectorEnv (tfrl/env/vector_env.py), whose sub-envs
+rollout workers step as one batch, with `VectorEnv.wrap`."""
+from tfrl.env.vector_env import VectorEnv, VectorizedGymEnv
 
-__all__ = ["VectorEnv"]
+# classic RLlib's name of what VectorEnv.wrap returns
+_VectorizedGymEnv = VectorizedGymEnv
+
+__all__ = ["VectorEnv", "_VectorizedGymEnv"]
