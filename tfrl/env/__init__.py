@@ -7,7 +7,7 @@ from tfrl.env.checks import check_actions_in_space, check_env, check_observation
 from tfrl.env.external_env import ExternalEnv
 from tfrl.env.external_multi_agent_env import ExternalMultiAgentEnv
 from tfrl.env.multi_agent_env import ALL_AGENTS, MultiAgentEnv, make_multi_agent
-from tfrl.env.pettingzoo_env import ParallelPettingZooEnv
+from tfrl.env.pettingzoo_env import ParallelPettingZooEnv, PettingZooEnv
 from tfrl.env.registry import (EnvContext, ResolvedEnvCreator, register_env, registered_envs,
                                resolve_env_creator)
 
@@ -15,7 +15,8 @@ __all__ = [
     "ALL_AGENTS", "EnvContext", "ExternalEnv", "ExternalMultiAgentEnv", "MultiAgentEnv",
     "ResolvedEnvCreator",
     "check_actions_in_space", "check_env",
-    "check_observations_finite", "make_multi_agent", "ParallelPettingZooEnv", "register_env",
+    "check_observations_finite", "make_multi_agent", "ParallelPettingZooEnv", "PettingZooEnv",
+    "register_env",
     "registered_envs",
     "resolve_env_creator",
 ]

@@ -6,7 +6,9 @@ _getattr = lazy_exports(__name__, {
     "ExternalEnv": "tfrl.env.external_env",
     "ExternalMultiAgentEnv": "tfrl.env.external_multi_agent_env",
     "PolicyClient": "tfrl.serving.policy_client",
-    "BaseEnv": "tfrl.env.base_env", "VectorEnv": "tfrl.env.vector_env"})
+    "BaseEnv": "tfrl.env.base_env", "VectorEnv": "tfrl.env.vector_env",
+    "PettingZooEnv": "tfrl.env.pettingzoo_env",
+    "ParallelPettingZooEnv": "tfrl.env.pettingzoo_env"})
 
 
 def __getattr__(name):
@@ -22,4 +24,4 @@ def __getattr__(name):
 
 
 __all__ = ["MultiAgentEnv", "EnvContext", "ExternalEnv", "ExternalMultiAgentEnv", "PolicyClient",
-           "BaseEnv", "VectorEnv"]
+           "BaseEnv", "VectorEnv", "PettingZooEnv", "ParallelPettingZooEnv"]
