@@ -20,6 +20,7 @@ from tfrl.execution.metrics_context import (LAST_TARGET_UPDATE_TS, LEARN_ON_BATC
                                             STEPS_SAMPLED_COUNTER, STEPS_TRAINED_COUNTER,
                                             WORKER_UPDATE_TIMER, get_shared_metrics, global_vars)
 from tfrl.execution.rollout_ops import check_sample_batch
+from tfrl.optimizers.policy_optimizer import nest_model_metrics
 from tfrl.policy.sample_batch import DEFAULT_POLICY_ID, MultiAgentBatch
 
 # MinibatchSGD's minibatch size meaning "the whole train batch" (one minibatch per epoch)
@@ -43,7 +44,8 @@ class TrainOneStep:
     their part of each batch, then sends their weights, and the plan's timestep, to the remote
     workers. Returns (batch, {policy_id: stats}); the stats include per-row arrays the loss
     returns (DQN's td_error, for priorities). Adds the batch's env steps to num_steps_trained
-    and puts the scalar stats under info["learner"].
+    and puts the scalar stats under info["learner"] (a model's metrics() nested under
+    "model", as policy optimizers report them).
 
     Args:
       workers: the trainer's WorkerSet.
@@ -102,7 +104,9 @@ class TrainOneStep:
                     continue
                 info[policy_id] = self._learn(policy_id, local.get_policy(policy_id), policy_batch)
             learn_timer.push_units_processed(batch.count)
-        metrics.info[LEARNER_INFO] = {pid: scalar_stats(stats) for pid, stats in info.items()}
+        # as policy optimizers report them: a model's metrics() under <policy>/model
+        metrics.info[LEARNER_INFO] = nest_model_metrics(
+            {pid: scalar_stats(stats) for pid, stats in info.items()})
         metrics.counters[STEPS_TRAINED_COUNTER] += batch.count
         timestep = global_vars()
         if self.workers.num_remote_workers():
