@@ -18,6 +18,10 @@ copies, as a tfrl user's script importing them would get them.
 not ship it): it is put at `../tests/data` beside the rewritten examples, where custom_loss.py
 reads `cartpole/small.json` by default.
 
+A script may be given with arguments, as one quoted word (`"custom_keras_model.py --run=DQN
+--stop=50"`, the arguments the release's own CI ran it with); without any it runs at its
+defaults.
+
 Prints `script PASS|FAIL|TIMEOUT seconds last-error-line` per script and last
 `classic examples: P of N ran`; the logs stay in the printed folder.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -106,10 +111,12 @@ def prepare(examples: Path, work: Path, gym_from_imports: bool = False,
 
 
 def run_one(script: str, target: Path, env: dict, limit: float) -> tuple:
-    log = target.parent / f"{script}.log"
+    """Runs `script` (a file name, optionally followed by its arguments) in `target`."""
+    command = shlex.split(script)
+    log = target.parent / (re.sub(r"[^\w.=-]+", "_", " ".join(command)) + ".log")
     started = time.monotonic()
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, script], cwd=target, env=env, stdout=out,
+        process = subprocess.Popen([sys.executable] + command, cwd=target, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
         try:
             rc = process.wait(timeout=limit)
@@ -141,7 +148,9 @@ def main(argv=None) -> None:
                         help="also rewrite `from gym...` imports to gymnasium (a second change)")
     parser.add_argument("--tests-data", type=Path,
                         help="the release's rllib/tests/data folder (its source tree's)")
-    parser.add_argument("scripts", nargs="*", help="script names (default: every *.py)")
+    parser.add_argument("scripts", nargs="*",
+                        help="script names, each optionally with its arguments in one quoted word "
+                             "(default: every *.py at its defaults)")
     args = parser.parse_args(argv)
     project = Path(__file__).resolve().parent.parent
     work = Path(tempfile.mkdtemp(prefix="classic-examples."))

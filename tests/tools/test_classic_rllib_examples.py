@@ -9,7 +9,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from tools.classic_rllib_examples import prepare, rewrite  # noqa: E402
+from tools.classic_rllib_examples import prepare, rewrite, run_one  # noqa: E402
 
 PROBE = """
 import importlib
@@ -54,3 +54,18 @@ def test_the_rewrite_is_the_one_the_readme_promises():
     assert rewrite("from gym.spaces import Box\n") == "from gym.spaces import Box\n"
     assert rewrite("from gym.spaces import Box\n", gym_from_imports=True) == \
         "from gymnasium.spaces import Box\n"
+
+
+def test_a_script_runs_with_the_arguments_given_with_its_name(tmp_path):
+    target = tmp_path / "examples"
+    target.mkdir()
+    (target / "stop.py").write_text(
+        "import argparse, sys\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--stop', type=int, default=200)\n"
+        "print('stop', parser.parse_args().stop)\n"
+        "sys.exit(0 if parser.parse_args().stop == 50 else 3)\n")
+    assert run_one("stop.py --stop=50", target, dict(os.environ), 60)[0] == "PASS"
+    assert "stop 50" in (tmp_path / "stop.py_--stop=50.log").read_text()
+    assert run_one("stop.py", target, dict(os.environ), 60)[0] == "FAIL"
+    assert "stop 200" in (tmp_path / "stop.py.log").read_text()
