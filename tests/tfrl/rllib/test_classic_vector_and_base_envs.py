@@ -137,7 +137,8 @@ def test_a_classic_vector_env_trains_with_ppo_from_a_registered_creator(ray_sess
 
 
 def test_a_remote_worker_samples_a_classic_vector_env(ray_session):
-    config = {"env": CartPoles, "env_config": {"copies": 2}, "num_workers": 1,
+    # a time limit of 8 ends episodes in every 20-step fragment whatever the policy does
+    config = {"env": CartPoles, "env_config": {"copies": 2, "max_steps": 8}, "num_workers": 1,
               "rollout_fragment_length": 20, "train_batch_size": 40, "model": MODEL}
     with PGTrainer(config=config) as trainer:
         result = trainer.train()
@@ -145,6 +146,7 @@ def test_a_remote_worker_samples_a_classic_vector_env(ray_session):
         local, remote = trainer.workers.foreach_env(lambda env: list(env.episodes))
     assert local == [[], []]
     ended = remote[0] + remote[1]
+    assert len(remote[0]) >= 2 and len(remote[1]) >= 2
     assert result["timesteps_total"] == 40 and result["episodes_total"] == len(ended)
     assert result["episode_reward_mean"] == pytest.approx(np.mean([r for _, r in ended]))
 
