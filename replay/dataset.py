@@ -36,6 +36,7 @@ import tree
 
 from replay import dataset_errors, errors, heap_policy, shared_ring
 from replay.client import Client
+from replay.dataset_iteration import FastIterationDataset, fast_iter
 from replay.dataset_signature import SignatureCheck
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.sample_blocks import INFO_NUMPY_DTYPES, LARGE_ITEM_BYTES
@@ -341,6 +342,9 @@ class ReplayDataset(tf.data.Dataset):
     def element_spec(self):
         return self._pipeline.element_spec
 
+    def __iter__(self):
+        return fast_iter(self)
+
     def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None,
               name=None) -> tf.data.Dataset:
         """As `tf.data.Dataset.batch`: the same batches of consecutive samples, in the same order,
@@ -349,7 +353,8 @@ class ReplayDataset(tf.data.Dataset):
         if (self._blocks is None or not isinstance(batch_size, int) or batch_size < 1
                 or num_parallel_calls is not None or deterministic is not None or name is not None):
             return super().batch(batch_size, drop_remainder, num_parallel_calls, deterministic, name)
-        batched = self._blocks.rebatch(batch_size, drop_remainder=drop_remainder)
+        # iterated eagerly without tf.data's per-element nest rebuilding (`replay.dataset_iteration`)
+        batched = FastIterationDataset(self._blocks.rebatch(batch_size, drop_remainder=drop_remainder))
         if isinstance(self, tf.compat.v1.data.Dataset):
             # What tf.compat.v1 datasets' own `batch` returns (TrajectoryDataset is one).
             from tensorflow.python.data.ops import dataset_ops  # pylint: disable=g-direct-tensorflow-import
