@@ -8,10 +8,15 @@ change together in one atomic step. The public operations that call these live i
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections import Counter
+from operator import attrgetter
+from typing import List, Optional, Sequence
 
 from replay.items import Item
 from replay.selectors import exhaust
+
+_span_chunk = attrgetter("span_chunk")
+_episode_id = attrgetter("episode_id")
 
 
 def _episode_ids(item: Item) -> list:
@@ -65,17 +70,13 @@ class ItemStorage:
             head = pairs[:n - evictions]
             sampler.insert_many(head)
             remover.insert_many(head)
-        reference, release = self._reference_episodes_locked, self._release_episodes_locked
-        exhaust(map(reference, items[:n - evictions]))  # (a C loop)
+        if evictions < n:
+            self._reference_many_locked(items[:n - evictions])
         if evictions:
             tail = pairs[n - evictions:]
             sampler.replace_many(victims, tail)
             remover.replace_many(victims, tail)
-            # Each further item's episodes are referenced before its victim's are released, as
-            # one insert at a time does (it decides when an episode counts as deleted).
-            for item, victim in zip(items[n - evictions:], map(present.pop, victims)):
-                reference(item)
-                release(victim)
+            self._replace_episode_refs_locked(items[n - evictions:], list(map(present.pop, victims)))
         present.update(new)
         limiter = self._rate_limiter
         limiter.insert_count += n
@@ -83,6 +84,39 @@ class ItemStorage:
         self._num_inserts += n
         self._num_evictions += evictions
         return n
+
+    def _reference_many_locked(self, items: Sequence[Item]) -> None:
+        """`_reference_episodes_locked` for each item, counted per episode where every item
+        holds one chunk."""
+        chunks = list(map(_span_chunk, items))
+        if None in chunks:
+            exhaust(map(self._reference_episodes_locked, items))  # (a C loop)
+            return
+        refs = self._episode_refs
+        for episode, count in Counter(map(_episode_id, chunks)).items():
+            refs[episode] = refs.get(episode, 0) + count
+
+    def _replace_episode_refs_locked(self, added: Sequence[Item], removed: List[Item]) -> None:
+        """For each i in turn, references `added[i]`'s episodes, then releases `removed[i]`'s, as
+        one insert at a time does (the order decides when an episode counts as deleted). Where
+        every item holds one chunk and no episode's count can reach zero within the batch (each
+        has more references than the batch releases), the counts change per episode at once:
+        the same counts, and no deletion either way."""
+        added_chunks = list(map(_span_chunk, added))
+        removed_chunks = list(map(_span_chunk, removed))
+        if None not in added_chunks and None not in removed_chunks:
+            refs = self._episode_refs
+            released = Counter(map(_episode_id, removed_chunks))
+            if all(refs.get(episode, 0) > count for episode, count in released.items()):
+                for episode, count in Counter(map(_episode_id, added_chunks)).items():
+                    refs[episode] = refs.get(episode, 0) + count
+                for episode, count in released.items():
+                    refs[episode] -= count
+                return
+        reference, release = self._reference_episodes_locked, self._release_episodes_locked
+        for item, victim in zip(added, removed):
+            reference(item)
+            release(victim)
 
     def _reference_episodes_locked(self, item: Item) -> None:
         refs = self._episode_refs

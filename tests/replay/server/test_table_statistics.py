@@ -120,6 +120,29 @@ def test_a_batch_that_evicts_counts_an_episode_deleted_when_one_insert_at_a_time
     assert done == 2 and (info.size, info.num_episodes, info.num_deleted_episodes) == (2, 2, 1)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_batches_that_evict_count_episodes_as_one_insert_at_a_time(seed):
+    """Batches of random sizes over a few episodes (long-lived ones, counted per episode in bulk,
+    and short ones whose counts reach zero inside a batch) into a full FIFO table: the episode
+    counters and every episode's reference count are those of inserting the items one by one."""
+    rng = np.random.default_rng(seed)
+    bulk = Table("bulk", selectors.Uniform(seed=0), selectors.Fifo(), 40, rate_limiters.MinSize(1))
+    single = Table("single", selectors.Uniform(seed=0), selectors.Fifo(), 40, rate_limiters.MinSize(1))
+    key = 0
+    for _ in range(30):
+        size = int(rng.integers(1, 60))
+        episodes = rng.choice([1, 2, 3, 100 + key], size=size, p=[0.4, 0.3, 0.2, 0.1])
+        items = [_item(key + i, episode_id=int(e)) for i, e in enumerate(episodes)]
+        key += size
+        assert bulk.try_insert_many(bulk.validate_items(items)) == size
+        for item in items:
+            assert single.try_insert_many(single.validate_items([item])) == 1
+        assert (bulk.info.num_episodes, bulk.info.num_deleted_episodes) == \
+            (single.info.num_episodes, single.info.num_deleted_episodes)
+        assert bulk._episode_refs == single._episode_refs  # noqa: SLF001 - the counts themselves
+    assert bulk.info.num_deleted_episodes > 0
+
+
 def test_statistics_survive_a_checkpoint_round_trip():
     table = Table("t", selectors.Fifo(), selectors.Fifo(), 10, rate_limiters.MinSize(1))
     table.insert_many([_item(k, episode_id=k // 2) for k in range(6)])
