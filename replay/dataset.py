@@ -36,7 +36,7 @@ import tree
 
 from replay import dataset_errors, errors, heap_policy, shared_ring
 from replay.client import Client
-from replay.dataset_iteration import FastIterationDataset, fast_iter
+from replay.dataset_iteration import FastIteration, FastIterationDataset, FastIterationDatasetV1
 from replay.dataset_signature import SignatureCheck
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.sample_blocks import INFO_NUMPY_DTYPES, LARGE_ITEM_BYTES
@@ -232,7 +232,7 @@ def _empty_block_array(spec: tf.TensorSpec) -> np.ndarray:
     return np.zeros(shape, spec.dtype.as_numpy_dtype)
 
 
-class ReplayDataset(tf.data.Dataset):
+class ReplayDataset(FastIteration, tf.data.Dataset):
     """A `tf.data.Dataset` of `ReplaySample(info, data)` streamed from replay servers, which
     owns its sample streams (as Reverb's ReplayDataset, a `tf.data.Dataset` subclass).
 
@@ -342,9 +342,6 @@ class ReplayDataset(tf.data.Dataset):
     def element_spec(self):
         return self._pipeline.element_spec
 
-    def __iter__(self):
-        return fast_iter(self)
-
     def batch(self, batch_size, drop_remainder=False, num_parallel_calls=None, deterministic=None,
               name=None) -> tf.data.Dataset:
         """As `tf.data.Dataset.batch`: the same batches of consecutive samples, in the same order,
@@ -353,14 +350,12 @@ class ReplayDataset(tf.data.Dataset):
         if (self._blocks is None or not isinstance(batch_size, int) or batch_size < 1
                 or num_parallel_calls is not None or deterministic is not None or name is not None):
             return super().batch(batch_size, drop_remainder, num_parallel_calls, deterministic, name)
-        # iterated eagerly without tf.data's per-element nest rebuilding (`replay.dataset_iteration`)
-        batched = FastIterationDataset(self._blocks.rebatch(batch_size, drop_remainder=drop_remainder))
+        batched = self._blocks.rebatch(batch_size, drop_remainder=drop_remainder)
+        # iterated eagerly without tf.data's per-element nest rebuilding (`replay.dataset_iteration`);
+        # tf.compat.v1 datasets' own `batch` returns their adapter (TrajectoryDataset is one)
         if isinstance(self, tf.compat.v1.data.Dataset):
-            # What tf.compat.v1 datasets' own `batch` returns (TrajectoryDataset is one).
-            from tensorflow.python.data.ops import dataset_ops  # pylint: disable=g-direct-tensorflow-import
-
-            batched = dataset_ops.DatasetV1Adapter(batched)
-        return batched
+            return FastIterationDatasetV1(batched)
+        return FastIterationDataset(batched)
 
     # -- the streams ----------------------------------------------------------------------------
 

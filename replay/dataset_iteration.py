@@ -1,7 +1,8 @@
 """Eager iteration of replay datasets without tf.data's per-element structure rebuilding.
 
-Part of the dataset (replay/dataset.py): `ReplayDataset` and the batched datasets its `batch`
-returns iterate with `FastIterator`, an `OwnedIterator` that, when executing eagerly, packs
+Part of the dataset (replay/dataset.py): `ReplayDataset`, the batched datasets its `batch`
+returns and the datasets that common transformations (`prefetch`, `map`, `take`, ...) make
+of them iterate with `FastIterator`, an `OwnedIterator` that, when executing eagerly, packs
 each element's tensors straight into the element structure (a `ReplaySample` of a
 `SampleInfo` and the data nest) with a packer built once per iterator. tf.data's own path
 flattens the element spec and rebuilds the nest through its generic nest functions for every
@@ -18,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Callable, List, Optional
 
 import tensorflow as tf
-from tensorflow.python.data.ops import iterator_ops  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.data.ops import dataset_ops, iterator_ops  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.data.util import nest as data_nest  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import
@@ -98,10 +99,56 @@ def fast_iter(dataset: tf.data.Dataset) -> iterator_ops.OwnedIterator:
                        "within tf.function.")
 
 
-class FastIterationDataset(tf.data.Dataset):
+# Transformations of one dataset into one, whose results iterate with `FastIterator` too when
+# applied to a replay dataset (learners add `prefetch`, `map` and the like after `batch`).
+_CHAINED_TRANSFORMATIONS = ("batch", "cache", "enumerate", "filter", "ignore_errors", "map",
+                            "padded_batch", "prefetch", "rebatch", "repeat", "shard", "shuffle",
+                            "skip", "take", "take_while", "unbatch", "unique", "with_options")
+
+
+def keep_fast_iteration(result: Any) -> Any:
+    """`result` (what a transformation returned) as a `FastIterationDataset` when it is a
+    `tf.data.Dataset`, or as a `FastIterationDatasetV1` when it is the `tf.compat.v1` adapter
+    of one (what transformations of `tf.compat.v1` datasets return); anything else as it is."""
+    if isinstance(result, FastIteration):
+        return result
+    if type(result) is dataset_ops.DatasetV1Adapter:
+        return FastIterationDatasetV1(result._dataset)  # noqa: SLF001 - the dataset it adapts
+    if isinstance(result, tf.data.Dataset) and not isinstance(result, tf.compat.v1.data.Dataset):
+        return FastIterationDataset(result)
+    return result
+
+
+class FastIteration:
+    """A base of replay datasets, before `tf.data.Dataset`: `iter()` gives a `FastIterator`,
+    and so do the datasets that `_CHAINED_TRANSFORMATIONS` and `apply` return."""
+
+    def __iter__(self):
+        return fast_iter(self)
+
+    def apply(self, transformation_func):
+        """As `tf.data.Dataset.apply`; a dataset it returns iterates with `FastIterator`."""
+        return keep_fast_iteration(super().apply(transformation_func))
+
+
+def _chained(name: str):
+    def transformation(self, *args, **kwargs):
+        return keep_fast_iteration(getattr(super(FastIteration, self), name)(*args, **kwargs))
+
+    transformation.__name__ = transformation.__qualname__ = name
+    transformation.__doc__ = (f"As `tf.data.Dataset.{name}`; the dataset it returns iterates with "
+                              "`FastIterator` (see `replay.dataset_iteration`).")
+    return transformation
+
+
+for _name in _CHAINED_TRANSFORMATIONS:
+    setattr(FastIteration, _name, _chained(_name))
+
+
+class FastIterationDataset(FastIteration, tf.data.Dataset):
     """A dataset that is `inner` (its variant tensor and element spec), iterated with
-    `FastIterator`: what `ReplayDataset.batch` returns. Its transformations return plain
-    datasets, as any dataset's do."""
+    `FastIterator`: what `ReplayDataset.batch` and the transformations of replay datasets
+    return."""
 
     def __init__(self, inner: tf.data.Dataset):
         self._inner = inner
@@ -114,5 +161,7 @@ class FastIterationDataset(tf.data.Dataset):
     def element_spec(self):
         return self._inner.element_spec
 
-    def __iter__(self):
-        return fast_iter(self)
+
+class FastIterationDatasetV1(FastIteration, dataset_ops.DatasetV1Adapter):
+    """`tf.compat.v1`'s adapter of a dataset (what transformations of `tf.compat.v1` datasets
+    such as `replay.reverb.TrajectoryDataset` return), iterated with `FastIterator`."""

@@ -98,3 +98,30 @@ def test_the_iterator_works_inside_tf_function_and_after_transformations(start_s
     mapped = _dataset(client, "other").batch(2).map(lambda sample: sample.data["action"] * 10)
     helpers.write_steps(client, "other", range(20, 23))
     assert [x.numpy().tolist() for x in mapped] == [[200, 210], [220]]
+
+
+def test_learner_pipelines_built_on_replay_datasets_iterate_fast_too(start_server, helpers):
+    """The transformations learners add after `batch` (Acme's `prefetch`, a `map`, `take`) keep
+    the fast iterator, on TF2's datasets and on `tf.compat.v1` ones (replay.reverb's
+    TrajectoryDataset), which stay `tf.compat.v1` datasets."""
+    import replay.reverb as reverb
+
+    server = start_server([helpers.queue_table(name) for name in ("queue", "unbatched", "legacy")])
+    client = server.localhost_client()
+    for name in ("queue", "unbatched", "legacy"):
+        helpers.write_steps(client, name, range(6))
+    pipeline = _dataset(client).batch(2).prefetch(2).map(lambda sample: sample.data["action"]).take(2)
+    iterator = iter(pipeline)
+    assert isinstance(iterator, FastIterator)
+    assert [x.numpy().tolist() for x in iterator] == [[0, 1], [2, 3]]
+    unbatched = iter(_dataset(client, "unbatched").prefetch(1))
+    assert isinstance(unbatched, FastIterator)
+    assert [next(unbatched).data["action"].numpy() for _ in range(6)] == list(range(6))
+
+    legacy = reverb.TrajectoryDataset.from_table_signature(
+        client.address, "legacy", max_in_flight_samples_per_worker=3, rate_limiter_timeout_ms=300)
+    batched = legacy.batch(2, drop_remainder=True).prefetch(1)
+    assert isinstance(batched, tf.compat.v1.data.Dataset)
+    iterator = iter(batched)
+    assert isinstance(iterator, FastIterator)
+    assert [b.data["action"].numpy().tolist() for b in iterator] == [[0, 1], [2, 3], [4, 5]]
