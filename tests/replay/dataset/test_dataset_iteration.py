@@ -50,7 +50,7 @@ def test_specs_with_composite_leaves_take_tf_datas_own_path():
 
 def _dataset(client, table="queue", **options):
     return ReplayDataset.from_table_signature(client.address, table, max_in_flight_samples_per_worker=7,
-                                              num_workers_per_iterator=1, rate_limiter_timeout_ms=300, **options)
+                                              num_workers_per_iterator=1, rate_limiter_timeout_ms=2000, **options)
 
 
 @pytest.mark.parametrize("batch_size", [None, 4])
@@ -119,7 +119,7 @@ def test_learner_pipelines_built_on_replay_datasets_iterate_fast_too(start_serve
     assert [next(unbatched).data["action"].numpy() for _ in range(6)] == list(range(6))
 
     legacy = reverb.TrajectoryDataset.from_table_signature(
-        client.address, "legacy", max_in_flight_samples_per_worker=3, rate_limiter_timeout_ms=300)
+        client.address, "legacy", max_in_flight_samples_per_worker=3, rate_limiter_timeout_ms=2000)
     batched = legacy.batch(2, drop_remainder=True).prefetch(1)
     assert isinstance(batched, tf.compat.v1.data.Dataset)
     iterator = iter(batched)
