@@ -24,8 +24,8 @@ import grpc
 import numpy as np
 import tree
 
-from replay import (codec, column_batch, errors, framing, protocol, replay_sample, rpc_errors,
-                    server_replies, shared_ring, validation)
+from replay import (codec, column_batch, errors, exit_safety, framing, protocol, replay_sample,
+                    rpc_errors, server_replies, shared_ring, validation)
 from replay.proto import replay_pb2, replay_pb2_grpc
 from replay.replay_sample import ReplaySample, SampleInfo
 from replay.table_info import TableInfo
@@ -469,6 +469,7 @@ class Client:
                 ring.close()
             raise
         received = 0
+        finalizing, keep_forever = sys.is_finalizing, exit_safety.keep_forever  # (outlive module globals)
         try:
             for response in call:
                 if ring is not None:
@@ -502,8 +503,10 @@ class Client:
             raise rpc_errors.translate_rpc_error(e, f"sampling table {table!r} at {self.address}") from None
         finally:
             requests.put(done)
-            if not sys.is_finalizing():  # (then gRPC's threads are stopped: a cancel waits for them)
+            if not finalizing():  # (then gRPC's threads are stopped: a cancel waits for them)
                 call.cancel()
+            else:  # and so would the call's own finalizer (`replay.exit_safety`)
+                keep_forever(call)
             if ring is not None:
                 ring.close()
 
