@@ -91,7 +91,11 @@ class ItemStorage:
         chunks = list(map(_span_chunk, items))
         if None in chunks:
             exhaust(map(self._reference_episodes_locked, items))  # (a C loop)
-            return
+        else:
+            self._reference_chunk_episodes_locked(chunks)
+
+    def _reference_chunk_episodes_locked(self, chunks: List) -> None:
+        """One reference to the episode of each chunk (an item's one chunk), per episode."""
         refs = self._episode_refs
         for episode, count in Counter(map(_episode_id, chunks)).items():
             refs[episode] = refs.get(episode, 0) + count
@@ -108,8 +112,7 @@ class ItemStorage:
             refs = self._episode_refs
             released = Counter(map(_episode_id, removed_chunks))
             if all(refs.get(episode, 0) > count for episode, count in released.items()):
-                for episode, count in Counter(map(_episode_id, added_chunks)).items():
-                    refs[episode] = refs.get(episode, 0) + count
+                self._reference_chunk_episodes_locked(added_chunks)
                 for episode, count in released.items():
                     refs[episode] -= count
                 return

@@ -94,7 +94,7 @@ def test_the_iterator_works_inside_tf_function_and_after_transformations(start_s
     assert next(iterator).data["action"].numpy().tolist() == [6, 7, 8]  # eager, same iterator
     dataset.close()
 
-    # a transformation returns a plain dataset, iterated by tf.data's own iterator
+    # after a transformation, a new dataset and iterator on another table
     mapped = _dataset(client, "other").batch(2).map(lambda sample: sample.data["action"] * 10)
     helpers.write_steps(client, "other", range(20, 23))
     assert [x.numpy().tolist() for x in mapped] == [[200, 210], [220]]
