@@ -47,7 +47,7 @@ from typing import Deque, List, Optional, Sequence, Union
 
 import grpc
 
-from replay import codec, errors, framing, protocol, rpc_errors, server_replies, shared_ring
+from replay import codec, errors, exit_safety, framing, protocol, rpc_errors, server_replies, shared_ring
 from replay.chunks import Chunk
 from replay.proto import replay_pb2
 
@@ -178,6 +178,8 @@ class InsertStream:
         self._error: Optional[errors.ReplayError] = None
         self._closing = False
         self._call = None
+        # (looked up now: at interpreter exit module globals may already be gone)
+        self._finalizing, self._keep_forever = sys.is_finalizing, exit_safety.keep_forever
         self._calls_made = 0  # a request iterator ends once its call is not the current one
         self._reader: Optional[threading.Thread] = None
         # the server's tables as the first response described them (`table_infos`)
@@ -464,9 +466,12 @@ class InsertStream:
         """Ends the stream after everything queued was sent (does not wait for acks); with
         `cancel`, cancels the call at once instead (on the server too: items not acked yet may
         or may not have been inserted, and none is inserted later). At interpreter exit the
-        call is only let go: gRPC's threads are stopped by then, and a cancel or a wait for the
-        reader would wait for them forever (a writer finalized by the last collection)."""
-        if sys.is_finalizing():
+        call is only kept, never freed: gRPC's threads are stopped by then, and a cancel, a wait
+        for the reader or the call's own finalizer would wait for them forever (a writer
+        finalized by the last collection; `replay.exit_safety`)."""
+        if self._finalizing():
+            if self._call is not None:  # freeing it would run gRPC's finalizer, which waits too
+                self._keep_forever(self._call)
             return
         with self._data_ready:
             self._closing = True

@@ -65,6 +65,10 @@ CLOSED_AT_EXIT = textwrap.dedent("""\
     client.insert({"x": 1.0}, {"replay": 1.0})
     stream = client.sample_stream("replay", max_in_flight_samples=4)  # a call still open at exit
     print(len(next(stream)[0]["key"]), "sampled", flush=True)
+    writer = client.writer(max_sequence_length=1)  # an insert call still open at exit
+    writer.append({"x": 2.0})
+    writer.create_item("replay", num_timesteps=1, priority=1.0)
+    writer.flush()
 
 
     class ClosesItsClient:  # as a dataset's stream does when it is finalized
@@ -75,10 +79,12 @@ CLOSED_AT_EXIT = textwrap.dedent("""\
     def leave_garbage():
         closer = ClosesItsClient()
         closer.cycle = closer
+        closer.writer = writer  # dropped without close, finalized with the cycle
 
 
     gc.set_threshold(10**9)  # the cycle waits for the interpreter's last collection
     leave_garbage()
+    del writer
 """)
 
 
