@@ -4,12 +4,18 @@ The trainer calls `TensorBoardLogger.log(result)` after every `train()`. Every n
 (nested) result dict becomes a scalar tagged by its path ("info/learner/default_policy/policy_loss"),
 with env steps (`timesteps_total`) on the x-axis; lists under `hist_stats` become histograms (the
 distribution of episode returns of the iteration).
+
+The events are TensorFlow 2's own summaries (the same protos `tf.summary.scalar` and
+`tf.summary.histogram` write), built and written by the TensorBoard package that ships with
+TensorFlow, in plain Python: through TensorFlow's summary ops they were eager ops and a
+histogram function traced anew at every call, half of the driver's time on `cartpole-ppo`.
 """
 from __future__ import annotations
 
 import json
 import numbers
 import os
+import time
 from typing import Any, Dict, Iterator, Mapping, Tuple
 
 import numpy as np
@@ -44,23 +50,27 @@ class TensorBoardLogger:
     """Summary writer for one experiment: `<logdir>/<experiment>/` holds events and result.json."""
 
     def __init__(self, logdir: str):
-        import tensorflow as tf
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-        self._tf = tf
         self.logdir = os.path.abspath(logdir)
         os.makedirs(self.logdir, exist_ok=True)
-        self._writer = tf.summary.create_file_writer(self.logdir)
+        self._writer = EventFileWriter(self.logdir)
         self._json = open(os.path.join(self.logdir, "result.json"), "a", encoding="utf-8")
 
     def log(self, result: Mapping[str, Any]) -> None:
+        from tensorboard.compat.proto import event_pb2, summary_pb2
+        from tensorboard.plugins.histogram.summary_v2 import histogram_pb
+        from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+
         step = int(result.get("timesteps_total", result.get("training_iteration", 0)))
-        tf = self._tf
-        with self._writer.as_default(step=step):
-            for tag, value in flatten_result(result):
-                tf.summary.scalar(tag, value)
-            for name, values in (result.get("hist_stats") or {}).items():
-                if len(values):
-                    tf.summary.histogram(f"hist_stats/{name}", np.asarray(values, dtype=np.float64))
+        summary = summary_pb2.Summary()
+        for tag, value in flatten_result(result):
+            summary.value.extend(scalar_pb(tag, np.float32(value)).value)
+        for name, values in (result.get("hist_stats") or {}).items():
+            if len(values):
+                summary.value.extend(
+                    histogram_pb(f"hist_stats/{name}", np.asarray(values, dtype=np.float64)).value)
+        self._writer.add_event(event_pb2.Event(wall_time=time.time(), step=step, summary=summary))
         self._writer.flush()
         record: Dict[str, Any] = {k: v for k, v in result.items() if k != "config"}
         self._json.write(json.dumps(record, default=_json_default) + "\n")
