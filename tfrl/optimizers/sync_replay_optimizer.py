@@ -38,6 +38,7 @@ from tfrl.optimizers.rollout_replay import (declare_replay_tables, point_workers
 from tfrl.optimizers.settings import LearnerSettings, SyncReplaySettings
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.rollout.settings import WorkerSettings
+from tfrl.utils.tf_ops import assign_scalar
 
 REPLAY_TABLE = "replay"
 _PROBABILITY = "_sample_probability"
@@ -228,7 +229,7 @@ class SyncReplayOptimizer(PolicyOptimizer):
         # Assigning a mirrored variable costs about as much as a small training step, so it is
         # assigned only when the value changes (never, when beta is not annealed).
         if value != lane.beta_value:
-            lane.beta.assign(value)
+            assign_scalar(lane.beta, value)
             lane.beta_value = value
 
     def _launch_round(self) -> None:

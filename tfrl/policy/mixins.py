@@ -22,6 +22,7 @@ from tfrl.errors import InvalidConfigError, NotSupportedError
 from tfrl.models.catalog import ModelCatalog
 from tfrl.policy.sample_batch import SampleBatch
 from tfrl.utils.schedules import make_schedule
+from tfrl.utils.tf_ops import assign_scalar
 
 
 class ClassicSetupCall:
@@ -63,7 +64,7 @@ class LearningRateSchedule(ClassicSetupCall):
         # to the variable, skipping Keras's attribute tracking.
         variable = self.optimizer.learning_rate
         if isinstance(variable, tf.Variable):
-            variable.assign(value)
+            assign_scalar(variable, value)
         else:
             self.optimizer.learning_rate = value
 
@@ -88,7 +89,7 @@ def update_scheduled_coefficient(policy, name: str) -> None:
     value = float(getattr(policy, f"{name}_schedule").value(policy.global_timestep))
     written = policy.__dict__.setdefault("_scheduled_values_written", {})
     if written.get(name) != value:
-        getattr(policy, name).assign(value)
+        assign_scalar(getattr(policy, name), value)
         written[name] = value
 
 
@@ -146,13 +147,15 @@ class KLCoeffMixin(ClassicSetupCall):
 
     def update_kl(self, sampled_kl: float) -> float:
         """Adapt the coefficient to a measured KL; returns the new coefficient."""
-        current = float(self.kl_coeff.numpy())
+        held = float(self.kl_coeff.numpy())
+        current = held
         if sampled_kl > 2.0 * self.kl_target:
             current *= 1.5
         elif sampled_kl < 0.5 * self.kl_target:
             current *= 0.5
+        if current != held:  # (a coefficient of 0, PPO without the penalty, is never written)
+            assign_scalar(self.kl_coeff, current)
         self.kl_coeff_val = current
-        self.kl_coeff.assign(current)
         return current
 
 

@@ -40,6 +40,7 @@ from tfrl.policy.actor_critic import (action_bounds, actor_critic_gradients,
 from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
                                          td_error_fetches)
 from tfrl.utils.schedules import LinearSchedule
+from tfrl.utils.tf_ops import assign_scalar
 
 NOISE_TYPES = ("GaussianNoise", "OrnsteinUhlenbeckNoise")
 
@@ -88,7 +89,7 @@ class ContinuousNoiseExploration:
         value = self.noise_schedule.value(timestep)
         if value != self._noise_value:
             self._noise_value = value
-            self.noise_scale.assign(value)
+            assign_scalar(self.noise_scale, value)
 
     def set_noise_scale_schedule(self, schedule) -> None:
         """Replaces the noise scale schedule (Ape-X gives each worker a constant scale)."""

@@ -45,6 +45,7 @@ from tfrl.policy import (ComputeTDErrorMixin, LearningRateSchedule, SampleBatch,
 from tfrl.policy.replay_targets import (compute_q_targets, postprocess_nstep_and_prio, q_value_stats,
                                          td_error_fetches)
 from tfrl.utils.schedules import epsilon_schedule_from_config
+from tfrl.utils.tf_ops import assign_scalar
 
 
 def numpy_q_policy_spec(policy) -> Optional[NumpyQPolicySpec]:
@@ -120,7 +121,7 @@ class EpsilonGreedyExploration:
         value = self.epsilon_schedule.value(timestep)
         if value != self._epsilon_value:  # skip the variable write when nothing changed
             self._epsilon_value = value
-            self.cur_epsilon.assign(value)
+            assign_scalar(self.cur_epsilon, value)
 
     def compute_actions(self, obs_batch, state_batches=None, prev_action_batch=None,
                         prev_reward_batch=None, explore=None, timestep=None, **kwargs):
