@@ -469,7 +469,7 @@ class Client:
                 ring.close()
             raise
         received = 0
-        finalizing, keep_forever = sys.is_finalizing, exit_safety.keep_forever  # (outlive module globals)
+        keep_if_finalizing = exit_safety.keep_if_finalizing  # (outlives module globals)
         try:
             for response in call:
                 if ring is not None:
@@ -503,10 +503,8 @@ class Client:
             raise rpc_errors.translate_rpc_error(e, f"sampling table {table!r} at {self.address}") from None
         finally:
             requests.put(done)
-            if not finalizing():  # (then gRPC's threads are stopped: a cancel waits for them)
+            if not keep_if_finalizing(call):  # (at exit a cancel waits for gRPC's stopped threads)
                 call.cancel()
-            else:  # and so would the call's own finalizer (`replay.exit_safety`)
-                keep_forever(call)
             if ring is not None:
                 ring.close()
 

@@ -179,7 +179,7 @@ class InsertStream:
         self._closing = False
         self._call = None
         # (looked up now: at interpreter exit module globals may already be gone)
-        self._finalizing, self._keep_forever = sys.is_finalizing, exit_safety.keep_forever
+        self._keep_if_finalizing = exit_safety.keep_if_finalizing
         self._calls_made = 0  # a request iterator ends once its call is not the current one
         self._reader: Optional[threading.Thread] = None
         # the server's tables as the first response described them (`table_infos`)
@@ -469,9 +469,7 @@ class InsertStream:
         call is only kept, never freed: gRPC's threads are stopped by then, and a cancel, a wait
         for the reader or the call's own finalizer would wait for them forever (a writer
         finalized by the last collection; `replay.exit_safety`)."""
-        if self._finalizing():
-            if self._call is not None:  # freeing it would run gRPC's finalizer, which waits too
-                self._keep_forever(self._call)
+        if self._keep_if_finalizing(self._call):
             return
         with self._data_ready:
             self._closing = True
