@@ -476,7 +476,9 @@ def test_the_action_stream_answers_each_request_in_order_and_a_bad_one_ends_only
 
 
 def test_remote_actions_are_answered_inline_by_the_workers_current_policy_up_to_a_backlog():
-    worker = serving_worker("truncate_episodes", 2, action_timeout_s=0.5, inline_max_backlog=3)
+    # the timeout bounds the first answers too, which wait for the worker's first inference: at
+    # 0.5 s a loaded machine missed it once
+    worker = serving_worker("truncate_episodes", 2, action_timeout_s=3.0, inline_max_backlog=3)
     server = worker.env
     client = PolicyClient(server.address, timeout=20)
     policy = worker.get_policy()
